@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: MIT
+# rlshim - one non-recursive Makefile; everything is built in build/.
+#
+#   make                    the library, the shim, the programs
+#   make test               every test, ending with "N passed, N failed"
+#   make SANITIZE=address,undefined test   unit tests under ASan/UBSan only
+#   make bench              benchmarks (docs/BENCHMARKS.md)
+#   make clean
+#   V=1                     show the commands
+
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.DEFAULT_GOAL := all
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+B := build
+ifneq ($(SANITIZE),)
+B := build/san
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+CC := gcc
+PKGS := cmocka inih
+
+WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wwrite-strings -Wformat=2 -Werror
+BASE_CFLAGS := $(WARN) -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
+	-Iinclude -iquote src/core -MMD -MP $(SAN_FLAGS)
+# User CFLAGS/LDFLAGS add to the defaults, never replace them.
+override CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
+override LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
+
+# Dependencies are found through pkg-config once tools/deps.sh has run.
+DEPS_STAMP := build/.deps-ok
+CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+# inih goes in statically: the shim must link nothing but libc.
+INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
+INIH_LIBS = -l:libinih.a
+
+# ---- the core: build/librlcore.a ------------------------------------------
+CORE_SRCS := $(wildcard src/core/*.c)
+CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
+
+# ---- unit tests: one cmocka binary per module -------------------------------
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
+
+# ---- stress tests: concurrency, crash safety, flood -------------------------
+STRESS_SRCS := $(wildcard tests/stress/*.c)
+STRESS_BINS := $(STRESS_SRCS:tests/stress/%.c=$(B)/tests/%)
+
+# ---- benchmarks --------------------------------------------------------------
+BENCH_SRCS := $(wildcard tools/bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:tools/bench/%.c=$(B)/bench/%)
+
+ALL := $(B)/librlcore.a
+
+.PHONY: all test unit bench clean deps
+all: $(ALL) $(UNIT_BINS) $(STRESS_BINS)
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): tools/deps.sh
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/deps.sh
+	$(Q)touch $@
+
+$(B)/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(INIH_CFLAGS) -c -o $@ $<
+
+$(B)/librlcore.a: $(CORE_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/tests/%: tests/unit/%.c $(B)/librlcore.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/librlcore.a \
+		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
+
+$(B)/tests/%: tests/stress/%.c $(B)/librlcore.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/librlcore.a \
+		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
+
+$(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  BENCH   $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) -lpthread $(LDFLAGS)
+
+# ---- make test ---------------------------------------------------------------
+# Unit tests run twice: as built, and under ASan/UBSan (a separate tree in
+# build/san). With SANITIZE set, only the sanitized unit tests run.
+SAN_DEFAULT := address,undefined
+ifeq ($(SANITIZE),)
+test: all
+	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build
+	$(Q)tests/run.sh $(UNIT_BINS) \
+		$(patsubst build/%,build/san/%,$(UNIT_BINS)) \
+		$(STRESS_BINS)
+else
+test: unit-build
+	$(Q)tests/run.sh $(UNIT_BINS)
+endif
+
+.PHONY: unit-build
+unit-build: $(UNIT_BINS)
+
+# ---- make bench --------------------------------------------------------------
+bench: $(BENCH_BINS)
+	$(Q)tools/bench/run.sh $(B)
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)
