@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * algo.h - one interface over the three algorithms, for the table.
+ *
+ * Every algorithm keeps a key's whole state in one 64-bit word, so the
+ * table can update it with a single compare-and-swap. State 0 is a new key
+ * for all of them. A state word never has its top bit set: the table uses
+ * such values as markers.
+ */
+#ifndef RL_ALGO_H
+#define RL_ALGO_H
+
+#include <stdint.h>
+
+#include "rlshim.h"
+
+#define RL_STATE_MARK (1ull << 63)
+
+/*
+ * 0 if `rate` can be used with `algo`, else -EINVAL: count and burst at
+ * least 1, period at least count nanoseconds (an emission interval of at
+ * least 1 ns), burst * emission interval below 2^62 ns, window periods of
+ * at least a second, sliding-window counts below RL_SLIDING_MAX.
+ */
+int rl_algo_check(enum rl_algorithm algo, const struct rl_rate *rate);
+
+/* Decide `cost` at `now_ns`; *state changes only if allowed. */
+void rl_algo_step(enum rl_algorithm algo, uint64_t *state,
+		  const struct rl_rate *rate, uint32_t cost, uint64_t now_ns,
+		  struct rl_result *out);
+
+/*
+ * The first instant at which `state` carries no information any more (a
+ * request then sees a new key). A slot whose free-at is <= now may be
+ * reused; otherwise free-at - now is the key's debt.
+ */
+uint64_t rl_algo_free_at(enum rl_algorithm algo, uint64_t state,
+			 const struct rl_rate *rate, uint64_t now_ns);
+
+/* Give back `cost` taken earlier; *state is left alone when nothing of it
+ * is left to give back (the window moved on, the debt was repaid). */
+void rl_algo_refund(enum rl_algorithm algo, uint64_t *state,
+		    const struct rl_rate *rate, uint32_t cost, uint64_t now_ns);
+
+/* Window periods are whole seconds or more: see window.c's packing. */
+#define RL_WINDOW_MIN_NS 1000000000ull
+
+/* The emission interval: the spacing of requests at the steady rate. */
+static inline uint64_t rl_gcra_interval(const struct rl_rate *rate)
+{
+	return rate->period_ns / rate->count;
+}
+
+/* Per-algorithm parts behind the dispatch (gcra.c, window.c). */
+void rl_gcra_refund(uint64_t *tat_ns, const struct rl_rate *rate,
+		    uint32_t cost, uint64_t now_ns);
+uint64_t rl_window_fixed_free_at(uint64_t state, const struct rl_rate *rate,
+				 uint64_t now_ns);
+void rl_window_fixed_refund(uint64_t *state, const struct rl_rate *rate,
+			    uint32_t cost, uint64_t now_ns);
+uint64_t rl_window_sliding_free_at(uint64_t state, const struct rl_rate *rate,
+				   uint64_t now_ns);
+void rl_window_sliding_refund(uint64_t *state, const struct rl_rate *rate,
+			      uint32_t cost, uint64_t now_ns);
+
+#endif /* RL_ALGO_H */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gcra.c - the Generic Cell Rate Algorithm, as go-redis/redis_rate runs it.
+ *
+ * A key's state is its theoretical arrival time (TAT): when the bucket would
+ * be full again if no more requests came. With emission interval T =
+ * period/count and burst B, a request of cost c at time now passes when
+ *
+ *     max(TAT, now) + c*T - B*T <= now
+ *
+ * and then TAT becomes max(TAT, now) + c*T. Everything is integer
+ * nanoseconds; products saturate instead of wrapping, so an absurd cost is
+ * simply denied.
+ */
+#include "algo.h"
+
+static inline uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint32_t clamp32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+void rl_gcra_step(uint64_t *tat_ns, const struct rl_rate *rate, uint32_t cost,
+		  uint64_t now_ns, struct rl_result *out)
+{
+	uint64_t interval = rl_gcra_interval(rate);
+	/* The latest TAT at which a request is still allowed now. */
+	uint64_t horizon = sat_add(now_ns, sat_mul(interval, rate->burst));
+	uint64_t tat = *tat_ns > now_ns ? *tat_ns : now_ns;
+	uint64_t new_tat = sat_add(tat, sat_mul(interval, cost));
+
+	out->limit = rate->burst;
+	if (new_tat > horizon) {
+		/* Denied: nothing is stored. `tat` may exceed the horizon when
+		 * another process stored it from a slightly later clock. */
+		out->allowed = 0;
+		out->remaining = tat < horizon ? clamp32((horizon - tat) / interval) : 0;
+		out->retry_after_ns = new_tat - horizon;
+		out->reset_after_ns = tat - now_ns;
+		return;
+	}
+	out->allowed = 1;
+	out->remaining = clamp32((horizon - new_tat) / interval);
+	out->retry_after_ns = 0;
+	out->reset_after_ns = new_tat - now_ns;
+	if (cost > 0)
+		*tat_ns = new_tat;
+}
+
+void rl_gcra_refund(uint64_t *tat_ns, const struct rl_rate *rate,
+		    uint32_t cost, uint64_t now_ns)
+{
+	uint64_t give = sat_mul(rl_gcra_interval(rate), cost);
+
+	if (*tat_ns <= now_ns)
+		return; /* already full: nothing is owed back */
+	*tat_ns = *tat_ns - now_ns > give ? *tat_ns - give : now_ns;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log.c - logfmt lines to stderr (one write(2) per line, so lines from
+ * several processes never interleave) or to syslog.
+ */
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+static enum rl_log_target log_target = RL_LOG_STDERR;
+static enum rl_log_level log_level = RL_LOG_INFO;
+static const char *log_ident = "rlshim";
+static int syslog_open;
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+const char *rl_log_level_name(enum rl_log_level level)
+{
+	if ((unsigned)level > RL_LOG_DEBUG)
+		return "?";
+	return level_names[level];
+}
+
+void rl_log_setup(enum rl_log_target target, enum rl_log_level level,
+		  const char *ident)
+{
+	log_target = target;
+	log_level = level;
+	if (ident)
+		log_ident = ident;
+	if (target == RL_LOG_SYSLOG && !syslog_open) {
+		openlog(log_ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+		syslog_open = 1;
+	}
+}
+
+void rl_log(enum rl_log_level level, const char *fmt, ...)
+{
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	char line[1024];
+	int saved = errno;
+	int n, m;
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	if (log_target == RL_LOG_SYSLOG)
+		n = snprintf(line, sizeof(line), "level=%s ",
+			     rl_log_level_name(level));
+	else
+		n = snprintf(line, sizeof(line), "%s level=%s pid=%d ",
+			     log_ident, rl_log_level_name(level), (int)getpid());
+	if (n < 0 || (size_t)n >= sizeof(line))
+		goto out;
+	va_start(ap, fmt);
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		goto out;
+	n += m;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	if (log_target == RL_LOG_SYSLOG) {
+		line[n] = '\0';
+		syslog(prio[level], "%s", line);
+	} else {
+		line[n++] = '\n';
+		/* One write: a short write to a pipe of < PIPE_BUF is atomic. */
+		if (write(STDERR_FILENO, line, (size_t)n) < 0)
+			(void)0;
+	}
+out:
+	errno = saved;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log.h - one logger, logfmt lines:
+ *
+ *   rlshim level=warn pid=123 msg="redis unreachable" err="..."
+ *
+ * Callers pass the fields after `level=... pid=...` as a printf format, so a
+ * line is built once on the stack and written with one write(2) (stderr) or
+ * syslog(3). It never allocates. The hot path never logs per request.
+ */
+#ifndef RL_LOG_H
+#define RL_LOG_H
+
+enum rl_log_level {
+	RL_LOG_ERROR = 0,
+	RL_LOG_WARN = 1,
+	RL_LOG_INFO = 2,
+	RL_LOG_DEBUG = 3,
+};
+
+enum rl_log_target {
+	RL_LOG_STDERR = 0,
+	RL_LOG_SYSLOG = 1,
+};
+
+/* Where lines go and the most verbose level written. `ident` prefixes each
+ * stderr line and names the syslog identity (kept, not copied). */
+void rl_log_setup(enum rl_log_target target, enum rl_log_level level,
+		  const char *ident);
+
+void rl_log(enum rl_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* "error", "warn", "info", "debug" */
+const char *rl_log_level_name(enum rl_log_level level);
+
+#endif /* RL_LOG_H */

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/* time.c - clocks, durations and rates. */
+#include "time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t rl_time_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * RL_NS_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rl_time_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / RL_NS_PER_MS;
+}
+
+struct unit {
+	const char *name;
+	uint64_t ns;
+};
+
+/* Longest names first where one is a prefix of another is not needed: a
+ * unit must match the whole rest of the string. */
+static const struct unit duration_units[] = {
+	{ "ms", RL_NS_PER_MS },
+	{ "s", RL_NS_PER_SEC },
+	{ "sec", RL_NS_PER_SEC },
+	{ "m", 60 * RL_NS_PER_SEC },
+	{ "min", 60 * RL_NS_PER_SEC },
+	{ "h", 3600 * RL_NS_PER_SEC },
+	{ "hour", 3600 * RL_NS_PER_SEC },
+	{ "d", 86400 * RL_NS_PER_SEC },
+	{ "day", 86400 * RL_NS_PER_SEC },
+};
+
+/* A unit of `duration_units` spelling the whole of `s`, or 0. */
+static uint64_t unit_ns(const char *s, size_t len)
+{
+	for (size_t i = 0; i < sizeof(duration_units) / sizeof(duration_units[0]); i++) {
+		const struct unit *u = &duration_units[i];
+
+		if (strlen(u->name) == len && memcmp(u->name, s, len) == 0)
+			return u->ns;
+	}
+	return 0;
+}
+
+/* Leading decimal digits of `s` into *v; returns the number of digits, or
+ * -ERANGE past UINT64_MAX. */
+static int parse_digits(const char *s, uint64_t *v)
+{
+	uint64_t n = 0;
+	int i = 0;
+
+	for (; s[i] >= '0' && s[i] <= '9'; i++) {
+		if (__builtin_mul_overflow(n, 10, &n) ||
+		    __builtin_add_overflow(n, (uint64_t)(s[i] - '0'), &n))
+			return -ERANGE;
+	}
+	*v = n;
+	return i;
+}
+
+int rl_time_parse_duration(const char *s, uint64_t *out_ns)
+{
+	uint64_t n, unit, ns;
+	int digits;
+
+	if (!s)
+		return -EINVAL;
+	digits = parse_digits(s, &n);
+	if (digits < 0)
+		return digits;
+	if (digits == 0)
+		return -EINVAL;
+	unit = unit_ns(s + digits, strlen(s + digits));
+	if (!unit)
+		return -EINVAL;
+	if (__builtin_mul_overflow(n, unit, &ns))
+		return -ERANGE;
+	*out_ns = ns;
+	return 0;
+}
+
+int rl_time_parse_rate(const char *s, struct rl_rate *out)
+{
+	const char *slash;
+	uint64_t n, unit;
+	int digits;
+
+	if (!s)
+		return -EINVAL;
+	digits = parse_digits(s, &n);
+	if (digits < 0)
+		return digits;
+	if (digits == 0)
+		return -EINVAL;
+	slash = s + digits;
+	if (*slash == 'r') /* nginx: 10r/s */
+		slash++;
+	if (*slash != '/')
+		return -EINVAL;
+	unit = unit_ns(slash + 1, strlen(slash + 1));
+	/* A rate's period is a whole unit: "/ms" would allow periods below a
+	 * second, which the window algorithms do not support. */
+	if (!unit || unit < RL_NS_PER_SEC)
+		return -EINVAL;
+	if (n == 0)
+		return -EINVAL;
+	if (n > UINT32_MAX || n > unit)
+		return -ERANGE;
+	out->period_ns = unit;
+	out->count = (uint32_t)n;
+	out->burst = (uint32_t)n;
+	return 0;
+}
+
+int rl_time_format_duration(char *buf, unsigned len, uint64_t ns)
+{
+	static const struct unit units[] = {
+		{ "d", 86400 * RL_NS_PER_SEC }, { "h", 3600 * RL_NS_PER_SEC },
+		{ "m", 60 * RL_NS_PER_SEC },    { "s", RL_NS_PER_SEC },
+		{ "ms", RL_NS_PER_MS },
+	};
+
+	if (ns == 0)
+		return snprintf(buf, len, "0s");
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns % units[i].ns == 0)
+			return snprintf(buf, len, "%llu%s",
+					(unsigned long long)(ns / units[i].ns),
+					units[i].name);
+	}
+	return snprintf(buf, len, "%lluns", (unsigned long long)ns);
+}

@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/* test_gcra.c - GCRA against go-redis/redis_rate's vectors, the window
+ * counters, and sequences over a fake clock. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+
+#include "algo.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+/* A fake clock far from 0, as a real monotonic clock is, and a multiple of
+ * an hour, so windows of a minute start at T0. */
+#define T0 (2057 * 3600 * SEC)
+
+static const struct rl_rate ten_per_sec = { SEC, 10, 10 };
+
+/* redis_rate's TestAllow vectors, all at one instant. */
+static void test_redis_rate_vectors(void **state)
+{
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &ten_per_sec, 1, T0, &r);
+	assert_int_equal(r.allowed, 1);
+	assert_int_equal(r.limit, 10);
+	assert_int_equal(r.remaining, 9);
+	assert_int_equal(r.retry_after_ns, 0);
+	assert_int_equal(r.reset_after_ns, 100 * MS);
+
+	rl_gcra_step(&tat, &ten_per_sec, 2, T0, &r);
+	assert_int_equal(r.allowed, 1);
+	assert_int_equal(r.remaining, 7);
+	assert_int_equal(r.reset_after_ns, 300 * MS);
+
+	rl_gcra_step(&tat, &ten_per_sec, 7, T0, &r);
+	assert_int_equal(r.allowed, 1);
+	assert_int_equal(r.remaining, 0);
+	assert_int_equal(r.reset_after_ns, 1 * SEC);
+
+	rl_gcra_step(&tat, &ten_per_sec, 1000, T0, &r);
+	assert_int_equal(r.allowed, 0);
+	assert_int_equal(r.remaining, 0);
+	assert_int_equal(r.retry_after_ns, 100 * SEC);
+	assert_int_equal(r.reset_after_ns, 1 * SEC);
+	/* Nothing stored on a denial. */
+	assert_int_equal(tat, T0 + 1 * SEC);
+}
+
+static void test_cost_zero_new_key(void **state)
+{
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &ten_per_sec, 0, T0, &r);
+	assert_int_equal(r.allowed, 1);
+	assert_int_equal(r.remaining, 10);
+	assert_int_equal(r.reset_after_ns, 0);
+	assert_int_equal(r.retry_after_ns, 0);
+	assert_int_equal(tat, 0); /* a peek stores nothing */
+}
+
+/* A denial reports what is left for cost-1 requests, not 0. */
+static void test_denial_reports_remaining(void **state)
+{
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &ten_per_sec, 5, T0, &r);
+	rl_gcra_step(&tat, &ten_per_sec, 7, T0, &r);
+	assert_int_equal(r.allowed, 0);
+	assert_int_equal(r.remaining, 5);
+	assert_int_equal(r.retry_after_ns, 200 * MS);
+	assert_int_equal(r.reset_after_ns, 500 * MS);
+}
+
+/* Burst 1: strict spacing, nginx's limit_req without burst. */
+static void test_strict_spacing(void **state)
+{
+	const struct rl_rate rate = { SEC, 1, 1 };
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &rate, 1, T0, &r);
+	assert_true(r.allowed);
+	rl_gcra_step(&tat, &rate, 1, T0 + 500 * MS, &r);
+	assert_false(r.allowed);
+	assert_int_equal(r.retry_after_ns, 500 * MS);
+	assert_int_equal(r.remaining, 0);
+	rl_gcra_step(&tat, &rate, 1, T0 + 999 * MS, &r);
+	assert_false(r.allowed);
+	assert_int_equal(r.retry_after_ns, 1 * MS);
+	rl_gcra_step(&tat, &rate, 1, T0 + SEC, &r);
+	assert_true(r.allowed);
+}
+
+/* Offered twice the rate for one second, exactly the rate passes. */
+static void test_steady_overload(void **state)
+{
+	const struct rl_rate rate = { SEC, 5000, 1 };
+	struct rl_result r;
+	uint64_t tat = 0, allowed = 0;
+
+	(void)state;
+	for (uint64_t t = 0; t < SEC; t += 100000) { /* every 100 us */
+		rl_gcra_step(&tat, &rate, 1, T0 + t, &r);
+		allowed += (uint64_t)r.allowed;
+	}
+	assert_int_equal(allowed, 5000);
+}
+
+/* rate x time + burst, for a burst larger than 1 and a fake clock that
+ * steps unevenly. */
+static void test_rate_times_time_plus_burst(void **state)
+{
+	const struct rl_rate rate = { 60 * SEC, 60, 20 }; /* 1/s, burst 20 */
+	struct rl_result r;
+	uint64_t tat = 0, allowed = 0, t = 0;
+
+	(void)state;
+	while (t < 100 * SEC) {
+		rl_gcra_step(&tat, &rate, 1, T0 + t, &r);
+		allowed += (uint64_t)r.allowed;
+		t += 7 * MS + (t / MS) % 13 * MS;
+	}
+	/* 20 at once, then one per second for the 100 s that follow
+	 * (the last interval may or may not have come due). */
+	assert_in_range(allowed, 119, 120);
+}
+
+static void test_refill(void **state)
+{
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &ten_per_sec, 10, T0, &r);
+	assert_int_equal(r.remaining, 0);
+	rl_gcra_step(&tat, &ten_per_sec, 0, T0 + 350 * MS, &r);
+	assert_int_equal(r.remaining, 3);
+	assert_int_equal(r.reset_after_ns, 650 * MS);
+	rl_gcra_step(&tat, &ten_per_sec, 0, T0 + 5 * SEC, &r);
+	assert_int_equal(r.remaining, 10);
+	assert_int_equal(r.reset_after_ns, 0);
+}
+
+/* Costs and periods that overflow 64 bits are denied, not wrapped. */
+static void test_saturation(void **state)
+{
+	const struct rl_rate day = { 86400 * SEC, 1, 1 };
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &day, UINT32_MAX, T0, &r);
+	assert_int_equal(r.allowed, 0);
+	assert_int_equal(tat, 0);
+	assert_int_equal(r.remaining, 1);
+}
+
+/* A TAT stored from a later clock than ours: never a negative remaining. */
+static void test_tat_beyond_horizon(void **state)
+{
+	struct rl_result r;
+	uint64_t tat = T0 + 2 * SEC;
+
+	(void)state;
+	rl_gcra_step(&tat, &ten_per_sec, 1, T0, &r);
+	assert_int_equal(r.allowed, 0);
+	assert_int_equal(r.remaining, 0);
+	assert_int_equal(r.retry_after_ns, 1100 * MS);
+}
+
+/* Rates whose interval is not a whole number of ns: the interval is
+ * truncated, so the rate is exact to 1 ns per request: 3 at once, then 3
+ * per second for 10 s. */
+static void test_uneven_interval(void **state)
+{
+	const struct rl_rate rate = { SEC, 3, 3 };
+	struct rl_result r;
+	uint64_t tat = 0, allowed = 0;
+
+	(void)state;
+	for (uint64_t t = 0; t <= 10 * SEC; t += MS) {
+		rl_gcra_step(&tat, &rate, 1, T0 + t, &r);
+		allowed += (uint64_t)r.allowed;
+	}
+	assert_int_equal(allowed, 33);
+}
+
+static void test_gcra_refund(void **state)
+{
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &ten_per_sec, 3, T0, &r);
+	rl_algo_refund(RL_ALGO_GCRA, &tat, &ten_per_sec, 1, T0);
+	rl_gcra_step(&tat, &ten_per_sec, 0, T0, &r);
+	assert_int_equal(r.remaining, 8);
+	/* Refunding more than is owed stops at a full bucket. */
+	rl_algo_refund(RL_ALGO_GCRA, &tat, &ten_per_sec, 50, T0);
+	assert_int_equal(tat, T0);
+	rl_gcra_step(&tat, &ten_per_sec, 0, T0, &r);
+	assert_int_equal(r.remaining, 10);
+}
+
+/* ---- fixed window ----------------------------------------------------------- */
+
+static const struct rl_rate three_per_min = { 60 * SEC, 3, 3 };
+
+static void test_fixed_window(void **state)
+{
+	/* T0 is a multiple of 60 s: windows start at T0. */
+	uint64_t t = T0 + 10 * SEC, st = 0;
+	struct rl_result r;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		rl_window_fixed_step(&st, &three_per_min, 1, t, &r);
+		assert_true(r.allowed);
+		assert_int_equal(r.remaining, 2 - i);
+		assert_int_equal(r.reset_after_ns, 50 * SEC);
+	}
+	rl_window_fixed_step(&st, &three_per_min, 1, t + 5 * SEC, &r);
+	assert_false(r.allowed);
+	assert_int_equal(r.remaining, 0);
+	assert_int_equal(r.retry_after_ns, 45 * SEC);
+	/* The next window starts from zero. */
+	rl_window_fixed_step(&st, &three_per_min, 1, T0 + 60 * SEC, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 2);
+	/* A cost larger than the window never passes. */
+	rl_window_fixed_step(&st, &three_per_min, 4, T0 + 61 * SEC, &r);
+	assert_false(r.allowed);
+	assert_int_equal(r.retry_after_ns, UINT64_MAX);
+	/* Peek on a new key. */
+	st = 0;
+	rl_window_fixed_step(&st, &three_per_min, 0, t, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 3);
+	assert_int_equal(r.reset_after_ns, 0);
+	assert_int_equal(st, 0);
+}
+
+/* The known weakness: 2x the limit across a boundary. */
+static void test_fixed_window_boundary(void **state)
+{
+	uint64_t st = 0, allowed = 0;
+	struct rl_result r;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) {
+		rl_window_fixed_step(&st, &three_per_min, 1, T0 + 59 * SEC, &r);
+		allowed += (uint64_t)r.allowed;
+	}
+	for (int i = 0; i < 5; i++) {
+		rl_window_fixed_step(&st, &three_per_min, 1, T0 + 60 * SEC, &r);
+		allowed += (uint64_t)r.allowed;
+	}
+	assert_int_equal(allowed, 6);
+}
+
+/* A state written from a clock one window ahead counts as current. */
+static void test_fixed_window_late_clock(void **state)
+{
+	uint64_t st = 0;
+	struct rl_result r;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		rl_window_fixed_step(&st, &three_per_min, 1, T0 + 60 * SEC, &r);
+	rl_window_fixed_step(&st, &three_per_min, 1, T0 + 59 * SEC, &r);
+	assert_false(r.allowed);
+	/* ... and a late clock's write keeps the later window. */
+	st = 0;
+	rl_window_fixed_step(&st, &three_per_min, 1, T0 + 60 * SEC, &r);
+	rl_window_fixed_step(&st, &three_per_min, 1, T0 + 59 * SEC, &r);
+	rl_window_fixed_step(&st, &three_per_min, 1, T0 + 60 * SEC, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 0);
+	assert_true(rl_algo_free_at(RL_ALGO_FIXED_WINDOW, st, &three_per_min,
+				    T0 + 59 * SEC) == T0 + 120 * SEC);
+}
+
+static void test_fixed_window_free_at_refund(void **state)
+{
+	uint64_t st = 0;
+	struct rl_result r;
+
+	(void)state;
+	assert_int_equal(rl_algo_free_at(RL_ALGO_FIXED_WINDOW, 0,
+					 &three_per_min, T0), 0);
+	rl_window_fixed_step(&st, &three_per_min, 2, T0 + SEC, &r);
+	assert_int_equal(rl_algo_free_at(RL_ALGO_FIXED_WINDOW, st,
+					 &three_per_min, T0 + SEC),
+			 T0 + 60 * SEC);
+	rl_algo_refund(RL_ALGO_FIXED_WINDOW, &st, &three_per_min, 1, T0 + SEC);
+	rl_window_fixed_step(&st, &three_per_min, 0, T0 + SEC, &r);
+	assert_int_equal(r.remaining, 2);
+	/* In a later window there is nothing to give back. */
+	rl_algo_refund(RL_ALGO_FIXED_WINDOW, &st, &three_per_min, 1,
+		       T0 + 61 * SEC);
+	rl_window_fixed_step(&st, &three_per_min, 0, T0 + SEC, &r);
+	assert_int_equal(r.remaining, 2);
+}
+
+/* ---- sliding window ----------------------------------------------------------- */
+
+static const struct rl_rate ten_per_min = { 60 * SEC, 10, 10 };
+
+static void test_sliding_window(void **state)
+{
+	uint64_t st = 0;
+	struct rl_result r;
+	int allowed = 0;
+
+	(void)state;
+	for (int i = 0; i < 12; i++) {
+		rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 10 * SEC, &r);
+		allowed += r.allowed;
+	}
+	assert_int_equal(allowed, 10);
+	/* Not in this window; in the next, 10 * (60 - e) / 60 + 1 <= 10 needs
+	 * e >= 6 s: 50 s + 6 s from now. */
+	assert_int_equal(r.retry_after_ns, 56 * SEC);
+	/* Half-way into the next window the previous one weighs 5. */
+	allowed = 0;
+	for (int i = 0; i < 8; i++) {
+		rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 90 * SEC, &r);
+		allowed += r.allowed;
+	}
+	assert_int_equal(allowed, 5);
+	assert_int_equal(r.remaining, 0);
+	/* 10 * (60 - e) / 60 + 5 + 1 <= 10  <=>  e >= 36 s: 6 s from now. */
+	assert_int_equal(r.retry_after_ns, 6 * SEC);
+	/* Reset: cur (5) weighs until the end of the following window. */
+	assert_int_equal(r.reset_after_ns, 90 * SEC);
+	/* Two windows later, nothing weighs. */
+	rl_window_sliding_step(&st, &ten_per_min, 0, T0 + 180 * SEC, &r);
+	assert_int_equal(r.remaining, 10);
+	assert_int_equal(r.reset_after_ns, 0);
+	assert_int_equal(rl_algo_free_at(RL_ALGO_SLIDING_WINDOW, st,
+					 &ten_per_min, T0 + 180 * SEC), 0);
+}
+
+/* The retry a denial reports is exact: one ns earlier is still denied. */
+static void test_sliding_retry_exact(void **state)
+{
+	uint64_t st = 0, probe;
+	struct rl_result r, p;
+
+	(void)state;
+	for (int i = 0; i < 7; i++)
+		rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 1 * SEC, &r);
+	for (int i = 0; i < 3; i++)
+		rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 61 * SEC, &r);
+	for (uint64_t at = T0 + 61 * SEC; at < T0 + 200 * SEC; at += 3 * SEC + 7) {
+		probe = st;
+		rl_window_sliding_step(&probe, &ten_per_min, 2, at, &r);
+		if (r.allowed)
+			continue;
+		probe = st;
+		rl_window_sliding_step(&probe, &ten_per_min, 2,
+				       at + r.retry_after_ns, &p);
+		assert_true(p.allowed);
+		probe = st;
+		rl_window_sliding_step(&probe, &ten_per_min, 2,
+				       at + r.retry_after_ns - 1, &p);
+		assert_false(p.allowed);
+	}
+}
+
+static void test_sliding_late_clock_and_refund(void **state)
+{
+	uint64_t st = 0;
+	struct rl_result r;
+
+	(void)state;
+	for (int i = 0; i < 10; i++)
+		rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 60 * SEC, &r);
+	rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 59 * SEC, &r);
+	assert_false(r.allowed);
+	rl_algo_refund(RL_ALGO_SLIDING_WINDOW, &st, &ten_per_min, 3,
+		       T0 + 60 * SEC);
+	rl_window_sliding_step(&st, &ten_per_min, 0, T0 + 60 * SEC, &r);
+	assert_int_equal(r.remaining, 3);
+}
+
+static void test_algo_check(void **state)
+{
+	const struct rl_rate ok = { SEC, 10, 10 };
+	const struct rl_rate zero = { SEC, 0, 1 };
+	const struct rl_rate noburst = { SEC, 1, 0 };
+	const struct rl_rate tooshort = { 10, 20, 1 };
+	const struct rl_rate deep = { 86400 * SEC, 1, UINT32_MAX };
+	const struct rl_rate sub_sec = { 500 * MS, 10, 10 };
+	const struct rl_rate wide = { SEC, RL_SLIDING_MAX + 1, 1 };
+
+	(void)state;
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &ok), 0);
+	assert_int_equal(rl_algo_check(RL_ALGO_FIXED_WINDOW, &ok), 0);
+	assert_int_equal(rl_algo_check(RL_ALGO_SLIDING_WINDOW, &ok), 0);
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &zero), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &noburst), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &tooshort), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &deep), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &sub_sec), 0);
+	assert_int_equal(rl_algo_check(RL_ALGO_FIXED_WINDOW, &sub_sec), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_SLIDING_WINDOW, &wide), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_FIXED_WINDOW, &wide), 0);
+	assert_int_equal(rl_algo_check((enum rl_algorithm)7, &ok), -EINVAL);
+	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, NULL), -EINVAL);
+}
+
+/* The dispatch and the pure steps agree; free-at is the TAT for GCRA. */
+static void test_dispatch(void **state)
+{
+	uint64_t a = 0, b = 0;
+	struct rl_result ra, rb;
+
+	(void)state;
+	for (int i = 0; i < 15; i++) {
+		rl_algo_step(RL_ALGO_GCRA, &a, &ten_per_sec, 1, T0 + i * MS, &ra);
+		rl_gcra_step(&b, &ten_per_sec, 1, T0 + i * MS, &rb);
+		assert_int_equal(ra.allowed, rb.allowed);
+		assert_int_equal(ra.remaining, rb.remaining);
+		assert_int_equal(ra.retry_after_ns, rb.retry_after_ns);
+		assert_int_equal(ra.reset_after_ns, rb.reset_after_ns);
+		assert_int_equal(a, b);
+	}
+	assert_int_equal(rl_algo_free_at(RL_ALGO_GCRA, a, &ten_per_sec, T0), a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_rate_vectors),
+		cmocka_unit_test(test_cost_zero_new_key),
+		cmocka_unit_test(test_denial_reports_remaining),
+		cmocka_unit_test(test_strict_spacing),
+		cmocka_unit_test(test_steady_overload),
+		cmocka_unit_test(test_rate_times_time_plus_burst),
+		cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_saturation),
+		cmocka_unit_test(test_tat_beyond_horizon),
+		cmocka_unit_test(test_uneven_interval),
+		cmocka_unit_test(test_gcra_refund),
+		cmocka_unit_test(test_fixed_window),
+		cmocka_unit_test(test_fixed_window_boundary),
+		cmocka_unit_test(test_fixed_window_late_clock),
+		cmocka_unit_test(test_fixed_window_free_at_refund),
+		cmocka_unit_test(test_sliding_window),
+		cmocka_unit_test(test_sliding_retry_exact),
+		cmocka_unit_test(test_sliding_late_clock_and_refund),
+		cmocka_unit_test(test_algo_check),
+		cmocka_unit_test(test_dispatch),
+	};
+
+	return cmocka_run_group_tests_name("gcra", tests, NULL, NULL);
+}
