@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h - rlshim.conf, parsed once into an immutable structure.
+ *
+ * The file is INI (libinih). Every key of DESIGN.md "Configuration" is
+ * known; anything else is an error naming `file:line`. A parsed struct
+ * rl_config is never modified afterwards, so a later hot reload can publish
+ * a new one with a single pointer swap.
+ */
+#ifndef RL_CONFIG_H
+#define RL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlshim.h"
+#include "addr.h"
+#include "log.h"
+
+#define RL_CONFIG_DEFAULT_PATH "/etc/rlshim.conf"
+#define RL_CONFIG_ENV "RLSHIM_CONFIG"
+
+#define RL_MAX_PORTS 64
+#define RL_MAX_PLANS 8
+#define RL_MAX_IFACES 8
+#define RL_PATH_MAX 256     /* a rule's match path */
+#define RL_HEADER_NAME_MAX 64
+#define RL_SHM_NAME_MAX 64
+#define RL_URL_MAX 256
+#define RL_ERR_MAX 512      /* room for "file:line: message" */
+
+#define RL_CAPACITY_MIN 16u
+#define RL_CAPACITY_MAX (1u << 24)
+#define RL_CAPACITY_DEFAULT 65536u
+
+enum rl_mode { RL_MODE_ENFORCE = 0, RL_MODE_DRY_RUN = 1 };
+
+enum rl_headers {
+	RL_HEADERS_RATELIMIT = 0, /* RateLimit-Limit/-Remaining/-Reset */
+	RL_HEADERS_IETF = 1,      /* RateLimit-Policy + RateLimit */
+	RL_HEADERS_XRATELIMIT = 2,/* X-RateLimit-*, reset as epoch seconds */
+	RL_HEADERS_NONE = 3,      /* Retry-After only */
+};
+
+enum rl_on_error { RL_ON_ERROR_REFUSE = 0, RL_ON_ERROR_PASSTHROUGH = 1 };
+
+enum rl_match {
+	RL_MATCH_REQUEST = 0, /* METHOD PATH, either may be a wildcard */
+	RL_MATCH_ACCEPT = 1,  /* new connections, at accept() */
+};
+
+enum rl_key_kind {
+	RL_KEY_IP = 0,     /* client address at ipv4_prefix/ipv6_prefix */
+	RL_KEY_HEADER = 1, /* value of a request header (API key) */
+	RL_KEY_GLOBAL = 2, /* one bucket for everybody */
+};
+
+enum rl_store_down { RL_STORE_DOWN_OPEN = 0, RL_STORE_DOWN_CLOSED = 1 };
+
+enum rl_xdp_mode { RL_XDP_AUTO = 0, RL_XDP_NATIVE = 1, RL_XDP_GENERIC = 2 };
+
+struct rl_plan {
+	char name[RL_RULE_NAME_MAX];
+	struct rl_rate rate;
+};
+
+struct rl_rule_cfg {
+	char name[RL_RULE_NAME_MAX];  /* from [limit:NAME] */
+	int line;                     /* line of the section header */
+
+	enum rl_match match;
+	char method[16];              /* "" matches any method */
+	char path[RL_PATH_MAX];       /* "" matches any path */
+	bool path_prefix;             /* PATH ended in '*' (stripped) */
+
+	struct rl_rate rate;          /* burst defaults to rate.count */
+	enum rl_algorithm algorithm;
+	enum rl_key_kind key;
+	char header[RL_HEADER_NAME_MAX]; /* for key = header:NAME */
+	enum rl_store_down on_store_down;
+
+	unsigned nplans;
+	struct rl_plan plans[RL_MAX_PLANS];
+
+	/* bans, fail2ban's vocabulary; maxretry 0 = never ban */
+	uint32_t maxretry;
+	uint64_t findtime_ns;
+	uint64_t bantime_ns;
+	bool bantime_increment;       /* double per repeat offence ... */
+	uint64_t bantime_max_ns;      /* ... up to this */
+};
+
+struct rl_config {
+	/* where it came from: the file, or "" for the built-in default */
+	char source[RL_PATH_MAX];
+
+	/* [global] */
+	unsigned nports;              /* 0: every accepted TCP connection */
+	uint16_t ports[RL_MAX_PORTS];
+	char shm[RL_SHM_NAME_MAX];
+	uint32_t capacity;
+	enum rl_mode mode;
+	enum rl_headers headers;
+	struct rl_cidr_set allow;
+	struct rl_cidr_set trusted_proxies;
+	char client_ip_header[RL_HEADER_NAME_MAX];
+	bool proxy_protocol;
+	uint8_t ipv4_prefix;
+	uint8_t ipv6_prefix;
+	enum rl_on_error on_error;
+	enum rl_log_target log;
+	enum rl_log_level log_level;
+
+	/* [redis] */
+	bool redis;
+	char redis_url[RL_URL_MAX];
+	uint64_t redis_timeout_ns;
+	uint64_t sync_interval_ns;
+	char redis_prefix[RL_SHM_NAME_MAX];
+
+	/* [xdp] */
+	bool xdp;
+	unsigned nifaces;
+	char ifaces[RL_MAX_IFACES][16];
+	enum rl_xdp_mode xdp_mode;
+
+	/* [limit:*], in file order */
+	unsigned nrules;
+	struct rl_rule_cfg rules[RL_MAX_RULES];
+};
+
+/*
+ * Parse the file at `path`. On success *out is a new configuration (free
+ * with rl_config_free) and 0 is returned. On error, -EINVAL (content),
+ * -ENOENT/-EACCES/... (the file itself) is returned and `err` holds one line
+ * `path:line: message` (or `path: message` when no line applies).
+ */
+int rl_config_load(const char *path, struct rl_config **out, char *err,
+		   size_t errlen);
+
+/* As rl_config_load, from text in memory; `name` stands for the path in
+ * messages. */
+int rl_config_parse(const char *text, const char *name,
+		    struct rl_config **out, char *err, size_t errlen);
+
+/*
+ * The built-in default: one rule "default", 60/m per client IP, every
+ * request on every accepted TCP connection, local only.
+ */
+int rl_config_default(struct rl_config **out);
+
+/* The file to use: $RLSHIM_CONFIG if set and non-empty, else
+ * /etc/rlshim.conf if it exists, else NULL (use the default). */
+const char *rl_config_path(void);
+
+void rl_config_free(struct rl_config *c);
+
+/* Names for the enums, as the file spells them. */
+const char *rl_config_algorithm_name(enum rl_algorithm a);
+const char *rl_config_headers_name(enum rl_headers h);
+
+#endif /* RL_CONFIG_H */

@@ -1,0 +1,1261 @@
+/* SPDX-License-Identifier: MIT */
+/* test_config.c - rlshim.conf parsing: every key, every error class. */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+
+/* DESIGN.md "Configuration", verbatim. */
+static const char design_ini[] =
+	"[global]\n"
+	"ports = 8080 8443          ; guarded local ports (default: every accepted TCP connection)\n"
+	"shm = rlshim               ; segment name; processes with the same name share limits\n"
+	"capacity = 65536           ; keys the segment holds (memory is fixed at creation)\n"
+	"mode = enforce             ; enforce | dry-run (count and log, never deny)\n"
+	"headers = ratelimit        ; ratelimit | ietf | x-ratelimit | none  (Retry-After is always sent)\n"
+	"allow = 192.0.2.0/24 ::1   ; never limited, never banned (fail2ban's ignoreip); default none\n"
+	"trusted_proxies = 10.0.0.0/8   ; only from these peers is client_ip_header believed; default none\n"
+	"client_ip_header = X-Forwarded-For\n"
+	"proxy_protocol = off       ; on: connections from trusted_proxies start with a PROXY v1/v2 header,\n"
+	"                           ; which the shim reads for the client address and strips before the app\n"
+	"ipv4_prefix = 32           ; clients are keyed by this prefix length\n"
+	"ipv6_prefix = 64\n"
+	"on_error = refuse          ; refuse | passthrough: bad config or unusable shm at start\n"
+	"log = stderr               ; stderr | syslog\n"
+	"log_level = info\n"
+	"\n"
+	"[redis]                    ; absent: local only\n"
+	"url = redis://127.0.0.1:6379/0   ; also redis://user:pass@host:port/db and unix:///path\n"
+	"timeout = 100ms\n"
+	"sync_interval = 50ms\n"
+	"prefix = rlshim:\n"
+	"\n"
+	"[xdp]                      ; absent: no XDP\n"
+	"interfaces = eth0\n"
+	"mode = auto                ; native | generic | auto\n"
+	"\n"
+	"[limit:api]\n"
+	"match = *                  ; every request\n"
+	"rate = 60/m\n"
+	"key = ip\n"
+	"\n"
+	"[limit:sms]\n"
+	"match = POST /sms          ; METHOD PATH; PATH may end in * (prefix); METHOD may be *\n"
+	"rate = 3/m\n"
+	"burst = 3                  ; default: the rate's count\n"
+	"key = ip                   ; ip | header:NAME | global\n"
+	"algorithm = token-bucket   ; token-bucket (GCRA) | fixed-window | sliding-window\n"
+	"on_store_down = closed     ; open | closed (see Redis)\n"
+	"plans = free:100/h paid:10000/h   ; per-key tariffs: the key's plan is read from the Redis hash\n"
+	"                           ; <prefix>plans:<rule> (key -> plan name); unknown keys get `rate`\n"
+	"maxretry = 10              ; ban after this many denials within findtime ...\n"
+	"findtime = 1m\n"
+	"bantime = 15m              ; ... for this long\n"
+	"\n"
+	"[limit:conn]\n"
+	"match = accept             ; applies to new connections, at accept()\n"
+	"rate = 20/s\n"
+	"key = ip\n";
+
+static struct rl_config *parse_ok(const char *text)
+{
+	char err[RL_ERR_MAX] = "";
+	struct rl_config *c = NULL;
+	int rc = rl_config_parse(text, "x.conf", &c, err, sizeof(err));
+
+	if (rc != 0)
+		print_error("unexpected error %d: %s\n", rc, err);
+	assert_int_equal(rc, 0);
+	assert_non_null(c);
+	assert_string_equal(err, "");
+	return c;
+}
+
+static void expect_error(const char *text, const char *want)
+{
+	char err[RL_ERR_MAX] = "";
+	struct rl_config *c = (struct rl_config *)&err;
+	int rc = rl_config_parse(text, "x.conf", &c, err, sizeof(err));
+
+	if (rc != -EINVAL || strcmp(err, want) != 0)
+		print_error("--- config:\n%s--- got %d '%s'\n", text, rc, err);
+	assert_int_equal(rc, -EINVAL);
+	assert_null(c);
+	assert_string_equal(err, want);
+}
+
+struct error_case {
+	const char *text;
+	const char *want;
+};
+
+static void expect_errors(const struct error_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		expect_error(cases[i].text, cases[i].want);
+}
+
+#define EXPECT_ERRORS(cases) \
+	expect_errors(cases, sizeof(cases) / sizeof(cases[0]))
+
+static void assert_cidr(const struct rl_cidr_set *set, unsigned i,
+			const char *want)
+{
+	char buf[RL_CIDR_STRLEN];
+
+	assert_true(i < set->n);
+	assert_int_equal(rl_cidr_format(&set->items[i], buf, sizeof(buf)), 0);
+	assert_string_equal(buf, want);
+}
+
+/* ---- a whole file ---- */
+
+static void test_design_example(void **state)
+{
+	struct rl_config *c = parse_ok(design_ini);
+	const struct rl_rule_cfg *r;
+
+	(void)state;
+	assert_string_equal(c->source, "x.conf");
+
+	/* [global] */
+	assert_int_equal(c->nports, 2);
+	assert_int_equal(c->ports[0], 8080);
+	assert_int_equal(c->ports[1], 8443);
+	assert_string_equal(c->shm, "rlshim");
+	assert_int_equal(c->capacity, 65536);
+	assert_int_equal(c->mode, RL_MODE_ENFORCE);
+	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
+	assert_int_equal(c->allow.n, 2);
+	assert_cidr(&c->allow, 0, "192.0.2.0/24");
+	assert_cidr(&c->allow, 1, "::1/128");
+	assert_int_equal(c->trusted_proxies.n, 1);
+	assert_cidr(&c->trusted_proxies, 0, "10.0.0.0/8");
+	assert_string_equal(c->client_ip_header, "X-Forwarded-For");
+	assert_false(c->proxy_protocol);
+	assert_int_equal(c->ipv4_prefix, 32);
+	assert_int_equal(c->ipv6_prefix, 64);
+	assert_int_equal(c->on_error, RL_ON_ERROR_REFUSE);
+	assert_int_equal(c->log, RL_LOG_STDERR);
+	assert_int_equal(c->log_level, RL_LOG_INFO);
+
+	/* [redis] */
+	assert_true(c->redis);
+	assert_string_equal(c->redis_url, "redis://127.0.0.1:6379/0");
+	assert_int_equal(c->redis_timeout_ns, 100 * MS);
+	assert_int_equal(c->sync_interval_ns, 50 * MS);
+	assert_string_equal(c->redis_prefix, "rlshim:");
+
+	/* [xdp] */
+	assert_true(c->xdp);
+	assert_int_equal(c->nifaces, 1);
+	assert_string_equal(c->ifaces[0], "eth0");
+	assert_int_equal(c->xdp_mode, RL_XDP_AUTO);
+
+	assert_int_equal(c->nrules, 3);
+
+	r = &c->rules[0];
+	assert_string_equal(r->name, "api");
+	assert_int_equal(r->line, 28);
+	assert_int_equal(r->match, RL_MATCH_REQUEST);
+	assert_string_equal(r->method, "");
+	assert_string_equal(r->path, "");
+	assert_false(r->path_prefix);
+	assert_int_equal(r->rate.period_ns, 60 * SEC);
+	assert_int_equal(r->rate.count, 60);
+	assert_int_equal(r->rate.burst, 60);
+	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
+	assert_int_equal(r->key, RL_KEY_IP);
+	assert_string_equal(r->header, "");
+	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
+	assert_int_equal(r->nplans, 0);
+	assert_int_equal(r->maxretry, 0);
+	assert_int_equal(r->findtime_ns, 600 * SEC);
+	assert_int_equal(r->bantime_ns, 600 * SEC);
+	assert_false(r->bantime_increment);
+	assert_int_equal(r->bantime_max_ns, 7 * 86400 * SEC);
+
+	r = &c->rules[1];
+	assert_string_equal(r->name, "sms");
+	assert_int_equal(r->line, 33);
+	assert_int_equal(r->match, RL_MATCH_REQUEST);
+	assert_string_equal(r->method, "POST");
+	assert_string_equal(r->path, "/sms");
+	assert_false(r->path_prefix);
+	assert_int_equal(r->rate.period_ns, 60 * SEC);
+	assert_int_equal(r->rate.count, 3);
+	assert_int_equal(r->rate.burst, 3);
+	assert_int_equal(r->key, RL_KEY_IP);
+	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
+	assert_int_equal(r->on_store_down, RL_STORE_DOWN_CLOSED);
+	assert_int_equal(r->nplans, 2);
+	assert_string_equal(r->plans[0].name, "free");
+	assert_int_equal(r->plans[0].rate.period_ns, 3600 * SEC);
+	assert_int_equal(r->plans[0].rate.count, 100);
+	assert_int_equal(r->plans[0].rate.burst, 100);
+	assert_string_equal(r->plans[1].name, "paid");
+	assert_int_equal(r->plans[1].rate.period_ns, 3600 * SEC);
+	assert_int_equal(r->plans[1].rate.count, 10000);
+	assert_int_equal(r->plans[1].rate.burst, 10000);
+	assert_int_equal(r->maxretry, 10);
+	assert_int_equal(r->findtime_ns, 60 * SEC);
+	assert_int_equal(r->bantime_ns, 900 * SEC);
+	assert_false(r->bantime_increment);
+	assert_int_equal(r->bantime_max_ns, 7 * 86400 * SEC);
+
+	r = &c->rules[2];
+	assert_string_equal(r->name, "conn");
+	assert_int_equal(r->line, 46);
+	assert_int_equal(r->match, RL_MATCH_ACCEPT);
+	assert_int_equal(r->rate.period_ns, SEC);
+	assert_int_equal(r->rate.count, 20);
+	assert_int_equal(r->rate.burst, 20);
+	assert_int_equal(r->key, RL_KEY_IP);
+
+	rl_config_free(c);
+}
+
+/* ---- defaults ---- */
+
+static void assert_global_defaults(const struct rl_config *c)
+{
+	assert_int_equal(c->nports, 0);
+	assert_string_equal(c->shm, "rlshim");
+	assert_int_equal(c->capacity, RL_CAPACITY_DEFAULT);
+	assert_int_equal(c->mode, RL_MODE_ENFORCE);
+	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
+	assert_int_equal(c->allow.n, 0);
+	assert_int_equal(c->trusted_proxies.n, 0);
+	assert_string_equal(c->client_ip_header, "X-Forwarded-For");
+	assert_false(c->proxy_protocol);
+	assert_int_equal(c->ipv4_prefix, 32);
+	assert_int_equal(c->ipv6_prefix, 64);
+	assert_int_equal(c->on_error, RL_ON_ERROR_REFUSE);
+	assert_int_equal(c->log, RL_LOG_STDERR);
+	assert_int_equal(c->log_level, RL_LOG_INFO);
+	assert_false(c->redis);
+	assert_string_equal(c->redis_url, "redis://127.0.0.1:6379/0");
+	assert_int_equal(c->redis_timeout_ns, 100 * MS);
+	assert_int_equal(c->sync_interval_ns, 50 * MS);
+	assert_string_equal(c->redis_prefix, "rlshim:");
+	assert_false(c->xdp);
+	assert_int_equal(c->nifaces, 0);
+	assert_int_equal(c->xdp_mode, RL_XDP_AUTO);
+}
+
+static void test_default(void **state)
+{
+	struct rl_config *c = NULL;
+	const struct rl_rule_cfg *r;
+
+	(void)state;
+	assert_int_equal(rl_config_default(&c), 0);
+	assert_non_null(c);
+	assert_string_equal(c->source, "");
+	assert_global_defaults(c);
+	assert_int_equal(c->nrules, 1);
+	r = &c->rules[0];
+	assert_string_equal(r->name, "default");
+	assert_int_equal(r->match, RL_MATCH_REQUEST);
+	assert_string_equal(r->method, "");
+	assert_string_equal(r->path, "");
+	assert_false(r->path_prefix);
+	assert_int_equal(r->rate.period_ns, 60 * SEC);
+	assert_int_equal(r->rate.count, 60);
+	assert_int_equal(r->rate.burst, 60);
+	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
+	assert_int_equal(r->key, RL_KEY_IP);
+	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
+	assert_int_equal(r->maxretry, 0);
+	rl_config_free(c);
+	rl_config_free(NULL);
+}
+
+static void test_parse_defaults(void **state)
+{
+	static const char *const texts[] = {
+		"",
+		"; nothing but a comment\n\n# and another\n",
+		"[global]\n",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		struct rl_config *c = parse_ok(texts[i]);
+
+		assert_global_defaults(c);
+		assert_int_equal(c->nrules, 0);
+		rl_config_free(c);
+	}
+}
+
+static void test_minimal_rule_defaults(void **state)
+{
+	struct rl_config *c = parse_ok("[limit:a]\nrate = 10r/s\n");
+	const struct rl_rule_cfg *r = &c->rules[0];
+
+	(void)state;
+	assert_int_equal(c->nrules, 1);
+	assert_string_equal(r->name, "a");
+	assert_int_equal(r->line, 1);
+	assert_int_equal(r->match, RL_MATCH_REQUEST);
+	assert_string_equal(r->method, "");
+	assert_string_equal(r->path, "");
+	assert_int_equal(r->rate.period_ns, SEC);
+	assert_int_equal(r->rate.count, 10);
+	assert_int_equal(r->rate.burst, 10);
+	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
+	assert_int_equal(r->key, RL_KEY_IP);
+	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
+	assert_int_equal(r->nplans, 0);
+	assert_int_equal(r->maxretry, 0);
+	assert_int_equal(r->findtime_ns, 600 * SEC);
+	assert_int_equal(r->bantime_ns, 600 * SEC);
+	assert_int_equal(r->bantime_max_ns, 7 * 86400 * SEC);
+	rl_config_free(c);
+}
+
+/* ---- values ---- */
+
+static void test_global_values(void **state)
+{
+	struct rl_config *c = parse_ok(
+		"[global]\n"
+		"ports = 80,443, 8080\n"
+		"shm = my_app-1.x\n"
+		"capacity = 16\n"
+		"mode = dry-run\n"
+		"headers = x-ratelimit\n"
+		"allow = none\n"
+		"trusted_proxies = 10.1.2.3/8,2001:db8::/32 127.0.0.1\n"
+		"client_ip_header = X-Real-IP\n"
+		"proxy_protocol = yes\n"
+		"ipv4_prefix = 24\n"
+		"ipv6_prefix = 0\n"
+		"on_error = passthrough\n"
+		"log = syslog\n"
+		"log_level = debug\n");
+
+	(void)state;
+	assert_int_equal(c->nports, 3);
+	assert_int_equal(c->ports[0], 80);
+	assert_int_equal(c->ports[1], 443);
+	assert_int_equal(c->ports[2], 8080);
+	assert_string_equal(c->shm, "my_app-1.x");
+	assert_int_equal(c->capacity, 16);
+	assert_int_equal(c->mode, RL_MODE_DRY_RUN);
+	assert_int_equal(c->headers, RL_HEADERS_XRATELIMIT);
+	assert_int_equal(c->allow.n, 0);
+	assert_int_equal(c->trusted_proxies.n, 3);
+	assert_cidr(&c->trusted_proxies, 0, "10.0.0.0/8");
+	assert_cidr(&c->trusted_proxies, 1, "2001:db8::/32");
+	assert_cidr(&c->trusted_proxies, 2, "127.0.0.1/32");
+	assert_string_equal(c->client_ip_header, "X-Real-IP");
+	assert_true(c->proxy_protocol);
+	assert_int_equal(c->ipv4_prefix, 24);
+	assert_int_equal(c->ipv6_prefix, 0);
+	assert_int_equal(c->on_error, RL_ON_ERROR_PASSTHROUGH);
+	assert_int_equal(c->log, RL_LOG_SYSLOG);
+	assert_int_equal(c->log_level, RL_LOG_DEBUG);
+	rl_config_free(c);
+}
+
+static void test_booleans(void **state)
+{
+	static const struct {
+		const char *text;
+		bool want;
+	} cases[] = {
+		{ "on", true },   { "off", false }, { "yes", true },
+		{ "no", false },  { "true", true }, { "false", false },
+		{ "1", true },    { "0", false },
+	};
+	char text[128];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rl_config *c;
+
+		snprintf(text, sizeof(text),
+			 "[limit:a]\nrate = 1/s\nbantime_increment = %s\n",
+			 cases[i].text);
+		c = parse_ok(text);
+		assert_int_equal(c->rules[0].bantime_increment, cases[i].want);
+		rl_config_free(c);
+	}
+}
+
+static void test_redis_values(void **state)
+{
+	static const char *const urls[] = {
+		"redis://cache.example.com",
+		"redis://10.0.0.5:6380",
+		"redis://user:secret@cache:6379/3",
+		"redis://:secret@cache/0",
+		"redis://[::1]:6379/1",
+		"redis://host/",
+		"unix:///run/redis/redis.sock",
+	};
+	char text[512];
+	struct rl_config *c;
+
+	(void)state;
+	c = parse_ok("[redis]\n"
+		     "timeout = 2s\n"
+		     "sync_interval = 1ms\n"
+		     "prefix =\n");
+	assert_true(c->redis);
+	assert_string_equal(c->redis_url, "redis://127.0.0.1:6379/0");
+	assert_int_equal(c->redis_timeout_ns, 2 * SEC);
+	assert_int_equal(c->sync_interval_ns, MS);
+	assert_string_equal(c->redis_prefix, "");
+	rl_config_free(c);
+
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\nurl = %s\n", urls[i]);
+		c = parse_ok(text);
+		assert_string_equal(c->redis_url, urls[i]);
+		rl_config_free(c);
+	}
+}
+
+static void test_xdp_values(void **state)
+{
+	struct rl_config *c = parse_ok("[xdp]\n"
+				       "interfaces = eth0 enp3s0f1, wlan0\n"
+				       "mode = generic\n");
+
+	(void)state;
+	assert_true(c->xdp);
+	assert_int_equal(c->nifaces, 3);
+	assert_string_equal(c->ifaces[0], "eth0");
+	assert_string_equal(c->ifaces[1], "enp3s0f1");
+	assert_string_equal(c->ifaces[2], "wlan0");
+	assert_int_equal(c->xdp_mode, RL_XDP_GENERIC);
+	rl_config_free(c);
+}
+
+static void test_match_forms(void **state)
+{
+	static const struct {
+		const char *match;
+		enum rl_match kind;
+		const char *method;
+		const char *path;
+		bool prefix;
+	} cases[] = {
+		{ "*", RL_MATCH_REQUEST, "", "", false },
+		{ "* *", RL_MATCH_REQUEST, "", "", false },
+		{ "accept", RL_MATCH_ACCEPT, "", "", false },
+		{ "POST /sms", RL_MATCH_REQUEST, "POST", "/sms", false },
+		{ "GET\t /api/*", RL_MATCH_REQUEST, "GET", "/api/", true },
+		{ "* /login", RL_MATCH_REQUEST, "", "/login", false },
+		{ "delete *", RL_MATCH_REQUEST, "delete", "", false },
+		{ "* /*", RL_MATCH_REQUEST, "", "/", true },
+		{ "PROPFIND /dav*", RL_MATCH_REQUEST, "PROPFIND", "/dav", true },
+	};
+	char text[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rl_config *c;
+		const struct rl_rule_cfg *r;
+
+		snprintf(text, sizeof(text), "[limit:m]\nmatch = %s\nrate = 1/s\n",
+			 cases[i].match);
+		c = parse_ok(text);
+		r = &c->rules[0];
+		assert_int_equal(r->match, cases[i].kind);
+		assert_string_equal(r->method, cases[i].method);
+		assert_string_equal(r->path, cases[i].path);
+		assert_int_equal(r->path_prefix, cases[i].prefix);
+		rl_config_free(c);
+	}
+}
+
+static void test_rule_values(void **state)
+{
+	struct rl_config *c = parse_ok(
+		"[limit:k.1]\n"
+		"match = GET /v1/*\n"
+		"rate = 100/hour\n"
+		"burst = 500\n"
+		"key = header:X-Api-Key\n"
+		"plans = gold:5/s\n"
+		"maxretry = 1000000\n"
+		"findtime = 30s\n"
+		"bantime = 1h\n"
+		"bantime_increment = on\n"
+		"bantime_max = 2d\n"
+		"[limit:fw]\n"
+		"rate = 10/min\n"
+		"algorithm = fixed-window\n"
+		"key = global\n"
+		"[limit:sw]\n"
+		"rate = 1048575/day\n"
+		"algorithm = sliding-window\n"
+		"bantime = 30d\n");
+	const struct rl_rule_cfg *r = &c->rules[0];
+
+	(void)state;
+	assert_int_equal(c->nrules, 3);
+	assert_string_equal(r->name, "k.1");
+	assert_string_equal(r->method, "GET");
+	assert_string_equal(r->path, "/v1/");
+	assert_true(r->path_prefix);
+	assert_int_equal(r->rate.period_ns, 3600 * SEC);
+	assert_int_equal(r->rate.count, 100);
+	assert_int_equal(r->rate.burst, 500);
+	assert_int_equal(r->key, RL_KEY_HEADER);
+	assert_string_equal(r->header, "X-Api-Key");
+	assert_int_equal(r->nplans, 1);
+	assert_string_equal(r->plans[0].name, "gold");
+	assert_int_equal(r->plans[0].rate.period_ns, SEC);
+	assert_int_equal(r->plans[0].rate.count, 5);
+	assert_int_equal(r->maxretry, 1000000);
+	assert_int_equal(r->findtime_ns, 30 * SEC);
+	assert_int_equal(r->bantime_ns, 3600 * SEC);
+	assert_true(r->bantime_increment);
+	assert_int_equal(r->bantime_max_ns, 2 * 86400 * SEC);
+
+	r = &c->rules[1];
+	assert_int_equal(r->algorithm, RL_ALGO_FIXED_WINDOW);
+	assert_int_equal(r->key, RL_KEY_GLOBAL);
+	assert_int_equal(r->rate.burst, 10);
+
+	r = &c->rules[2];
+	assert_int_equal(r->algorithm, RL_ALGO_SLIDING_WINDOW);
+	assert_int_equal(r->rate.count, 1048575);
+	/* bantime_max defaults to at least bantime */
+	assert_int_equal(r->bantime_max_ns, 30 * 86400 * SEC);
+	rl_config_free(c);
+}
+
+/* inih's syntax: "key: value", CRLF endings, a BOM, inline comments. */
+static void test_syntax_variants(void **state)
+{
+	struct rl_config *c = parse_ok(
+		"\xEF\xBB\xBF[global]\r\n"
+		"shm: other ; a comment\r\n"
+		"  ; an indented comment\r\n"
+		"[limit:a] ; header comment\r\n"
+		"rate = 5/s\r\n"
+		"\r\n"
+		"match = GET /x;y\r\n");
+
+	(void)state;
+	assert_string_equal(c->shm, "other");
+	assert_int_equal(c->nrules, 1);
+	assert_int_equal(c->rules[0].rate.count, 5);
+	assert_string_equal(c->rules[0].path, "/x;y");
+	rl_config_free(c);
+}
+
+/* ---- continuation lines ---- */
+
+static void test_continuation_list(void **state)
+{
+	struct rl_config *c = parse_ok(
+		"[global]\n"
+		"ports = 80\n"
+		"  443, 8080\n"
+		"\t8443\n"
+		"allow =\n"
+		"    192.0.2.0/24\n"
+		"    ; a comment inside the list\n"
+		"    2001:db8::/48 ; inline\n"
+		"[xdp]\n"
+		"interfaces = eth0\n"
+		"  eth1\n"
+		"[limit:a]\n"
+		"rate = 1/s\n"
+		"plans = free:1/m\n"
+		"        paid:100/m\n");
+
+	(void)state;
+	assert_int_equal(c->nports, 4);
+	assert_int_equal(c->ports[0], 80);
+	assert_int_equal(c->ports[1], 443);
+	assert_int_equal(c->ports[2], 8080);
+	assert_int_equal(c->ports[3], 8443);
+	assert_int_equal(c->allow.n, 2);
+	assert_cidr(&c->allow, 0, "192.0.2.0/24");
+	assert_cidr(&c->allow, 1, "2001:db8::/48");
+	assert_int_equal(c->nifaces, 2);
+	assert_string_equal(c->ifaces[1], "eth1");
+	assert_int_equal(c->rules[0].nplans, 2);
+	assert_string_equal(c->rules[0].plans[1].name, "paid");
+	rl_config_free(c);
+}
+
+static void test_continuation_scalar(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nrate = 1/s\nmatch = GET /x\n  /y\n",
+		  "x.conf:4: key 'match' continued on an indented line" },
+		{ "[global]\nshm = a\n\tb\n",
+		  "x.conf:3: key 'shm' continued on an indented line" },
+		/* an indented line continues the key even if it looks like
+		 * a key or a section */
+		{ "[limit:a]\nrate = 1/s\n  burst = 5\n",
+		  "x.conf:3: key 'rate' continued on an indented line" },
+		{ "[global]\nports = 80\n  [limit:a]\n",
+		  "x.conf:3: bad port '[limit:a]' (expected 1..65535)" },
+		{ "[global]\nports = 80\n  8o\n",
+		  "x.conf:3: bad port '8o' (expected 1..65535)" },
+	};
+	struct rl_config *c;
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+	/* An indented key right after a header is a key, not a continuation. */
+	c = parse_ok("[limit:a]\n   rate = 1/s\n");
+	assert_int_equal(c->rules[0].rate.count, 1);
+	rl_config_free(c);
+}
+
+/* ---- errors ---- */
+
+static void test_error_unknown_key(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:sms]\nrat = 3/m\n",
+		  "x.conf:2: unknown key 'rat' in [limit:sms]" },
+		{ "[global]\nrate = 3/m\n",
+		  "x.conf:2: unknown key 'rate' in [global]" },
+		{ "[redis]\nhost = x\n", "x.conf:2: unknown key 'host' in [redis]" },
+		{ "[xdp]\ninterfaces = eth0\nMode = auto\n",
+		  "x.conf:3: unknown key 'Mode' in [xdp]" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_unknown_section(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\n\n[limt:api]\n", "x.conf:3: unknown section [limt:api]" },
+		{ "[limt:api]\nrate = 1/s\n", "x.conf:1: unknown section [limt:api]" },
+		{ "[Global]\n", "x.conf:1: unknown section [Global]" },
+		{ "[]\n", "x.conf:1: unknown section []" },
+		{ "[limit:]\n",
+		  "x.conf:1: bad rule name '' (expected 1..31 of A-Z a-z 0-9 _ . -)" },
+		{ "[limit:a b]\n",
+		  "x.conf:1: bad rule name 'a b' (expected 1..31 of A-Z a-z 0-9 _ . -)" },
+		{ "[limit:abcdefghijabcdefghijabcdefghijKL]\n",
+		  "x.conf:1: bad rule name 'abcdefghijabcdefghijabcdefghijKL' "
+		  "(expected 1..31 of A-Z a-z 0-9 _ . -)" },
+		{ "[global\n", "x.conf:1: unterminated section header" },
+		{ "[global] x\n", "x.conf:1: unexpected text after ']'" },
+		{ "[global]\n[redis]\n[global]\n",
+		  "x.conf:3: duplicate section [global] (first at line 1)" },
+		{ "[xdp]\ninterfaces = lo\n[redis]\n[xdp]\n",
+		  "x.conf:4: duplicate section [xdp] (first at line 1)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_key_outside_section(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "rate = 1/s\n[limit:a]\nrate = 1/s\n",
+		  "x.conf:1: key 'rate' outside any section" },
+		{ "; comment\n\nports = 80\n",
+		  "x.conf:3: key 'ports' outside any section" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_syntax(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\nports 80\n",
+		  "x.conf:2: expected 'key = value' or '[section]'" },
+		{ "[global]\n= 80\n", "x.conf:2: missing key name before '='" },
+		{ "[global]\nshm ; = x\n",
+		  "x.conf:2: expected 'key = value' or '[section]'" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_bad_rate(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\n\nrate = 10/x\n",
+		  "x.conf:3: bad rate '10/x' (expected N/s, N/m, N/h or N/d)" },
+		{ "[limit:a]\nrate = 0/s\n",
+		  "x.conf:2: bad rate '0/s' (expected N/s, N/m, N/h or N/d)" },
+		{ "[limit:a]\nrate = 10\n",
+		  "x.conf:2: bad rate '10' (expected N/s, N/m, N/h or N/d)" },
+		{ "[limit:a]\nrate = 10/ms\n",
+		  "x.conf:2: bad rate '10/ms' (expected N/s, N/m, N/h or N/d)" },
+		{ "[limit:a]\nrate = 4294967296/d\n", "x.conf:2: rate too large" },
+		{ "[limit:a]\nrate = 1/s\nplans = free:10/x\n",
+		  "x.conf:3: bad plan 'free:10/x' (expected N/s, N/m, N/h or N/d)" },
+		{ "[limit:a]\nrate = 1/s\nplans = free\n",
+		  "x.conf:3: bad plan 'free' (expected NAME:RATE, e.g. free:100/h)" },
+		{ "[limit:a]\nrate = 1/s\nplans = a:1/s b:2/s a:3/s\n",
+		  "x.conf:3: duplicate plan 'a'" },
+		{ "[limit:a]\nrate = 1/s\nplans = a:1/s b:1/s c:1/s d:1/s e:1/s\n"
+		  "  f:1/s g:1/s h:1/s i:1/s\n",
+		  "x.conf:4: too many plans (max 8)" },
+		{ "[limit:a]\nkey = ip\n", "x.conf:1: [limit:a] needs a rate" },
+		/* the GCRA's bucket depth must stay below 2^62 ns */
+		{ "[limit:a]\nrate = 1/d\nburst = 100000\n",
+		  "x.conf:3: rate too large" },
+		{ "[limit:a]\nrate = 1048576/s\nalgorithm = sliding-window\n",
+		  "x.conf:2: sliding-window allows at most 1048575 requests per period" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_bad_duration(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nrate = 1/s\nbantime = 10x\n",
+		  "x.conf:3: bad bantime '10x' (expected a duration: 100ms, 30s, "
+		  "10m, 1h or 1d)" },
+		{ "[limit:a]\nrate = 1/s\nfindtime = 1.5m\n",
+		  "x.conf:3: bad findtime '1.5m' (expected a duration: 100ms, 30s, "
+		  "10m, 1h or 1d)" },
+		{ "[redis]\ntimeout = 0ms\n",
+		  "x.conf:2: bad timeout '0ms' (expected a duration above 0)" },
+		{ "[redis]\nsync_interval = 2m\n",
+		  "x.conf:2: bad sync_interval '2m' (expected 1ms..1m)" },
+		{ "[redis]\ntimeout = 99999999999d\n",
+		  "x.conf:2: bad timeout '99999999999d' (too large)" },
+		{ "[limit:a]\nrate = 1/s\nbantime = 1h\nbantime_max = 30m\n",
+		  "x.conf:4: bantime_max must be at least bantime" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_duplicate_rule(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\n[limit:sms]\nrate = 1/s\n[limit:api]\nrate = 1/s\n"
+		  "\n[limit:sms]\nrate = 2/s\n",
+		  "x.conf:7: duplicate rule [limit:sms] (first at line 2)" },
+		/* empty duplicate still counts */
+		{ "[limit:a]\nrate = 1/s\n[limit:a]\n",
+		  "x.conf:3: duplicate rule [limit:a] (first at line 1)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_duplicate_key(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nrate = 1/s\nkey = ip\nrate = 2/s\n",
+		  "x.conf:4: duplicate key 'rate' (first at line 2)" },
+		{ "[global]\nports = 80\nports = 81\n",
+		  "x.conf:3: duplicate key 'ports' (first at line 2)" },
+	};
+	struct rl_config *c;
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+	/* the same key in two rules is fine */
+	c = parse_ok("[limit:a]\nrate = 1/s\n[limit:b]\nrate = 1/s\n");
+	rl_config_free(c);
+}
+
+static void test_error_burst_window(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nrate = 10/m\nburst = 20\nalgorithm = fixed-window\n",
+		  "x.conf:3: burst applies to algorithm = token-bucket only" },
+		{ "[limit:a]\nalgorithm = sliding-window\nburst = 20\nrate = 10/m\n",
+		  "x.conf:3: burst applies to algorithm = token-bucket only" },
+		{ "[limit:a]\nrate = 10/m\nburst = 0\n",
+		  "x.conf:3: bad burst '0' (expected 1..4294967295)" },
+		{ "[limit:a]\nrate = 10/m\nalgorithm = leaky\n",
+		  "x.conf:3: bad algorithm 'leaky' (expected token-bucket, "
+		  "fixed-window or sliding-window)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_header_key_accept(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nmatch = accept\nrate = 1/s\nkey = header:X-Api-Key\n",
+		  "x.conf:4: key = header:X-Api-Key cannot be used with match = "
+		  "accept (no headers at accept)" },
+		{ "[limit:a]\nrate = 1/s\nkey = header:\n",
+		  "x.conf:3: bad key 'header:' (expected ip, global or header:NAME)" },
+		{ "[limit:a]\nrate = 1/s\nkey = header:a b\n",
+		  "x.conf:3: bad key 'header:a b' (expected ip, global or header:NAME)" },
+		{ "[limit:a]\nrate = 1/s\nkey = cookie\n",
+		  "x.conf:3: bad key 'cookie' (expected ip, global or header:NAME)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_bad_match(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nmatch = GET\n",
+		  "x.conf:2: bad match 'GET' (expected *, accept or METHOD PATH)" },
+		{ "[limit:a]\nmatch = GET /a /b\n",
+		  "x.conf:2: bad match 'GET /a /b' (expected *, accept or METHOD PATH)" },
+		{ "[limit:a]\nmatch = GET api\n",
+		  "x.conf:2: bad match 'GET api' (PATH must be * or start with '/')" },
+		{ "[limit:a]\nmatch = GET /a?b=1\n",
+		  "x.conf:2: bad match 'GET /a?b=1' (PATH has no query, fragment or "
+		  "control characters)" },
+		{ "[limit:a]\nmatch = GET /a/*/b\n",
+		  "x.conf:2: bad match 'GET /a/*/b' ('*' only at the end of PATH)" },
+		{ "[limit:a]\nmatch = G(T /a\n",
+		  "x.conf:2: bad match 'G(T /a' (METHOD must be * or a token of at "
+		  "most 15 characters)" },
+		{ "[limit:a]\nmatch = ABCDEFGHIJKLMNOP /a\n",
+		  "x.conf:2: bad match 'ABCDEFGHIJKLMNOP /a' (METHOD must be * or a "
+		  "token of at most 15 characters)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_too_many_rules(void **state)
+{
+	size_t size = 80 * 32 + 1, off = 0;
+	char *text = malloc(size);
+	int i;
+
+	(void)state;
+	assert_non_null(text);
+	for (i = 0; i < RL_MAX_RULES + 1; i++)
+		off += (size_t)snprintf(text + off, size - off,
+					"[limit:r%d]\nrate = 1/s\n", i);
+	/* rule 65 starts at line 129 */
+	expect_error(text, "x.conf:129: too many rules (max 64)");
+
+	/* exactly 64 is fine */
+	text[off - strlen("[limit:r64]\nrate = 1/s\n")] = '\0';
+	struct rl_config *c = parse_ok(text);
+
+	assert_int_equal(c->nrules, RL_MAX_RULES);
+	assert_string_equal(c->rules[63].name, "r63");
+	rl_config_free(c);
+	free(text);
+}
+
+static void test_error_long_line(void **state)
+{
+	char text[4096];
+	int n;
+
+	(void)state;
+	n = snprintf(text, sizeof(text), "[global]\n; short\nshm = ");
+	memset(text + n, 'a', 2000);
+	snprintf(text + n + 2000, sizeof(text) - (size_t)n - 2000,
+		 "\nmode = nope\n");
+	expect_error(text, "x.conf:3: line too long (max 1024 bytes)");
+
+	/* 1024 bytes is still fine (a comment, so the value is no issue) */
+	memset(text, ';', 1024);
+	snprintf(text + 1024, sizeof(text) - 1024, "\n[global]\nmode = x\n");
+	expect_error(text,
+		     "x.conf:3: bad mode 'x' (expected enforce or dry-run)");
+	memset(text, ';', 1025);
+	snprintf(text + 1025, sizeof(text) - 1025, "\n[global]\nmode = x\n");
+	expect_error(text, "x.conf:1: line too long (max 1024 bytes)");
+}
+
+static void test_error_bad_cidr(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\nallow = 10.0.0.0/33\n",
+		  "x.conf:2: bad allow '10.0.0.0/33' (expected ADDRESS[/PREFIX] "
+		  "items or none)" },
+		{ "[global]\ntrusted_proxies = 10.0.0.1\n  example.com\n",
+		  "x.conf:3: bad trusted_proxies 'example.com' (expected "
+		  "ADDRESS[/PREFIX] items or none)" },
+		{ "[global]\nallow = none 10.0.0.0/8\n",
+		  "x.conf:2: 'none' must be the only item of allow" },
+		{ "[global]\nallow = 10.0.0.0/8\n  none\n",
+		  "x.conf:3: 'none' must be the only item of allow" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_bad_port(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\nports = 8080 0\n",
+		  "x.conf:2: bad port '0' (expected 1..65535)" },
+		{ "[global]\nports = 65536\n",
+		  "x.conf:2: bad port '65536' (expected 1..65535)" },
+		{ "[global]\nports = +80\n",
+		  "x.conf:2: bad port '+80' (expected 1..65535)" },
+		{ "[global]\nports = http\n",
+		  "x.conf:2: bad port 'http' (expected 1..65535)" },
+		{ "[global]\nports = 80 443 80\n", "x.conf:2: duplicate port 80" },
+	};
+	char text[1024];
+	size_t off;
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+	off = (size_t)snprintf(text, sizeof(text), "[global]\nports =");
+	for (int i = 1; i <= RL_MAX_PORTS + 1; i++)
+		off += (size_t)snprintf(text + off, sizeof(text) - off, " %d", i);
+	snprintf(text + off, sizeof(text) - off, "\n");
+	expect_error(text, "x.conf:2: too many ports (max 64)");
+}
+
+static void test_error_integers(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\ncapacity = 15\n",
+		  "x.conf:2: bad capacity '15' (expected 16..16777216)" },
+		{ "[global]\ncapacity = 16777217\n",
+		  "x.conf:2: bad capacity '16777217' (expected 16..16777216)" },
+		{ "[global]\ncapacity = +1024\n",
+		  "x.conf:2: bad capacity '+1024' (expected 16..16777216)" },
+		{ "[global]\ncapacity = 0x100\n",
+		  "x.conf:2: bad capacity '0x100' (expected 16..16777216)" },
+		{ "[global]\ncapacity = 99999999999999999999999\n",
+		  "x.conf:2: bad capacity '99999999999999999999999' (expected "
+		  "16..16777216)" },
+		{ "[global]\nipv4_prefix = 33\n",
+		  "x.conf:2: bad ipv4_prefix '33' (expected 0..32)" },
+		{ "[global]\nipv6_prefix = -1\n",
+		  "x.conf:2: bad ipv6_prefix '-1' (expected 0..128)" },
+		{ "[limit:a]\nrate = 1/s\nmaxretry = 1000001\n",
+		  "x.conf:3: bad maxretry '1000001' (expected 0..1000000)" },
+		{ "[limit:a]\nrate = 1/s\nburst = 4294967296\n",
+		  "x.conf:3: bad burst '4294967296' (expected 1..4294967295)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_enums(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\nmode = Enforce\n",
+		  "x.conf:2: bad mode 'Enforce' (expected enforce or dry-run)" },
+		{ "[global]\nheaders = draft\n",
+		  "x.conf:2: bad headers 'draft' (expected ratelimit, ietf, "
+		  "x-ratelimit or none)" },
+		{ "[global]\nproxy_protocol = v2\n",
+		  "x.conf:2: bad proxy_protocol 'v2' (expected on or off)" },
+		{ "[global]\non_error = ignore\n",
+		  "x.conf:2: bad on_error 'ignore' (expected refuse or passthrough)" },
+		{ "[global]\nlog = file\n",
+		  "x.conf:2: bad log 'file' (expected stderr or syslog)" },
+		{ "[global]\nlog_level = trace\n",
+		  "x.conf:2: bad log_level 'trace' (expected error, warn, info or "
+		  "debug)" },
+		{ "[xdp]\ninterfaces = eth0\nmode = skb\n",
+		  "x.conf:3: bad mode 'skb' (expected native, generic or auto)" },
+		{ "[limit:a]\nrate = 1/s\non_store_down = fail\n",
+		  "x.conf:3: bad on_store_down 'fail' (expected open or closed)" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_names(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\nshm = .hidden\n",
+		  "x.conf:2: bad shm '.hidden' (expected 1..63 of A-Z a-z 0-9 _ . -, "
+		  "not starting with '.')" },
+		{ "[global]\nshm = a/b\n",
+		  "x.conf:2: bad shm 'a/b' (expected 1..63 of A-Z a-z 0-9 _ . -, "
+		  "not starting with '.')" },
+		{ "[global]\nclient_ip_header = X Forwarded\n",
+		  "x.conf:2: bad client_ip_header 'X Forwarded' (expected a header "
+		  "field name)" },
+		{ "[redis]\nprefix = a b\n",
+		  "x.conf:2: bad prefix 'a b' (expected at most 63 printable "
+		  "characters and no spaces)" },
+		{ "[xdp]\ninterfaces = eth0 a/b\n",
+		  "x.conf:2: bad interface 'a/b' (expected 1..15 characters, no '/' "
+		  "or ':')" },
+		{ "[xdp]\ninterfaces = abcdefghijklmnop\n",
+		  "x.conf:2: bad interface 'abcdefghijklmnop' (expected 1..15 "
+		  "characters, no '/' or ':')" },
+		{ "[xdp]\ninterfaces = eth0 eth0\n",
+		  "x.conf:2: duplicate interface 'eth0'" },
+		{ "[xdp]\nmode = native\n", "x.conf:1: [xdp] needs interfaces" },
+		{ "[global]\n[xdp]\n", "x.conf:2: [xdp] needs interfaces" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_bad_url(void **state)
+{
+	static const char *const urls[] = {
+		"http://cache:6379",
+		"redis://",
+		"redis://:6379",
+		"redis://host:port",
+		"redis://host:0",
+		"redis://host:6379/db",
+		"redis://user@",
+		"redis://[]:1",
+		"unix://",
+		"unix:///",
+		"unix://relative/path",
+	};
+	char text[256], want[384];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\nurl = %s\n", urls[i]);
+		snprintf(want, sizeof(want),
+			 "x.conf:2: bad url '%s' (expected redis://[user:pass@]"
+			 "host[:port][/db] or unix:///path)", urls[i]);
+		expect_error(text, want);
+	}
+}
+
+static void test_error_proxy_protocol(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[global]\nproxy_protocol = on\n",
+		  "x.conf:2: proxy_protocol = on needs trusted_proxies" },
+		{ "[global]\nproxy_protocol = on\ntrusted_proxies = none\n",
+		  "x.conf:2: proxy_protocol = on needs trusted_proxies" },
+	};
+	struct rl_config *c;
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+	c = parse_ok("[global]\nproxy_protocol = on\ntrusted_proxies = 10.0.0.0/8\n");
+	assert_true(c->proxy_protocol);
+	rl_config_free(c);
+}
+
+/*
+ * The first error found is reported: a section's cross-key checks run when
+ * the section ends, after the errors of its keys.
+ */
+static void test_error_first_wins(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nkey = ip\n[global]\nfoo = 1\n",
+		  "x.conf:1: [limit:a] needs a rate" },
+		{ "[global]\nproxy_protocol = on\nfoo = 1\n",
+		  "x.conf:3: unknown key 'foo' in [global]" },
+		{ "[global]\nproxy_protocol = on\n[limit:a]\nfoo = 1\n",
+		  "x.conf:2: proxy_protocol = on needs trusted_proxies" },
+		{ "[limit:a]\nrat = 1/s\n", "x.conf:2: unknown key 'rat' in [limit:a]" },
+		{ "[global]\nfoo = 1\nbar = 2\n",
+		  "x.conf:2: unknown key 'foo' in [global]" },
+	};
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+}
+
+static void test_error_null_err(void **state)
+{
+	struct rl_config *c = NULL;
+
+	(void)state;
+	assert_int_equal(rl_config_parse("[bad]\n", NULL, &c, NULL, 0), -EINVAL);
+	assert_null(c);
+	assert_int_equal(rl_config_parse(NULL, "x", &c, NULL, 0), -EINVAL);
+}
+
+/* ---- files ---- */
+
+static void test_file(void **state)
+{
+	char path[] = "/tmp/rlshim-test-config-XXXXXX";
+	char err[RL_ERR_MAX], want[RL_ERR_MAX];
+	struct rl_config *c = NULL;
+	int fd;
+	FILE *f;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs("[global]\nports = 8080\nshm = rlshim-demo\n"
+	      "[limit:api]\nmatch = *\nrate = 60/m\nkey = ip\n", f);
+	assert_int_equal(fclose(f), 0);
+
+	assert_int_equal(rl_config_load(path, &c, err, sizeof(err)), 0);
+	assert_non_null(c);
+	assert_string_equal(c->source, path);
+	assert_int_equal(c->nports, 1);
+	assert_int_equal(c->ports[0], 8080);
+	assert_string_equal(c->shm, "rlshim-demo");
+	assert_int_equal(c->nrules, 1);
+	assert_string_equal(c->rules[0].name, "api");
+	rl_config_free(c);
+
+	/* a content error names the file */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("[global]\n\n[limit:sms]\nrat = 3/m\n", f);
+	assert_int_equal(fclose(f), 0);
+	c = (struct rl_config *)&err;
+	assert_int_equal(rl_config_load(path, &c, err, sizeof(err)), -EINVAL);
+	assert_null(c);
+	snprintf(want, sizeof(want), "%s:4: unknown key 'rat' in [limit:sms]",
+		 path);
+	assert_string_equal(err, want);
+
+	assert_int_equal(unlink(path), 0);
+}
+
+static void test_missing_file(void **state)
+{
+	const char *path = "/nonexistent/rlshim.conf";
+	char err[RL_ERR_MAX];
+	struct rl_config *c = (struct rl_config *)&err;
+
+	(void)state;
+	assert_int_equal(rl_config_load(path, &c, err, sizeof(err)), -ENOENT);
+	assert_null(c);
+	assert_string_equal(err,
+			    "/nonexistent/rlshim.conf: No such file or directory");
+}
+
+static void test_directory(void **state)
+{
+	char err[RL_ERR_MAX];
+	struct rl_config *c = NULL;
+
+	(void)state;
+	assert_int_equal(rl_config_load("/tmp", &c, err, sizeof(err)), -EISDIR);
+	assert_null(c);
+	assert_string_equal(err, "/tmp: Is a directory");
+}
+
+static void test_config_path(void **state)
+{
+	const char *p;
+
+	(void)state;
+	assert_int_equal(setenv(RL_CONFIG_ENV, "/srv/app/rlshim.conf", 1), 0);
+	p = rl_config_path();
+	assert_non_null(p);
+	assert_string_equal(p, "/srv/app/rlshim.conf");
+
+	/* empty counts as unset */
+	assert_int_equal(setenv(RL_CONFIG_ENV, "", 1), 0);
+	p = rl_config_path();
+	if (access(RL_CONFIG_DEFAULT_PATH, F_OK) == 0)
+		assert_string_equal(p, RL_CONFIG_DEFAULT_PATH);
+	else
+		assert_null(p);
+
+	assert_int_equal(unsetenv(RL_CONFIG_ENV), 0);
+	p = rl_config_path();
+	if (access(RL_CONFIG_DEFAULT_PATH, F_OK) == 0)
+		assert_string_equal(p, RL_CONFIG_DEFAULT_PATH);
+	else
+		assert_null(p);
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	assert_string_equal(rl_config_algorithm_name(RL_ALGO_GCRA),
+			    "token-bucket");
+	assert_string_equal(rl_config_algorithm_name(RL_ALGO_FIXED_WINDOW),
+			    "fixed-window");
+	assert_string_equal(rl_config_algorithm_name(RL_ALGO_SLIDING_WINDOW),
+			    "sliding-window");
+	assert_string_equal(rl_config_algorithm_name((enum rl_algorithm)9), "?");
+	assert_string_equal(rl_config_headers_name(RL_HEADERS_RATELIMIT),
+			    "ratelimit");
+	assert_string_equal(rl_config_headers_name(RL_HEADERS_IETF), "ietf");
+	assert_string_equal(rl_config_headers_name(RL_HEADERS_XRATELIMIT),
+			    "x-ratelimit");
+	assert_string_equal(rl_config_headers_name(RL_HEADERS_NONE), "none");
+	assert_string_equal(rl_config_headers_name((enum rl_headers)9), "?");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_design_example),
+		cmocka_unit_test(test_default),
+		cmocka_unit_test(test_parse_defaults),
+		cmocka_unit_test(test_minimal_rule_defaults),
+		cmocka_unit_test(test_global_values),
+		cmocka_unit_test(test_booleans),
+		cmocka_unit_test(test_redis_values),
+		cmocka_unit_test(test_xdp_values),
+		cmocka_unit_test(test_match_forms),
+		cmocka_unit_test(test_rule_values),
+		cmocka_unit_test(test_syntax_variants),
+		cmocka_unit_test(test_continuation_list),
+		cmocka_unit_test(test_continuation_scalar),
+		cmocka_unit_test(test_error_unknown_key),
+		cmocka_unit_test(test_error_unknown_section),
+		cmocka_unit_test(test_error_key_outside_section),
+		cmocka_unit_test(test_error_syntax),
+		cmocka_unit_test(test_error_bad_rate),
+		cmocka_unit_test(test_error_bad_duration),
+		cmocka_unit_test(test_error_duplicate_rule),
+		cmocka_unit_test(test_error_duplicate_key),
+		cmocka_unit_test(test_error_burst_window),
+		cmocka_unit_test(test_error_header_key_accept),
+		cmocka_unit_test(test_error_bad_match),
+		cmocka_unit_test(test_error_too_many_rules),
+		cmocka_unit_test(test_error_long_line),
+		cmocka_unit_test(test_error_bad_cidr),
+		cmocka_unit_test(test_error_bad_port),
+		cmocka_unit_test(test_error_integers),
+		cmocka_unit_test(test_error_enums),
+		cmocka_unit_test(test_error_names),
+		cmocka_unit_test(test_error_bad_url),
+		cmocka_unit_test(test_error_proxy_protocol),
+		cmocka_unit_test(test_error_first_wins),
+		cmocka_unit_test(test_error_null_err),
+		cmocka_unit_test(test_file),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_directory),
+		cmocka_unit_test(test_config_path),
+		cmocka_unit_test(test_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
