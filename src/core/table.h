@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table.h - the layout of the shared segment, /dev/shm/<name>.
+ *
+ *   +---------------------------+ 0
+ *   | struct rl_shm_header      |   magic, version, size, seed, counters
+ *   +---------------------------+ RL_SHM_HEADER_SIZE
+ *   | struct rl_shm_rule [64]   |   the rules registered by any process
+ *   +---------------------------+
+ *   | struct rl_shm_shard [32]  |   per-CPU allowed/denied per rule
+ *   +---------------------------+
+ *   | struct rl_slot [cap]      |   key tag + 64-bit state, 16 per bucket
+ *   +---------------------------+
+ *   | struct rl_slot_meta [cap] |   the key bytes, for rlshimctl and sync
+ *   +---------------------------+ size
+ *
+ * Fixed-width fields only, regions page-aligned; the layout test pins every
+ * size and offset. Any change to it bumps RL_SHM_VERSION.
+ *
+ * The protocol (see table.c for the why):
+ *   - slot.key is 0 (empty) or a tag: 56 bits of the keyed hash of
+ *     (rule, key) and the rule id in the low 8 bits. Slots are never emptied
+ *     again, only re-keyed, so the occupied slots of a bucket are always a
+ *     prefix of it and a lookup stops at the first empty one.
+ *   - slot.state is the algorithm's state word, changed only by CAS. A value
+ *     with the top bit set is a marker: the slot is being re-keyed, and the
+ *     low bits hold the monotonic time the marker was set. A marker older
+ *     than RL_MARK_TIMEOUT_NS was left by a dead process and is cleared by
+ *     whoever finds it.
+ */
+#ifndef RL_TABLE_H
+#define RL_TABLE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "rlshim.h"
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
+	       "64-bit atomics must always be lock-free");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2,
+	       "32-bit atomics must always be lock-free");
+
+#define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
+#define RL_SHM_VERSION 1u
+#define RL_SHM_HEADER_SIZE 4096u
+#define RL_SHM_ALIGN 4096u
+#define RL_BUCKET_SLOTS 16u
+#define RL_SHARDS 32u
+#define RL_MARK_TIMEOUT_NS 200000000ull /* 200 ms: a dead re-keyer */
+
+enum rl_shm_init {
+	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
+	RL_SHM_INIT_READY = 1,
+};
+
+struct rl_shm_header {
+	uint64_t magic;               /* RL_SHM_MAGIC, written last but one */
+	uint32_t version;             /* RL_SHM_VERSION */
+	uint32_t header_size;         /* RL_SHM_HEADER_SIZE */
+	uint64_t size;                /* bytes of the whole segment */
+	uint32_t capacity;            /* slots: buckets * RL_BUCKET_SLOTS */
+	uint32_t bucket_bits;         /* log2(buckets) */
+	_Atomic uint32_t init;        /* enum rl_shm_init, written last */
+	uint32_t creator_pid;
+	uint64_t seed[2];             /* SipHash key, from getrandom */
+	uint64_t created_mono_ns;
+	uint64_t created_unix_ms;
+	uint64_t rules_off;
+	uint64_t shards_off;
+	uint64_t slots_off;
+	uint64_t meta_off;
+	uint32_t max_rules;           /* RL_MAX_RULES */
+	uint32_t shards;              /* RL_SHARDS */
+	uint8_t reserved0[16];        /* to 128 */
+	/* Rare events, on their own cache line. */
+	_Atomic uint64_t evictions;   /* live keys displaced */
+	_Atomic uint64_t overflows;   /* decisions made without a slot */
+	_Atomic uint64_t marks_cleared; /* markers left by dead processes */
+	uint8_t reserved1[40];        /* to 192 */
+	/* The host agent's (rlshimd) corner: heartbeat and sync state. */
+	_Atomic uint64_t agent_pid;
+	_Atomic uint64_t agent_heartbeat_ns;
+	_Atomic uint64_t agent_last_sync_ns;
+	_Atomic uint64_t agent_flags;
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 224];
+};
+
+/* A rule registered in the segment (RL_MAX_RULES of them). */
+struct rl_shm_rule {
+	_Atomic uint64_t ident;       /* 0 = free; else hash of the definition */
+	_Atomic uint32_t ready;       /* 1 once the fields below are written */
+	uint32_t algorithm;           /* enum rl_algorithm */
+	uint64_t period_ns;
+	uint32_t count;
+	uint32_t burst;
+	char name[RL_RULE_NAME_MAX];
+	uint8_t reserved[64];         /* to 128 */
+};
+
+/* One shard of counters; a process adds to the shard of its CPU. */
+struct rl_shm_counter {
+	_Atomic uint64_t allowed;
+	_Atomic uint64_t denied;
+};
+struct rl_shm_shard {
+	struct rl_shm_counter rule[RL_MAX_RULES];
+};
+
+/* 32 bytes: two slots per cache line, a bucket is 512 bytes. */
+struct rl_slot {
+	_Atomic uint64_t key;         /* 0 = empty, else the tag */
+	_Atomic uint64_t state;       /* algorithm state, or a marker */
+	_Atomic uint32_t sync_admitted; /* cost admitted since the agent's last
+					   sync (the agent swaps it to 0) */
+	_Atomic uint32_t sync_share;  /* this host's share of the rate, in
+					 1/65536ths; 0 = the whole rate */
+	_Atomic uint64_t sync_aux;    /* agent-owned */
+};
+
+/* 64 bytes: the key bytes of a slot, published seqlock-style through
+ * `tag` (0 while being written, the slot's key when complete). */
+struct rl_slot_meta {
+	_Atomic uint64_t tag;
+	uint8_t len;                  /* bytes used in `key` */
+	uint8_t truncated;            /* key holds a prefix + an 8-byte digest */
+	uint8_t reserved[6];
+	uint8_t key[RL_KEY_MAX];
+};
+
+_Static_assert(sizeof(struct rl_shm_header) == RL_SHM_HEADER_SIZE,
+	       "header is one page");
+_Static_assert(sizeof(struct rl_shm_rule) == 128, "rule entry size");
+_Static_assert(sizeof(struct rl_slot) == 32, "slot size");
+_Static_assert(sizeof(struct rl_slot_meta) == 64, "slot meta size");
+
+/* The process-private handle. */
+struct rl_rule_cache {
+	uint8_t valid;
+	uint8_t algorithm;
+	struct rl_rate rate;
+};
+
+struct rl_table {
+	struct rl_shm_header *hdr;
+	uint64_t size;
+	struct rl_shm_rule *rules;
+	struct rl_shm_shard *shards;
+	struct rl_slot *slots;
+	struct rl_slot_meta *meta;
+	uint64_t bucket_mask;
+	uint64_t seed[2];
+	struct rl_rule_cache cache[RL_MAX_RULES];
+};
+
+/* Bytes a segment of `capacity` slots (already rounded) takes. */
+uint64_t rl_table_layout_size(uint32_t capacity);
+
+/* Round a requested capacity up to what the table will hold. */
+uint32_t rl_table_capacity_round(uint32_t capacity);
+
+/*
+ * Clear every marker older than RL_MARK_TIMEOUT_NS (left by processes killed
+ * while re-keying). Decisions clear the ones they meet; this is for the
+ * agent's periodic maintenance and for `rlshimctl`. Returns how many.
+ */
+unsigned rl_table_sweep(struct rl_table *t, uint64_t now_ns);
+
+/*
+ * Check the invariants of the whole segment (for tests and `rlshimctl`):
+ * the occupied prefix of every bucket, rule ids registered, states within
+ * their algorithm's bounds, no marker older than RL_MARK_TIMEOUT_NS, no key
+ * twice in a bucket, meta tags matching. Returns the number of violations
+ * and describes the first in `why`.
+ */
+struct rl_table_check {
+	uint32_t violations;
+	uint32_t markers;    /* live markers seen (re-keying in progress) */
+	uint32_t duplicates; /* keys present twice in one bucket */
+	uint32_t unnamed;    /* keys whose bytes were never published (the
+				claimer died first): not a violation, the
+				slot just shows no name until re-keyed */
+	char why[160];
+};
+int rl_table_check(struct rl_table *t, uint64_t now_ns,
+		   struct rl_table_check *out);
+
+#endif /* RL_TABLE_H */

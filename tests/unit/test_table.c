@@ -1,0 +1,718 @@
+/* SPDX-License-Identifier: MIT */
+/* test_table.c - the shared segment: layout, open/attach and refusals,
+ * rules, decisions, eviction, inspection. Single-process; the concurrent
+ * and crash tests are in tests/stress/. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "algo.h"
+#include "table.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define T0 (2057 * 3600 * SEC)
+
+static char seg[64];
+
+static int setup(void **state)
+{
+	static int n;
+
+	(void)state;
+	snprintf(seg, sizeof(seg), "rlshim-test-%d-%d", (int)getpid(), n++);
+	rl_table_unlink(seg);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rl_table_unlink(seg);
+	return 0;
+}
+
+static struct rl_table *open_new(uint32_t capacity)
+{
+	struct rl_table *t = NULL;
+
+	assert_int_equal(rl_table_open(seg, capacity, RL_TABLE_CREATE, &t), 0);
+	assert_non_null(t);
+	return t;
+}
+
+static unsigned add_rule(struct rl_table *t, const char *name, uint64_t period,
+			 uint32_t count, uint32_t burst)
+{
+	struct rl_rule_def def = { name, RL_ALGO_GCRA, { period, count, burst } };
+	unsigned id = 99;
+
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	return id;
+}
+
+/* ---- layout ----------------------------------------------------------------- */
+
+static void test_layout(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(struct rl_shm_header), 4096);
+	assert_int_equal(offsetof(struct rl_shm_header, magic), 0);
+	assert_int_equal(offsetof(struct rl_shm_header, version), 8);
+	assert_int_equal(offsetof(struct rl_shm_header, header_size), 12);
+	assert_int_equal(offsetof(struct rl_shm_header, size), 16);
+	assert_int_equal(offsetof(struct rl_shm_header, capacity), 24);
+	assert_int_equal(offsetof(struct rl_shm_header, bucket_bits), 28);
+	assert_int_equal(offsetof(struct rl_shm_header, init), 32);
+	assert_int_equal(offsetof(struct rl_shm_header, creator_pid), 36);
+	assert_int_equal(offsetof(struct rl_shm_header, seed), 40);
+	assert_int_equal(offsetof(struct rl_shm_header, created_mono_ns), 56);
+	assert_int_equal(offsetof(struct rl_shm_header, created_unix_ms), 64);
+	assert_int_equal(offsetof(struct rl_shm_header, rules_off), 72);
+	assert_int_equal(offsetof(struct rl_shm_header, shards_off), 80);
+	assert_int_equal(offsetof(struct rl_shm_header, slots_off), 88);
+	assert_int_equal(offsetof(struct rl_shm_header, meta_off), 96);
+	assert_int_equal(offsetof(struct rl_shm_header, max_rules), 104);
+	assert_int_equal(offsetof(struct rl_shm_header, shards), 108);
+	assert_int_equal(offsetof(struct rl_shm_header, evictions), 128);
+	assert_int_equal(offsetof(struct rl_shm_header, overflows), 136);
+	assert_int_equal(offsetof(struct rl_shm_header, marks_cleared), 144);
+	assert_int_equal(offsetof(struct rl_shm_header, agent_pid), 192);
+	assert_int_equal(offsetof(struct rl_shm_header, agent_heartbeat_ns), 200);
+	assert_int_equal(offsetof(struct rl_shm_header, agent_last_sync_ns), 208);
+	assert_int_equal(offsetof(struct rl_shm_header, agent_flags), 216);
+
+	assert_int_equal(sizeof(struct rl_shm_rule), 128);
+	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
+	assert_int_equal(offsetof(struct rl_shm_rule, ready), 8);
+	assert_int_equal(offsetof(struct rl_shm_rule, algorithm), 12);
+	assert_int_equal(offsetof(struct rl_shm_rule, period_ns), 16);
+	assert_int_equal(offsetof(struct rl_shm_rule, count), 24);
+	assert_int_equal(offsetof(struct rl_shm_rule, burst), 28);
+	assert_int_equal(offsetof(struct rl_shm_rule, name), 32);
+
+	assert_int_equal(sizeof(struct rl_shm_shard), RL_MAX_RULES * 16);
+
+	assert_int_equal(sizeof(struct rl_slot), 32);
+	assert_int_equal(offsetof(struct rl_slot, key), 0);
+	assert_int_equal(offsetof(struct rl_slot, state), 8);
+	assert_int_equal(offsetof(struct rl_slot, sync_admitted), 16);
+	assert_int_equal(offsetof(struct rl_slot, sync_share), 20);
+	assert_int_equal(offsetof(struct rl_slot, sync_aux), 24);
+
+	assert_int_equal(sizeof(struct rl_slot_meta), 64);
+	assert_int_equal(offsetof(struct rl_slot_meta, tag), 0);
+	assert_int_equal(offsetof(struct rl_slot_meta, len), 8);
+	assert_int_equal(offsetof(struct rl_slot_meta, truncated), 9);
+	assert_int_equal(offsetof(struct rl_slot_meta, key), 16);
+
+	/* 1,024 slots: header, rules, shards, slots, meta, page-aligned. */
+	assert_int_equal(rl_table_layout_size(1024), 143360);
+	assert_int_equal(rl_table_capacity_round(1), 16);
+	assert_int_equal(rl_table_capacity_round(1000), 1024);
+	assert_int_equal(rl_table_capacity_round(1025), 2048);
+	assert_int_equal(rl_table_capacity_round(65536), 65536);
+}
+
+/* ---- open, attach, refuse ------------------------------------------------- */
+
+static void test_create_then_attach(void **state)
+{
+	struct rl_table *a = open_new(1000), *b = NULL;
+	struct stat st;
+	char path[128];
+
+	(void)state;
+	assert_int_equal(a->hdr->capacity, 1024);
+	assert_int_equal(a->hdr->magic, RL_SHM_MAGIC);
+	assert_int_equal(a->hdr->init, RL_SHM_INIT_READY);
+	assert_true(a->hdr->seed[0] || a->hdr->seed[1]);
+	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal((uint64_t)st.st_size, rl_table_layout_size(1024));
+	/* The second opener attaches; its capacity request is ignored. */
+	assert_int_equal(rl_table_open(seg, 99999, RL_TABLE_CREATE, &b), 0);
+	assert_int_equal(b->hdr->capacity, 1024);
+	assert_memory_equal(a->seed, b->seed, sizeof(a->seed));
+	rl_table_close(a);
+	rl_table_close(b);
+	rl_table_close(NULL);
+}
+
+static void test_attach_missing(void **state)
+{
+	struct rl_table *t = NULL;
+
+	(void)state;
+	assert_int_equal(rl_table_open(seg, 16, 0, &t), -ENOENT);
+	assert_null(t);
+	assert_non_null(strstr(rl_table_error(), seg));
+}
+
+static void test_bad_names(void **state)
+{
+	struct rl_table *t = NULL;
+
+	(void)state;
+	assert_int_equal(rl_table_open("", 16, RL_TABLE_CREATE, &t), -EINVAL);
+	assert_int_equal(rl_table_open("../etc", 16, RL_TABLE_CREATE, &t), -EINVAL);
+	assert_int_equal(rl_table_open(".hidden", 16, RL_TABLE_CREATE, &t), -EINVAL);
+	assert_int_equal(rl_table_open("a/b", 16, RL_TABLE_CREATE, &t), -EINVAL);
+	assert_non_null(strstr(rl_table_error(), "bad segment name"));
+}
+
+static void write_file(const char *name, const void *data, size_t len,
+		       mode_t mode)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, mode), 0);
+	if (len)
+		assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static void test_truncated(void **state)
+{
+	char junk[100] = { 0 };
+	struct rl_table *t = NULL;
+
+	(void)state;
+	write_file(seg, junk, sizeof(junk), 0600);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t), -EBADF);
+	assert_null(t);
+	assert_non_null(strstr(rl_table_error(), "truncated"));
+}
+
+static void test_wrong_magic(void **state)
+{
+	static char junk[200000];
+	struct rl_table *t = NULL;
+
+	(void)state;
+	memset(junk, 'A', sizeof(junk));
+	write_file(seg, junk, sizeof(junk), 0600);
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPROTO);
+	assert_null(t);
+	assert_non_null(strstr(rl_table_error(), "not an rlshim segment"));
+}
+
+static void test_wrong_version(void **state)
+{
+	struct rl_table *t = open_new(16);
+	uint32_t v = RL_SHM_VERSION + 1;
+	char path[128];
+	int fd;
+
+	(void)state;
+	rl_table_close(t);
+	t = NULL;
+	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &v, 4, offsetof(struct rl_shm_header,
+						    version)), 4);
+	close(fd);
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPROTO);
+	assert_null(t);
+	assert_non_null(strstr(rl_table_error(), "layout version 2"));
+}
+
+static void test_wrong_size(void **state)
+{
+	struct rl_table *t = open_new(16);
+	char path[128];
+
+	(void)state;
+	rl_table_close(t);
+	t = NULL;
+	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	assert_int_equal(truncate(path, (off_t)rl_table_layout_size(16) - 4096), 0);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t), -EBADF);
+	assert_non_null(strstr(rl_table_error(), "size mismatch"));
+	assert_int_equal(truncate(path, (off_t)rl_table_layout_size(16) + 4096), 0);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t), -EBADF);
+	assert_null(t);
+}
+
+static void test_writable_by_others(void **state)
+{
+	struct rl_table *t = open_new(16);
+	char path[128];
+
+	(void)state;
+	rl_table_close(t);
+	t = NULL;
+	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	assert_int_equal(chmod(path, 0666), 0);
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPERM);
+	assert_null(t);
+	assert_non_null(strstr(rl_table_error(), "mode 0666"));
+}
+
+/* Another user's segment: needs root to make a second user. */
+static void test_other_user(void **state)
+{
+	struct rl_table *t = open_new(16);
+	pid_t pid;
+	int status;
+
+	(void)state;
+	rl_table_close(t);
+	if (geteuid() != 0) {
+		if (getenv("CI"))
+			fail_msg("CI runs as root; this test must not skip");
+		skip(); /* needs root to act as a second user */
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rl_table *c = NULL;
+		int rc;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		rc = rl_table_open(seg, 16, RL_TABLE_CREATE, &c);
+		if (rc != -EACCES || c)
+			_exit(1);
+		if (!strstr(rl_table_error(), "owned by uid 0"))
+			_exit(2);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A creator that died half-way through initialisation is replaced. */
+static void test_dead_creator(void **state)
+{
+	struct rl_shm_header h;
+	struct rl_table *t = NULL;
+	static char zero[8192];
+	pid_t pid = fork();
+
+	(void)state;
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	memset(&h, 0, sizeof(h));
+	h.creator_pid = (uint32_t)pid; /* dead now */
+	h.version = RL_SHM_VERSION;
+	write_file(seg, &h, sizeof(h), 0600);
+	{
+		char path[128];
+		int fd;
+
+		snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+		fd = open(path, O_WRONLY | O_APPEND);
+		assert_int_equal(write(fd, zero, sizeof(zero)), (ssize_t)sizeof(zero));
+		close(fd);
+	}
+	assert_int_equal(rl_table_open(seg, 16, 0, &t), -ESTALE);
+	assert_non_null(strstr(rl_table_error(), "died"));
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(t->hdr->init, RL_SHM_INIT_READY);
+	rl_table_close(t);
+}
+
+/* ---- rules -------------------------------------------------------------------- */
+
+static void test_rules(void **state)
+{
+	struct rl_table *a = open_new(64), *b = NULL;
+	struct rl_rule_def def = { "api", RL_ALGO_GCRA, { 60 * SEC, 60, 60 } };
+	struct rl_rule_stats rs;
+	unsigned id1, id2, id3, id4;
+	char name[40];
+
+	(void)state;
+	assert_int_equal(rl_table_rule(a, &def, &id1), 0);
+	assert_int_equal(rl_table_open(seg, 0, 0, &b), 0);
+	assert_int_equal(rl_table_rule(b, &def, &id2), 0);
+	assert_int_equal(id1, id2); /* same definition, same id */
+	def.rate.count = 30;
+	assert_int_equal(rl_table_rule(b, &def, &id3), 0);
+	assert_int_not_equal(id3, id1); /* changed rate: a new identity */
+	def.algorithm = RL_ALGO_FIXED_WINDOW;
+	def.rate.burst = 30;
+	assert_int_equal(rl_table_rule(a, &def, &id4), 0);
+	assert_int_not_equal(id4, id3);
+	assert_int_equal(rl_table_rule_stats(a, id4, &rs), 0);
+	assert_string_equal(rs.name, "api");
+	assert_int_equal(rs.algorithm, RL_ALGO_FIXED_WINDOW);
+	assert_int_equal(rs.rate.count, 30);
+	/* Bad definitions. */
+	def.rate.count = 0;
+	assert_int_equal(rl_table_rule(a, &def, &id4), -EINVAL);
+	def.rate.count = 1;
+	def.name = "a-name-that-is-far-too-long-for-a-rule";
+	assert_int_equal(rl_table_rule(a, &def, &id4), -EINVAL);
+	def.name = "";
+	assert_int_equal(rl_table_rule(a, &def, &id4), -EINVAL);
+	/* 64 entries, then no room. */
+	for (unsigned i = 3; i < RL_MAX_RULES; i++) {
+		snprintf(name, sizeof(name), "r%u", i);
+		def.name = name;
+		assert_int_equal(rl_table_rule(a, &def, &id4), 0);
+	}
+	def.name = "one-too-many";
+	assert_int_equal(rl_table_rule(a, &def, &id4), -ENOSPC);
+	/* An unknown rule id cannot be taken from. */
+	{
+		struct rl_result r;
+
+		assert_int_equal(rl_table_take(a, RL_MAX_RULES, "k", 1, 1, T0, &r),
+				 -EINVAL);
+	}
+	rl_table_close(a);
+	rl_table_close(b);
+}
+
+/* ---- decisions ---------------------------------------------------------------- */
+
+/* The table decides exactly as the pure step over the same clock. */
+static void test_take_matches_step(void **state)
+{
+	struct rl_table *t = open_new(1024);
+	const struct rl_rate rate = { SEC, 10, 5 };
+	unsigned id = add_rule(t, "r", SEC, 10, 5);
+	struct rl_result a, b;
+	uint64_t tat = 0;
+
+	(void)state;
+	for (uint64_t i = 0; i < 2000; i++) {
+		uint64_t now = T0 + i * 37 * MS / 10 + (i % 7) * MS;
+		uint32_t cost = (uint32_t)(i % 3);
+
+		assert_int_equal(rl_table_take(t, id, "client", 6, cost, now, &a), 0);
+		rl_gcra_step(&tat, &rate, cost, now, &b);
+		assert_int_equal(a.allowed, b.allowed);
+		assert_int_equal(a.remaining, b.remaining);
+		assert_int_equal(a.retry_after_ns, b.retry_after_ns);
+		assert_int_equal(a.reset_after_ns, b.reset_after_ns);
+	}
+	rl_table_close(t);
+}
+
+/* Keys, rules and attachments are independent or shared as they should. */
+static void test_keys_rules_processes(void **state)
+{
+	struct rl_table *t = open_new(1024), *u = NULL;
+	unsigned api = add_rule(t, "api", 60 * SEC, 3, 3);
+	unsigned sms = add_rule(t, "sms", 60 * SEC, 3, 3);
+	struct rl_rule_stats rs;
+	struct rl_result r;
+	int allowed = 0;
+
+	(void)state;
+	assert_int_equal(rl_table_open(seg, 0, 0, &u), 0);
+	for (int i = 0; i < 5; i++) {
+		/* Alternate the two handles: one budget. */
+		rl_table_take(i % 2 ? t : u, api, "1.2.3.4", 7, 1, T0, &r);
+		allowed += r.allowed;
+	}
+	assert_int_equal(allowed, 3);
+	/* Another key, another rule: untouched budgets. */
+	rl_table_take(t, api, "1.2.3.5", 7, 1, T0, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 2);
+	rl_table_take(t, sms, "1.2.3.4", 7, 1, T0, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 2);
+	/* A key that is a prefix of another is another key. */
+	rl_table_take(t, api, "1.2.3.", 6, 1, T0, &r);
+	assert_int_equal(r.remaining, 2);
+	/* Counters across both handles. */
+	assert_int_equal(rl_table_rule_stats(u, api, &rs), 0);
+	assert_int_equal(rs.allowed, 5);
+	assert_int_equal(rs.denied, 2);
+	assert_string_equal(rs.name, "api");
+	rl_table_close(t);
+	rl_table_close(u);
+}
+
+static void test_long_keys(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = add_rule(t, "k", SEC, 1, 1);
+	char k1[200], k2[200];
+	struct rl_result r;
+
+	(void)state;
+	memset(k1, 'x', sizeof(k1));
+	memcpy(k2, k1, sizeof(k2));
+	k2[199] = 'y'; /* same 40-byte prefix, different key */
+	rl_table_take(t, id, k1, sizeof(k1), 1, T0, &r);
+	assert_true(r.allowed);
+	rl_table_take(t, id, k2, sizeof(k2), 1, T0, &r);
+	assert_true(r.allowed);
+	rl_table_take(t, id, k1, sizeof(k1), 1, T0, &r);
+	assert_false(r.allowed);
+	rl_table_close(t);
+}
+
+static void test_refund(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = add_rule(t, "r", 60 * SEC, 3, 3);
+	struct rl_rule_stats rs;
+	struct rl_result r;
+
+	(void)state;
+	rl_table_take(t, id, "k", 1, 1, T0, &r);
+	rl_table_take(t, id, "k", 1, 1, T0, &r);
+	assert_int_equal(r.remaining, 1);
+	assert_int_equal(rl_table_refund(t, id, "k", 1, 1, T0), 0);
+	rl_table_take(t, id, "k", 1, 0, T0, &r);
+	assert_int_equal(r.remaining, 2);
+	assert_int_equal(rl_table_rule_stats(t, id, &rs), 0);
+	assert_int_equal(rs.allowed, 2); /* 2 takes + 1 peek - 1 refund */
+	assert_int_equal(rl_table_refund(t, id, "none", 4, 1, T0), -ENOENT);
+	rl_table_close(t);
+}
+
+/* ---- eviction ------------------------------------------------------------------- */
+
+static void key_of(unsigned i, char *buf)
+{
+	snprintf(buf, 16, "k%08u", i);
+}
+
+/* One bucket of 16: idle keys are reused without counting an eviction. */
+static void test_idle_reuse(void **state)
+{
+	struct rl_table *t = open_new(16);
+	unsigned id = add_rule(t, "r", SEC, 10, 10);
+	struct rl_table_stats ts;
+	struct rl_result r;
+	char k[16];
+
+	(void)state;
+	for (unsigned i = 0; i < 16; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 1, T0, &r);
+	}
+	assert_int_equal(rl_table_stats(t, T0, &ts), 0);
+	assert_int_equal(ts.keys, 16);
+	assert_int_equal(ts.occupied, 16);
+	/* 100 ms later every bucket is full again: all 16 idle. */
+	for (unsigned i = 16; i < 32; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 1, T0 + 100 * MS, &r);
+		assert_true(r.allowed);
+	}
+	assert_int_equal(rl_table_stats(t, T0 + 100 * MS, &ts), 0);
+	assert_int_equal(ts.evictions, 0);
+	assert_int_equal(ts.overflows, 0);
+	assert_int_equal(ts.capacity, 16);
+	rl_table_close(t);
+}
+
+/* A key being limited is never evicted by a flood of new keys. */
+static void test_limited_key_survives(void **state)
+{
+	struct rl_table *t = open_new(16);
+	unsigned id = add_rule(t, "r", SEC, 10, 10);
+	struct rl_table_check chk;
+	struct rl_table_stats ts;
+	struct rl_result r;
+	char k[16];
+
+	(void)state;
+	for (int i = 0; i < 10; i++)
+		rl_table_take(t, id, "victim", 6, 1, T0, &r);
+	for (unsigned i = 0; i < 10000; i++) {
+		uint64_t now = T0 + i * 10000; /* 10 us apart */
+
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 1, now, &r);
+		assert_true(r.allowed);
+		if (i % 1000 == 0) {
+			/* Keep it over its limit: retries never pass. */
+			rl_table_take(t, id, "victim", 6, 1, now, &r);
+			assert_false(r.allowed);
+		}
+	}
+	assert_int_equal(rl_table_stats(t, T0 + SEC / 10, &ts), 0);
+	assert_true(ts.evictions > 9000);
+	assert_int_equal(rl_table_check(t, T0 + SEC / 10, &chk), 0);
+	assert_int_equal(chk.duplicates, 0);
+	rl_table_close(t);
+}
+
+/* Least debt goes first among live keys. */
+static void test_least_debt_evicted(void **state)
+{
+	struct rl_table *t = open_new(16);
+	unsigned id = add_rule(t, "r", SEC, 10, 10);
+	struct rl_result r;
+	char k[16];
+
+	(void)state;
+	/* 15 keys with debt 5 (half the bucket), one with debt 1. */
+	for (unsigned i = 0; i < 15; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 5, T0, &r);
+	}
+	rl_table_take(t, id, "light", 5, 1, T0, &r);
+	rl_table_take(t, id, "newcomer", 8, 1, T0, &r);
+	/* "light" went: a peek sees a new key (and claims nothing). */
+	rl_table_take(t, id, "light", 5, 0, T0, &r);
+	assert_int_equal(r.remaining, 10);
+	rl_table_take(t, id, "newcomer", 8, 0, T0, &r);
+	assert_int_equal(r.remaining, 9);
+	/* The heavy ones all kept their state. */
+	for (unsigned i = 0; i < 15; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 0, T0, &r);
+		assert_int_equal(r.remaining, 5);
+	}
+	rl_table_close(t);
+}
+
+/* Every candidate limited: decide without a slot, allow the newcomer. */
+static void test_overflow(void **state)
+{
+	struct rl_table *t = open_new(16);
+	unsigned id = add_rule(t, "r", 60 * SEC, 2, 2);
+	struct rl_table_stats ts;
+	struct rl_result r;
+	char k[16];
+
+	(void)state;
+	for (unsigned i = 0; i < 16; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 2, T0, &r);
+		assert_true(r.allowed);
+	}
+	rl_table_take(t, id, "new", 3, 1, T0, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 1);
+	assert_int_equal(rl_table_stats(t, T0, &ts), 0);
+	assert_int_equal(ts.overflows, 1);
+	assert_int_equal(ts.evictions, 0);
+	/* The limited ones are all still limited. */
+	for (unsigned i = 0; i < 16; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, 1, T0, &r);
+		assert_false(r.allowed);
+	}
+	rl_table_close(t);
+}
+
+/* ---- markers ------------------------------------------------------------------ */
+
+/* A marker left by a process that died while re-keying is cleared after
+ * the timeout; meanwhile the key is decided without waiting. */
+static void test_stale_marker(void **state)
+{
+	struct rl_table *t = open_new(16);
+	unsigned id = add_rule(t, "r", 60 * SEC, 2, 2);
+	struct rl_table_check chk;
+	struct rl_result r;
+
+	(void)state;
+	rl_table_take(t, id, "k", 1, 1, T0, &r);
+	atomic_store(&t->slots[0].state, RL_STATE_MARK | T0);
+	rl_table_take(t, id, "k", 1, 1, T0 + 1 * MS, &r);
+	assert_true(r.allowed); /* decided without its slot */
+	assert_int_equal(r.remaining, 1);
+	assert_int_equal(rl_table_check(t, T0 + 1 * MS, &chk), 0);
+	assert_int_equal(chk.markers, 1);
+	assert_true(rl_table_check(t, T0 + SEC, &chk) > 0);
+	assert_non_null(strstr(chk.why, "stale marker"));
+	/* Past the timeout the next decision clears it and uses the slot. */
+	rl_table_take(t, id, "k", 1, 1, T0 + SEC, &r);
+	assert_int_equal(atomic_load(&t->hdr->marks_cleared), 1);
+	rl_table_take(t, id, "k", 1, 1, T0 + SEC, &r);
+	assert_int_equal(rl_table_check(t, T0 + SEC, &chk), 0);
+	assert_int_equal(chk.markers, 0);
+	rl_table_close(t);
+}
+
+/* ---- inspection ------------------------------------------------------------------ */
+
+struct seen {
+	int n;
+	int found;
+};
+
+static int visit(const struct rl_slot_view *v, void *arg)
+{
+	struct seen *s = arg;
+
+	s->n++;
+	if (v->key_len == 7 && memcmp(v->key, "1.2.3.4", 7) == 0) {
+		s->found = 1;
+		assert_int_equal(v->peek.remaining, 1);
+		assert_int_equal(v->debt_ns, 40 * SEC);
+	}
+	return 0;
+}
+
+static void test_foreach(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = add_rule(t, "sms", 60 * SEC, 3, 3);
+	struct seen s = { 0, 0 };
+	struct rl_result r;
+
+	(void)state;
+	rl_table_take(t, id, "1.2.3.4", 7, 2, T0, &r);
+	rl_table_take(t, id, "5.6.7.8", 7, 1, T0, &r);
+	assert_int_equal(rl_table_foreach(t, T0, visit, &s), 0);
+	assert_int_equal(s.n, 2);
+	assert_true(s.found);
+	/* Once repaid, keys are no longer listed. */
+	s.n = 0;
+	assert_int_equal(rl_table_foreach(t, T0 + 60 * SEC, visit, &s), 0);
+	assert_int_equal(s.n, 0);
+	rl_table_close(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_layout),
+		cmocka_unit_test_setup_teardown(test_create_then_attach, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_magic, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_version, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writable_by_others, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_creator, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_take_matches_step, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys_rules_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refund, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idle_reuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limited_key_survives, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_least_debt_evicted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+}
