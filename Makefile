@@ -62,7 +62,7 @@ BENCH_BINS := $(BENCH_SRCS:tools/bench/%.c=$(B)/bench/%)
 ALL := $(B)/librlcore.a
 
 .PHONY: all test unit bench clean deps
-all: $(ALL) $(UNIT_BINS) $(STRESS_BINS)
+all: $(ALL) $(UNIT_BINS) $(STRESS_BINS) $(BENCH_BINS)
 
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): tools/deps.sh

@@ -3,73 +3,88 @@
 #include "algo.h"
 
 #include <errno.h>
+#include <string.h>
 
-int rl_algo_check(enum rl_algorithm algo, const struct rl_rate *rate)
+int rl_algo_init(struct rl_algo *a, enum rl_algorithm kind,
+		 const struct rl_rate *rate)
 {
-	uint64_t span;
+	uint64_t depth;
 
 	if (!rate || rate->count == 0 || rate->burst == 0 ||
 	    rate->period_ns < rate->count)
 		return -EINVAL;
 	/* The bucket's depth in time must leave room to add `now` to it. */
 	if (__builtin_mul_overflow(rl_gcra_interval(rate), (uint64_t)rate->burst,
-				   &span) || span >= (1ull << 62))
+				   &depth) || depth >= (1ull << 62))
 		return -EINVAL;
-	switch (algo) {
+	switch (kind) {
 	case RL_ALGO_GCRA:
-		return 0;
+		break;
 	case RL_ALGO_FIXED_WINDOW:
-		return rate->period_ns >= RL_WINDOW_MIN_NS ? 0 : -EINVAL;
+		if (rate->period_ns < RL_WINDOW_MIN_NS)
+			return -EINVAL;
+		break;
 	case RL_ALGO_SLIDING_WINDOW:
-		return rate->period_ns >= RL_WINDOW_MIN_NS &&
-		       rate->count <= RL_SLIDING_MAX ? 0 : -EINVAL;
+		if (rate->period_ns < RL_WINDOW_MIN_NS ||
+		    rate->count > RL_SLIDING_MAX)
+			return -EINVAL;
+		break;
+	default:
+		return -EINVAL;
 	}
-	return -EINVAL;
+	if (a) {
+		memset(a, 0, sizeof(*a));
+		a->kind = kind;
+		a->rate = *rate;
+		a->interval_ns = rl_gcra_interval(rate);
+		a->depth_ns = depth;
+	}
+	return 0;
 }
 
-void rl_algo_step(enum rl_algorithm algo, uint64_t *state,
-		  const struct rl_rate *rate, uint32_t cost, uint64_t now_ns,
-		  struct rl_result *out)
+void rl_algo_step(const struct rl_algo *a, uint64_t *state, uint32_t cost,
+		  uint64_t now_ns, struct rl_result *out)
 {
-	switch (algo) {
+	switch (a->kind) {
 	case RL_ALGO_FIXED_WINDOW:
-		rl_window_fixed_step(state, rate, cost, now_ns, out);
+		rl_window_fixed_step(state, &a->rate, cost, now_ns, out);
 		return;
 	case RL_ALGO_SLIDING_WINDOW:
-		rl_window_sliding_step(state, rate, cost, now_ns, out);
+		rl_window_sliding_step(state, &a->rate, cost, now_ns, out);
 		return;
 	case RL_ALGO_GCRA:
 		break;
 	}
-	rl_gcra_step(state, rate, cost, now_ns, out);
+	rl_gcra_decide(state, a->interval_ns, a->depth_ns, a->rate.burst, cost,
+		       now_ns, out);
 }
 
-uint64_t rl_algo_free_at(enum rl_algorithm algo, uint64_t state,
-			 const struct rl_rate *rate, uint64_t now_ns)
+uint64_t rl_algo_free_at(const struct rl_algo *a, uint64_t state,
+			 uint64_t now_ns)
 {
-	switch (algo) {
+	switch (a->kind) {
 	case RL_ALGO_FIXED_WINDOW:
-		return rl_window_fixed_free_at(state, rate, now_ns);
+		return rl_window_fixed_free_at(state, &a->rate, now_ns);
 	case RL_ALGO_SLIDING_WINDOW:
-		return rl_window_sliding_free_at(state, rate, now_ns);
+		return rl_window_sliding_free_at(state, &a->rate, now_ns);
 	case RL_ALGO_GCRA:
 		break;
 	}
 	return state; /* the TAT */
 }
 
-void rl_algo_refund(enum rl_algorithm algo, uint64_t *state,
-		    const struct rl_rate *rate, uint32_t cost, uint64_t now_ns)
+void rl_algo_refund(const struct rl_algo *a, uint64_t *state, uint32_t cost,
+		    uint64_t now_ns)
 {
-	switch (algo) {
+	switch (a->kind) {
 	case RL_ALGO_FIXED_WINDOW:
-		rl_window_fixed_refund(state, rate, cost, now_ns);
+		rl_window_fixed_refund(state, &a->rate, cost, now_ns);
 		return;
 	case RL_ALGO_SLIDING_WINDOW:
-		rl_window_sliding_refund(state, rate, cost, now_ns);
+		rl_window_sliding_refund(state, &a->rate, cost, now_ns);
 		return;
 	case RL_ALGO_GCRA:
 		break;
 	}
-	rl_gcra_refund(state, rate, cost, now_ns);
+	rl_gcra_refund(state, a->interval_ns, cost, now_ns);
 }

@@ -17,30 +17,41 @@
 #define RL_STATE_MARK (1ull << 63)
 
 /*
- * 0 if `rate` can be used with `algo`, else -EINVAL: count and burst at
- * least 1, period at least count nanoseconds (an emission interval of at
- * least 1 ns), burst * emission interval below 2^62 ns, window periods of
- * at least a second, sliding-window counts below RL_SLIDING_MAX.
+ * An algorithm with its rate, prepared once (the divisions done) so that a
+ * decision does as little as it can.
  */
-int rl_algo_check(enum rl_algorithm algo, const struct rl_rate *rate);
+struct rl_algo {
+	enum rl_algorithm kind;
+	struct rl_rate rate;
+	uint64_t interval_ns; /* GCRA: period / count */
+	uint64_t depth_ns;    /* GCRA: interval * burst, the bucket in time */
+};
+
+/*
+ * Prepare `a`. 0 if `rate` can be used with `kind`, else -EINVAL: count and
+ * burst at least 1, period at least count nanoseconds (an emission interval
+ * of at least 1 ns), burst * emission interval below 2^62 ns, window periods
+ * of at least a second, sliding-window counts up to RL_SLIDING_MAX.
+ */
+int rl_algo_init(struct rl_algo *a, enum rl_algorithm kind,
+		 const struct rl_rate *rate);
 
 /* Decide `cost` at `now_ns`; *state changes only if allowed. */
-void rl_algo_step(enum rl_algorithm algo, uint64_t *state,
-		  const struct rl_rate *rate, uint32_t cost, uint64_t now_ns,
-		  struct rl_result *out);
+void rl_algo_step(const struct rl_algo *a, uint64_t *state, uint32_t cost,
+		  uint64_t now_ns, struct rl_result *out);
 
 /*
  * The first instant at which `state` carries no information any more (a
  * request then sees a new key). A slot whose free-at is <= now may be
  * reused; otherwise free-at - now is the key's debt.
  */
-uint64_t rl_algo_free_at(enum rl_algorithm algo, uint64_t state,
-			 const struct rl_rate *rate, uint64_t now_ns);
+uint64_t rl_algo_free_at(const struct rl_algo *a, uint64_t state,
+			 uint64_t now_ns);
 
 /* Give back `cost` taken earlier; *state is left alone when nothing of it
  * is left to give back (the window moved on, the debt was repaid). */
-void rl_algo_refund(enum rl_algorithm algo, uint64_t *state,
-		    const struct rl_rate *rate, uint32_t cost, uint64_t now_ns);
+void rl_algo_refund(const struct rl_algo *a, uint64_t *state, uint32_t cost,
+		    uint64_t now_ns);
 
 /* Window periods are whole seconds or more: see window.c's packing. */
 #define RL_WINDOW_MIN_NS 1000000000ull
@@ -52,8 +63,11 @@ static inline uint64_t rl_gcra_interval(const struct rl_rate *rate)
 }
 
 /* Per-algorithm parts behind the dispatch (gcra.c, window.c). */
-void rl_gcra_refund(uint64_t *tat_ns, const struct rl_rate *rate,
-		    uint32_t cost, uint64_t now_ns);
+void rl_gcra_decide(uint64_t *tat_ns, uint64_t interval_ns, uint64_t depth_ns,
+		    uint32_t burst, uint32_t cost, uint64_t now_ns,
+		    struct rl_result *out);
+void rl_gcra_refund(uint64_t *tat_ns, uint64_t interval_ns, uint32_t cost,
+		    uint64_t now_ns);
 uint64_t rl_window_fixed_free_at(uint64_t state, const struct rl_rate *rate,
 				 uint64_t now_ns);
 void rl_window_fixed_refund(uint64_t *state, const struct rl_rate *rate,

@@ -33,37 +33,47 @@ static inline uint32_t clamp32(uint64_t v)
 	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
-void rl_gcra_step(uint64_t *tat_ns, const struct rl_rate *rate, uint32_t cost,
-		  uint64_t now_ns, struct rl_result *out)
+void rl_gcra_decide(uint64_t *tat_ns, uint64_t interval_ns, uint64_t depth_ns,
+		    uint32_t burst, uint32_t cost, uint64_t now_ns,
+		    struct rl_result *out)
 {
-	uint64_t interval = rl_gcra_interval(rate);
 	/* The latest TAT at which a request is still allowed now. */
-	uint64_t horizon = sat_add(now_ns, sat_mul(interval, rate->burst));
+	uint64_t horizon = sat_add(now_ns, depth_ns);
 	uint64_t tat = *tat_ns > now_ns ? *tat_ns : now_ns;
-	uint64_t new_tat = sat_add(tat, sat_mul(interval, cost));
+	uint64_t new_tat = sat_add(tat, sat_mul(interval_ns, cost));
 
-	out->limit = rate->burst;
+	out->limit = burst;
 	if (new_tat > horizon) {
 		/* Denied: nothing is stored. `tat` may exceed the horizon when
 		 * another process stored it from a slightly later clock. */
 		out->allowed = 0;
-		out->remaining = tat < horizon ? clamp32((horizon - tat) / interval) : 0;
+		out->remaining = tat < horizon ?
+			clamp32((horizon - tat) / interval_ns) : 0;
 		out->retry_after_ns = new_tat - horizon;
 		out->reset_after_ns = tat - now_ns;
 		return;
 	}
 	out->allowed = 1;
-	out->remaining = clamp32((horizon - new_tat) / interval);
+	out->remaining = clamp32((horizon - new_tat) / interval_ns);
 	out->retry_after_ns = 0;
 	out->reset_after_ns = new_tat - now_ns;
 	if (cost > 0)
 		*tat_ns = new_tat;
 }
 
-void rl_gcra_refund(uint64_t *tat_ns, const struct rl_rate *rate,
-		    uint32_t cost, uint64_t now_ns)
+void rl_gcra_step(uint64_t *tat_ns, const struct rl_rate *rate, uint32_t cost,
+		  uint64_t now_ns, struct rl_result *out)
 {
-	uint64_t give = sat_mul(rl_gcra_interval(rate), cost);
+	uint64_t interval = rl_gcra_interval(rate);
+
+	rl_gcra_decide(tat_ns, interval, sat_mul(interval, rate->burst),
+		       rate->burst, cost, now_ns, out);
+}
+
+void rl_gcra_refund(uint64_t *tat_ns, uint64_t interval_ns, uint32_t cost,
+		    uint64_t now_ns)
+{
+	uint64_t give = sat_mul(interval_ns, cost);
 
 	if (*tat_ns <= now_ns)
 		return; /* already full: nothing is owed back */

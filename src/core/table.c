@@ -520,11 +520,8 @@ static const struct rl_rule_cache *rule_get(struct rl_table *t, unsigned id)
 	rate.period_ns = r->period_ns;
 	rate.count = r->count;
 	rate.burst = r->burst;
-	if (r->algorithm > RL_ALGO_SLIDING_WINDOW ||
-	    rl_algo_check((enum rl_algorithm)r->algorithm, &rate))
+	if (rl_algo_init(&c->algo, (enum rl_algorithm)r->algorithm, &rate))
 		return NULL;
-	c->rate = rate;
-	c->algorithm = (uint8_t)r->algorithm;
 	c->valid = 1;
 	return c;
 }
@@ -539,8 +536,7 @@ int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 		return -EINVAL;
 	nlen = strlen(def->name);
 	if (nlen == 0 || nlen >= RL_RULE_NAME_MAX ||
-	    (unsigned)def->algorithm > RL_ALGO_SLIDING_WINDOW ||
-	    rl_algo_check(def->algorithm, &def->rate))
+	    rl_algo_init(NULL, def->algorithm, &def->rate))
 		return -EINVAL;
 	ident = rule_ident(def);
 	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
@@ -686,8 +682,7 @@ static enum victim_kind victim_pick(struct rl_table *t, struct rl_slot *b,
 			marker_expire(t, &b[i], s, now_ns);
 			continue;
 		}
-		if (!rc || (free_at = rl_algo_free_at(rc->algorithm, s,
-						      &rc->rate, now_ns)) <= now_ns) {
+		if (!rc || (free_at = rl_algo_free_at(&rc->algo, s, now_ns)) <= now_ns) {
 			/* Idle, or a rule this segment does not know. */
 			*at = i;
 			*vkey = key;
@@ -695,7 +690,7 @@ static enum victim_kind victim_pick(struct rl_table *t, struct rl_slot *b,
 			return VICTIM_IDLE;
 		}
 		probe = s;
-		rl_algo_step(rc->algorithm, &probe, &rc->rate, 1, now_ns, &peek);
+		rl_algo_step(&rc->algo, &probe, 1, now_ns, &peek);
 		if (!peek.allowed)
 			continue; /* being limited: never evicted */
 		if (free_at - now_ns < best) {
@@ -820,15 +815,20 @@ int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
 			    k.tag)
 				break;
 			new = old;
-			rl_algo_step(rc->algorithm, &new, &rc->rate, cost, now_ns,
+			rl_algo_step(&rc->algo, &new, cost, now_ns,
 				     out);
 			if (!out->allowed || new == old)
 				goto decided;
 			if (atomic_compare_exchange_weak_explicit(
 				    &s->state, &old, new, memory_order_acq_rel,
 				    memory_order_acquire)) {
-				atomic_fetch_add_explicit(&s->sync_admitted, cost,
-							  memory_order_relaxed);
+				/* Only an agent that syncs needs the count. */
+				if (atomic_load_explicit(&t->hdr->agent_flags,
+							 memory_order_relaxed) &
+				    RL_AGENT_SYNC)
+					atomic_fetch_add_explicit(
+						&s->sync_admitted, cost,
+						memory_order_relaxed);
 				goto decided;
 			}
 			/* Lost a race with another decision: `old` is fresh. */
@@ -840,7 +840,7 @@ fresh:
 	{
 		uint64_t st = 0;
 
-		rl_algo_step(rc->algorithm, &st, &rc->rate, cost, now_ns, out);
+		rl_algo_step(&rc->algo, &st, cost, now_ns, out);
 	}
 decided:
 	count(t, rule, out->allowed);
@@ -868,7 +868,7 @@ int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
 		    atomic_load_explicit(&s->key, memory_order_acquire) != k.tag)
 			return -ENOENT;
 		new = old;
-		rl_algo_refund(rc->algorithm, &new, &rc->rate, cost, now_ns);
+		rl_algo_refund(&rc->algo, &new, cost, now_ns);
 		if (new == old ||
 		    atomic_compare_exchange_weak(&s->state, &old, new))
 			break;
@@ -900,8 +900,8 @@ int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 	memset(out, 0, sizeof(*out));
 	memcpy(out->name, t->rules[rule].name, sizeof(out->name));
 	out->name[sizeof(out->name) - 1] = '\0';
-	out->algorithm = (enum rl_algorithm)rc->algorithm;
-	out->rate = rc->rate;
+	out->algorithm = rc->algo.kind;
+	out->rate = rc->algo.rate;
 	for (unsigned i = 0; i < RL_SHARDS; i++) {
 		out->allowed += atomic_load_explicit(
 			&t->shards[i].rule[rule].allowed, memory_order_relaxed);
@@ -943,10 +943,9 @@ static int slot_view(struct rl_table *t, uint32_t idx, uint64_t now_ns,
 	v->rule = tag_rule(key);
 	{
 		uint64_t probe = state;
-		uint64_t free_at = rl_algo_free_at(rc->algorithm, state,
-						   &rc->rate, now_ns);
+		uint64_t free_at = rl_algo_free_at(&rc->algo, state, now_ns);
 
-		rl_algo_step(rc->algorithm, &probe, &rc->rate, 0, now_ns,
+		rl_algo_step(&rc->algo, &probe, 0, now_ns,
 			     &v->peek);
 		v->debt_ns = free_at > now_ns ? free_at - now_ns : 0;
 	}
@@ -994,7 +993,7 @@ int rl_table_stats(struct rl_table *t, uint64_t now_ns,
 		out->occupied++;
 		rc = rule_get(t, tag_rule(key));
 		if (rc && !is_marker(s) &&
-		    rl_algo_free_at(rc->algorithm, s, &rc->rate, now_ns) > now_ns)
+		    rl_algo_free_at(&rc->algo, s, now_ns) > now_ns)
 			out->keys++;
 	}
 	return 0;
@@ -1061,13 +1060,10 @@ int rl_table_check(struct rl_table *t, uint64_t now_ns,
 					  (unsigned long long)idx, tag_rule(key));
 				continue;
 			}
-			if (rc->algorithm == RL_ALGO_GCRA) {
-				uint64_t depth = rl_gcra_interval(&rc->rate) *
-						 rc->rate.burst;
-
+			if (rc->algo.kind == RL_ALGO_GCRA) {
 				/* Allow a second of clock difference between
 				 * the writer and us. */
-				if (st > now_ns + depth + 1000000000ull)
+				if (st > now_ns + rc->algo.depth_ns + 1000000000ull)
 					VIOLATION("slot %llu: TAT beyond the "
 						  "bucket", (unsigned long long)idx);
 			}

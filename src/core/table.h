@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "rlshim.h"
+#include "algo.h"
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
 	       "64-bit atomics must always be lock-free");
@@ -48,6 +49,9 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 #define RL_BUCKET_SLOTS 16u
 #define RL_SHARDS 32u
 #define RL_MARK_TIMEOUT_NS 200000000ull /* 200 ms: a dead re-keyer */
+
+/* agent_flags bits */
+#define RL_AGENT_SYNC 0x1ull /* an agent syncs: count slot.sync_admitted */
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
@@ -136,9 +140,8 @@ _Static_assert(sizeof(struct rl_slot_meta) == 64, "slot meta size");
 
 /* The process-private handle. */
 struct rl_rule_cache {
-	uint8_t valid;
-	uint8_t algorithm;
-	struct rl_rate rate;
+	int valid;
+	struct rl_algo algo;
 };
 
 struct rl_table {

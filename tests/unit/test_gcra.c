@@ -19,6 +19,16 @@
 
 static const struct rl_rate ten_per_sec = { SEC, 10, 10 };
 
+/* A prepared algorithm for the dispatch calls (one at a time). */
+static const struct rl_algo *alg(enum rl_algorithm kind,
+				 const struct rl_rate *rate)
+{
+	static struct rl_algo a;
+
+	assert_int_equal(rl_algo_init(&a, kind, rate), 0);
+	return &a;
+}
+
 /* redis_rate's TestAllow vectors, all at one instant. */
 static void test_redis_rate_vectors(void **state)
 {
@@ -203,11 +213,11 @@ static void test_gcra_refund(void **state)
 
 	(void)state;
 	rl_gcra_step(&tat, &ten_per_sec, 3, T0, &r);
-	rl_algo_refund(RL_ALGO_GCRA, &tat, &ten_per_sec, 1, T0);
+	rl_algo_refund(alg(RL_ALGO_GCRA, &ten_per_sec), &tat, 1, T0);
 	rl_gcra_step(&tat, &ten_per_sec, 0, T0, &r);
 	assert_int_equal(r.remaining, 8);
 	/* Refunding more than is owed stops at a full bucket. */
-	rl_algo_refund(RL_ALGO_GCRA, &tat, &ten_per_sec, 50, T0);
+	rl_algo_refund(alg(RL_ALGO_GCRA, &ten_per_sec), &tat, 50, T0);
 	assert_int_equal(tat, T0);
 	rl_gcra_step(&tat, &ten_per_sec, 0, T0, &r);
 	assert_int_equal(r.remaining, 10);
@@ -287,7 +297,7 @@ static void test_fixed_window_late_clock(void **state)
 	rl_window_fixed_step(&st, &three_per_min, 1, T0 + 60 * SEC, &r);
 	assert_true(r.allowed);
 	assert_int_equal(r.remaining, 0);
-	assert_true(rl_algo_free_at(RL_ALGO_FIXED_WINDOW, st, &three_per_min,
+	assert_true(rl_algo_free_at(alg(RL_ALGO_FIXED_WINDOW, &three_per_min), st,
 				    T0 + 59 * SEC) == T0 + 120 * SEC);
 }
 
@@ -297,17 +307,15 @@ static void test_fixed_window_free_at_refund(void **state)
 	struct rl_result r;
 
 	(void)state;
-	assert_int_equal(rl_algo_free_at(RL_ALGO_FIXED_WINDOW, 0,
-					 &three_per_min, T0), 0);
+	assert_int_equal(rl_algo_free_at(alg(RL_ALGO_FIXED_WINDOW, &three_per_min), 0, T0), 0);
 	rl_window_fixed_step(&st, &three_per_min, 2, T0 + SEC, &r);
-	assert_int_equal(rl_algo_free_at(RL_ALGO_FIXED_WINDOW, st,
-					 &three_per_min, T0 + SEC),
+	assert_int_equal(rl_algo_free_at(alg(RL_ALGO_FIXED_WINDOW, &three_per_min), st, T0 + SEC),
 			 T0 + 60 * SEC);
-	rl_algo_refund(RL_ALGO_FIXED_WINDOW, &st, &three_per_min, 1, T0 + SEC);
+	rl_algo_refund(alg(RL_ALGO_FIXED_WINDOW, &three_per_min), &st, 1, T0 + SEC);
 	rl_window_fixed_step(&st, &three_per_min, 0, T0 + SEC, &r);
 	assert_int_equal(r.remaining, 2);
 	/* In a later window there is nothing to give back. */
-	rl_algo_refund(RL_ALGO_FIXED_WINDOW, &st, &three_per_min, 1,
+	rl_algo_refund(alg(RL_ALGO_FIXED_WINDOW, &three_per_min), &st, 1,
 		       T0 + 61 * SEC);
 	rl_window_fixed_step(&st, &three_per_min, 0, T0 + SEC, &r);
 	assert_int_equal(r.remaining, 2);
@@ -348,8 +356,7 @@ static void test_sliding_window(void **state)
 	rl_window_sliding_step(&st, &ten_per_min, 0, T0 + 180 * SEC, &r);
 	assert_int_equal(r.remaining, 10);
 	assert_int_equal(r.reset_after_ns, 0);
-	assert_int_equal(rl_algo_free_at(RL_ALGO_SLIDING_WINDOW, st,
-					 &ten_per_min, T0 + 180 * SEC), 0);
+	assert_int_equal(rl_algo_free_at(alg(RL_ALGO_SLIDING_WINDOW, &ten_per_min), st, T0 + 180 * SEC), 0);
 }
 
 /* The retry a denial reports is exact: one ns earlier is still denied. */
@@ -389,7 +396,7 @@ static void test_sliding_late_clock_and_refund(void **state)
 		rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 60 * SEC, &r);
 	rl_window_sliding_step(&st, &ten_per_min, 1, T0 + 59 * SEC, &r);
 	assert_false(r.allowed);
-	rl_algo_refund(RL_ALGO_SLIDING_WINDOW, &st, &ten_per_min, 3,
+	rl_algo_refund(alg(RL_ALGO_SLIDING_WINDOW, &ten_per_min), &st, 3,
 		       T0 + 60 * SEC);
 	rl_window_sliding_step(&st, &ten_per_min, 0, T0 + 60 * SEC, &r);
 	assert_int_equal(r.remaining, 3);
@@ -406,19 +413,19 @@ static void test_algo_check(void **state)
 	const struct rl_rate wide = { SEC, RL_SLIDING_MAX + 1, 1 };
 
 	(void)state;
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &ok), 0);
-	assert_int_equal(rl_algo_check(RL_ALGO_FIXED_WINDOW, &ok), 0);
-	assert_int_equal(rl_algo_check(RL_ALGO_SLIDING_WINDOW, &ok), 0);
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &zero), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &noburst), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &tooshort), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &deep), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, &sub_sec), 0);
-	assert_int_equal(rl_algo_check(RL_ALGO_FIXED_WINDOW, &sub_sec), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_SLIDING_WINDOW, &wide), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_FIXED_WINDOW, &wide), 0);
-	assert_int_equal(rl_algo_check((enum rl_algorithm)7, &ok), -EINVAL);
-	assert_int_equal(rl_algo_check(RL_ALGO_GCRA, NULL), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, &ok), 0);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_FIXED_WINDOW, &ok), 0);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_SLIDING_WINDOW, &ok), 0);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, &zero), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, &noburst), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, &tooshort), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, &deep), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, &sub_sec), 0);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_FIXED_WINDOW, &sub_sec), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_SLIDING_WINDOW, &wide), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_FIXED_WINDOW, &wide), 0);
+	assert_int_equal(rl_algo_init(NULL, (enum rl_algorithm)7, &ok), -EINVAL);
+	assert_int_equal(rl_algo_init(NULL, RL_ALGO_GCRA, NULL), -EINVAL);
 }
 
 /* The dispatch and the pure steps agree; free-at is the TAT for GCRA. */
@@ -429,7 +436,7 @@ static void test_dispatch(void **state)
 
 	(void)state;
 	for (int i = 0; i < 15; i++) {
-		rl_algo_step(RL_ALGO_GCRA, &a, &ten_per_sec, 1, T0 + i * MS, &ra);
+		rl_algo_step(alg(RL_ALGO_GCRA, &ten_per_sec), &a, 1, T0 + i * MS, &ra);
 		rl_gcra_step(&b, &ten_per_sec, 1, T0 + i * MS, &rb);
 		assert_int_equal(ra.allowed, rb.allowed);
 		assert_int_equal(ra.remaining, rb.remaining);
@@ -437,7 +444,7 @@ static void test_dispatch(void **state)
 		assert_int_equal(ra.reset_after_ns, rb.reset_after_ns);
 		assert_int_equal(a, b);
 	}
-	assert_int_equal(rl_algo_free_at(RL_ALGO_GCRA, a, &ten_per_sec, T0), a);
+	assert_int_equal(rl_algo_free_at(alg(RL_ALGO_GCRA, &ten_per_sec), a, T0), a);
 }
 
 int main(void)

@@ -1,0 +1,30 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# tools/bench/run.sh BUILD_DIR - every benchmark, each next to its baseline in
+# the same run. Times drift on a shared machine; the ratios and the
+# instruction counts (callgrind, exact from run to run) are what to compare.
+set -eu
+B=${1:-build}
+
+echo "## core: decisions per second (tools/bench/bench_core.c)"
+echo
+"$B/bench/bench_core" -n 5000000
+echo
+
+if command -v valgrind >/dev/null 2>&1; then
+	echo "## core: user-space instructions per decision (callgrind, 1 process)"
+	echo
+	echo "| design | instructions per decision |"
+	echo "|---|---:|"
+	for d in rlshim mutex; do
+		tot() {
+			valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+				"$B/bench/bench_core" -n "$1" -w 1proc -d "$d" 2>&1 >/dev/null |
+				sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+		}
+		a=$(tot 100000)
+		b=$(tot 200000)
+		echo "| $d | $(( (b - a) / 100000 )) |"
+	done
+	echo
+fi
