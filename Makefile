@@ -30,7 +30,8 @@ PKGS := cmocka inih
 WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wwrite-strings -Wformat=2 -Werror
 BASE_CFLAGS := $(WARN) -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
-	-Iinclude -iquote src/core -MMD -MP $(SAN_FLAGS)
+	-ftls-model=initial-exec \
+	-Iinclude -iquote src/core -iquote src/shim -MMD -MP $(SAN_FLAGS)
 # User CFLAGS/LDFLAGS add to the defaults, never replace them.
 override CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
 override LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
@@ -44,8 +45,14 @@ INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_LIBS = -l:libinih.a
 
 # ---- the core: build/librlcore.a ------------------------------------------
-CORE_SRCS := $(wildcard src/core/*.c)
+# Everything but the hook file: each policy is testable without LD_PRELOAD.
+CORE_SRCS := $(wildcard src/core/*.c) \
+	$(filter-out src/shim/hooks.c,$(wildcard src/shim/*.c))
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
+
+# ---- programs --------------------------------------------------------------
+PROGS := $(B)/legacy_server
+SHIM := $(B)/librlshim.so
 
 # ---- unit tests: one cmocka binary per module -------------------------------
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -59,7 +66,10 @@ STRESS_BINS := $(STRESS_SRCS:tests/stress/%.c=$(B)/tests/%)
 BENCH_SRCS := $(wildcard tools/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tools/bench/%.c=$(B)/bench/%)
 
-ALL := $(B)/librlcore.a
+ALL := $(B)/librlcore.a $(PROGS)
+ifeq ($(SANITIZE),)
+ALL += $(SHIM)
+endif
 
 .PHONY: all test unit bench clean deps
 all: $(ALL) $(UNIT_BINS) $(STRESS_BINS) $(BENCH_BINS)
@@ -70,7 +80,14 @@ $(DEPS_STAMP): tools/deps.sh
 	$(Q)tools/deps.sh
 	$(Q)touch $@
 
-$(B)/%.o: %.c | $(DEPS_STAMP)
+# Objects are rebuilt when the flags change, not only the sources.
+$(B)/.cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CFLAGS) $(INIH_CFLAGS)' | cmp -s - $@ || echo '$(CFLAGS) $(INIH_CFLAGS)' > $@
+.PHONY: FORCE
+FORCE:
+
+$(B)/%.o: %.c $(B)/.cflags | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(INIH_CFLAGS) -c -o $@ $<
@@ -78,6 +95,19 @@ $(B)/%.o: %.c | $(DEPS_STAMP)
 $(B)/librlcore.a: $(CORE_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The shim: hooks.c plus what it needs of the core, inih linked in and
+# hidden; only the hooks are exported, only libc is NEEDED.
+$(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(B)/librlcore.a \
+		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
+		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS)
+
+$(B)/legacy_server: tools/legacy_server.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/librlcore.a
 	@mkdir -p $(@D)

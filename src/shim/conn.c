@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - the fd table and the pools of connections and hold buffers.
+ *
+ * The pools are lock-free stacks (Treiber, with a generation count against
+ * ABA) over memory that is mapped in chunks and never unmapped: a thread
+ * can be anywhere when another forks, and a lock held at fork would stay
+ * held forever in the child.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define CONN_CHUNK 256u         /* connections per chunk */
+#define CONN_CHUNKS 4096u       /* up to 1M connections */
+#define HOLD_CHUNK 16u          /* hold buffers per chunk (320 KiB) */
+#define HOLD_CHUNKS 256u        /* up to 4,096 heads in progress at once */
+
+static struct rl_fd *fds;
+static _Atomic unsigned fd_high;
+
+struct pool {
+	_Atomic uint64_t head;      /* (generation << 32) | (index + 1) */
+	_Atomic uint32_t nchunks;
+	_Atomic uint32_t live;
+	uint32_t per_chunk, max_chunks;
+	size_t item;                /* bytes per item */
+	void *_Atomic chunks[CONN_CHUNKS];
+};
+
+static struct pool conns = { .per_chunk = CONN_CHUNK, .max_chunks = CONN_CHUNKS,
+			     .item = sizeof(struct rl_conn) };
+static struct pool holds = { .per_chunk = HOLD_CHUNK, .max_chunks = HOLD_CHUNKS,
+			     .item = sizeof(struct rl_hold) };
+
+/* Holds link through their first 4 bytes while free (`len`). */
+static uint32_t *link_of(struct pool *p, void *item)
+{
+	if (p == &conns)
+		return &((struct rl_conn *)item)->next_free;
+	return &((struct rl_hold *)item)->len;
+}
+
+static void *item_at(struct pool *p, uint32_t index)
+{
+	char *chunk = atomic_load_explicit(&p->chunks[index / p->per_chunk],
+					   memory_order_acquire);
+
+	return chunk + (size_t)(index % p->per_chunk) * p->item;
+}
+
+static void push(struct pool *p, uint32_t index)
+{
+	uint64_t old = atomic_load_explicit(&p->head, memory_order_relaxed);
+	uint64_t new;
+
+	do {
+		*link_of(p, item_at(p, index)) = (uint32_t)old;
+		new = ((old >> 32) + 1) << 32 | (index + 1);
+	} while (!atomic_compare_exchange_weak_explicit(
+		&p->head, &old, new, memory_order_release, memory_order_relaxed));
+}
+
+/* Map one more chunk and push its items. 0, or -ENOMEM. */
+static int grow(struct pool *p)
+{
+	uint32_t c = atomic_fetch_add(&p->nchunks, 1);
+	size_t bytes = (size_t)p->per_chunk * p->item;
+	void *mem;
+
+	if (c >= p->max_chunks) {
+		atomic_fetch_sub(&p->nchunks, 1);
+		return -ENOMEM;
+	}
+	mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (mem == MAP_FAILED) {
+		atomic_fetch_sub(&p->nchunks, 1);
+		return -ENOMEM;
+	}
+	atomic_store_explicit(&p->chunks[c], mem, memory_order_release);
+	for (uint32_t i = p->per_chunk; i-- > 0;)
+		push(p, c * p->per_chunk + i);
+	return 0;
+}
+
+/* An item's index, or UINT32_MAX if the pool cannot grow. */
+static uint32_t pop(struct pool *p)
+{
+	for (;;) {
+		uint64_t old = atomic_load_explicit(&p->head, memory_order_acquire);
+		uint32_t top = (uint32_t)old, next;
+
+		if (top == 0) {
+			if (grow(p))
+				return UINT32_MAX;
+			continue;
+		}
+		/* May read a link that changes under us; the generation in
+		 * the CAS catches it. The memory is never unmapped. */
+		next = *link_of(p, item_at(p, top - 1));
+		if (atomic_compare_exchange_weak_explicit(
+			    &p->head, &old, ((old >> 32) + 1) << 32 | next,
+			    memory_order_acquire, memory_order_relaxed)) {
+			atomic_fetch_add(&p->live, 1);
+			return top - 1;
+		}
+	}
+}
+
+static void give_back(struct pool *p, uint32_t index)
+{
+	atomic_fetch_sub(&p->live, 1);
+	push(p, index);
+}
+
+/* ---- the fd table ---------------------------------------------------------- */
+
+int rl_conn_setup(void)
+{
+	void *mem;
+
+	if (fds)
+		return 0;
+	mem = mmap(NULL, (size_t)RL_FD_MAX * sizeof(struct rl_fd),
+		   PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (mem == MAP_FAILED)
+		return -ENOMEM;
+	fds = mem;
+	return 0;
+}
+
+struct rl_fd *rl_fd_get(int fd)
+{
+	if (!fds || fd < 0 || (unsigned)fd >= RL_FD_MAX)
+		return NULL;
+	if ((unsigned)fd > atomic_load_explicit(&fd_high, memory_order_relaxed))
+		atomic_store_explicit(&fd_high, (unsigned)fd,
+				      memory_order_relaxed);
+	return &fds[fd];
+}
+
+unsigned rl_fd_high(void)
+{
+	return atomic_load_explicit(&fd_high, memory_order_relaxed);
+}
+
+struct rl_conn *rl_conn_of(const struct rl_fd *e)
+{
+	if (e->kind != RL_FD_CONN || e->conn == 0)
+		return NULL;
+	return item_at(&conns, e->conn - 1);
+}
+
+struct rl_conn *rl_conn_new(struct rl_fd *e)
+{
+	uint32_t i = pop(&conns);
+	struct rl_conn *c;
+
+	if (i == UINT32_MAX)
+		return NULL;
+	c = item_at(&conns, i);
+	memset(c, 0, sizeof(*c));
+	atomic_store(&c->refs, 1);
+	rl_http_init(&c->http);
+	e->kind = RL_FD_CONN;
+	e->conn = i + 1;
+	e->guarded = 1;
+	return c;
+}
+
+void rl_fd_share(struct rl_fd *to, const struct rl_fd *from)
+{
+	struct rl_conn *c = rl_conn_of(from);
+
+	*to = *from;
+	if (c)
+		atomic_fetch_add(&c->refs, 1);
+}
+
+int rl_fd_last(const struct rl_fd *e)
+{
+	struct rl_conn *c = rl_conn_of(e);
+
+	return c && atomic_load(&c->refs) == 1;
+}
+
+void rl_fd_forget(struct rl_fd *e)
+{
+	struct rl_conn *c = rl_conn_of(e);
+	uint32_t index = e->conn;
+
+	memset(e, 0, sizeof(*e));
+	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+		return;
+	if (c->hold) {
+		c->hold->len = 0;
+		rl_conn_unhold(c);
+	}
+	give_back(&conns, index - 1);
+}
+
+/* ---- hold buffers ------------------------------------------------------------ */
+
+static uint32_t hold_index(struct rl_hold *h)
+{
+	for (uint32_t c = 0; c < atomic_load(&holds.nchunks); c++) {
+		char *chunk = atomic_load(&holds.chunks[c]);
+
+		if (chunk && (char *)h >= chunk &&
+		    (char *)h < chunk + HOLD_CHUNK * sizeof(struct rl_hold))
+			return c * HOLD_CHUNK +
+			       (uint32_t)(((char *)h - chunk) / sizeof(struct rl_hold));
+	}
+	return UINT32_MAX;
+}
+
+struct rl_hold *rl_conn_hold(struct rl_conn *c)
+{
+	uint32_t i;
+
+	if (c->hold)
+		return c->hold;
+	i = pop(&holds);
+	if (i == UINT32_MAX)
+		return NULL;
+	c->hold = item_at(&holds, i);
+	c->hold->len = 0;
+	c->hold->framed = 0;
+	c->hold->decided = 0;
+	return c->hold;
+}
+
+void rl_conn_unhold(struct rl_conn *c)
+{
+	uint32_t i;
+
+	if (!c->hold || c->hold->len)
+		return;
+	i = hold_index(c->hold);
+	c->hold = NULL;
+	if (i != UINT32_MAX)
+		give_back(&holds, i);
+}
+
+void rl_conn_stats(struct rl_conn_stats *out)
+{
+	out->conns_live = atomic_load(&conns.live);
+	out->conns_cap = atomic_load(&conns.nchunks) * CONN_CHUNK;
+	out->holds_live = atomic_load(&holds.live);
+	out->holds_cap = atomic_load(&holds.nchunks) * HOLD_CHUNK;
+	out->fds_cap = fds ? RL_FD_MAX : 0;
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.h - what the shim knows about each file descriptor of the host
+ * program, and the state of each connection it frames.
+ *
+ * The fd table is indexed by fd number and mapped lazily (untouched pages
+ * cost nothing), so a lookup on the read path is one load. A connection's
+ * state lives in a pooled `struct rl_conn` that every fd referring to the
+ * socket points at (dup, dup2, fcntl(F_DUPFD) share it; the last close
+ * frees it). Held bytes (a request head that is not complete yet) live in a
+ * pooled buffer. Pools grow by whole chunks and never shrink; nothing is
+ * allocated per request.
+ */
+#ifndef RL_CONN_H
+#define RL_CONN_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "addr.h"
+#include "http.h"
+#include "policy.h"
+
+enum rl_fd_kind {
+	RL_FD_UNKNOWN = 0, /* never seen, or closed since: may be adopted */
+	RL_FD_IGNORED = 1, /* not ours: not a TCP socket, not a guarded port */
+	RL_FD_LISTEN = 2,  /* a listening socket; `port`, `guarded` cached */
+	RL_FD_CONN = 3,    /* a connection we frame: `conn` */
+};
+
+struct rl_fd {
+	uint8_t kind;
+	uint8_t guarded;
+	uint16_t port;
+	uint32_t conn; /* index + 1 in the connection pool */
+};
+
+enum rl_conn_state {
+	RL_CONN_HTTP = 0,  /* framing requests */
+	RL_CONN_PASS = 1,  /* not HTTP/1.x (TLS, HTTP/2, upgraded): untouched */
+	RL_CONN_DENY = 2,  /* a reply is due at the application's next read */
+	RL_CONN_DONE = 3,  /* replied and shut down: reads see EOF, writes
+			      are swallowed */
+};
+
+enum rl_reply_kind { RL_REPLY_NONE = 0, RL_REPLY_429 = 1, RL_REPLY_400 = 2 };
+
+#define RL_HOLD_SIZE (RL_HEAD_MAX + 4096)
+
+struct rl_hold {
+	uint32_t len;     /* bytes held */
+	uint32_t framed;  /* of which the framer has seen */
+	uint32_t decided; /* of which may be delivered (a prefix) */
+	uint8_t data[RL_HOLD_SIZE];
+};
+
+struct rl_conn {
+	_Atomic uint32_t refs;   /* fds pointing here */
+	uint8_t state;           /* enum rl_conn_state */
+	uint8_t proxy;           /* a PROXY header is still expected */
+	uint8_t upgrade_wait;    /* an Upgrade/CONNECT was allowed: the
+				    application's answer decides PASS */
+	uint8_t reply;           /* enum rl_reply_kind, while DENY */
+	uint16_t port;           /* local port */
+	struct rl_addr peer;     /* the client: TCP peer or PROXY source */
+	struct rl_http http;
+	struct rl_hold *hold;
+	/* the reply due in DENY */
+	struct rl_verdict verdict;
+	uint8_t reply_http10;
+	uint8_t reply_head;
+	const char *reply_why;
+	uint32_t next_free;      /* pool free list */
+};
+
+/* Reserve the fd table: RL_FD_MAX entries of address space, touched only
+ * where fds are used. Returns 0 or -ENOMEM. Idempotent. */
+int rl_conn_setup(void);
+
+/* fd numbers never exceed the kernel's nr_open, 1,048,576 by default. */
+#define RL_FD_MAX (1u << 20)
+
+/* The entry of `fd`, or NULL if the table is not set up or fd is out of
+ * range (then the fd is simply not tracked). */
+struct rl_fd *rl_fd_get(int fd);
+
+/* The highest fd number ever looked up: a bound for close_range(). */
+unsigned rl_fd_high(void);
+
+/* The connection of an entry of kind RL_FD_CONN. */
+struct rl_conn *rl_conn_of(const struct rl_fd *e);
+
+/* A new connection (refs = 1) bound to entry `e`; NULL if the pool cannot
+ * grow. */
+struct rl_conn *rl_conn_new(struct rl_fd *e);
+
+/* Point entry `to` at the connection of `from` (dup). */
+void rl_fd_share(struct rl_fd *to, const struct rl_fd *from);
+
+/* Forget entry `e` (close, or dup2 over it): resets it and drops its
+ * reference; the last reference frees the connection and its hold
+ * buffer. */
+void rl_fd_forget(struct rl_fd *e);
+
+/* 1 if `e` holds the only reference to its connection. */
+int rl_fd_last(const struct rl_fd *e);
+
+/* The connection's hold buffer, taken from the pool if it has none; NULL
+ * if the pool cannot grow. */
+struct rl_hold *rl_conn_hold(struct rl_conn *c);
+
+/* Give the hold buffer back once it is empty. */
+void rl_conn_unhold(struct rl_conn *c);
+
+/* Pool figures, for tests. */
+struct rl_conn_stats {
+	uint32_t conns_live, conns_cap, holds_live, holds_cap, fds_cap;
+};
+void rl_conn_stats(struct rl_conn_stats *out);
+
+#endif /* RL_CONN_H */

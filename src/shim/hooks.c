@@ -1,0 +1,602 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hooks.c - the only symbols librlshim.so exports: the calls it interposes.
+ *
+ * Each hook resolves the next definition once (dlsym RTLD_NEXT, from the
+ * constructor or lazily if called before it), does nothing but the real
+ * call until the shim is active and the fd is one it frames, saves and
+ * restores errno around its own work, and never calls itself: a
+ * thread-local guard sends nested calls straight to the real function.
+ * Everything they do is in io.c and shim.c, inside librlcore.a.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define HOOK __attribute__((visibility("default")))
+
+/* ---- the real functions -------------------------------------------------------- */
+
+static int (*real_accept)(int, struct sockaddr *, socklen_t *);
+static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
+static ssize_t (*real_read)(int, void *, size_t);
+static ssize_t (*real_recv)(int, void *, size_t, int);
+static ssize_t (*real_recvfrom)(int, void *, size_t, int, struct sockaddr *,
+				socklen_t *);
+static ssize_t (*real_recvmsg)(int, struct msghdr *, int);
+static ssize_t (*real_readv)(int, const struct iovec *, int);
+static int (*real_close)(int);
+static int (*real_close_range)(unsigned, unsigned, int);
+static void (*real_closefrom)(int);
+static int (*real_dup)(int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static int (*real_fcntl)(int, int, ...);
+static int (*real_fcntl64)(int, int, ...);
+static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_writev)(int, const struct iovec *, int);
+static ssize_t (*real_send)(int, const void *, size_t, int);
+static ssize_t (*real_sendto)(int, const void *, size_t, int,
+			      const struct sockaddr *, socklen_t);
+static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
+static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
+
+extern void __chk_fail(void) __attribute__((noreturn));
+
+/* glibc's fortified entry points (_FORTIFY_SOURCE); no public prototypes. */
+ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+		       int flags, struct sockaddr *from, socklen_t *fromlen);
+
+static pthread_once_t resolved = PTHREAD_ONCE_INIT;
+
+#define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
+
+static void resolve_all(void)
+{
+	RESOLVE(accept);
+	RESOLVE(accept4);
+	RESOLVE(read);
+	RESOLVE(recv);
+	RESOLVE(recvfrom);
+	RESOLVE(recvmsg);
+	RESOLVE(readv);
+	RESOLVE(close);
+	RESOLVE(close_range);
+	RESOLVE(closefrom);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(fcntl64);
+	RESOLVE(write);
+	RESOLVE(writev);
+	RESOLVE(send);
+	RESOLVE(sendto);
+	RESOLVE(sendmsg);
+	RESOLVE(sendfile);
+	if (!real_fcntl64)
+		real_fcntl64 = real_fcntl;
+}
+
+static inline void resolve(void)
+{
+	pthread_once(&resolved, resolve_all);
+}
+
+__attribute__((constructor)) static void rl_hooks_init(void)
+{
+	resolve();
+}
+
+/* ---- io.c's view of the real calls ------------------------------------------------ */
+
+static int getfl(int fd)
+{
+	return real_fcntl(fd, F_GETFL);
+}
+
+/* Filled at first use: the pointers are resolved after load. */
+static const struct rl_io_sys *io_sys(void)
+{
+	static struct rl_io_sys s;
+
+	if (!s.recv) {
+		s.send = real_send;
+		s.close = real_close;
+		s.getfl = getfl;
+		s.recv = real_recv;
+	}
+	return &s;
+}
+
+/* ---- the guard --------------------------------------------------------------------- */
+
+static __thread int busy __attribute__((tls_model("initial-exec")));
+
+/* The connection an fd's reads and writes go through, or NULL to pass:
+ * shim not active, the guard set, or an fd that is not framed. Adopts an
+ * fd it has never seen. */
+static struct rl_conn *tracked(int fd)
+{
+	struct rl_fd *e;
+
+	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
+		return NULL;
+	e = rl_fd_get(fd);
+	if (!e)
+		return NULL;
+	if (e->kind == RL_FD_UNKNOWN) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_adopt(fd, e);
+		busy = 0;
+		errno = saved;
+	}
+	return e->kind == RL_FD_CONN ? rl_conn_of(e) : NULL;
+}
+
+/* ---- accept ------------------------------------------------------------------------ */
+
+/*
+ * The real accept into our own storage (the peer is needed even when the
+ * application passes NULL), the address copied out as accept(2) would:
+ * truncated to *alen, *alen set to the real length.
+ */
+static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
+		     int flags, int four)
+{
+	int refused = 0;
+
+	resolve();
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd = four ? real_accept4(lfd, (struct sockaddr *)&ss, &sl, flags)
+			      : real_accept(lfd, (struct sockaddr *)&ss, &sl);
+		int saved = errno;
+		enum rl_shim_phase ph;
+
+		if (fd < 0)
+			return fd;
+		if (addr && alen) {
+			socklen_t n = sl < *alen ? sl : *alen;
+
+			for (socklen_t i = 0; i < n; i++)
+				((char *)addr)[i] = ((char *)&ss)[i];
+			*alen = sl;
+		} else if (alen) {
+			*alen = sl;
+		}
+		if (busy)
+			return fd;
+		busy = 1;
+		ph = rl_shim_configure(io_sys());
+		if ((ph == RL_SHIM_CONFIGURED || ph == RL_SHIM_ACTIVE ||
+		     ph == RL_SHIM_REFUSE) && rl_io_listener(lfd)) {
+			if (ph == RL_SHIM_CONFIGURED)
+				rl_shim_activate();
+			if (rl_shim_phase() != RL_SHIM_OFF &&
+			    !rl_io_accepted(lfd, fd, (struct sockaddr *)&ss, sl)) {
+				/* Refused and closed: take the next one, as if
+				 * this connection had never come. A flood must
+				 * not hold a nonblocking server in here. */
+				busy = 0;
+				if (++refused >= 64 &&
+				    (real_fcntl(lfd, F_GETFL) & O_NONBLOCK)) {
+					errno = EAGAIN;
+					return -1;
+				}
+				errno = saved;
+				continue;
+			}
+		}
+		busy = 0;
+		errno = saved;
+		return fd;
+	}
+}
+
+HOOK int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	return do_accept(fd, addr, alen, 0, 0);
+}
+
+HOOK int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	return do_accept(fd, addr, alen, flags, 1);
+}
+
+/* ---- the read family ----------------------------------------------------------------- */
+
+struct call {
+	int fd;
+	int kind;
+	void *buf;
+	size_t len;
+	int flags;
+	struct sockaddr *from;
+	socklen_t *fromlen;
+	struct msghdr *msg;
+	const struct iovec *iov;
+	int iovcnt;
+};
+
+enum { CALL_READ, CALL_RECV, CALL_RECVFROM, CALL_RECVMSG, CALL_READV };
+
+static ssize_t real_call(void *ctx)
+{
+	struct call *c = ctx;
+
+	switch (c->kind) {
+	case CALL_READ:
+		return real_read(c->fd, c->buf, c->len);
+	case CALL_RECV:
+		return real_recv(c->fd, c->buf, c->len, c->flags);
+	case CALL_RECVFROM:
+		return real_recvfrom(c->fd, c->buf, c->len, c->flags, c->from,
+				     c->fromlen);
+	case CALL_RECVMSG:
+		return real_recvmsg(c->fd, c->msg, c->flags);
+	default:
+		return real_readv(c->fd, c->iov, c->iovcnt);
+	}
+}
+
+static ssize_t framed_read(struct rl_conn *conn, struct call *c)
+{
+	struct iovec one = { c->buf, c->len };
+	struct rl_read r = { c->fd, &one, 1, c->flags, real_call, c, NULL };
+	ssize_t n;
+
+	if (c->kind == CALL_RECVMSG) {
+		r.iov = c->msg->msg_iov;
+		r.iovcnt = (int)c->msg->msg_iovlen;
+		r.msg = c->msg;
+	} else if (c->kind == CALL_READV) {
+		r.iov = c->iov;
+		r.iovcnt = c->iovcnt;
+	}
+	busy = 1;
+	n = rl_io_read(conn, &r);
+	busy = 0;
+	return n;
+}
+
+HOOK ssize_t read(int fd, void *buf, size_t len)
+{
+	struct rl_conn *conn;
+	struct call c = { .fd = fd, .kind = CALL_READ, .buf = buf, .len = len };
+
+	resolve();
+	conn = tracked(fd);
+	return conn ? framed_read(conn, &c) : real_read(fd, buf, len);
+}
+
+HOOK ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		__chk_fail();
+	return read(fd, buf, len);
+}
+
+HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct rl_conn *conn;
+	struct call c = { .fd = fd, .kind = CALL_RECV, .buf = buf, .len = len,
+			  .flags = flags };
+
+	resolve();
+	conn = tracked(fd);
+	return conn ? framed_read(conn, &c) : real_recv(fd, buf, len, flags);
+}
+
+HOOK ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+			int flags)
+{
+	if (len > buflen)
+		__chk_fail();
+	return recv(fd, buf, len, flags);
+}
+
+HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+		      struct sockaddr *from, socklen_t *fromlen)
+{
+	struct rl_conn *conn;
+	struct call c = { .fd = fd, .kind = CALL_RECVFROM, .buf = buf,
+			  .len = len, .flags = flags, .from = from,
+			  .fromlen = fromlen };
+
+	resolve();
+	conn = tracked(fd);
+	return conn ? framed_read(conn, &c)
+		    : real_recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+HOOK ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+			    int flags, struct sockaddr *from,
+			    socklen_t *fromlen)
+{
+	if (len > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+/* Sockets handed over with SCM_RIGHTS are new to us: forget whatever the
+ * table said about those fd numbers, so they are classified afresh. */
+static void forget_passed_fds(struct msghdr *msg)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
+	     cm = CMSG_NXTHDR(msg, cm)) {
+		size_t n;
+		int *fds;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		fds = (int *)(void *)CMSG_DATA(cm);
+		for (size_t i = 0; i < n; i++) {
+			struct rl_fd *e = rl_fd_get(fds[i]);
+
+			if (e)
+				rl_fd_forget(e);
+		}
+	}
+}
+
+HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct rl_conn *conn;
+	struct call c = { .fd = fd, .kind = CALL_RECVMSG, .msg = msg,
+			  .flags = flags };
+	ssize_t n;
+
+	resolve();
+	conn = tracked(fd);
+	n = conn ? framed_read(conn, &c) : real_recvmsg(fd, msg, flags);
+	if (n >= 0 && msg && msg->msg_controllen &&
+	    rl_shim_phase() == RL_SHIM_ACTIVE) {
+		int saved = errno;
+
+		forget_passed_fds(msg);
+		errno = saved;
+	}
+	return n;
+}
+
+HOOK ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct rl_conn *conn;
+	struct call c = { .fd = fd, .kind = CALL_READV, .iov = iov,
+			  .iovcnt = iovcnt };
+
+	resolve();
+	conn = tracked(fd);
+	return conn ? framed_read(conn, &c) : real_readv(fd, iov, iovcnt);
+}
+
+/* ---- close and dup ------------------------------------------------------------------- */
+
+static inline int watching(void)
+{
+	return !busy && rl_shim_phase() == RL_SHIM_ACTIVE;
+}
+
+HOOK int close(int fd)
+{
+	resolve();
+	if (watching()) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_close(fd);
+		busy = 0;
+		errno = saved;
+	}
+	return real_close(fd);
+}
+
+HOOK int close_range(unsigned first, unsigned last, int flags)
+{
+	resolve();
+	if (watching() && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		int saved = errno;
+
+		unsigned high = rl_fd_high();
+
+		busy = 1;
+		for (unsigned fd = first; fd <= last && fd <= high; fd++)
+			rl_io_close((int)fd);
+		busy = 0;
+		errno = saved;
+	}
+	if (!real_close_range) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_close_range(first, last, flags);
+}
+
+HOOK void closefrom(int lowfd)
+{
+	resolve();
+	if (watching() && lowfd >= 0) {
+		int saved = errno;
+
+		unsigned high = rl_fd_high();
+
+		busy = 1;
+		for (unsigned fd = (unsigned)lowfd; fd <= high; fd++)
+			rl_io_close((int)fd);
+		busy = 0;
+		errno = saved;
+	}
+	if (real_closefrom)
+		real_closefrom(lowfd);
+}
+
+static int dup_done(int oldfd, int newfd)
+{
+	if (newfd >= 0 && newfd != oldfd && watching()) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_dup(oldfd, newfd);
+		busy = 0;
+		errno = saved;
+	}
+	return newfd;
+}
+
+HOOK int dup(int fd)
+{
+	resolve();
+	return dup_done(fd, real_dup(fd));
+}
+
+HOOK int dup2(int oldfd, int newfd)
+{
+	resolve();
+	return dup_done(oldfd, real_dup2(oldfd, newfd));
+}
+
+HOOK int dup3(int oldfd, int newfd, int flags)
+{
+	resolve();
+	return dup_done(oldfd, real_dup3(oldfd, newfd, flags));
+}
+
+static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, va_list ap)
+{
+	void *arg = va_arg(ap, void *);
+	int r = real(fd, cmd, arg);
+
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return dup_done(fd, r);
+	return r;
+}
+
+HOOK int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	int r;
+
+	resolve();
+	va_start(ap, cmd);
+	r = do_fcntl(real_fcntl, fd, cmd, ap);
+	va_end(ap);
+	return r;
+}
+
+HOOK int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	int r;
+
+	resolve();
+	va_start(ap, cmd);
+	r = do_fcntl(real_fcntl64, fd, cmd, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ---- the write family: only for connections the shim has answered ---------------- */
+
+/* 1 if the write must be swallowed. */
+static int swallow(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct rl_conn *conn = tracked(fd);
+	int r;
+
+	if (!conn)
+		return 0;
+	busy = 1;
+	r = rl_io_write(conn, iov, iovcnt);
+	busy = 0;
+	return r;
+}
+
+static ssize_t iov_len(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return (ssize_t)t;
+}
+
+HOOK ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+
+	resolve();
+	if (swallow(fd, &v, 1))
+		return (ssize_t)len;
+	return real_write(fd, buf, len);
+}
+
+HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	resolve();
+	if (iovcnt >= 0 && swallow(fd, iov, iovcnt))
+		return iov_len(iov, iovcnt);
+	return real_writev(fd, iov, iovcnt);
+}
+
+HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct iovec v = { (void *)buf, len };
+
+	resolve();
+	if (swallow(fd, &v, 1))
+		return (ssize_t)len;
+	return real_send(fd, buf, len, flags);
+}
+
+HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+		    const struct sockaddr *to, socklen_t tolen)
+{
+	struct iovec v = { (void *)buf, len };
+
+	resolve();
+	if (swallow(fd, &v, 1))
+		return (ssize_t)len;
+	return real_sendto(fd, buf, len, flags, to, tolen);
+}
+
+HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	resolve();
+	if (msg && swallow(fd, msg->msg_iov, (int)msg->msg_iovlen))
+		return iov_len(msg->msg_iov, (int)msg->msg_iovlen);
+	return real_sendmsg(fd, msg, flags);
+}
+
+HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct iovec none = { NULL, 0 };
+
+	resolve();
+	if (swallow(out, &none, 1)) {
+		if (off)
+			*off += (off_t)count;
+		return (ssize_t)count;
+	}
+	return real_sendfile(out, in, off, count);
+}
+
+HOOK ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http.h - framing the HTTP/1.x request stream of one connection.
+ *
+ * Two parts, both pure (no I/O, no allocation, never read past a length):
+ *
+ *   rl_http_feed()        a streaming scanner with a few bytes of state. It
+ *                         walks any split of the stream: skips bodies by
+ *                         Content-Length or chunked coding, and stops at the
+ *                         end of each request head.
+ *   rl_http_parse_head()  parses one complete head, held contiguous by the
+ *                         caller: request line, the headers that frame the
+ *                         body, the headers rules are keyed by, and the path
+ *                         normalised for matching.
+ *
+ * Both are strict where a lenient reading could let the application see a
+ * request the shim did not count: bare LF, obs-fold, a bare CR, Content-Length
+ * with Transfer-Encoding, a repeated or invalid Content-Length, a chunked
+ * stream that is not exactly RFC 9112's, a head over RL_HEAD_MAX. Those are
+ * errors, answered 400 by the caller.
+ */
+#ifndef RL_HTTP_H
+#define RL_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+#define RL_HEAD_MAX 16384      /* bytes of a request head, request line included */
+#define RL_TRAILER_MAX 16384   /* bytes of a chunked body's trailer section */
+#define RL_CHUNK_EXT_MAX 4096  /* bytes of one chunk-size line's extensions */
+#define RL_BLANK_LINES_MAX 16  /* empty lines skipped before a request */
+#define RL_METHOD_MAX 16       /* method bytes kept for matching (with NUL) */
+
+enum rl_http_phase {
+	RL_HTTP_IDLE = 0,   /* between requests */
+	RL_HTTP_HEAD,       /* inside a head */
+	RL_HTTP_BODY,       /* a Content-Length body: `remaining` bytes to go */
+	RL_HTTP_CHUNK_SIZE, /* hex digits of a chunk size */
+	RL_HTTP_CHUNK_EXT,  /* the rest of a chunk-size line */
+	RL_HTTP_CHUNK_LF,   /* the LF ending a chunk-size line */
+	RL_HTTP_CHUNK_DATA, /* chunk data: `remaining` bytes to go */
+	RL_HTTP_CHUNK_DCR,  /* the CR after chunk data */
+	RL_HTTP_CHUNK_DLF,  /* the LF after chunk data */
+	RL_HTTP_TRAILER,    /* trailer lines, up to an empty one */
+	RL_HTTP_PASS,       /* not HTTP/1.x: every byte passes, unframed */
+	RL_HTTP_ERROR,      /* framing failed: nothing more is framed */
+};
+
+struct rl_http {
+	uint8_t phase;        /* enum rl_http_phase */
+	uint8_t cr;           /* IDLE: a CR was seen, an LF must follow */
+	uint8_t prev;         /* HEAD/TRAILER: the byte before this chunk */
+	uint8_t blank_lines;  /* IDLE: empty lines skipped so far */
+	uint32_t head_len;    /* HEAD/TRAILER: bytes so far */
+	uint32_t line_len;    /* HEAD/TRAILER: bytes of the current line */
+	uint32_t ext_len;     /* CHUNK_SIZE/EXT: digits, then extension bytes */
+	uint32_t requests;    /* heads completed on this connection */
+	uint64_t remaining;   /* BODY/CHUNK_DATA; CHUNK_SIZE: the size so far */
+	const char *error;    /* ERROR: why, a static string */
+};
+
+enum rl_http_event {
+	RL_HTTP_EV_NONE = 0, /* all bytes consumed, no head completed */
+	RL_HTTP_EV_HEAD,     /* a head ends at `used`: parse it */
+	RL_HTTP_EV_PASS,     /* not HTTP/1.x: the connection passes through */
+	RL_HTTP_EV_ERROR,    /* see h->error; `used` stops before the bad byte */
+};
+
+struct rl_http_feed {
+	size_t used;          /* bytes consumed by this call */
+	ssize_t head_begin;   /* where the current head began in this chunk,
+				 or -1 if before it (or no head) */
+	enum rl_http_event event;
+};
+
+/* A new connection's state. */
+void rl_http_init(struct rl_http *h);
+
+/*
+ * Scan `p[0..len)`, continuing from the state in `h`. Stops right after a
+ * complete head (EV_HEAD), at an error (EV_ERROR) or at the first byte of
+ * a connection that is not HTTP/1.x (EV_PASS: TLS, where the caller must
+ * pass everything through). After EV_HEAD the caller parses the head and
+ * calls rl_http_begin_body() before feeding more. In PASS every byte is
+ * consumed without an event.
+ */
+void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
+		  struct rl_http_feed *out);
+
+/* ---- the head ------------------------------------------------------------ */
+
+#define RL_WANT_MAX 8         /* header names asked for */
+#define RL_WANT_VALUES 8      /* occurrences kept per name (the last ones) */
+
+/* Headers the caller needs the values of (API keys, X-Forwarded-For). */
+struct rl_http_want {
+	unsigned n;
+	char name[RL_WANT_MAX][RL_HEADER_NAME_MAX];
+	uint8_t len[RL_WANT_MAX];
+};
+
+struct rl_http_value {
+	const char *p;  /* into the head */
+	uint32_t len;   /* without surrounding whitespace */
+};
+
+struct rl_http_req {
+	char method[RL_METHOD_MAX]; /* NUL-terminated; longer methods are
+				       valid but kept as "" (match only *) */
+	char path[RL_PATH_MAX];     /* decoded, dot segments removed, slashes
+				       merged; no query */
+	uint32_t path_len;
+	uint8_t path_truncated;     /* longer than RL_PATH_MAX - 1 */
+	uint8_t http10;             /* HTTP/1.0 */
+	uint8_t head;               /* HEAD */
+	uint8_t connect;            /* CONNECT (authority-form) */
+	uint8_t upgrade;            /* has an Upgrade header */
+	uint8_t preface;            /* the HTTP/2 connection preface */
+	uint8_t chunked;            /* Transfer-Encoding ends in chunked */
+	uint8_t has_length;         /* Content-Length given */
+	uint64_t content_length;
+	const char *error;          /* why the head is refused */
+	unsigned nvalues[RL_WANT_MAX];          /* occurrences seen */
+	/* Last: the parser clears everything above it, not this. */
+	struct rl_http_value values[RL_WANT_MAX][RL_WANT_VALUES]; /* the last
+					   RL_WANT_VALUES, in order */
+};
+
+/*
+ * Parse the complete head `p[0..len)` (request line through the empty line,
+ * as delimited by rl_http_feed). Returns 0, or -EINVAL with req->error set.
+ * Values point into `p`.
+ */
+int rl_http_parse_head(const uint8_t *p, size_t len,
+		       const struct rl_http_want *want,
+		       struct rl_http_req *req);
+
+/*
+ * Normalise a request target's path for matching: the path of origin- or
+ * absolute-form, percent-decoded, dot segments removed, slashes merged, the
+ * query dropped. "*" stays "*"; authority-form gives "". Returns 0 or
+ * -EINVAL (bad percent-encoding, a decoded NUL, not a target).
+ */
+int rl_http_normalize(const char *target, size_t len, char *out,
+		      size_t outlen, uint32_t *out_len, uint8_t *truncated);
+
+/* After EV_HEAD and a successful parse: frame the body that follows. */
+void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req);
+
+/* Stop framing: the connection is upgraded or not HTTP. */
+void rl_http_pass(struct rl_http *h);
+
+/* Header names are compared case-insensitively, ASCII only. */
+int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen);
+
+#endif /* RL_HTTP_H */

@@ -1,0 +1,796 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c - the shim's read path, and the bookkeeping around it.
+ *
+ * The common path costs no system call of its own: the application's read
+ * fills the application's buffer, the framer walks what arrived, and every
+ * head is decided before the read returns. What the application gets is a
+ * prefix of what was read:
+ *
+ *   - all of it, when every request in it is allowed;
+ *   - the bytes before a denied request, which is then answered at the
+ *     application's next read (the answers to the requests before it have
+ *     been written by then), or at once when nothing comes before it;
+ *   - the bytes before a head that is not complete yet: those are held, and
+ *     more is read into the hold buffer until the head can be decided. The
+ *     application never sees a head the shim has not counted.
+ *
+ * Held bytes are only ever an undecided head (or decided bytes that did not
+ * fit the application's buffer), so an edge-triggered server never waits
+ * for bytes the shim sits on: the client has to send more for the head to
+ * complete, and that wakes the server again.
+ *
+ * A denial after allowed requests in one read (pipelining) shuts the read
+ * side of the socket down, so that a server waiting for readiness wakes up,
+ * reads again, and gets the 429 and end of file.
+ */
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "proxy.h"
+#include "reply.h"
+#include "time.h"
+
+struct rl_io rl_io;
+
+#define DRAIN_MAX (1u << 20) /* bytes of a denied request read and dropped */
+
+/* ---- start ------------------------------------------------------------------ */
+
+int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
+		struct rl_table *table, char *err, size_t errlen)
+{
+	int rc;
+
+	rl_io.sys = *sys;
+	rc = rl_conn_setup();
+	if (rc) {
+		snprintf(err, errlen, "cannot map the fd table");
+		return rc;
+	}
+	rc = rl_policy_init(&rl_io.policy, cfg, table, err, errlen);
+	if (rc)
+		return rc;
+	rl_io.cfg = cfg;
+	return 0;
+}
+
+void rl_io_refuse(const struct rl_io_sys *sys)
+{
+	rl_io.sys = *sys;
+	rl_conn_setup();
+	rl_io.refuse = 1;
+}
+
+/* ---- iovec helpers ------------------------------------------------------------ */
+
+static void iov_gather(const struct iovec *iov, int cnt, size_t off, void *dst,
+		       size_t len)
+{
+	char *d = dst;
+
+	for (int i = 0; i < cnt && len; i++) {
+		size_t n = iov[i].iov_len;
+
+		if (off >= n) {
+			off -= n;
+			continue;
+		}
+		n -= off;
+		if (n > len)
+			n = len;
+		memcpy(d, (char *)iov[i].iov_base + off, n);
+		d += n;
+		len -= n;
+		off = 0;
+	}
+}
+
+static size_t iov_scatter(const struct iovec *iov, int cnt, const void *src,
+			  size_t len)
+{
+	const char *s = src;
+	size_t done = 0;
+
+	for (int i = 0; i < cnt && done < len; i++) {
+		size_t n = iov[i].iov_len;
+
+		if (n > len - done)
+			n = len - done;
+		memcpy(iov[i].iov_base, s + done, n);
+		done += n;
+	}
+	return done;
+}
+
+static size_t iov_total(const struct iovec *iov, int cnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+/* ---- framing a region ---------------------------------------------------------- */
+
+/* Bytes the framer walks: the application's buffers, or the hold buffer. */
+struct region {
+	const struct iovec *iov;
+	int cnt;
+	size_t len;    /* valid bytes */
+};
+
+struct outcome {
+	size_t deliver;  /* a prefix of the region that may go to the app */
+	ssize_t partial; /* start of a head still incomplete at the end */
+};
+
+/* Deny the request starting at `at`: the connection answers at the next
+ * read. */
+static void deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
+		 const struct rl_http_req *req, const char *why)
+{
+	c->state = RL_CONN_DENY;
+	c->reply = (uint8_t)kind;
+	if (v)
+		c->verdict = *v;
+	c->reply_http10 = req ? req->http10 : 0;
+	c->reply_head = req ? req->head : 0;
+	c->reply_why = why;
+}
+
+/*
+ * Parse and decide the head at [hs, he) of `rg`. Returns 1 if allowed. A
+ * head split over two of the application's buffers (readv) is gathered
+ * into the connection's hold buffer, which is empty whenever the
+ * application's buffers are being framed.
+ */
+static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
+		  size_t he)
+{
+	const uint8_t *head = NULL;
+	struct rl_http_req req;
+	struct rl_verdict v;
+	size_t off = hs;
+
+	/* Contiguous in one segment? Else gather into the scratch. */
+	for (int i = 0; i < rg->cnt; i++) {
+		size_t n = rg->iov[i].iov_len;
+
+		if (off < n) {
+			if (he - hs <= n - off)
+				head = (const uint8_t *)rg->iov[i].iov_base + off;
+			break;
+		}
+		off -= n;
+	}
+	if (!head) {
+		struct rl_hold *h = rl_conn_hold(c);
+
+		if (!h) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			return 0;
+		}
+		iov_gather(rg->iov, rg->cnt, hs, h->data, he - hs);
+		head = h->data;
+	}
+	if (rl_http_parse_head(head, he - hs, &rl_io.policy.want, &req)) {
+		deny(c, RL_REPLY_400, NULL, &req, req.error);
+		return 0;
+	}
+	if (req.preface) {
+		if (c->http.requests == 1) {
+			/* HTTP/2 with prior knowledge: not ours to frame. */
+			rl_http_pass(&c->http);
+			c->state = RL_CONN_PASS;
+			return 1;
+		}
+		deny(c, RL_REPLY_400, NULL, &req, "HTTP/2 preface mid-connection");
+		return 0;
+	}
+	if (rl_policy_request(&rl_io.policy, &c->peer, &req, rl_time_now_ns(),
+			      &v)) {
+		deny(c, RL_REPLY_400, NULL, &req, "ambiguous key header");
+		return 0;
+	}
+	if (!v.allowed) {
+		deny(c, RL_REPLY_429, &v, &req, NULL);
+		return 0;
+	}
+	rl_http_begin_body(&c->http, &req);
+	if (req.upgrade || req.connect)
+		c->upgrade_wait = 1;
+	return 1;
+}
+
+/*
+ * Frame rg[from, len). `head_start` is where an undecided head began (in
+ * this region) or -1. Sets c->state to DENY or PASS as decided.
+ */
+static void frame(struct rl_conn *c, const struct region *rg, size_t from,
+		  ssize_t head_start, struct outcome *out)
+{
+	size_t pos = from, seg_off = 0;
+	int seg = 0;
+
+	out->deliver = head_start >= 0 ? (size_t)head_start : from;
+	out->partial = -1;
+	/* find the segment holding `from` */
+	while (seg < rg->cnt && seg_off + rg->iov[seg].iov_len <= pos) {
+		seg_off += rg->iov[seg].iov_len;
+		seg++;
+	}
+	while (pos < rg->len && seg < rg->cnt) {
+		size_t end = seg_off + rg->iov[seg].iov_len;
+		struct rl_http_feed f;
+
+		if (end > rg->len)
+			end = rg->len;
+		if (pos >= end) {
+			seg_off += rg->iov[seg].iov_len;
+			seg++;
+			continue;
+		}
+		rl_http_feed(&c->http,
+			     (const uint8_t *)rg->iov[seg].iov_base + (pos - seg_off),
+			     end - pos, &f);
+		if (f.head_begin >= 0) {
+			head_start = (ssize_t)(pos + (size_t)f.head_begin);
+			out->deliver = (size_t)head_start;
+		}
+		pos += f.used;
+		switch (f.event) {
+		case RL_HTTP_EV_NONE:
+			if (head_start < 0)
+				out->deliver = pos;
+			continue;
+		case RL_HTTP_EV_HEAD:
+			if (!decide(c, rg, (size_t)head_start, pos))
+				return; /* deliver stays at the head's start */
+			head_start = -1;
+			if (c->state == RL_CONN_PASS) {
+				out->deliver = rg->len;
+				return;
+			}
+			out->deliver = pos;
+			continue;
+		case RL_HTTP_EV_PASS:
+			c->state = RL_CONN_PASS;
+			out->deliver = rg->len;
+			return;
+		case RL_HTTP_EV_ERROR:
+			/* A bad head never reaches the application; a bad
+			 * body does up to the bad byte. */
+			if (head_start < 0)
+				out->deliver = pos;
+			deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
+			return;
+		}
+	}
+	if (head_start >= 0)
+		out->partial = head_start;
+}
+
+/* ---- answering ------------------------------------------------------------------ */
+
+static void drain(int fd)
+{
+	char junk[4096];
+	size_t total = 0;
+
+	while (total < DRAIN_MAX) {
+		ssize_t n = rl_io.sys.recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+	}
+}
+
+/* Answer a connection in DENY: the reply, a FIN, the rest of the request
+ * read and dropped (so that closing it sends no RST over the reply). The
+ * application then sees end of file. */
+static ssize_t answer(struct rl_conn *c, int fd)
+{
+	char buf[RL_REPLY_MAX];
+	struct rl_reply_req rr = { c->reply_http10, c->reply_head };
+	int n = 0;
+
+	if (c->reply == RL_REPLY_429) {
+		const struct rl_rule_cfg *rule = &rl_io.cfg->rules[c->verdict.rule];
+
+		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
+				 &c->verdict.res, &rule->rate, rl_io.cfg->headers,
+				 rl_time_wall_ms(), 0);
+	} else if (c->reply == RL_REPLY_400) {
+		n = rl_reply_400(buf, sizeof(buf), &rr,
+				 c->reply_why ? c->reply_why : "bad request");
+	}
+	if (n > 0)
+		rl_io.sys.send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	shutdown(fd, SHUT_WR);
+	drain(fd);
+	c->state = RL_CONN_DONE;
+	if (c->hold) {
+		c->hold->len = c->hold->framed = c->hold->decided = 0;
+		rl_conn_unhold(c);
+	}
+	return 0;
+}
+
+/* ---- the hold buffer ------------------------------------------------------------ */
+
+static int nonblocking(const struct rl_read *r)
+{
+	int fl;
+
+	if (r->flags & MSG_DONTWAIT)
+		return 1;
+	fl = rl_io.sys.getfl(r->fd);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* Wait for more bytes as a blocking read would: honours SO_RCVTIMEO.
+ * Returns 0 when readable, else -1 with errno (EINTR, EAGAIN). */
+static int wait_readable(int fd)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t tl = sizeof(tv);
+	struct pollfd p = { fd, POLLIN, 0 };
+	int ms = -1, rc;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec || tv.tv_usec))
+		ms = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+	rc = poll(&p, 1, ms);
+	if (rc < 0)
+		return -1;
+	if (rc == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return 0;
+}
+
+/* Drop the first `n` bytes of the hold buffer. */
+static void hold_shift(struct rl_conn *c, size_t n)
+{
+	struct rl_hold *h = c->hold;
+
+	memmove(h->data, h->data + n, h->len - n);
+	h->len -= (uint32_t)n;
+	h->framed -= (uint32_t)n;
+	h->decided -= (uint32_t)n;
+}
+
+/* Frame what is new in the hold buffer. */
+static void hold_frame(struct rl_conn *c)
+{
+	struct rl_hold *h = c->hold;
+	struct iovec v = { h->data, h->len };
+	struct region rg = { &v, 1, h->len };
+	struct outcome o;
+
+	if (c->state == RL_CONN_PASS) {
+		h->framed = h->decided = h->len;
+		return;
+	}
+	/* An undecided head in the hold buffer always starts right after the
+	 * decided bytes. */
+	frame(c, &rg, h->framed,
+	      c->http.phase == RL_HTTP_HEAD ? (ssize_t)h->decided : -1, &o);
+	h->framed = h->len;
+	h->decided = (uint32_t)o.deliver;
+}
+
+/* A PROXY header at the start of the hold buffer: strip it and key the
+ * connection by its source. Returns 1 done, 0 need more, -1 refused. */
+static int hold_proxy(struct rl_conn *c)
+{
+	struct rl_hold *h = c->hold;
+	struct rl_proxy_result pr;
+	struct rl_verdict v;
+
+	switch (rl_proxy_parse(h->data, h->len, &pr)) {
+	case RL_PROXY_MORE:
+		return 0;
+	case RL_PROXY_BAD:
+		deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+		return -1;
+	case RL_PROXY_OK:
+		break;
+	}
+	memmove(h->data, h->data + pr.len, h->len - pr.len);
+	h->len -= (uint32_t)pr.len;
+	c->proxy = 0;
+	if (!pr.local)
+		c->peer = pr.addr;
+	/* The accept-level rules, now that the client is known. */
+	rl_policy_accept(&rl_io.policy, &c->peer, rl_time_now_ns(), &v);
+	if (!v.allowed) {
+		deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+		return -1;
+	}
+	return 1;
+}
+
+/* Give the application decided bytes from the hold buffer. */
+static ssize_t hold_deliver(struct rl_conn *c, struct rl_read *r)
+{
+	struct rl_hold *h = c->hold;
+	size_t n = iov_scatter(r->iov, r->iovcnt, h->data, h->decided);
+
+	hold_shift(c, n);
+	if (r->msg) {
+		r->msg->msg_controllen = 0;
+		r->msg->msg_flags = 0;
+	}
+	if (h->len == 0)
+		rl_conn_unhold(c);
+	return (ssize_t)n;
+}
+
+/*
+ * The slow path: bytes are held. Deliver what is decided, else read more
+ * into the hold buffer until something is.
+ */
+static ssize_t hold_path(struct rl_conn *c, struct rl_read *r, int saved)
+{
+	for (;;) {
+		struct rl_hold *h = c->hold;
+		ssize_t n;
+
+		if (h->decided > 0) {
+			errno = saved;
+			return hold_deliver(c, r);
+		}
+		if (c->state == RL_CONN_DENY) {
+			errno = saved;
+			return answer(c, r->fd);
+		}
+		if (c->state == RL_CONN_PASS) {
+			h->decided = h->len;
+			if (h->len)
+				continue;
+			rl_conn_unhold(c);
+			errno = saved;
+			return r->real(r->ctx);
+		}
+		n = rl_io.sys.recv(r->fd, h->data + h->len, RL_HOLD_SIZE - h->len,
+				   MSG_DONTWAIT);
+		if (n == 0) {
+			/* The client went away mid-head: the application
+			 * never sees the incomplete request. */
+			h->len = h->framed = h->decided = 0;
+			rl_conn_unhold(c);
+			errno = saved;
+			return 0;
+		}
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
+			if (nonblocking(r)) {
+				errno = EAGAIN;
+				return -1;
+			}
+			if (wait_readable(r->fd))
+				return -1;
+			continue;
+		}
+		h->len += (uint32_t)n;
+		if (c->proxy) {
+			int st = hold_proxy(c);
+
+			if (st == 0)
+				continue;
+			if (st < 0) {
+				errno = saved;
+				return answer(c, r->fd);
+			}
+			h->framed = 0;
+			h->decided = 0;
+		}
+		hold_frame(c);
+	}
+}
+
+/* ---- the read path ----------------------------------------------------------------- */
+
+ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
+{
+	int saved = errno;
+	struct region rg;
+	struct outcome o;
+	ssize_t n;
+
+	if (r->flags & (MSG_PEEK | MSG_TRUNC | MSG_OOB)) {
+		/* The application's own peeks pass untouched, except while
+		 * an answer is due: nginx peeks to see whether a client went
+		 * away, and the shut-down read side would say it did. */
+		if (c->state == RL_CONN_DENY) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (c->state == RL_CONN_DONE)
+			return 0;
+		return r->real(r->ctx);
+	}
+	switch ((enum rl_conn_state)c->state) {
+	case RL_CONN_PASS:
+		if (c->hold)
+			return hold_path(c, r, saved);
+		return r->real(r->ctx);
+	case RL_CONN_DENY:
+		return answer(c, r->fd);
+	case RL_CONN_DONE:
+		return 0;
+	case RL_CONN_HTTP:
+		break;
+	}
+	if (c->hold || c->proxy) {
+		if (!c->hold && !rl_conn_hold(c)) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			return answer(c, r->fd);
+		}
+		return hold_path(c, r, saved);
+	}
+
+	/* The common path: the application's read, framed in place. */
+	n = r->real(r->ctx);
+	if (n <= 0)
+		return n;
+	rg.iov = r->iov;
+	rg.cnt = r->iovcnt;
+	rg.len = (size_t)n;
+	frame(c, &rg, 0, -1, &o);
+	if (c->hold && o.partial < 0)
+		rl_conn_unhold(c); /* only used to gather a split head */
+	if (o.partial >= 0) {
+		struct rl_hold *h = rl_conn_hold(c);
+
+		if (!h) {
+			/* Too many heads in progress at once: refuse this
+			 * one rather than pass it unframed. */
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			o.deliver = (size_t)o.partial;
+		} else {
+			h->len = (uint32_t)((size_t)n - (size_t)o.partial);
+			iov_gather(r->iov, r->iovcnt, (size_t)o.partial, h->data,
+				   h->len);
+			h->framed = h->len;
+			h->decided = 0;
+		}
+	}
+	if (c->state == RL_CONN_DENY) {
+		if (o.deliver == 0)
+			return answer(c, r->fd);
+		/* Requests before the denied one go first; a server waiting
+		 * for readiness is woken to read again and be answered. */
+		shutdown(r->fd, SHUT_RD);
+		errno = saved;
+		return (ssize_t)o.deliver;
+	}
+	if (o.deliver > 0) {
+		errno = saved;
+		return (ssize_t)o.deliver;
+	}
+	/* Nothing decided yet: only part of a head has come. */
+	return hold_path(c, r, saved);
+}
+
+/* ---- sockets: listeners, accepted, adopted --------------------------------------- */
+
+static int tcp_port(int fd, uint16_t *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int type = 0;
+	socklen_t tl = sizeof(type);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+	    type != SOCK_STREAM)
+		return -1;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET)
+		*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	else
+		return -1;
+	return 0;
+}
+
+static void remember_listener(uint16_t port)
+{
+	unsigned n = __atomic_load_n(&rl_io.nlisten, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < n; i++)
+		if (rl_io.listen_ports[i] == port)
+			return;
+	if (n < RL_MAX_PORTS) {
+		rl_io.listen_ports[n] = port;
+		__atomic_store_n(&rl_io.nlisten, n + 1, __ATOMIC_RELEASE);
+	}
+}
+
+int rl_io_listener(int lfd)
+{
+	struct rl_fd *e = rl_fd_get(lfd);
+	uint16_t port;
+
+	if (!e)
+		return 0;
+	if (e->kind == RL_FD_LISTEN)
+		return e->guarded;
+	if (tcp_port(lfd, &port) < 0) {
+		e->kind = RL_FD_IGNORED;
+		return 0;
+	}
+	e->kind = RL_FD_LISTEN;
+	e->port = port;
+	e->guarded = (uint8_t)(rl_io.refuse || !rl_io.cfg ||
+			       rl_policy_guarded(&rl_io.policy, port));
+	if (e->guarded)
+		remember_listener(port);
+	return e->guarded;
+}
+
+/* Close a refused connection at once: an RST, no TIME_WAIT kept here. */
+static void refuse_close(int fd)
+{
+	struct linger lg = { 1, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	rl_io.sys.close(fd);
+}
+
+int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
+		   socklen_t peerlen)
+{
+	struct rl_fd *e = rl_fd_get(fd), *l = rl_fd_get(lfd);
+	struct rl_verdict v;
+	struct rl_addr client;
+	struct rl_conn *c;
+
+	if (rl_io.refuse) {
+		refuse_close(fd);
+		return 0;
+	}
+	if (!e || rl_addr_from_sockaddr(peer, peerlen, &client)) {
+		/* Not an address we can key (or an fd beyond the table):
+		 * refuse rather than let it through unframed. */
+		refuse_close(fd);
+		return 0;
+	}
+	if (e->kind == RL_FD_CONN)
+		rl_fd_forget(e); /* a stale entry: closed behind our back */
+	if (!rl_policy_expects_proxy(&rl_io.policy, &client)) {
+		rl_policy_accept(&rl_io.policy, &client, rl_time_now_ns(), &v);
+		if (!v.allowed) {
+			refuse_close(fd);
+			return 0;
+		}
+	}
+	c = rl_conn_new(e);
+	if (!c) {
+		refuse_close(fd);
+		return 0;
+	}
+	c->peer = client;
+	c->port = l ? l->port : 0;
+	c->proxy = (uint8_t)rl_policy_expects_proxy(&rl_io.policy, &client);
+	return 1;
+}
+
+void rl_io_adopt(int fd, struct rl_fd *e)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct rl_addr client;
+	uint16_t port;
+	int known = 0, listening = 0;
+	socklen_t ll = sizeof(listening);
+	struct rl_conn *c;
+
+	e->kind = RL_FD_IGNORED;
+	if (rl_io.refuse || !rl_io.cfg || tcp_port(fd, &port) < 0)
+		return;
+	/* With no ports configured, only ports this process has accepted on:
+	 * an outgoing connection (to a database, say) is never framed. */
+	if (rl_io.cfg->nports) {
+		known = rl_policy_guarded(&rl_io.policy, port);
+	} else {
+		unsigned n = __atomic_load_n(&rl_io.nlisten, __ATOMIC_ACQUIRE);
+
+		for (unsigned i = 0; i < n; i++)
+			known |= rl_io.listen_ports[i] == port;
+	}
+	if (!known)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) == 0 &&
+	    listening)
+		return;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0 ||
+	    rl_addr_from_sockaddr((struct sockaddr *)&ss, len, &client))
+		return;
+	c = rl_conn_new(e);
+	if (!c)
+		return;
+	c->peer = client;
+	c->port = port;
+	c->proxy = (uint8_t)rl_policy_expects_proxy(&rl_io.policy, &client);
+}
+
+/* ---- close, dup, write --------------------------------------------------------------- */
+
+void rl_io_close(int fd)
+{
+	struct rl_fd *e = rl_fd_get(fd);
+	struct rl_conn *c;
+
+	if (!e)
+		return;
+	c = rl_conn_of(e);
+	/* Whatever of a denied request came since, read it so that the close
+	 * sends a FIN after our answer, not an RST that could destroy it. */
+	if (c && rl_fd_last(e) && c->state == RL_CONN_DONE)
+		drain(fd);
+	rl_fd_forget(e);
+}
+
+void rl_io_dup(int oldfd, int newfd)
+{
+	struct rl_fd *from = rl_fd_get(oldfd), *to = rl_fd_get(newfd);
+
+	if (!to)
+		return;
+	if (to->kind != RL_FD_UNKNOWN)
+		rl_fd_forget(to); /* dup2 over an fd closes it */
+	if (from)
+		rl_fd_share(to, from);
+}
+
+static int starts_with(const struct iovec *iov, int cnt, const char *s)
+{
+	char head[16];
+	size_t n = strlen(s), have = iov_total(iov, cnt);
+
+	if (have < n)
+		n = have;
+	iov_gather(iov, cnt, 0, head, n);
+	return memcmp(head, s, n) == 0 ? (have < strlen(s) ? 2 : 1) : 0;
+}
+
+int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt)
+{
+	if (c->state == RL_CONN_DONE)
+		return 1;
+	if (c->upgrade_wait && iov_total(iov, iovcnt) > 0) {
+		/* The application's answer to an Upgrade or CONNECT: 101 (or
+		 * 2xx for CONNECT) hands the connection over to another
+		 * protocol; anything else and framing goes on. */
+		int a = starts_with(iov, iovcnt, "HTTP/1.1 101");
+		int b = starts_with(iov, iovcnt, "HTTP/1.0 101");
+		int d = starts_with(iov, iovcnt, "HTTP/1.1 2");
+
+		if (a == 1 || b == 1 || d == 1) {
+			c->state = RL_CONN_PASS;
+			rl_http_pass(&c->http);
+			if (c->hold)
+				c->hold->decided = c->hold->len;
+			c->upgrade_wait = 0;
+		} else if (!a && !b && !d) {
+			c->upgrade_wait = 0;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.h - what the hooks do once the shim is active: classify accepted and
+ * adopted sockets, frame what the application reads, answer denials, keep
+ * the fd table right across close and dup, swallow writes to connections
+ * the shim has answered.
+ *
+ * The real system calls come through `struct rl_io_sys` (hooks.c fills it
+ * with the next symbols), so every path here runs in unit tests too.
+ */
+#ifndef RL_IO_H
+#define RL_IO_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "conn.h"
+#include "config.h"
+#include "policy.h"
+
+struct rl_io_sys {
+	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
+	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+	int (*close)(int fd);
+	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
+};
+
+/* The active shim. Set up once by rl_io_start; read-only afterwards. */
+struct rl_io {
+	struct rl_io_sys sys;
+	const struct rl_config *cfg;
+	struct rl_policy policy;
+	int refuse;       /* start failed with on_error = refuse */
+	unsigned nlisten; /* ports seen listening (adoption with no ports) */
+	uint16_t listen_ports[RL_MAX_PORTS];
+};
+
+extern struct rl_io rl_io;
+
+/*
+ * Make the shim active with `cfg` over `table` (both kept). On failure
+ * (the policy cannot be built) returns a negative errno with `err` set.
+ */
+int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
+		struct rl_table *table, char *err, size_t errlen);
+
+/* Refuse every guarded connection from now on (on_error = refuse). */
+void rl_io_refuse(const struct rl_io_sys *sys);
+
+/*
+ * A read the application made on a tracked connection: the real call into
+ * the application's own buffers (`iov`) is `real(ctx)`; `flags` are recv
+ * flags (0 for read/readv). Returns what the application gets, with errno
+ * set when -1.
+ */
+struct rl_read {
+	int fd;
+	const struct iovec *iov;
+	int iovcnt;
+	int flags;
+	ssize_t (*real)(void *ctx);
+	void *ctx;
+	/* recvmsg: cleared when bytes come from the hold buffer instead */
+	struct msghdr *msg;
+};
+ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r);
+
+/*
+ * Classify the listening socket `lfd` (cached in its entry). Returns 1 if
+ * connections accepted on it are guarded, else 0.
+ */
+int rl_io_listener(int lfd);
+
+/*
+ * After the real accept returned `fd` on guarded listener `lfd` with the
+ * client `peer`: track it, or refuse it (accept-level rules) by closing it.
+ * Returns 1 if the application gets `fd`, 0 if it was refused and closed.
+ */
+int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
+		   socklen_t peerlen);
+
+/* First read of an fd the table knows nothing of: a TCP socket on a
+ * guarded port is adopted, anything else ignored from now on. */
+void rl_io_adopt(int fd, struct rl_fd *e);
+
+/* The application closes `fd` (before the real close). */
+void rl_io_close(int fd);
+
+/* `newfd` now refers to what `oldfd` does (after a real dup*). */
+void rl_io_dup(int oldfd, int newfd);
+
+/*
+ * The application writes `len` bytes to a tracked connection. Returns 1 if
+ * the write is to be swallowed (the shim answered and shut the connection
+ * down: report success, write nothing), else 0. Watches the answer to an
+ * Upgrade.
+ */
+int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt);
+
+#endif /* RL_IO_H */

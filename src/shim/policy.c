@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/* policy.c - clients, rule matching, keys and decisions. */
+#include "policy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The index of `name` in `w`, adding it if new; -1 if `w` is full. */
+static int want_add(struct rl_http_want *w, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (unsigned i = 0; i < w->n; i++)
+		if (rl_http_name_eq(w->name[i], w->len[i], name, n))
+			return (int)i;
+	if (w->n == RL_WANT_MAX || n >= sizeof(w->name[0]))
+		return -1;
+	memcpy(w->name[w->n], name, n + 1);
+	w->len[w->n] = (uint8_t)n;
+	return (int)w->n++;
+}
+
+int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
+		   struct rl_table *t, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof(*p));
+	p->cfg = cfg;
+	p->table = t;
+	p->want_xff = -1;
+	if (cfg->trusted_proxies.n > 0 && cfg->client_ip_header[0])
+		p->want_xff = want_add(&p->want, cfg->client_ip_header);
+	for (unsigned i = 0; i < cfg->nrules; i++) {
+		const struct rl_rule_cfg *r = &cfg->rules[i];
+		struct rl_rule_def def = { r->name, r->algorithm, r->rate };
+		int rc = rl_table_rule(t, &def, &p->ids[i]);
+
+		if (rc) {
+			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
+				 rc == -ENOSPC ? "the segment's rule table is "
+						 "full (64 rules)"
+					       : "cannot be registered");
+			return rc;
+		}
+		p->want_key[i] = -1;
+		if (r->key == RL_KEY_HEADER) {
+			p->want_key[i] = want_add(&p->want, r->header);
+			if (p->want_key[i] < 0) {
+				snprintf(err, errlen, "rule [limit:%s]: too many "
+					 "distinct key headers (%d at most)",
+					 r->name, RL_WANT_MAX);
+				return -ENOSPC;
+			}
+		}
+		if (r->match == RL_MATCH_ACCEPT)
+			p->accept_rules = 1;
+	}
+	return 0;
+}
+
+int rl_policy_guarded(const struct rl_policy *p, uint16_t port)
+{
+	if (p->cfg->nports == 0)
+		return 1;
+	for (unsigned i = 0; i < p->cfg->nports; i++)
+		if (p->cfg->ports[i] == port)
+			return 1;
+	return 0;
+}
+
+int rl_policy_expects_proxy(const struct rl_policy *p,
+			    const struct rl_addr *peer)
+{
+	return p->cfg->proxy_protocol &&
+	       rl_cidr_set_contains(&p->cfg->trusted_proxies, peer);
+}
+
+static void verdict_allow(struct rl_verdict *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->allowed = 1;
+	v->rule = -1;
+}
+
+/* The bytes an `ip` rule keys a client by: its address at the prefix. */
+static size_t ip_key(const struct rl_config *cfg, const struct rl_addr *a,
+		     uint8_t *out)
+{
+	unsigned prefix = a->family == RL_AF_INET ? cfg->ipv4_prefix
+						  : cfg->ipv6_prefix;
+
+	return rl_addr_key(a, prefix, out);
+}
+
+/*
+ * Take one unit of rule `i` for `key`. On a denial, give back the units
+ * taken for rules taken[0..ntaken) and fill `v`. Returns 1 if it denied.
+ */
+struct taken {
+	unsigned rule;
+	const void *key;
+	size_t len;
+};
+
+static int take(const struct rl_policy *p, unsigned i, const void *key,
+		size_t len, uint64_t now, struct taken *done, unsigned *ndone,
+		struct rl_verdict *v)
+{
+	struct rl_result res;
+
+	rl_table_take(p->table, p->ids[i], key, len, 1, now, &res);
+	if (res.allowed) {
+		done[*ndone].rule = i;
+		done[*ndone].key = key;
+		done[*ndone].len = len;
+		(*ndone)++;
+		return 0;
+	}
+	if (p->cfg->mode == RL_MODE_DRY_RUN) {
+		/* Count and go on; remember the first that would deny. */
+		if (v->rule < 0) {
+			v->rule = (int)i;
+			v->res = res;
+		}
+		return 0;
+	}
+	for (unsigned k = 0; k < *ndone; k++)
+		rl_table_refund(p->table, p->ids[done[k].rule], done[k].key,
+				done[k].len, 1, now);
+	v->allowed = 0;
+	v->rule = (int)i;
+	v->res = res;
+	return 1;
+}
+
+void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
+		      uint64_t now_ns, struct rl_verdict *v)
+{
+	const struct rl_config *cfg = p->cfg;
+	struct taken done[RL_MAX_RULES];
+	uint8_t key[17];
+	unsigned ndone = 0;
+
+	verdict_allow(v);
+	if (!p->accept_rules || rl_cidr_set_contains(&cfg->allow, client))
+		return;
+	for (unsigned i = 0; i < cfg->nrules; i++) {
+		const struct rl_rule_cfg *r = &cfg->rules[i];
+		size_t len = 0;
+
+		if (r->match != RL_MATCH_ACCEPT)
+			continue;
+		if (r->key == RL_KEY_IP)
+			len = ip_key(cfg, client, key);
+		if (take(p, i, key, len, now_ns, done, &ndone, v))
+			return;
+	}
+}
+
+/* Parse one element of a comma-separated address list, trimmed. */
+static int list_addr(const char *s, size_t n, struct rl_addr *out)
+{
+	while (n && (*s == ' ' || *s == '\t')) {
+		s++;
+		n--;
+	}
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+		n--;
+	return rl_addr_parse(s, n, out);
+}
+
+void rl_policy_client(const struct rl_policy *p, const struct rl_addr *peer,
+		      const struct rl_http_req *req, struct rl_addr *client)
+{
+	const struct rl_cidr_set *trusted = &p->cfg->trusted_proxies;
+	unsigned w = (unsigned)p->want_xff, kept;
+
+	*client = *peer;
+	if (p->want_xff < 0 || !rl_cidr_set_contains(trusted, peer))
+		return;
+	kept = req->nvalues[w] < RL_WANT_VALUES ? req->nvalues[w]
+						: RL_WANT_VALUES;
+	/* Right to left over the kept occurrences and their elements: the
+	 * first address that is not a trusted proxy is the client. Anything
+	 * unparsable stops the walk at the last good hop. */
+	for (unsigned k = kept; k-- > 0;) {
+		const char *v = req->values[w][k].p;
+		size_t end = req->values[w][k].len;
+
+		while (end > 0) {
+			size_t start = end;
+			struct rl_addr a;
+
+			while (start > 0 && v[start - 1] != ',')
+				start--;
+			if (list_addr(v + start, end - start, &a))
+				return;
+			*client = a;
+			if (!rl_cidr_set_contains(trusted, &a))
+				return;
+			end = start > 0 ? start - 1 : 0;
+		}
+	}
+}
+
+static int rule_matches(const struct rl_rule_cfg *r,
+			const struct rl_http_req *req)
+{
+	if (r->match != RL_MATCH_REQUEST)
+		return 0;
+	if (r->method[0] && strcmp(r->method, req->method) != 0)
+		return 0;
+	if (r->path[0]) {
+		size_t n = strlen(r->path);
+
+		if (r->path_prefix)
+			return req->path_len >= n &&
+			       memcmp(req->path, r->path, n) == 0;
+		return !req->path_truncated && req->path_len == n &&
+		       memcmp(req->path, r->path, n) == 0;
+	}
+	return 1;
+}
+
+int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
+		      const struct rl_http_req *req, uint64_t now_ns,
+		      struct rl_verdict *v)
+{
+	const struct rl_config *cfg = p->cfg;
+	struct taken done[RL_MAX_RULES];
+	uint8_t ipkey[17];
+	size_t iplen = 0;
+	struct rl_addr client;
+	unsigned ndone = 0;
+
+	verdict_allow(v);
+	rl_policy_client(p, peer, req, &client);
+	if (rl_cidr_set_contains(&cfg->allow, &client))
+		return 0;
+	for (unsigned i = 0; i < cfg->nrules; i++) {
+		const struct rl_rule_cfg *r = &cfg->rules[i];
+		const void *key = NULL;
+		size_t len = 0;
+
+		if (!rule_matches(r, req))
+			continue;
+		switch (r->key) {
+		case RL_KEY_IP:
+			if (!iplen)
+				iplen = ip_key(cfg, &client, ipkey);
+			key = ipkey;
+			len = iplen;
+			break;
+		case RL_KEY_GLOBAL:
+			key = "";
+			break;
+		case RL_KEY_HEADER: {
+			unsigned w = (unsigned)p->want_key[i];
+			unsigned n = req->nvalues[w];
+			const struct rl_http_value *val = req->values[w];
+
+			/* nginx's rule: no key, not accounted. */
+			if (n == 0)
+				continue;
+			/* Two different values: which one does the
+			 * application read? Unknowable, so refuse. */
+			for (unsigned k = 1; k < n && k < RL_WANT_VALUES; k++)
+				if (val[k].len != val[0].len ||
+				    memcmp(val[k].p, val[0].p, val[0].len))
+					return -EINVAL;
+			if (n > RL_WANT_VALUES)
+				return -EINVAL;
+			key = val[0].p;
+			len = val[0].len;
+			if (len == 0)
+				continue;
+			break;
+		}
+		}
+		if (take(p, i, key, len, now_ns, done, &ndone, v))
+			return 0;
+	}
+	return 0;
+}

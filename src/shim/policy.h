@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * policy.h - what a configuration says about one connection or request:
+ * who the client is (the peer, a PROXY header, or a trusted proxy's
+ * X-Forwarded-For), whether it is on the allow list, which rules match,
+ * the key of each, and the decision from the shared table.
+ *
+ * A policy is built once from an immutable configuration and an attached
+ * table, and then only read, so any number of threads may use it.
+ */
+#ifndef RL_POLICY_H
+#define RL_POLICY_H
+
+#include <stdint.h>
+
+#include "rlshim.h"
+#include "addr.h"
+#include "config.h"
+#include "http.h"
+
+struct rl_policy {
+	const struct rl_config *cfg;
+	struct rl_table *table;
+	unsigned ids[RL_MAX_RULES];    /* each rule's id in the table */
+	struct rl_http_want want;      /* the headers requests are parsed for */
+	int want_xff;                  /* index in `want`, or -1 */
+	int want_key[RL_MAX_RULES];    /* header-keyed rules: index in `want` */
+	uint8_t accept_rules;          /* some rule has match = accept */
+};
+
+/* The outcome of a decision. */
+struct rl_verdict {
+	int allowed;          /* 1: pass; 0: answer 429 */
+	int rule;             /* the configuration's index of the rule that
+				 denied (in dry-run: would have), or -1 */
+	struct rl_result res; /* that rule's result */
+};
+
+/*
+ * Build `p` over `cfg` (kept, not copied) and `t`, registering every rule
+ * in the table. Returns 0, or a negative errno with a one-line reason in
+ * `err` (a rule the table cannot hold).
+ */
+int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
+		   struct rl_table *t, char *err, size_t errlen);
+
+/* 1 if `port` is guarded by the configuration (no ports = every port). */
+int rl_policy_guarded(const struct rl_policy *p, uint16_t port);
+
+/* 1 if `proxy_protocol` applies to connections from `peer`. */
+int rl_policy_expects_proxy(const struct rl_policy *p,
+			    const struct rl_addr *peer);
+
+/*
+ * At accept: the allow list, then every `match = accept` rule keyed by
+ * `client`. Never fails.
+ */
+void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
+		      uint64_t now_ns, struct rl_verdict *v);
+
+/*
+ * The client of a request on a connection from `peer`: the peer itself,
+ * unless the peer is a trusted proxy and the request carries the
+ * configured client_ip_header; then the rightmost address in it that is not
+ * a trusted proxy (nginx's real_ip_recursive).
+ */
+void rl_policy_client(const struct rl_policy *p, const struct rl_addr *peer,
+		      const struct rl_http_req *req, struct rl_addr *client);
+
+/*
+ * Decide a request: every matching rule takes one unit; if one denies, the
+ * units the others took are given back and the verdict names the denier.
+ * In dry-run mode the verdict always allows, naming the rule that would
+ * have denied. Returns 0, or -EINVAL when the request is ambiguous for a
+ * rule keyed by a header that appears twice with different values (answer
+ * 400: the shim cannot know which one the application reads).
+ */
+int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
+		      const struct rl_http_req *req, uint64_t now_ns,
+		      struct rl_verdict *v);
+
+#endif /* RL_POLICY_H */

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reply.c - the shim's own responses, byte for byte as DESIGN.md "The
+ * denial" shows them.
+ *
+ * They are written by the shim into a connection the application owns, from
+ * inside one of its read calls, so nothing here allocates, takes a lock or
+ * reads a clock: the caller passes the wall time. Output goes through a
+ * small bounded appender rather than snprintf chains, so a short buffer is
+ * one -ENOSPC and never a partial write past its end.
+ */
+#include "reply.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "time.h"
+
+/* Retry-After for a request that can never pass (cost above the bucket):
+ * a year, rather than a number no client expects. */
+#define RETRY_AFTER_CAP_SEC (86400ull * 365)
+
+/* The part of a 400's reason that goes into its body, before escaping. */
+#define WHY_MAX 128
+
+static const char body_429[] =
+	"{\"error\":{\"code\":\"rate_limited\",\"message\":"
+	"\"too many requests\"}}";
+static const char body_400_head[] =
+	"{\"error\":{\"code\":\"bad_request\",\"message\":\"";
+static const char body_400_tail[] = "\"}}";
+
+/* ---- a bounded appender ---- */
+
+/*
+ * Writes into buf[0..len) and always keeps one byte back for the NUL, so a
+ * finished reply is a C string as well (handy for logs and tests) and its
+ * length is < len, as reply.h promises. Once something does not fit, the
+ * appender stops writing and remembers it.
+ */
+struct out {
+	char *buf;
+	size_t len;
+	size_t pos;
+	int full;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+	if (o->full)
+		return;
+	if (n >= o->len - o->pos) {
+		o->full = 1;
+		return;
+	}
+	memcpy(o->buf + o->pos, s, n);
+	o->pos += n;
+}
+
+static void put_str(struct out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+static void put_char(struct out *o, char c)
+{
+	put(o, &c, 1);
+}
+
+static void put_u64(struct out *o, uint64_t v)
+{
+	char tmp[20]; /* UINT64_MAX has 20 digits */
+	size_t i = sizeof(tmp);
+
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put(o, tmp + i, sizeof(tmp) - i);
+}
+
+/* A header line "name: value\r\n" with a decimal value. */
+static void put_field_u64(struct out *o, const char *name, uint64_t v)
+{
+	put_str(o, name);
+	put(o, ": ", 2);
+	put_u64(o, v);
+	put(o, "\r\n", 2);
+}
+
+/*
+ * A structured-field string (RFC 8941 sf-string) holding a rule name.
+ * Config only admits [A-Za-z0-9_.-], but this ends up in a header, so
+ * anything else is made harmless here too: '"' and '\' escaped as the
+ * syntax wants, bytes sf-string cannot carry (controls, CR, LF, non-ASCII)
+ * replaced by '?', and the name cut at the longest a rule name can be.
+ */
+static void put_sf_string(struct out *o, const char *s)
+{
+	size_t n = strnlen(s, RL_RULE_NAME_MAX - 1);
+
+	put_char(o, '"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			put_char(o, '\\');
+			put_char(o, (char)c);
+		} else if (c < 0x20 || c > 0x7e) {
+			put_char(o, '?');
+		} else {
+			put_char(o, (char)c);
+		}
+	}
+	put_char(o, '"');
+}
+
+static int finish(struct out *o)
+{
+	if (o->full)
+		return -ENOSPC;
+	o->buf[o->pos] = '\0';
+	return (int)o->pos;
+}
+
+static void put_status(struct out *o, const struct rl_reply_req *req,
+		       const char *status)
+{
+	put_str(o, req && req->http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+	put_str(o, status);
+	put(o, "\r\n", 2);
+}
+
+/* The headers both replies share: a JSON body of `body_len` bytes on a
+ * connection that is about to close, which no cache may keep. */
+static void put_fixed_fields(struct out *o, size_t body_len)
+{
+	put_str(o, "Content-Type: application/json\r\n");
+	put_field_u64(o, "Content-Length", body_len);
+	put_str(o, "Connection: close\r\n");
+	put_str(o, "Cache-Control: no-store\r\n");
+}
+
+/* ---- 429 ---- */
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* Whole seconds, rounded up, never 0 (a client told 0 retries at once),
+ * and capped for "never". */
+static uint64_t retry_after_sec(const struct rl_result *res, int store_down)
+{
+	uint64_t s;
+
+	if (store_down)
+		return 1;
+	if (res->retry_after_ns == UINT64_MAX)
+		return RETRY_AFTER_CAP_SEC;
+	s = rl_time_ceil_sec(res->retry_after_ns);
+	if (s == 0)
+		return 1;
+	return s < RETRY_AFTER_CAP_SEC ? s : RETRY_AFTER_CAP_SEC;
+}
+
+/* GitHub's X-RateLimit-Reset: the Unix time, in seconds rounded up, at
+ * which the bucket is full again. Saturates rather than wraps. */
+static uint64_t reset_epoch_sec(uint64_t wall_ms, uint64_t reset_after_ns)
+{
+	uint64_t reset_ms = ceil_div(reset_after_ns, RL_NS_PER_MS);
+	uint64_t at_ms = wall_ms + reset_ms;
+
+	if (at_ms < wall_ms)
+		at_ms = UINT64_MAX;
+	return ceil_div(at_ms, 1000);
+}
+
+int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
+		 const char *rule_name, const struct rl_result *res,
+		 const struct rl_rate *rate, enum rl_headers style,
+		 uint64_t wall_ms, int store_down)
+{
+	/* A caller bug must not crash the server the shim lives in: missing
+	 * inputs read as zeros (Retry-After still comes out as 1). */
+	static const struct rl_result no_res;
+	static const struct rl_rate no_rate;
+	struct out o = { .buf = buf, .len = buf ? len : 0, .full = !buf };
+	uint64_t retry;
+
+	if (!res)
+		res = &no_res;
+	if (!rate)
+		rate = &no_rate;
+	if (!rule_name)
+		rule_name = "";
+	retry = retry_after_sec(res, store_down);
+
+	put_status(&o, req, "429 Too Many Requests");
+	put_fixed_fields(&o, sizeof(body_429) - 1);
+	put_field_u64(&o, "Retry-After", retry);
+
+	switch (style) {
+	case RL_HEADERS_RATELIMIT:
+		put_field_u64(&o, "RateLimit-Limit", res->limit);
+		put_field_u64(&o, "RateLimit-Remaining", res->remaining);
+		put_field_u64(&o, "RateLimit-Reset",
+			      rl_time_ceil_sec(res->reset_after_ns));
+		break;
+	case RL_HEADERS_IETF: {
+		/* draft-ietf-httpapi-ratelimit-headers-10: the policy is
+		 * q units per w seconds; w is an integer of at least 1. */
+		uint64_t w = rl_time_ceil_sec(rate->period_ns);
+
+		put_str(&o, "RateLimit-Policy: ");
+		put_sf_string(&o, rule_name);
+		put_str(&o, ";q=");
+		put_u64(&o, rate->count);
+		put_str(&o, ";w=");
+		put_u64(&o, w ? w : 1);
+		put(&o, "\r\n", 2);
+
+		put_str(&o, "RateLimit: ");
+		put_sf_string(&o, rule_name);
+		put_str(&o, ";r=");
+		put_u64(&o, res->remaining);
+		put_str(&o, ";t=");
+		put_u64(&o, retry);
+		put(&o, "\r\n", 2);
+		break;
+	}
+	case RL_HEADERS_XRATELIMIT:
+		put_field_u64(&o, "X-RateLimit-Limit", res->limit);
+		put_field_u64(&o, "X-RateLimit-Remaining", res->remaining);
+		put_field_u64(&o, "X-RateLimit-Reset",
+			      reset_epoch_sec(wall_ms, res->reset_after_ns));
+		break;
+	case RL_HEADERS_NONE:
+	default:
+		break;
+	}
+
+	put(&o, "\r\n", 2);
+	if (!(req && req->head))
+		put(&o, body_429, sizeof(body_429) - 1);
+	return finish(&o);
+}
+
+/* ---- 400 ---- */
+
+/*
+ * JSON string content for `why`: '"' and '\' escaped, control characters
+ * as \u00XX. Bytes past ASCII become '?', so a reason cut at WHY_MAX (or
+ * not UTF-8 at all) can never make the body invalid JSON. `dst` holds at
+ * least 6 * WHY_MAX bytes. Returns the length.
+ */
+static size_t json_escape(char *dst, const char *why)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = strnlen(why, WHY_MAX);
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)why[i];
+
+		if (c == '"' || c == '\\') {
+			dst[k++] = '\\';
+			dst[k++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			memcpy(dst + k, "\\u00", 4);
+			dst[k + 4] = hex[c >> 4];
+			dst[k + 5] = hex[c & 0xf];
+			k += 6;
+		} else if (c > 0x7f) {
+			dst[k++] = '?';
+		} else {
+			dst[k++] = (char)c;
+		}
+	}
+	return k;
+}
+
+int rl_reply_400(char *buf, size_t len, const struct rl_reply_req *req,
+		 const char *why)
+{
+	struct out o = { .buf = buf, .len = buf ? len : 0, .full = !buf };
+	char msg[6 * WHY_MAX];
+	size_t msg_len = json_escape(msg, why ? why : "");
+	size_t body_len = sizeof(body_400_head) - 1 + msg_len +
+			  sizeof(body_400_tail) - 1;
+
+	put_status(&o, req, "400 Bad Request");
+	put_fixed_fields(&o, body_len);
+	put(&o, "\r\n", 2);
+	if (!(req && req->head)) {
+		put(&o, body_400_head, sizeof(body_400_head) - 1);
+		put(&o, msg, msg_len);
+		put(&o, body_400_tail, sizeof(body_400_tail) - 1);
+	}
+	return finish(&o);
+}

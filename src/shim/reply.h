@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reply.h - the shim's own responses: 429 (DESIGN.md "The denial") and 400
+ * (a request it cannot frame for certain). Built into a caller's buffer;
+ * pure: no I/O, no allocation, no clock (the caller passes wall time).
+ */
+#ifndef RL_REPLY_H
+#define RL_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlshim.h"
+#include "config.h"
+
+#define RL_REPLY_MAX 1024 /* enough for any reply built here */
+
+struct rl_reply_req {
+	int http10;          /* the request was HTTP/1.0: answer HTTP/1.0 */
+	int head;            /* HEAD: headers only, no body */
+};
+
+/*
+ * The 429 for a request denied by rule `rule_name` with `res` (from
+ * rl_table_take), in header style `style`. `wall_ms` is CLOCK_REALTIME in
+ * ms (for X-RateLimit-Reset, an epoch time). Retry-After is the whole
+ * seconds, rounded up, of res->retry_after_ns, and never 0. With
+ * `store_down` set, the reply is the fail-closed one: Retry-After: 1.
+ * Returns the length written (< len), or -ENOSPC.
+ */
+int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
+		 const char *rule_name, const struct rl_result *res,
+		 const struct rl_rate *rate, enum rl_headers style,
+		 uint64_t wall_ms, int store_down);
+
+/* The 400 sent before closing a connection whose framing is uncertain;
+ * `why` is a short reason put in the JSON body ("bare LF in head"). */
+int rl_reply_400(char *buf, size_t len, const struct rl_reply_req *req,
+		 const char *why);
+
+#endif /* RL_REPLY_H */

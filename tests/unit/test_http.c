@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: MIT */
+/* test_http.c - the request framer: every split of a stream frames as the
+ * whole does, and everything DESIGN.md calls uncertain is an error. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+
+/* ---- a caller like the shim's: heads kept contiguous, bodies skipped ---- */
+
+#define MAX_EVENTS 32
+
+struct trace {
+	int n;
+	size_t at[MAX_EVENTS];      /* absolute offset after the event */
+	int event[MAX_EVENTS];
+	char method[MAX_EVENTS][16];
+	char path[MAX_EVENTS][RL_PATH_MAX];
+	const char *error;
+};
+
+/* Feed `s` in chunks: chunk k has size sizes[k % nsizes]. */
+static void frame(const char *s, size_t len, const size_t *sizes,
+		  size_t nsizes, struct trace *t)
+{
+	struct rl_http h;
+	size_t off = 0, head_start = 0, k = 0;
+
+	memset(t, 0, sizeof(*t));
+	rl_http_init(&h);
+	while (off < len && t->n < MAX_EVENTS) {
+		size_t n = sizes[k++ % nsizes], pos = 0;
+
+		if (n > len - off)
+			n = len - off;
+		while (pos < n) {
+			struct rl_http_feed f;
+
+			rl_http_feed(&h, (const uint8_t *)s + off + pos, n - pos, &f);
+			if (f.head_begin >= 0)
+				head_start = off + pos + (size_t)f.head_begin;
+			pos += f.used;
+			if (f.event == RL_HTTP_EV_NONE)
+				continue;
+			t->at[t->n] = off + pos;
+			t->event[t->n] = f.event;
+			if (f.event == RL_HTTP_EV_HEAD) {
+				struct rl_http_req req;
+
+				if (rl_http_parse_head((const uint8_t *)s + head_start,
+						       off + pos - head_start,
+						       NULL, &req)) {
+					t->event[t->n] = RL_HTTP_EV_ERROR;
+					t->error = req.error;
+					t->n++;
+					return;
+				}
+				snprintf(t->method[t->n], 16, "%s", req.method);
+				memcpy(t->path[t->n], req.path, sizeof(req.path));
+				rl_http_begin_body(&h, &req);
+			}
+			t->n++;
+			if (f.event == RL_HTTP_EV_ERROR) {
+				t->error = h.error;
+				return;
+			}
+			if (f.event == RL_HTTP_EV_PASS)
+				return;
+		}
+		off += n;
+	}
+}
+
+static void frame_whole(const char *s, struct trace *t)
+{
+	size_t all = strlen(s);
+
+	frame(s, all, &all, 1, t);
+}
+
+static void assert_same(const struct trace *a, const struct trace *b)
+{
+	assert_int_equal(a->n, b->n);
+	for (int i = 0; i < a->n; i++) {
+		assert_int_equal(a->at[i], b->at[i]);
+		assert_int_equal(a->event[i], b->event[i]);
+		assert_string_equal(a->method[i], b->method[i]);
+		assert_string_equal(a->path[i], b->path[i]);
+	}
+}
+
+static const char pipelined[] =
+	"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+	"POST /sms HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+	"POST /c HTTP/1.1\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n"
+	"5;ext=1\r\nhello\r\n"
+	"A\r\n0123456789\r\n"
+	"0\r\nTrailer: x\r\n\r\n"
+	"\r\n" /* a client's stray CRLF between requests */
+	"GET /d?x=1 HTTP/1.0\r\n\r\n"
+	"POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	"HEAD /f HTTP/1.1\r\n\r\n";
+
+static void test_pipelined_whole(void **state)
+{
+	struct trace t;
+
+	(void)state;
+	frame_whole(pipelined, &t);
+	assert_null(t.error);
+	assert_int_equal(t.n, 6);
+	assert_string_equal(t.method[0], "GET");
+	assert_string_equal(t.path[0], "/a");
+	assert_int_equal(t.at[0], 28);
+	assert_string_equal(t.method[1], "POST");
+	assert_string_equal(t.path[1], "/sms");
+	assert_string_equal(t.path[2], "/c");
+	assert_string_equal(t.path[3], "/d");
+	assert_string_equal(t.path[4], "/e");
+	assert_string_equal(t.method[5], "HEAD");
+	assert_int_equal(t.at[5], strlen(pipelined));
+}
+
+/* Every split in two, and every chunk size from 1 to 13. */
+static void test_every_split(void **state)
+{
+	size_t len = strlen(pipelined);
+	struct trace whole, part;
+
+	(void)state;
+	frame_whole(pipelined, &whole);
+	for (size_t cut = 1; cut < len; cut++) {
+		size_t sizes[2] = { cut, len };
+
+		frame(pipelined, len, sizes, 2, &part);
+		assert_same(&whole, &part);
+	}
+	for (size_t sz = 1; sz <= 13; sz++) {
+		frame(pipelined, len, &sz, 1, &part);
+		assert_same(&whole, &part);
+	}
+	{
+		size_t odd[3] = { 1, 7, 2 };
+
+		frame(pipelined, len, odd, 3, &part);
+		assert_same(&whole, &part);
+	}
+}
+
+/* ---- errors: each is found whole and one byte at a time ------------------ */
+
+static void expect_error(const char *s, const char *why)
+{
+	size_t one = 1;
+	struct trace t;
+
+	frame_whole(s, &t);
+	if (!t.error)
+		fail_msg("%s: accepted, want '%s'", s, why);
+	if (strcmp(t.error, why) != 0)
+		fail_msg("%s: got '%s', want '%s'", s, t.error, why);
+	frame(s, strlen(s), &one, 1, &t);
+	if (!t.error)
+		fail_msg("%s (1 byte at a time): accepted, want '%s'", s, why);
+	if (strcmp(t.error, why) != 0)
+		fail_msg("%s (1 byte at a time): got '%s', want '%s'", s,
+			 t.error, why);
+}
+
+static void test_framing_errors(void **state)
+{
+	(void)state;
+	expect_error("GET / HTTP/1.1\nHost: x\r\n\r\n", "bare LF in head");
+	expect_error("GET / HTTP/1.1\r\nHost: x\n\r\n", "bare LF in head");
+	expect_error("GET / HTTP/1.1\r\nHost: x\r\n\n", "bare LF in head");
+	expect_error("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", "obs-fold in head");
+	expect_error("GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", "bare CR in head");
+	expect_error("GET / HTTP/1.1\r\nX: a\x01\r\n\r\n",
+		     "control character in header");
+	expect_error("GET / HTTP/1.1\r\nX: a\x7f\r\n\r\n",
+		     "control character in header");
+	expect_error("GET / HTTP/1.1\r\nHost : x\r\n\r\n", "bad header name");
+	expect_error("GET / HTTP/1.1\r\n: x\r\n\r\n", "bad header name");
+	expect_error("POST / HTTP/1.1\r\nContent-Length: 5\r\n"
+		     "Transfer-Encoding: chunked\r\n\r\n",
+		     "Content-Length with Transfer-Encoding");
+	expect_error("POST / HTTP/1.1\r\nContent-Length: 5\r\n"
+		     "Content-Length: 5\r\n\r\n", "repeated Content-Length");
+	expect_error("POST / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
+		     "bad Content-Length");
+	expect_error("POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
+		     "bad Content-Length");
+	expect_error("POST / HTTP/1.1\r\nContent-Length: 0x5\r\n\r\n",
+		     "bad Content-Length");
+	expect_error("POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
+		     "bad Content-Length");
+	expect_error("POST / HTTP/1.1\r\nContent-Length: 4611686018427387904\r\n\r\n",
+		     "bad Content-Length");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+		     "Transfer-Encoding not ending in chunked");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+		     "bad Transfer-Encoding");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+		     "Transfer-Encoding: chunked\r\n\r\n", "bad Transfer-Encoding");
+	expect_error("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+		     "Transfer-Encoding in HTTP/1.0");
+	expect_error("GET  / HTTP/1.1\r\n\r\n", "bad request target");
+	expect_error("GET / HTTP/1.1 \r\n\r\n", "unsupported HTTP version");
+	expect_error("GET / http/1.1\r\n\r\n", "unsupported HTTP version");
+	expect_error("GET / HTTP/2.0\r\n\r\n", "unsupported HTTP version");
+	expect_error("GET /\r\n\r\n", "bad request target");
+	expect_error("GET sms HTTP/1.1\r\n\r\n", "bad request target");
+	expect_error("GET /%zz HTTP/1.1\r\n\r\n", "bad request target");
+	expect_error("GET /a%00 HTTP/1.1\r\n\r\n", "bad request target");
+	expect_error("\x01GET / HTTP/1.1\r\n\r\n", "not an HTTP request");
+	expect_error("\xffGET / HTTP/1.1\r\n\r\n", "not an HTTP request");
+	expect_error(" GET / HTTP/1.1\r\n\r\n", "not an HTTP request");
+	expect_error("\rGET / HTTP/1.1\r\n\r\n", "bare CR before request");
+	expect_error("\nGET / HTTP/1.1\r\n\r\n", "bare LF before request");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		     "bad chunk size");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\r\n",
+		     "bad chunk size");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "1000000000000000\r\n", "chunk size too large");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "5\r\nhelloX\r\n", "chunk data longer than its size");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "5\nhello\r\n", "bad chunk size");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "5\r\rhello\r\n", "bare CR in chunk size line");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "5\r\nhello\r\r", "bare CR after chunk data");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "5;a=\x01\r\nhello\r\n", "bad chunk extension");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "0\r\nX: y\n\r\n", "bare LF in head");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "0\r\nX: y\r\n z\r\n\r\n", "obs-fold in trailer");
+	expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+		     "0\r\nX: y\rz\r\n\r\n", "bare CR in trailer");
+	expect_error("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n"
+		     "\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n", "too many empty lines");
+}
+
+static void test_head_too_large(void **state)
+{
+	size_t n = RL_HEAD_MAX + 100;
+	char *s = malloc(n + 1);
+	struct trace t;
+	size_t one = 1, big = 4096;
+
+	(void)state;
+	memcpy(s, "GET / HTTP/1.1\r\nX: ", 19);
+	memset(s + 19, 'a', n - 19);
+	s[n] = '\0';
+	frame_whole(s, &t);
+	assert_string_equal(t.error, "request head too large");
+	/* The error comes as soon as the limit is passed, not at the end. */
+	assert_true(t.at[0] <= RL_HEAD_MAX);
+	frame(s, n, &one, 1, &t);
+	assert_string_equal(t.error, "request head too large");
+	frame(s, n, &big, 1, &t);
+	assert_string_equal(t.error, "request head too large");
+	/* Exactly RL_HEAD_MAX bytes is still a head. */
+	memcpy(s + RL_HEAD_MAX - 4, "\r\n\r\n", 4);
+	s[RL_HEAD_MAX] = '\0';
+	frame_whole(s, &t);
+	assert_null(t.error);
+	assert_int_equal(t.event[0], RL_HTTP_EV_HEAD);
+	free(s);
+}
+
+/* ---- not HTTP ------------------------------------------------------------- */
+
+static void test_tls_passes(void **state)
+{
+	static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+	struct rl_http h;
+	struct rl_http_feed f;
+
+	(void)state;
+	rl_http_init(&h);
+	rl_http_feed(&h, (const uint8_t *)hello, sizeof(hello) - 1, &f);
+	assert_int_equal(f.event, RL_HTTP_EV_PASS);
+	assert_int_equal(f.used, 0);
+	/* Everything after passes without events. */
+	rl_http_feed(&h, (const uint8_t *)"GET / HTTP/1.1\r\n\r\n", 18, &f);
+	assert_int_equal(f.event, RL_HTTP_EV_NONE);
+	assert_int_equal(f.used, 18);
+	/* TLS bytes after a request are not a new connection: an error. */
+	expect_error("GET / HTTP/1.1\r\n\r\n\x16\x03\x01", "not an HTTP request");
+}
+
+static void test_h2_preface(void **state)
+{
+	static const char pri[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	struct rl_http_req req;
+
+	(void)state;
+	assert_int_equal(rl_http_parse_head((const uint8_t *)pri, 18, NULL, &req), 0);
+	assert_true(req.preface);
+	/* PRI with another target is no preface. */
+	assert_int_equal(rl_http_parse_head((const uint8_t *)"PRI / HTTP/2.0\r\n\r\n",
+					    18, NULL, &req), -EINVAL);
+}
+
+/* ---- the parsed head -------------------------------------------------------- */
+
+static void test_parse_fields(void **state)
+{
+	static const char s[] =
+		"HEAD /x?y HTTP/1.0\r\n"
+		"X-Forwarded-For: 1.1.1.1, 2.2.2.2\r\n"
+		"x-api-key:   secret  \r\n"
+		"X-FORWARDED-FOR:3.3.3.3\r\n"
+		"Upgrade: websocket\r\n"
+		"Content-Length: 0042\r\n"
+		"\r\n";
+	struct rl_http_want want = { 2, { "X-Forwarded-For", "X-Api-Key" },
+				     { 15, 9 } };
+	struct rl_http_req req;
+
+	(void)state;
+	assert_int_equal(rl_http_parse_head((const uint8_t *)s, strlen(s), &want,
+					    &req), 0);
+	assert_string_equal(req.method, "HEAD");
+	assert_true(req.head);
+	assert_true(req.http10);
+	assert_true(req.upgrade);
+	assert_false(req.connect);
+	assert_string_equal(req.path, "/x");
+	assert_true(req.has_length);
+	assert_int_equal(req.content_length, 42);
+	assert_int_equal(req.nvalues[0], 2);
+	assert_int_equal(req.values[0][0].len, 16);
+	assert_memory_equal(req.values[0][0].p, "1.1.1.1, 2.2.2.2", 16);
+	assert_memory_equal(req.values[0][1].p, "3.3.3.3", 7);
+	assert_int_equal(req.nvalues[1], 1);
+	assert_int_equal(req.values[1][0].len, 6);
+	assert_memory_equal(req.values[1][0].p, "secret", 6);
+}
+
+/* With more occurrences than kept, the last ones stay, in order. */
+static void test_many_values(void **state)
+{
+	char s[2048];
+	struct rl_http_want want = { 1, { "xff" }, { 3 } };
+	struct rl_http_req req;
+	size_t n = 0;
+
+	(void)state;
+	n += (size_t)sprintf(s + n, "GET / HTTP/1.1\r\n");
+	for (int i = 0; i < 20; i++)
+		n += (size_t)sprintf(s + n, "XFF: 10.0.0.%d\r\n", i);
+	n += (size_t)sprintf(s + n, "\r\n");
+	assert_int_equal(rl_http_parse_head((const uint8_t *)s, n, &want, &req), 0);
+	assert_int_equal(req.nvalues[0], 20);
+	for (int i = 0; i < RL_WANT_VALUES; i++) {
+		char v[32];
+
+		snprintf(v, sizeof(v), "10.0.0.%d", 20 - RL_WANT_VALUES + i);
+		assert_int_equal(req.values[0][i].len, strlen(v));
+		assert_memory_equal(req.values[0][i].p, v, strlen(v));
+	}
+}
+
+static void test_methods(void **state)
+{
+	struct rl_http_req req;
+
+	(void)state;
+	assert_int_equal(rl_http_parse_head((const uint8_t *)"CONNECT example.com:443 HTTP/1.1\r\n\r\n",
+					    36, NULL, &req), 0);
+	assert_true(req.connect);
+	assert_string_equal(req.path, "");
+	assert_int_equal(rl_http_parse_head((const uint8_t *)"OPTIONS * HTTP/1.1\r\n\r\n",
+					    22, NULL, &req), 0);
+	assert_string_equal(req.path, "*");
+	/* Methods are case-sensitive tokens: "get" is a method, not GET. */
+	assert_int_equal(rl_http_parse_head((const uint8_t *)"get /sms HTTP/1.1\r\n\r\n",
+					    21, NULL, &req), 0);
+	assert_string_equal(req.method, "get");
+	/* A long method is valid and matches only "*". */
+	assert_int_equal(rl_http_parse_head((const uint8_t *)"AVERYVERYLONGMETHODNAME / HTTP/1.1\r\n\r\n",
+					    38, NULL, &req), 0);
+	assert_string_equal(req.method, "");
+	/* HTTP/1.x minor versions above 1 are 1.1. */
+	assert_int_equal(rl_http_parse_head((const uint8_t *)"GET / HTTP/1.7\r\n\r\n",
+					    18, NULL, &req), 0);
+	assert_false(req.http10);
+}
+
+/* ---- paths ------------------------------------------------------------------ */
+
+static void expect_path(const char *target, const char *want)
+{
+	char out[RL_PATH_MAX];
+	uint32_t n;
+	uint8_t trunc;
+
+	if (rl_http_normalize(target, strlen(target), out, sizeof(out), &n,
+			      &trunc))
+		fail_msg("%s: refused", target);
+	if (strcmp(out, want))
+		fail_msg("%s: got '%s', want '%s'", target, out, want);
+	assert_int_equal(n, strlen(want));
+}
+
+static void test_normalize(void **state)
+{
+	char out[RL_PATH_MAX];
+	uint32_t n;
+	uint8_t trunc;
+
+	(void)state;
+	expect_path("/sms", "/sms");
+	expect_path("/sms?to=1", "/sms");
+	expect_path("/sms#frag", "/sms");
+	expect_path("/%73ms", "/sms");
+	expect_path("/%73%4D%53", "/sMS");
+	expect_path("//sms", "/sms");
+	expect_path("/./sms", "/sms");
+	expect_path("/a/../sms", "/sms");
+	expect_path("/a/%2e%2e/sms", "/sms");
+	expect_path("/a/b/../../sms", "/sms");
+	expect_path("/../../sms", "/sms");
+	expect_path("/..", "/");
+	expect_path("/sms/.", "/sms/");
+	expect_path("/sms/..", "/");
+	expect_path("/a%2Fb", "/a/b");
+	expect_path("/a/...", "/a/...");
+	expect_path("/a/.b", "/a/.b");
+	expect_path("/", "/");
+	expect_path("http://host/sms?q", "/sms");
+	expect_path("HTTP://h:80//x/../sms", "/sms");
+	expect_path("http://host", "/");
+	expect_path("http://host?x", "/");
+	expect_path("*", "*");
+	expect_path("example.com:443", "");
+	assert_int_equal(rl_http_normalize("/%2", 3, out, sizeof(out), &n, &trunc),
+			 -EINVAL);
+	assert_int_equal(rl_http_normalize("/%", 2, out, sizeof(out), &n, &trunc),
+			 -EINVAL);
+	assert_int_equal(rl_http_normalize("/%g0", 4, out, sizeof(out), &n, &trunc),
+			 -EINVAL);
+	assert_int_equal(rl_http_normalize("", 0, out, sizeof(out), &n, &trunc),
+			 -EINVAL);
+	/* Longer than the buffer: truncated, flagged, terminated. */
+	{
+		char longp[600];
+
+		longp[0] = '/';
+		memset(longp + 1, 'a', sizeof(longp) - 1);
+		assert_int_equal(rl_http_normalize(longp, sizeof(longp), out,
+						   sizeof(out), &n, &trunc), 0);
+		assert_true(trunc);
+		assert_int_equal(n, sizeof(out) - 1);
+		assert_int_equal(out[n], '\0');
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pipelined_whole),
+		cmocka_unit_test(test_every_split),
+		cmocka_unit_test(test_framing_errors),
+		cmocka_unit_test(test_head_too_large),
+		cmocka_unit_test(test_tls_passes),
+		cmocka_unit_test(test_h2_preface),
+		cmocka_unit_test(test_parse_fields),
+		cmocka_unit_test(test_many_values),
+		cmocka_unit_test(test_methods),
+		cmocka_unit_test(test_normalize),
+	};
+
+	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
+}

@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_reply.c - the 429 and the 400, byte for byte, in every header style,
+ * and into buffers of every size too small to hold them.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reply.h"
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+
+/* DESIGN.md's example: rule "sms", 3/m, burst 3, denied. */
+static const struct rl_rate sms_rate = {
+	.period_ns = 60 * SEC, .count = 3, .burst = 3,
+};
+static const struct rl_result sms_res = {
+	.allowed = 0,
+	.limit = 3,
+	.remaining = 0,
+	.retry_after_ns = 19 * SEC + 200 * MS, /* 19.2 s -> 20 */
+	.reset_after_ns = 59 * SEC + 100 * MS, /* 59.1 s -> 60 */
+};
+static const struct rl_reply_req req11 = { 0 };
+
+#define FIXED_429(status)                                  \
+	status " 429 Too Many Requests\r\n"                \
+	"Content-Type: application/json\r\n"               \
+	"Content-Length: 63\r\n"                           \
+	"Connection: close\r\n"                            \
+	"Cache-Control: no-store\r\n"
+#define BODY_429                                           \
+	"{\"error\":{\"code\":\"rate_limited\","             \
+	"\"message\":\"too many requests\"}}"
+
+static const char design_example[] =
+	FIXED_429("HTTP/1.1")
+	"Retry-After: 20\r\n"
+	"RateLimit-Limit: 3\r\n"
+	"RateLimit-Remaining: 0\r\n"
+	"RateLimit-Reset: 60\r\n"
+	"\r\n"
+	BODY_429;
+
+static void assert_reply(const char *buf, int n, const char *want)
+{
+	assert_true(n >= 0);
+	if ((size_t)n != strlen(want) || memcmp(buf, want, (size_t)n) != 0)
+		fail_msg("got (%d bytes):\n%.*s\nwant (%zu bytes):\n%s", n, n,
+			 buf, strlen(want), want);
+	assert_int_equal(buf[n], '\0');
+}
+
+static int build_429(char *buf, size_t len, const struct rl_reply_req *req,
+		     const struct rl_result *res, enum rl_headers style,
+		     int store_down)
+{
+	return rl_reply_429(buf, len, req, "sms", res, &sms_rate, style,
+			    1700000000123ull, store_down);
+}
+
+static void test_design_example(void **state)
+{
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	assert_int_equal(strlen(BODY_429), 63);
+	n = build_429(buf, sizeof(buf), &req11, &sms_res, RL_HEADERS_RATELIMIT,
+		      0);
+	assert_reply(buf, n, design_example);
+	/* No request description reads as HTTP/1.1 GET. */
+	n = build_429(buf, sizeof(buf), NULL, &sms_res, RL_HEADERS_RATELIMIT,
+		      0);
+	assert_reply(buf, n, design_example);
+}
+
+static void test_styles(void **state)
+{
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = build_429(buf, sizeof(buf), &req11, &sms_res, RL_HEADERS_IETF, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 20\r\n"
+		     "RateLimit-Policy: \"sms\";q=3;w=60\r\n"
+		     "RateLimit: \"sms\";r=0;t=20\r\n"
+		     "\r\n" BODY_429);
+
+	/* 1700000000.123 s + 59.1 s = 1700000059.223 -> ...060. */
+	n = build_429(buf, sizeof(buf), &req11, &sms_res,
+		      RL_HEADERS_XRATELIMIT, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 20\r\n"
+		     "X-RateLimit-Limit: 3\r\n"
+		     "X-RateLimit-Remaining: 0\r\n"
+		     "X-RateLimit-Reset: 1700000060\r\n"
+		     "\r\n" BODY_429);
+
+	n = build_429(buf, sizeof(buf), &req11, &sms_res, RL_HEADERS_NONE, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 20\r\n"
+		     "\r\n" BODY_429);
+
+	/* A style this file does not know: Retry-After is always sent. */
+	n = build_429(buf, sizeof(buf), &req11, &sms_res, (enum rl_headers)42,
+		      0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 20\r\n"
+		     "\r\n" BODY_429);
+}
+
+static void test_values(void **state)
+{
+	struct rl_result res = {
+		.limit = 4294967295u,
+		.remaining = 17,
+		.retry_after_ns = 1,
+		.reset_after_ns = 0,
+	};
+	struct rl_rate rate = { .period_ns = 100 * MS, .count = 10,
+				.burst = 20 };
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = build_429(buf, sizeof(buf), &req11, &res, RL_HEADERS_RATELIMIT, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 1\r\n"
+		     "RateLimit-Limit: 4294967295\r\n"
+		     "RateLimit-Remaining: 17\r\n"
+		     "RateLimit-Reset: 0\r\n"
+		     "\r\n" BODY_429);
+
+	/* A sub-second period is still a window of at least 1 s. */
+	res.reset_after_ns = 1;
+	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
+			 RL_HEADERS_IETF, 0, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 1\r\n"
+		     "RateLimit-Policy: \"api\";q=10;w=1\r\n"
+		     "RateLimit: \"api\";r=17;t=1\r\n"
+		     "\r\n" BODY_429);
+
+	/* The epoch rounds up, even by one nanosecond. */
+	res.reset_after_ns = 1;
+	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
+			 RL_HEADERS_XRATELIMIT, 5000, 0);
+	assert_true(n > 0);
+	assert_non_null(strstr(buf, "\r\nX-RateLimit-Reset: 6\r\n"));
+	res.reset_after_ns = 0;
+	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
+			 RL_HEADERS_XRATELIMIT, 5000, 0);
+	assert_true(n > 0);
+	assert_non_null(strstr(buf, "\r\nX-RateLimit-Reset: 5\r\n"));
+	/* ... and saturates instead of wrapping. */
+	res.reset_after_ns = UINT64_MAX;
+	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
+			 RL_HEADERS_XRATELIMIT, UINT64_MAX - 5, 0);
+	assert_true(n > 0);
+	assert_non_null(
+		strstr(buf, "\r\nX-RateLimit-Reset: 18446744073709552\r\n"));
+}
+
+/* Retry-After for one retry_after_ns, from the RateLimit reply. */
+static uint64_t retry_after(uint64_t ns)
+{
+	struct rl_result res = sms_res;
+	char buf[RL_REPLY_MAX];
+	const char *p;
+	int n;
+
+	res.retry_after_ns = ns;
+	n = build_429(buf, sizeof(buf), &req11, &res, RL_HEADERS_RATELIMIT, 0);
+	assert_true(n > 0);
+	p = strstr(buf, "\r\nRetry-After: ");
+	assert_non_null(p);
+	return strtoull(p + 15, NULL, 10);
+}
+
+static void test_retry_after(void **state)
+{
+	(void)state;
+	assert_int_equal(retry_after(20 * SEC), 20);  /* exact: no round up */
+	assert_int_equal(retry_after(20 * SEC + 1), 21);
+	assert_int_equal(retry_after(19 * SEC + 200 * MS), 20);
+	assert_int_equal(retry_after(1 * MS), 1);
+	assert_int_equal(retry_after(1), 1);
+	assert_int_equal(retry_after(0), 1);          /* never 0 */
+	assert_int_equal(retry_after(SEC), 1);
+	assert_int_equal(retry_after(SEC + 1), 2);
+	/* "Never" (cost above the bucket) and anything past a year: a year. */
+	assert_int_equal(retry_after(UINT64_MAX), 86400ull * 365);
+	assert_int_equal(retry_after(UINT64_MAX - 1), 86400ull * 365);
+	assert_int_equal(retry_after(86400ull * 365 * SEC), 86400ull * 365);
+	assert_int_equal(retry_after(86400ull * 365 * SEC - 1), 86400ull * 365);
+	assert_int_equal(retry_after(86400ull * 364 * SEC), 86400ull * 364);
+}
+
+static void test_store_down(void **state)
+{
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = build_429(buf, sizeof(buf), &req11, &sms_res, RL_HEADERS_RATELIMIT,
+		      1);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 1\r\n"
+		     "RateLimit-Limit: 3\r\n"
+		     "RateLimit-Remaining: 0\r\n"
+		     "RateLimit-Reset: 60\r\n"
+		     "\r\n" BODY_429);
+
+	n = build_429(buf, sizeof(buf), &req11, &sms_res, RL_HEADERS_IETF, 1);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 1\r\n"
+		     "RateLimit-Policy: \"sms\";q=3;w=60\r\n"
+		     "RateLimit: \"sms\";r=0;t=1\r\n"
+		     "\r\n" BODY_429);
+}
+
+static void test_http10_head(void **state)
+{
+	const struct rl_reply_req req10 = { .http10 = 1 };
+	const struct rl_reply_req head = { .head = 1 };
+	const struct rl_reply_req head10 = { .http10 = 1, .head = 1 };
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = build_429(buf, sizeof(buf), &req10, &sms_res, RL_HEADERS_RATELIMIT,
+		      0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.0")
+		     "Retry-After: 20\r\n"
+		     "RateLimit-Limit: 3\r\n"
+		     "RateLimit-Remaining: 0\r\n"
+		     "RateLimit-Reset: 60\r\n"
+		     "\r\n" BODY_429);
+
+	/* HEAD: the headers a GET would get, Content-Length included. */
+	n = build_429(buf, sizeof(buf), &head, &sms_res, RL_HEADERS_RATELIMIT,
+		      0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 20\r\n"
+		     "RateLimit-Limit: 3\r\n"
+		     "RateLimit-Remaining: 0\r\n"
+		     "RateLimit-Reset: 60\r\n"
+		     "\r\n");
+
+	n = build_429(buf, sizeof(buf), &head10, &sms_res, RL_HEADERS_NONE, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.0")
+		     "Retry-After: 20\r\n"
+		     "\r\n");
+}
+
+static void test_rule_name_escaping(void **state)
+{
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	/* Config never admits these; a header must still stay one line. */
+	n = rl_reply_429(buf, sizeof(buf), &req11, "a\"b\\c\r\nX: y\x80",
+			 &sms_res, &sms_rate, RL_HEADERS_IETF, 0, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 20\r\n"
+		     "RateLimit-Policy: \"a\\\"b\\\\c??X: y?\";q=3;w=60\r\n"
+		     "RateLimit: \"a\\\"b\\\\c??X: y?\";r=0;t=20\r\n"
+		     "\r\n" BODY_429);
+
+	/* Cut at the longest rule name (31 bytes). */
+	n = rl_reply_429(buf, sizeof(buf), &req11,
+			 "abcdefghijklmnopqrstuvwxyz0123456789", &sms_res,
+			 &sms_rate, RL_HEADERS_IETF, 0, 0);
+	assert_true(n > 0);
+	assert_non_null(strstr(
+		buf, "RateLimit: \"abcdefghijklmnopqrstuvwxyz01234\";"));
+
+	/* Missing inputs are not dereferenced. */
+	n = rl_reply_429(buf, sizeof(buf), NULL, NULL, NULL, NULL,
+			 RL_HEADERS_IETF, 0, 0);
+	assert_reply(buf, n,
+		     FIXED_429("HTTP/1.1")
+		     "Retry-After: 1\r\n"
+		     "RateLimit-Policy: \"\";q=0;w=1\r\n"
+		     "RateLimit: \"\";r=0;t=1\r\n"
+		     "\r\n" BODY_429);
+}
+
+/* ---- 400 ---- */
+
+#define FIXED_400(status, len)                             \
+	status " 400 Bad Request\r\n"                      \
+	"Content-Type: application/json\r\n"               \
+	"Content-Length: " len "\r\n"                      \
+	"Connection: close\r\n"                            \
+	"Cache-Control: no-store\r\n"                      \
+	"\r\n"
+
+static void test_400(void **state)
+{
+	const struct rl_reply_req req10 = { .http10 = 1 };
+	const struct rl_reply_req head = { .head = 1 };
+	static const char body[] =
+		"{\"error\":{\"code\":\"bad_request\","
+		"\"message\":\"bare LF in head\"}}";
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	assert_int_equal(strlen(body), 60);
+	n = rl_reply_400(buf, sizeof(buf), &req11, "bare LF in head");
+	assert_reply(buf, n, FIXED_400("HTTP/1.1", "60") "{\"error\":{\"code\":"
+		     "\"bad_request\",\"message\":\"bare LF in head\"}}");
+
+	n = rl_reply_400(buf, sizeof(buf), &req10, "bare LF in head");
+	assert_reply(buf, n, FIXED_400("HTTP/1.0", "60") "{\"error\":{\"code\":"
+		     "\"bad_request\",\"message\":\"bare LF in head\"}}");
+
+	n = rl_reply_400(buf, sizeof(buf), &head, "bare LF in head");
+	assert_reply(buf, n, FIXED_400("HTTP/1.1", "60"));
+
+	n = rl_reply_400(buf, sizeof(buf), NULL, NULL);
+	assert_reply(buf, n, FIXED_400("HTTP/1.1", "45") "{\"error\":{\"code\":"
+		     "\"bad_request\",\"message\":\"\"}}");
+}
+
+static void test_400_escaping(void **state)
+{
+	char why[300], want[1024];
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = rl_reply_400(buf, sizeof(buf), &req11,
+			 "a\"b\\c\nd\te\x01\x1f\x7f\xc3\xa9z");
+	/* 45 + a \" b \\ c \u000a d \u0009 e \u0001 \u001f \u007f ? ? z */
+	assert_reply(buf, n, FIXED_400("HTTP/1.1", "87") "{\"error\":{\"code\":"
+		     "\"bad_request\",\"message\":\"a\\\"b\\\\c\\u000ad\\u0009e"
+		     "\\u0001\\u001f\\u007f??z\"}}");
+
+	/* Cut to 128 bytes of reason. */
+	memset(why, 'x', sizeof(why) - 1);
+	why[sizeof(why) - 1] = '\0';
+	n = rl_reply_400(buf, sizeof(buf), &req11, why);
+	snprintf(want, sizeof(want),
+		 FIXED_400("HTTP/1.1", "173")
+		 "{\"error\":{\"code\":\"bad_request\","
+		 "\"message\":\"%.128s\"}}",
+		 why);
+	assert_reply(buf, n, want);
+
+	/* The worst case (128 control characters) still fits RL_REPLY_MAX. */
+	memset(why, '\n', 128);
+	why[128] = '\0';
+	n = rl_reply_400(buf, sizeof(buf), &req11, why);
+	assert_true(n > 0);
+	assert_true(n < RL_REPLY_MAX);
+	assert_non_null(strstr(buf, "Content-Length: 813\r\n"));
+}
+
+/* ---- short buffers ---- */
+
+/*
+ * Build a reply into buffers of every size from 0 to its full length: each
+ * must be -ENOSPC, and the byte just past the buffer (a canary in a heap
+ * block of exactly len + 1, so ASan sees anything further) untouched. One
+ * byte more than the reply (room for its NUL) is enough.
+ */
+static int build_any(char *buf, size_t len, int which)
+{
+	static const struct rl_reply_req head = { .head = 1 };
+	static const struct rl_reply_req req10 = { .http10 = 1 };
+
+	switch (which) {
+	case 0:
+		return build_429(buf, len, &req11, &sms_res,
+				 RL_HEADERS_RATELIMIT, 0);
+	case 1:
+		return build_429(buf, len, &req11, &sms_res, RL_HEADERS_IETF,
+				 0);
+	case 2:
+		return build_429(buf, len, &req10, &sms_res,
+				 RL_HEADERS_XRATELIMIT, 0);
+	case 3:
+		return build_429(buf, len, &head, &sms_res, RL_HEADERS_NONE, 1);
+	case 4:
+		return rl_reply_400(buf, len, &req11, "a\"\\\n reason");
+	default:
+		return rl_reply_400(buf, len, &head, "head");
+	}
+}
+
+static void test_short_buffers(void **state)
+{
+	char full[RL_REPLY_MAX];
+
+	(void)state;
+	for (int which = 0; which < 6; which++) {
+		int total = build_any(full, sizeof(full), which);
+
+		assert_true(total > 0);
+		for (size_t len = 0; len <= (size_t)total + 1; len++) {
+			char *buf = malloc(len + 1);
+			int n;
+
+			assert_non_null(buf);
+			memset(buf, 0xa5, len + 1);
+			n = build_any(buf, len, which);
+			if (len <= (size_t)total) {
+				assert_int_equal(n, -ENOSPC);
+				assert_int_equal((unsigned char)buf[len], 0xa5);
+			} else {
+				assert_int_equal(n, total);
+				assert_memory_equal(buf, full, (size_t)total);
+				assert_int_equal(buf[total], '\0');
+			}
+			free(buf);
+		}
+	}
+	/* No buffer at all. */
+	assert_int_equal(rl_reply_429(NULL, 100, &req11, "sms", &sms_res,
+				      &sms_rate, RL_HEADERS_RATELIMIT, 0, 0),
+			 -ENOSPC);
+	assert_int_equal(rl_reply_400(NULL, 100, &req11, "x"), -ENOSPC);
+}
+
+static void test_worst_case_fits(void **state)
+{
+	struct rl_result res = {
+		.limit = UINT32_MAX,
+		.remaining = UINT32_MAX,
+		.retry_after_ns = UINT64_MAX - 1,
+		.reset_after_ns = UINT64_MAX,
+	};
+	struct rl_rate rate = { .period_ns = UINT64_MAX, .count = UINT32_MAX,
+				.burst = UINT32_MAX };
+	char name[RL_RULE_NAME_MAX];
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	memset(name, '"', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	for (int style = 0; style <= 3; style++) {
+		n = rl_reply_429(buf, sizeof(buf), &req11, name, &res, &rate,
+				 (enum rl_headers)style, UINT64_MAX, 0);
+		assert_true(n > 0);
+		assert_true(n < RL_REPLY_MAX);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_design_example),
+		cmocka_unit_test(test_styles),
+		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_retry_after),
+		cmocka_unit_test(test_store_down),
+		cmocka_unit_test(test_http10_head),
+		cmocka_unit_test(test_rule_name_escaping),
+		cmocka_unit_test(test_400),
+		cmocka_unit_test(test_400_escaping),
+		cmocka_unit_test(test_short_buffers),
+		cmocka_unit_test(test_worst_case_fits),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
