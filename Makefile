@@ -62,6 +62,15 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 STRESS_SRCS := $(wildcard tests/stress/*.c)
 STRESS_BINS := $(STRESS_SRCS:tests/stress/%.c=$(B)/tests/%)
 
+# ---- fuzz targets (clang's libFuzzer, with ASan/UBSan) -----------------------
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all -D_GNU_SOURCE -Iinclude -iquote src/core \
+	-iquote src/shim
+FUZZ_DEPS := src/shim/http.c src/shim/proxy.c src/core/addr.c
+FUZZ_SECONDS ?= 20
+
 # ---- benchmarks --------------------------------------------------------------
 BENCH_SRCS := $(wildcard tools/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tools/bench/%.c=$(B)/bench/%)
@@ -71,7 +80,7 @@ ifeq ($(SANITIZE),)
 ALL += $(SHIM)
 endif
 
-.PHONY: all test unit bench clean deps
+.PHONY: all test unit bench clean deps demo
 all: $(ALL) $(UNIT_BINS) $(STRESS_BINS) $(BENCH_BINS)
 
 deps: $(DEPS_STAMP)
@@ -121,6 +130,15 @@ $(B)/tests/%: tests/stress/%.c $(B)/librlcore.a
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/librlcore.a \
 		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/proxy.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS)
+
+.PHONY: fuzz
+fuzz: $(FUZZ_BINS)
+	$(Q)tests/fuzz/run.sh 600 $(FUZZ_BINS)
+
 $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  BENCH   $@")
@@ -130,12 +148,16 @@ $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 # Unit tests run twice: as built, and under ASan/UBSan (a separate tree in
 # build/san). With SANITIZE set, only the sanitized unit tests run.
 SAN_DEFAULT := address,undefined
+SERVERS := legacy python nginx lighttpd busybox
+INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)")
 ifeq ($(SANITIZE),)
-test: all
+test: all $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build
 	$(Q)tests/run.sh $(UNIT_BINS) \
 		$(patsubst build/%,build/san/%,$(UNIT_BINS)) \
-		$(STRESS_BINS)
+		$(STRESS_BINS) \
+		"tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)" \
+		$(INTEGRATION)
 else
 test: unit-build
 	$(Q)tests/run.sh $(UNIT_BINS)
@@ -143,6 +165,11 @@ endif
 
 .PHONY: unit-build
 unit-build: $(UNIT_BINS)
+
+# ---- make demo ----------------------------------------------------------------
+.PHONY: demo
+demo: $(SHIM) $(B)/legacy_server
+	$(Q)tools/demo.sh $(B)
 
 # ---- make bench --------------------------------------------------------------
 bench: $(BENCH_BINS)

@@ -1407,12 +1407,25 @@ int rl_config_default(struct rl_config **out)
 	return 0;
 }
 
+/* $RLSHIM_CONFIG as it was when rl_config_remember_env() ran. */
+static char remembered[RL_PATH_MAX];
+
+void rl_config_remember_env(void)
+{
+	const char *env = getenv(RL_CONFIG_ENV);
+
+	if (env && *env && strlen(env) < sizeof(remembered))
+		memcpy(remembered, env, strlen(env) + 1);
+}
+
 const char *rl_config_path(void)
 {
 	const char *env = getenv(RL_CONFIG_ENV);
 
 	if (env && *env)
 		return env;
+	if (remembered[0])
+		return remembered;
 	if (access(RL_CONFIG_DEFAULT_PATH, F_OK) == 0)
 		return RL_CONFIG_DEFAULT_PATH;
 	return NULL;

@@ -150,9 +150,18 @@ int rl_config_parse(const char *text, const char *name,
  */
 int rl_config_default(struct rl_config **out);
 
-/* The file to use: $RLSHIM_CONFIG if set and non-empty, else
- * /etc/rlshim.conf if it exists, else NULL (use the default). */
+/* The file to use: $RLSHIM_CONFIG if set and non-empty (now, or when
+ * rl_config_remember_env() ran), else /etc/rlshim.conf if it exists, else
+ * NULL (use the default). */
 const char *rl_config_path(void);
+
+/*
+ * Note $RLSHIM_CONFIG now. The shim calls it when it is loaded: a server
+ * may clear its environment before its workers accept (nginx keeps only
+ * TZ unless told otherwise with `env`), but the workers still run the
+ * master's configuration.
+ */
+void rl_config_remember_env(void);
 
 void rl_config_free(struct rl_config *c);
 

@@ -97,6 +97,8 @@ static inline void resolve(void)
 __attribute__((constructor)) static void rl_hooks_init(void)
 {
 	resolve();
+	/* Only a getenv: no file is opened, nothing is said. */
+	rl_config_remember_env();
 }
 
 /* ---- io.c's view of the real calls ------------------------------------------------ */

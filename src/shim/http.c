@@ -87,7 +87,8 @@ enum lines { LINES_MORE, LINES_END, LINES_BAD };
 /*
  * Lines of a head or a trailer section, from p[*i]: every LF must follow a
  * CR, and an empty line ends the section. Advances *i past what it consumed
- * (past the empty line on LINES_END); on LINES_BAD h->error says why.
+ * (past the empty line on LINES_END). On LINES_BAD, *i is the offending
+ * byte, the same wherever the stream was split, and h->error says why.
  */
 static enum lines scan_lines(struct rl_http *h, const uint8_t *p, size_t *i,
 			     size_t len, uint32_t max)
@@ -96,24 +97,24 @@ static enum lines scan_lines(struct rl_http *h, const uint8_t *p, size_t *i,
 
 	while (at < len) {
 		const uint8_t *q = memchr(p + at, '\n', len - at);
-		size_t j, n, line;
+		size_t j = q ? (size_t)(q - p) : len;
+		size_t n = q ? j - at + 1 : len - at;
+		size_t line;
 		uint8_t before;
 
+		if (h->head_len + n > max) {
+			/* the first byte past the limit */
+			*i = at + (max - h->head_len);
+			h->error = "request head too large";
+			return LINES_BAD;
+		}
+		h->head_len += (uint32_t)n;
 		if (!q) {
-			n = len - at;
-			if (h->head_len + n > max)
-				goto too_large;
-			h->head_len += (uint32_t)n;
 			h->line_len += (uint32_t)n;
 			h->prev = p[len - 1];
 			*i = len;
 			return LINES_MORE;
 		}
-		j = (size_t)(q - p);
-		n = j - at + 1;
-		if (h->head_len + n > max)
-			goto too_large;
-		h->head_len += (uint32_t)n;
 		before = j > at ? p[j - 1] : h->prev;
 		line = h->line_len + (j - at); /* with its CR, before the LF */
 		if (before != '\r' || line == 0) {
@@ -122,37 +123,33 @@ static enum lines scan_lines(struct rl_http *h, const uint8_t *p, size_t *i,
 			return LINES_BAD;
 		}
 		at = j + 1;
+		h->line_len = 0;
+		h->prev = '\n';
 		if (line == 1) { /* "\r\n" alone: the section ends */
-			h->line_len = 0;
-			h->prev = '\n';
 			*i = at;
 			return LINES_END;
 		}
-		h->line_len = 0;
-		h->prev = '\n';
 	}
 	*i = at;
 	return LINES_MORE;
-too_large:
-	h->error = "request head too large";
-	return LINES_BAD;
 }
 
 /*
  * A trailer line may not fold and may carry no control character but HTAB
  * and its CRLF. Checked byte by byte over p[0..len), the trailer bytes only
  * (trailers are rare), continuing from `line` bytes into the current line
- * with `prev` the byte before p[0].
+ * with `prev` the byte before p[0]. Returns the offset of the first bad
+ * byte, or -1.
  */
-static int trailer_bytes_ok(struct rl_http *h, const uint8_t *p, size_t len,
-			    uint32_t line, uint8_t prev)
+static ssize_t trailer_check(struct rl_http *h, const uint8_t *p, size_t len,
+			     uint32_t line, uint8_t prev)
 {
 	for (size_t i = 0; i < len; prev = p[i], i++) {
 		uint8_t c = p[i];
 
 		if (prev == '\r' && c != '\n') {
 			h->error = "bare CR in trailer";
-			return 0;
+			return (ssize_t)i;
 		}
 		if (c == '\n') {
 			line = 0;
@@ -160,15 +157,15 @@ static int trailer_bytes_ok(struct rl_http *h, const uint8_t *p, size_t len,
 		}
 		if (line == 0 && (c == ' ' || c == '\t')) {
 			h->error = "obs-fold in trailer";
-			return 0;
+			return (ssize_t)i;
 		}
 		if (c != '\r' && !value_byte(c)) {
 			h->error = "control character in trailer";
-			return 0;
+			return (ssize_t)i;
 		}
 		line++;
 	}
-	return 1;
+	return -1;
 }
 
 void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
@@ -227,11 +224,22 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			enum lines st = scan_lines(h, p, &i, len,
 						   head ? RL_HEAD_MAX : RL_TRAILER_MAX);
 
+			if (!head) {
+				/* The first bad byte wins, whichever check
+				 * finds it: bytes up to where the line scan
+				 * stopped (the bad LF itself is in its
+				 * verdict). */
+				const char *why = h->error;
+				ssize_t bad = trailer_check(h, p + from, i - from,
+							    line, prev);
+
+				if (bad >= 0)
+					return fail(h, out, from + (size_t)bad,
+						    h->error);
+				h->error = why;
+			}
 			if (st == LINES_BAD)
 				return fail(h, out, i, h->error);
-			if (!head && !trailer_bytes_ok(h, p + from, i - from,
-						       line, prev))
-				return fail(h, out, from, h->error);
 			if (st == LINES_MORE)
 				continue;
 			if (!head) {

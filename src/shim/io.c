@@ -30,9 +30,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "proxy.h"
 #include "reply.h"
@@ -43,6 +45,26 @@ struct rl_io rl_io;
 #define DRAIN_MAX (1u << 20) /* bytes of a denied request read and dropped */
 
 /* ---- start ------------------------------------------------------------------ */
+
+/*
+ * 1 if this process owns the memory the tables live in. A vfork() child
+ * does not: it runs in its parent's memory until it execs, and the dup2()
+ * and close() it makes on its way there (busybox's CGI) must not change
+ * what the parent knows of its own fds. fork() children get their own pid
+ * recorded by the atfork handler; vfork() runs no handlers.
+ */
+static pid_t owner;
+
+static void owner_forked(void)
+{
+	owner = getpid();
+}
+
+static int owner_here(void)
+{
+	return getpid() == owner;
+}
+
 
 int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 		struct rl_table *table, char *err, size_t errlen)
@@ -59,6 +81,8 @@ int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 	if (rc)
 		return rc;
 	rl_io.cfg = cfg;
+	owner = getpid();
+	pthread_atfork(NULL, NULL, owner_forked);
 	return 0;
 }
 
@@ -131,6 +155,7 @@ struct region {
 struct outcome {
 	size_t deliver;  /* a prefix of the region that may go to the app */
 	ssize_t partial; /* start of a head still incomplete at the end */
+	size_t used;     /* how far the framer went */
 };
 
 /* Deny the request starting at `at`: the connection answers at the next
@@ -213,16 +238,19 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 
 /*
  * Frame rg[from, len). `head_start` is where an undecided head began (in
- * this region) or -1. Sets c->state to DENY or PASS as decided.
+ * this region) or -1. Sets c->state to DENY or PASS as decided. With
+ * `one_head`, stops right after the first head is decided (out->used says
+ * where).
  */
 static void frame(struct rl_conn *c, const struct region *rg, size_t from,
-		  ssize_t head_start, struct outcome *out)
+		  ssize_t head_start, int one_head, struct outcome *out)
 {
 	size_t pos = from, seg_off = 0;
 	int seg = 0;
 
 	out->deliver = head_start >= 0 ? (size_t)head_start : from;
 	out->partial = -1;
+	out->used = rg->len;
 	/* find the segment holding `from` */
 	while (seg < rg->cnt && seg_off + rg->iov[seg].iov_len <= pos) {
 		seg_off += rg->iov[seg].iov_len;
@@ -253,6 +281,7 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 				out->deliver = pos;
 			continue;
 		case RL_HTTP_EV_HEAD:
+			out->used = pos;
 			if (!decide(c, rg, (size_t)head_start, pos))
 				return; /* deliver stays at the head's start */
 			head_start = -1;
@@ -261,6 +290,8 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 				return;
 			}
 			out->deliver = pos;
+			if (one_head)
+				return;
 			continue;
 		case RL_HTTP_EV_PASS:
 			c->state = RL_CONN_PASS;
@@ -371,26 +402,6 @@ static void hold_shift(struct rl_conn *c, size_t n)
 	h->decided -= (uint32_t)n;
 }
 
-/* Frame what is new in the hold buffer. */
-static void hold_frame(struct rl_conn *c)
-{
-	struct rl_hold *h = c->hold;
-	struct iovec v = { h->data, h->len };
-	struct region rg = { &v, 1, h->len };
-	struct outcome o;
-
-	if (c->state == RL_CONN_PASS) {
-		h->framed = h->decided = h->len;
-		return;
-	}
-	/* An undecided head in the hold buffer always starts right after the
-	 * decided bytes. */
-	frame(c, &rg, h->framed,
-	      c->http.phase == RL_HTTP_HEAD ? (ssize_t)h->decided : -1, &o);
-	h->framed = h->len;
-	h->decided = (uint32_t)o.deliver;
-}
-
 /* A PROXY header at the start of the hold buffer: strip it and key the
  * connection by its source. Returns 1 done, 0 need more, -1 refused. */
 static int hold_proxy(struct rl_conn *c)
@@ -438,8 +449,78 @@ static ssize_t hold_deliver(struct rl_conn *c, struct rl_read *r)
 	return (ssize_t)n;
 }
 
+/* Consume `n` bytes the hold buffer has a peeked copy of. */
+static int consume(int fd, size_t n)
+{
+	char junk[512];
+
+	while (n > 0) {
+		ssize_t k = rl_io.sys.recv(fd, junk,
+					   n < sizeof(junk) ? n : sizeof(junk),
+					   MSG_DONTWAIT);
+
+		if (k <= 0)
+			return -1;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 /*
- * The slow path: bytes are held. Deliver what is decided, else read more
+ * Look at what has arrived (MSG_PEEK) after the held bytes, and take from
+ * the socket exactly what belongs to the held head: up to its end, or all
+ * of it if the head is still incomplete. Nothing past a head is ever
+ * consumed here, so bytes the application does not read itself (a CGI
+ * child reading the body from the socket it inherits) are never stranded
+ * in this process. Returns bytes taken, 0 at end of file, -1 with errno.
+ */
+static ssize_t hold_more(struct rl_conn *c, int fd)
+{
+	struct rl_hold *h = c->hold;
+	size_t before = h->len, take;
+	ssize_t n = rl_io.sys.recv(fd, h->data + h->len, RL_HOLD_SIZE - h->len,
+				   MSG_PEEK | MSG_DONTWAIT);
+
+	if (n <= 0)
+		return n;
+	h->len += (uint32_t)n;
+	if (c->proxy) {
+		struct rl_proxy_result pr;
+
+		switch (rl_proxy_parse(h->data, h->len, &pr)) {
+		case RL_PROXY_MORE:
+			take = (size_t)n;
+			break;
+		case RL_PROXY_OK:
+			take = pr.len - before;
+			break;
+		default:
+			take = (size_t)n; /* refused below */
+			break;
+		}
+	} else {
+		struct iovec v = { h->data, h->len };
+		struct region rg = { &v, 1, h->len };
+		struct outcome o;
+
+		frame(c, &rg, h->framed,
+		      c->http.phase == RL_HTTP_HEAD ? (ssize_t)h->decided : -1, 1, &o);
+		take = o.used - before;
+		h->decided = (uint32_t)(o.deliver < before + take ? o.deliver
+								 : before + take);
+	}
+	h->len = (uint32_t)(before + take);
+	h->framed = h->len;
+	if (consume(fd, take) < 0) {
+		/* The peeked bytes vanished: cannot happen on a socket only we
+		 * read from now. Refuse rather than guess. */
+		deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+	}
+	return (ssize_t)take;
+}
+
+/*
+ * The slow path: bytes are held. Deliver what is decided, else take more
  * into the hold buffer until something is.
  */
 static ssize_t hold_path(struct rl_conn *c, struct rl_read *r, int saved)
@@ -464,8 +545,14 @@ static ssize_t hold_path(struct rl_conn *c, struct rl_read *r, int saved)
 			errno = saved;
 			return r->real(r->ctx);
 		}
-		n = rl_io.sys.recv(r->fd, h->data + h->len, RL_HOLD_SIZE - h->len,
-				   MSG_DONTWAIT);
+		if (!c->proxy && h->len == h->decided && c->http.phase != RL_HTTP_HEAD) {
+			/* Nothing undecided is held: the application's own
+			 * read takes it from here. */
+			rl_conn_unhold(c);
+			errno = saved;
+			return rl_io_read(c, r);
+		}
+		n = hold_more(c, r->fd);
 		if (n == 0) {
 			/* The client went away mid-head: the application
 			 * never sees the incomplete request. */
@@ -485,20 +572,21 @@ static ssize_t hold_path(struct rl_conn *c, struct rl_read *r, int saved)
 				return -1;
 			continue;
 		}
-		h->len += (uint32_t)n;
 		if (c->proxy) {
 			int st = hold_proxy(c);
 
-			if (st == 0)
-				continue;
 			if (st < 0) {
 				errno = saved;
 				return answer(c, r->fd);
 			}
 			h->framed = 0;
 			h->decided = 0;
+			if (st > 0 && h->len == 0) {
+				rl_conn_unhold(c);
+				errno = saved;
+				return rl_io_read(c, r);
+			}
 		}
-		hold_frame(c);
 	}
 }
 
@@ -550,7 +638,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	rg.iov = r->iov;
 	rg.cnt = r->iovcnt;
 	rg.len = (size_t)n;
-	frame(c, &rg, 0, -1, &o);
+	frame(c, &rg, 0, -1, 0, &o);
 	if (c->hold && o.partial < 0)
 		rl_conn_unhold(c); /* only used to gather a split head */
 	if (o.partial >= 0) {
@@ -739,6 +827,8 @@ void rl_io_close(int fd)
 
 	if (!e)
 		return;
+	if ((e->kind == RL_FD_CONN || e->kind == RL_FD_LISTEN) && !owner_here())
+		return;
 	c = rl_conn_of(e);
 	/* Whatever of a denied request came since, read it so that the close
 	 * sends a FIN after our answer, not an RST that could destroy it. */
@@ -752,6 +842,9 @@ void rl_io_dup(int oldfd, int newfd)
 	struct rl_fd *from = rl_fd_get(oldfd), *to = rl_fd_get(newfd);
 
 	if (!to)
+		return;
+	if ((to->kind == RL_FD_CONN || to->kind == RL_FD_LISTEN ||
+	     (from && from->kind == RL_FD_CONN)) && !owner_here())
 		return;
 	if (to->kind != RL_FD_UNKNOWN)
 		rl_fd_forget(to); /* dup2 over an fd closes it */

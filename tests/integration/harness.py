@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: MIT
+"""harness.py - what the integration tests share: a cmocka-style runner (so
+tests/run.sh counts them like the unit tests), raw HTTP clients that can split,
+pipeline and drip bytes, and a parser for the responses that come back.
+
+Everything here is the client's view: tests assert on the bytes a client
+receives and on the server's own access log, never on the shim's internals.
+"""
+import os
+import socket
+import sys
+import time
+import traceback
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIM = os.path.join(REPO, 'build', 'librlshim.so')
+
+
+# ---- the runner --------------------------------------------------------------
+
+class Skip(Exception):
+    """A test that cannot run here; the reason is printed. Never used for
+    something CI is expected to run: see require_root()."""
+
+
+def require_root(what):
+    if os.geteuid() != 0:
+        if os.environ.get('CI'):
+            raise AssertionError(f'{what} needs root, and CI runs as root')
+        raise Skip(f'{what} needs root')
+
+
+def run(group, tests):
+    """tests: list of (name, callable). Prints cmocka's format."""
+    print(f'[==========] Running {len(tests)} test(s).', flush=True)
+    failed = []
+    skipped = 0
+    for name, fn in tests:
+        print(f'[ RUN      ] {name}', flush=True)
+        t0 = time.monotonic()
+        try:
+            fn()
+        except Skip as e:
+            skipped += 1
+            print(f'[  SKIPPED ] {name}: {e}', flush=True)
+            continue
+        except Exception:
+            failed.append(name)
+            for line in traceback.format_exc().rstrip().splitlines():
+                print(f'[  ERROR   ] --- {line}')
+            print(f'[  FAILED  ] {name}', flush=True)
+            continue
+        print(f'[       OK ] {name} ({time.monotonic() - t0:.2f} s)', flush=True)
+    print(f'[==========] {group}: {len(tests)} test(s) run.')
+    print(f'[  PASSED  ] {len(tests) - len(failed) - skipped} test(s).')
+    if skipped:
+        print(f'[  SKIPPED ] {skipped} test(s).')
+    if failed:
+        print(f'[  FAILED  ] {len(failed)} test(s), listed below:')
+        for name in failed:
+            print(f'[  FAILED  ] {name}')
+    sys.stdout.flush()
+    return 1 if failed else 0
+
+
+# ---- clients -------------------------------------------------------------------
+
+def connect(port, family=socket.AF_INET, timeout=10.0):
+    host = '127.0.0.1' if family == socket.AF_INET else '::1'
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(timeout)
+    s.connect((host, port))
+    return s
+
+
+def recv_all(s, limit=1 << 24):
+    """Read until the server closes (or the timeout). Returns the bytes."""
+    out = bytearray()
+    try:
+        while len(out) < limit:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return bytes(out)
+
+
+def exchange(port, chunks, family=socket.AF_INET, gap=0.0, shut=False,
+             timeout=10.0):
+    """Send `chunks` (bytes, or a list of bytes sent separately with `gap`
+    seconds between them), then read until the server closes. With `shut`,
+    half-close after sending."""
+    if isinstance(chunks, (bytes, bytearray)):
+        chunks = [chunks]
+    s = connect(port, family, timeout)
+    try:
+        for i, c in enumerate(chunks):
+            if i and gap:
+                time.sleep(gap)
+            s.sendall(c)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        return recv_all(s)
+    finally:
+        s.close()
+
+
+def request(method, path, headers=None, body=b'', version='HTTP/1.1',
+            close=True):
+    h = {'Host': 'test'}
+    if close and version == 'HTTP/1.1':
+        h['Connection'] = 'close'
+    if body and 'Transfer-Encoding' not in (headers or {}):
+        h['Content-Length'] = str(len(body))
+    h.update(headers or {})
+    head = f'{method} {path} {version}\r\n' + ''.join(
+        f'{k}: {v}\r\n' for k, v in h.items()) + '\r\n'
+    return head.encode() + body
+
+
+def chunked(data, size=4096):
+    out = bytearray()
+    for i in range(0, len(data), size):
+        piece = data[i:i + size]
+        out += f'{len(piece):x}\r\n'.encode() + piece + b'\r\n'
+    return bytes(out + b'0\r\n\r\n')
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, body):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # lower-case name -> value (last one wins)
+        self.body = body
+
+    def __repr__(self):
+        return f'<{self.version} {self.status} {self.reason} {len(self.body)}B>'
+
+
+def parse_responses(data, methods=None, first_only=False):
+    """Split a byte stream into responses. `methods` gives each request's
+    method (HEAD responses have no body). A response without a length runs
+    to the end. With `first_only`, whatever follows the first response is
+    ignored (some servers send a body after a HEAD)."""
+    out = []
+    pos = 0
+    i = 0
+    while pos < len(data) and not (first_only and out):
+        end = data.find(b'\r\n\r\n', pos)
+        if end < 0:
+            raise AssertionError(f'incomplete response head: {data[pos:pos+200]!r}')
+        lines = data[pos:end].decode('latin-1').split('\r\n')
+        version, status, *reason = lines[0].split(' ', 2)
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(':')
+            headers[k.strip().lower()] = v.strip()
+        pos = end + 4
+        method = methods[i] if methods and i < len(methods) else 'GET'
+        status = int(status)
+        if method == 'HEAD' or status in (204, 304) or 100 <= status < 200:
+            body = b''
+        elif 'content-length' in headers:
+            n = int(headers['content-length'])
+            body = data[pos:pos + n]
+            pos += n
+        elif headers.get('transfer-encoding', '').lower() == 'chunked':
+            body = bytearray()
+            while True:
+                le = data.find(b'\r\n', pos)
+                size = int(data[pos:le].split(b';')[0], 16)
+                pos = le + 2
+                if size == 0:
+                    pos = data.find(b'\r\n\r\n', pos - 2) + 4
+                    break
+                body += data[pos:pos + size]
+                pos += size + 2
+            body = bytes(body)
+        else:
+            body = data[pos:]
+            pos = len(data)
+        out.append(Response(version, status, reason[0] if reason else '',
+                            headers, body))
+        i += 1
+    return out
+
+
+def statuses(responses):
+    return [r.status for r in responses]
+
+
+def wait_for(pred, timeout=5.0, step=0.05):
+    t = time.monotonic() + timeout
+    while time.monotonic() < t:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()

@@ -1,0 +1,623 @@
+"""Fixtures that start real HTTP servers, with or without the shim.
+
+Python 3.11 stdlib only. Each Server runs one server program in its own
+process group, with LD_PRELOAD=<shim> and RLSHIM_CONFIG=<config> when given,
+stdout and stderr in files in its work directory.
+
+    s = Server('nginx', workdir, shim, config, free_port(), echo_port=...)
+    s.start()
+    ...                       # talk to 127.0.0.1:s.port / [::1]:s.port
+    s.access_log()            # the server's own log, parsed
+    s.stderr_text()           # server + shim stderr and error logs
+    s.stop()
+
+Kinds and what they claim (`features`):
+
+  legacy    build/legacy_server -p PORT: single process, poll-free blocking
+            loop. echo (/echo), chunked_echo, keepalive, pipelining, ipv6
+            (listens on [::], dual stack), access_log (stdout).
+  python    http.server (ThreadingHTTPServer, dual stack on ::, CGI,
+            HTTP/1.0: one request per connection). echo (/cgi-bin/echo,
+            Content-Length bodies only), ipv6, access_log (stderr).
+  nginx     master + 2 workers, epoll, reuseport on 127.0.0.1 and [::1].
+            keepalive, pipelining, ipv6, workers, access_log; echo and
+            chunked_echo (/echo, proxied to echo_port) when echo_port is given.
+  lighttpd  single process, linux-sysepoll, 127.0.0.1 and [::1]. keepalive,
+            pipelining, ipv6, access_log; echo and chunked_echo (/echo,
+            mod_proxy to echo_port) when echo_port is given.
+  busybox   busybox httpd -f, forks a child per connection, one request per
+            connection, listens on [::] (dual stack). echo (/cgi-bin/echo),
+            ipv6, access_log (partial: no method; no status for CGI).
+
+POST /sms: legacy and nginx answer 200; lighttpd, python and busybox have
+no handler for it and answer with an error status (see SMS_STATUS).
+"""
+
+import errno
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+KINDS = ('legacy', 'python', 'nginx', 'lighttpd', 'busybox')
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+FIXTURES = HERE / 'fixtures'
+LEGACY_SERVER = REPO / 'build' / 'legacy_server'
+SHIM = REPO / 'build' / 'librlshim.so'
+PYTHON = '/usr/bin/python3'
+
+BOOKS = b'{"books":["SICP","TAOCP","K&R"]}'
+
+# What each kind answers to POST /sms (the body is never looked at).
+SMS_STATUS = {'legacy': 200, 'nginx': 200, 'python': 501, 'busybox': 501,
+              'lighttpd': 200}
+
+_given_ports: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1, ::1 and the dual-stack wildcard.
+
+    Never returns the same port twice in one process, so two calls in a row
+    (server and echo server) cannot collide before either has bound.
+    """
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s4:
+            s4.bind(('127.0.0.1', 0))
+            port = s4.getsockname()[1]
+        if port in _given_ports:
+            continue
+        try:
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s6:
+                s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                s6.bind(('::', port))
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s6:
+                s6.bind(('::1', port))
+        except OSError:
+            continue
+        _given_ports.add(port)
+        return port
+    raise RuntimeError('no free TCP port found')
+
+
+def _fold_ip(ip: str) -> str:
+    """::ffff:a.b.c.d -> a.b.c.d; strips [] and a :port from busybox's form."""
+    if ip.startswith('::ffff:') and '.' in ip:
+        return ip[7:]
+    return ip
+
+
+def _split_request(req: str):
+    """'GET /x HTTP/1.1' -> ('GET', '/x'); anything else -> (None, None)."""
+    parts = req.split(' ')
+    if len(parts) == 3 and parts[0] != '-':
+        return parts[0], parts[1]
+    return None, None
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ''
+    return data[-n:].decode('utf-8', 'replace')
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """pids of non-zombie processes in process group pgid."""
+    alive = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f'/proc/{d}/stat', 'rb') as f:
+                stat = f.read().decode('ascii', 'replace')
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+        fields = stat[stat.rfind(')') + 2:].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != 'Z':
+            alive.append(int(d))
+    return alive
+
+
+class Server:
+    def __init__(self, kind: str, workdir: str, shim: str | None,
+                 config: str | None, port: int,
+                 echo_port: int | None = None):
+        if kind not in KINDS:
+            raise ValueError(f'unknown server kind {kind!r}; one of {KINDS}')
+        self.kind = kind
+        self.workdir = Path(workdir)
+        self.shim = shim
+        self.config = config
+        self.port = port
+        self.echo_port = echo_port
+        self.proc: subprocess.Popen | None = None
+        self._files = []
+        self.docroot = self.workdir / 'docroot'
+        self.stdout_path = self.workdir / f'{kind}.stdout'
+        self.stderr_path = self.workdir / f'{kind}.stderr'
+        self.error_log_path: Path | None = None   # nginx, lighttpd
+        self.access_log_path: Path | None = None  # nginx, lighttpd
+
+        f = {
+            'legacy': {'echo', 'chunked_echo', 'keepalive', 'pipelining',
+                       'ipv6', 'access_log'},
+            'python': {'echo', 'ipv6', 'access_log'},
+            'nginx': {'keepalive', 'pipelining', 'ipv6', 'workers',
+                      'access_log'},
+            'lighttpd': {'keepalive', 'pipelining', 'ipv6', 'access_log'},
+            'busybox': {'echo', 'ipv6', 'access_log'},
+        }[kind]
+        if kind in ('nginx', 'lighttpd') and echo_port is not None:
+            f |= {'echo', 'chunked_echo'}
+        self.features: frozenset[str] = frozenset(f)
+        self.echo_path: str | None = None
+        if 'echo' in f:
+            self.echo_path = {'legacy': '/echo', 'nginx': '/echo',
+                              'lighttpd': '/echo', 'python': '/cgi-bin/echo',
+                              'busybox': '/cgi-bin/echo'}[kind]
+
+    # -- setup --------------------------------------------------------------
+
+    def _subst(self, template: str, **kw) -> str:
+        text = (FIXTURES / template).read_text()
+        for k, v in kw.items():
+            text = text.replace(f'@{k}@', str(v))
+        return text
+
+    def _docroot(self, cgi: bool) -> None:
+        self.docroot.mkdir(parents=True, exist_ok=True)
+        (self.docroot / 'books').write_bytes(BOOKS)
+        if cgi:
+            (self.docroot / 'cgi-bin').mkdir(exist_ok=True)
+            echo = self.docroot / 'cgi-bin' / 'echo'
+            shutil.copyfile(FIXTURES / 'echo.cgi', echo)
+            echo.chmod(0o755)
+
+    def _prepare(self) -> tuple[list[str], Path]:
+        """Write the kind's files; return (argv, cwd)."""
+        w = self.workdir
+        w.mkdir(parents=True, exist_ok=True)
+        if self.kind == 'legacy':
+            if not LEGACY_SERVER.exists():
+                raise RuntimeError(f'{LEGACY_SERVER} missing: run make')
+            return [str(LEGACY_SERVER), '-p', str(self.port)], w
+        if self.kind == 'python':
+            self._docroot(cgi=True)
+            return [PYTHON, str(FIXTURES / 'pyhttp.py'),
+                    str(self.port)], self.docroot
+        if self.kind == 'busybox':
+            self._docroot(cgi=True)
+            return ['busybox', 'httpd', '-f', '-vv', '-p',
+                    f'[::]:{self.port}', '-h', str(self.docroot)], self.docroot
+        if self.kind == 'nginx':
+            self._docroot(cgi=False)
+            for d in ('client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'):
+                (w / 'tmp' / d).mkdir(parents=True, exist_ok=True)
+            echo = ''
+            if self.echo_port is not None:
+                echo = ('        location /echo {\n'
+                        f'            proxy_pass http://127.0.0.1:{self.echo_port};\n'
+                        '            client_max_body_size 4m;\n'
+                        '        }\n')
+            user = 'user root root;' if os.geteuid() == 0 else ''
+            conf = w / 'nginx.conf'
+            conf.write_text(self._subst('nginx.conf.in', WORKDIR=w,
+                                        DOCROOT=self.docroot, PORT=self.port,
+                                        USER=user, ECHO=echo))
+            self.error_log_path = w / 'error.log'
+            self.access_log_path = w / 'access.log'
+            return ['nginx', '-p', str(w), '-c', str(conf),
+                    '-e', str(self.error_log_path)], w
+        if self.kind == 'lighttpd':
+            self._docroot(cgi=False)
+            (self.docroot / 'sms').write_bytes(b'{"sent":true}')
+            (w / 'tmp').mkdir(exist_ok=True)
+            echo = ''
+            if self.echo_port is not None:
+                echo = ('$HTTP["url"] =~ "^/echo" {\n'
+                        '  proxy.server = ( "" => (( "host" => "127.0.0.1", '
+                        f'"port" => {self.echo_port} )) )\n'
+                        '}\n')
+            conf = w / 'lighttpd.conf'
+            conf.write_text(self._subst('lighttpd.conf.in', WORKDIR=w,
+                                        DOCROOT=self.docroot, PORT=self.port,
+                                        ECHO=echo))
+            self.error_log_path = w / 'error.log'
+            self.access_log_path = w / 'access.log'
+            return ['lighttpd', '-D', '-f', str(conf)], w
+        raise AssertionError(self.kind)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self, timeout: float = 10.0) -> None:
+        if self.proc is not None:
+            raise RuntimeError(f'{self.kind} server already started')
+        argv, cwd = self._prepare()
+        env = dict(os.environ)
+        env.pop('LD_PRELOAD', None)
+        env.pop('RLSHIM_CONFIG', None)
+        if self.shim:
+            env['LD_PRELOAD'] = str(self.shim)
+        if self.config:
+            env['RLSHIM_CONFIG'] = str(self.config)
+        env['PYTHONUNBUFFERED'] = '1'
+        env['PATH'] = env.get('PATH', '') + ':/usr/sbin:/usr/bin:/sbin:/bin'
+        out = open(self.stdout_path, 'ab')
+        err = open(self.stderr_path, 'ab')
+        self._files = [out, err]
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=err, start_new_session=True)
+        self._stopped = False
+        addrs = [(socket.AF_INET, '127.0.0.1')]
+        if 'ipv6' in self.features:
+            addrs.append((socket.AF_INET6, '::1'))
+        deadline = time.monotonic() + timeout
+        pending = list(addrs)
+        while pending:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.stop()
+                raise RuntimeError(f'{self.kind} server exited with status '
+                                   f'{rc} before listening on port '
+                                   f'{self.port}:\n{self._log_tail()}')
+            fam, host = pending[0]
+            try:
+                # A bare connect + close: no request, no rate-limit budget
+                # spent (a [limit:conn] "match = accept" rule does count it).
+                with socket.socket(fam, socket.SOCK_STREAM) as s:
+                    s.settimeout(0.5)
+                    s.connect((host, self.port))
+                pending.pop(0)
+                continue
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f'{self.kind} server not listening on '
+                                   f'{host} port {self.port} after '
+                                   f'{timeout}s:\n{self._log_tail()}')
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, up to 5 s, then SIGKILL. Idempotent."""
+        if self.proc is None or getattr(self, '_stopped', True):
+            return
+        self._stopped = True
+        pgid = self.proc.pid  # start_new_session: the leader's pid
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            self.proc.poll()
+            if self.proc.returncode is not None and not _group_alive(pgid):
+                break
+            time.sleep(0.02)
+        else:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        t = time.monotonic() + 2.0
+        while _group_alive(pgid) and time.monotonic() < t:
+            time.sleep(0.02)
+        for f in self._files:
+            f.close()
+        self._files = []
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    # -- logs ---------------------------------------------------------------
+
+    def _log_tail(self) -> str:
+        parts = []
+        for p in (self.stderr_path, self.error_log_path, self.stdout_path):
+            if p is not None:
+                t = _tail(p)
+                if t.strip():
+                    parts.append(f'--- {p.name} ---\n{t}')
+        return '\n'.join(parts) or '(no output)'
+
+    def stderr_text(self) -> str:
+        """Everything the server and the shim wrote to stderr / error logs.
+
+        nginx redirects its stderr (so the shim's lines from the workers)
+        into error.log; lighttpd's own messages go to error.log while the
+        shim's go to stderr. Both files are included.
+        """
+        text = ''
+        for p in (self.stderr_path, self.error_log_path):
+            if p is not None:
+                try:
+                    text += p.read_text(errors='replace')
+                except OSError:
+                    pass
+        return text
+
+    def _access_source(self) -> str:
+        p = {'legacy': self.stdout_path, 'python': self.stderr_path,
+             'busybox': self.stderr_path}.get(self.kind, self.access_log_path)
+        try:
+            return p.read_text(errors='replace')
+        except OSError:
+            return ''
+
+    def access_log(self, min_entries: int = 0,
+                   timeout: float = 3.0) -> list[dict]:
+        """The server's own access log, parsed, oldest first.
+
+        Each entry: client (ip, ::ffff: folded), method, target, status
+        (int, or None when not logged), bytes_in, pid.
+          bytes_in: legacy = request body bytes; nginx = $request_length and
+            lighttpd = %I (whole request: line, headers and body);
+            python, busybox = None (not logged).
+          pid: nginx = the worker's $pid; legacy, python, lighttpd = the one
+            server process; busybox = None (a child per connection, unlogged).
+          busybox logs no method (None) and no status for CGI requests (None).
+        Servers write their line after the response, so this waits until the
+        log has at least min_entries entries and has not grown for 100 ms (at
+        most `timeout` seconds).
+        """
+        deadline = time.monotonic() + timeout
+        prev = None
+        while True:
+            text = self._access_source()
+            entries = self._parse(text)
+            if (text == prev and len(entries) >= min_entries) \
+                    or time.monotonic() > deadline:
+                return entries
+            prev = text
+            time.sleep(0.1)
+
+    _RE = {
+        'legacy': re.compile(r'^ACCESS (\S+) "(.*)" (\d+) (\d+)$'),
+        'python': re.compile(r'^(\S+) - - \[[^\]]*\] "(.*)" (\d{3}) \S+$'),
+        'nginx': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+) (\d+)$'),
+        'lighttpd': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+)$'),
+    }
+    _BB = re.compile(r'^\[?([0-9A-Fa-f:.]+?)\]?:(\d+): (url|response):(.*)$')
+
+    def _parse(self, text: str) -> list[dict]:
+        out = []
+        if self.kind == 'busybox':
+            open_ = {}
+            for line in text.splitlines():
+                m = self._BB.match(line)
+                if not m:
+                    continue
+                ip, cport, what, val = m.groups()
+                key = (ip, cport)
+                if what == 'url':
+                    e = {'client': _fold_ip(ip), 'method': None,
+                         'target': val, 'status': None, 'bytes_in': None,
+                         'pid': None}
+                    out.append(e)
+                    open_[key] = e
+                else:
+                    e = open_.pop(key, None)
+                    try:
+                        status = int(val)
+                    except ValueError:
+                        status = None
+                    if e is None:   # an error answered before the url
+                        out.append({'client': _fold_ip(ip), 'method': None,
+                                    'target': None, 'status': status,
+                                    'bytes_in': None, 'pid': None})
+                    else:
+                        e['status'] = status
+            return out
+        rx = self._RE[self.kind]
+        one_pid = self.pid if self.kind in ('legacy', 'python',
+                                            'lighttpd') else None
+        for line in text.splitlines():
+            m = rx.match(line)
+            if not m:
+                continue
+            g = m.groups()
+            method, target = _split_request(g[1])
+            e = {'client': _fold_ip(g[0]), 'method': method, 'target': target,
+                 'status': int(g[2]), 'bytes_in': None, 'pid': one_pid}
+            if self.kind in ('legacy', 'nginx', 'lighttpd'):
+                e['bytes_in'] = int(g[3])
+            if self.kind == 'nginx':
+                e['pid'] = int(g[4])
+            out.append(e)
+        return out
+
+
+# ---------------------------------------------------------------------------
+# self-check: python3 tests/integration/servers.py [KIND...]
+# ---------------------------------------------------------------------------
+
+def _read_response(f):
+    """(status, headers dict lower-case, body bytes) from a binary file."""
+    line = f.readline()
+    if not line:
+        raise ConnectionError('connection closed before a response')
+    status = int(line.split()[1])
+    headers = {}
+    while True:
+        h = f.readline()
+        if h in (b'\r\n', b'\n', b''):
+            break
+        k, _, v = h.decode('latin-1').partition(':')
+        headers[k.strip().lower()] = v.strip()
+    if headers.get('transfer-encoding', '').lower() == 'chunked':
+        body = b''
+        while True:
+            n = int(f.readline().split(b';')[0], 16)
+            if n == 0:
+                while f.readline() not in (b'\r\n', b'\n', b''):
+                    pass
+                break
+            body += f.read(n)
+            f.readline()
+    elif 'content-length' in headers:
+        body = f.read(int(headers['content-length']))
+    else:
+        body = f.read()
+    return status, headers, body
+
+
+def _request(host, port, method, path, body=None, chunked=False,
+             keep=False):
+    fam = socket.AF_INET6 if ':' in host else socket.AF_INET
+    with socket.create_connection((host, port), timeout=10) as s:
+        hdr = f'{method} {path} HTTP/1.1\r\nHost: test\r\n'
+        if not keep:
+            hdr += 'Connection: close\r\n'
+        data = b''
+        if body is not None:
+            if chunked:
+                hdr += 'Transfer-Encoding: chunked\r\n'
+                step = 7000
+                for i in range(0, len(body), step):
+                    c = body[i:i + step]
+                    data += b'%x\r\n' % len(c) + c + b'\r\n'
+                data += b'0\r\n\r\n'
+            else:
+                hdr += f'Content-Length: {len(body)}\r\n'
+                data = body
+        s.sendall(hdr.encode() + b'\r\n' + data)
+        return _read_response(s.makefile('rb'))
+    del fam
+
+
+def _selfcheck_one(kind, shim, echo_port, root):
+    import tempfile
+    work = tempfile.mkdtemp(prefix=f'rlshim-fx-{kind}-', dir=root)
+    port = free_port()
+    config = None
+    if shim:
+        config = os.path.join(work, 'rlshim.conf')
+        with open(config, 'w') as f:
+            f.write(f'[global]\nports = {port}\nshm = rlshim-fixture-test\n'
+                    '[limit:api]\nmatch = *\nrate = 1000/m\n')
+    srv = Server(kind, work, shim, config, port, echo_port)
+    notes = []
+    t0 = time.monotonic()
+    srv.start()
+    try:
+        st, _, body = _request('127.0.0.1', port, 'GET', '/books')
+        assert st == 200 and body.strip() == BOOKS, (st, body[:200])
+        notes.append('get')
+        if 'ipv6' in srv.features:
+            st, _, body = _request('::1', port, 'GET', '/books')
+            assert st == 200 and body.strip() == BOOKS, (st, body[:200])
+            notes.append('ipv6')
+        payload = os.urandom(100 * 1024)
+        if 'echo' in srv.features:
+            st, _, body = _request('127.0.0.1', port, 'POST', srv.echo_path,
+                                   payload)
+            assert st == 200 and body == payload, (st, len(body))
+            notes.append('echo')
+        if 'chunked_echo' in srv.features:
+            st, _, body = _request('127.0.0.1', port, 'POST', srv.echo_path,
+                                   payload, chunked=True)
+            assert st == 200 and body == payload, (st, len(body))
+            notes.append('chunked')
+        st, _, _ = _request('127.0.0.1', port, 'POST', '/sms', b'to=1')
+        notes.append(f'sms={st}')
+        if 'keepalive' in srv.features:
+            with socket.create_connection(('127.0.0.1', port), 10) as s:
+                f = s.makefile('rb')
+                for _ in range(3):
+                    s.sendall(b'GET /books HTTP/1.1\r\nHost: t\r\n\r\n')
+                    st, h, body = _read_response(f)
+                    assert st == 200 and body.strip() == BOOKS, (st, h)
+            notes.append('keepalive')
+        if 'pipelining' in srv.features:
+            with socket.create_connection(('127.0.0.1', port), 10) as s:
+                f = s.makefile('rb')
+                s.sendall(b'GET /books HTTP/1.1\r\nHost: t\r\n\r\n'
+                          b'GET /books HTTP/1.1\r\nHost: t\r\n'
+                          b'Connection: close\r\n\r\n')
+                for _ in range(2):
+                    st, h, body = _read_response(f)
+                    assert st == 200 and body.strip() == BOOKS, (st, h)
+            notes.append('pipelining')
+        if 'workers' in srv.features:
+            pids = set()
+            for _ in range(40):
+                _, h, _ = _request('127.0.0.1', port, 'GET', '/books')
+                pids.add(h.get('x-worker'))
+            notes.append(f'workers={len(pids)}')
+        log = srv.access_log(min_entries=1)
+        assert log, 'empty access log'
+        gets = [e for e in log if e['target'] == '/books']
+        assert gets and gets[0]['client'] == '127.0.0.1', log[:3]
+        notes.append(f'log={len(log)}')
+        if shim:
+            assert 'msg="limiting"' in srv.stderr_text(), srv.stderr_text()
+            notes.append('shim-limiting')
+    finally:
+        srv.stop()
+        left = _group_alive(srv.pid)
+        if left:
+            notes.append(f'LEFT RUNNING: {left}')
+    return f'{time.monotonic() - t0:.1f}s ' + ' '.join(notes), srv
+
+
+def _selfcheck(kinds):
+    import tempfile
+    root = tempfile.mkdtemp(prefix='rlshim-fixtures-')
+    echo_port = free_port()
+    echo = Server('legacy', os.path.join(root, 'echo'), None, None,
+                  echo_port)
+    echo.start()
+    failed = 0
+    try:
+        for kind in kinds:
+            for shim in (None, str(SHIM)):
+                label = f'{kind:8} {"shim" if shim else "bare"}'
+                try:
+                    msg, _ = _selfcheck_one(kind, shim, echo_port, root)
+                    print(f'ok   {label} {msg}', flush=True)
+                except Exception as e:  # noqa: BLE001
+                    failed += 1
+                    print(f'FAIL {label} {type(e).__name__}: {e}',
+                          flush=True)
+                finally:
+                    try:
+                        os.unlink('/dev/shm/rlshim-fixture-test')
+                    except FileNotFoundError:
+                        pass
+    finally:
+        echo.stop()
+    print(f'work dirs kept in {root}')
+    return failed
+
+
+if __name__ == '__main__':
+    sys.exit(1 if _selfcheck(sys.argv[1:] or KINDS) else 0)

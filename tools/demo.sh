@@ -1,0 +1,51 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# tools/demo.sh BUILD_DIR - make demo: legacy_server under the shim with
+# examples/quickstart.conf (sms: 3 a minute per client), five POST /sms, the
+# status codes and the headers of the last answer. Everything it starts, it
+# stops; a fresh port and a fresh segment each run, so it shows the same thing
+# every time.
+set -eu
+B=${1:-build}
+top=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+shm="rlshim-demo-$$"
+port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::", 0)); print(s.getsockname()[1])')
+pid=""
+cleanup() {
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -f "/dev/shm/$shm"
+	rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+sed -e "s/^ports *=.*/ports = $port/" -e "s/^shm *=.*/shm = $shm/" \
+	"$top/examples/quickstart.conf" >"$tmp/quickstart.conf"
+RLSHIM_CONFIG="$tmp/quickstart.conf" LD_PRELOAD="$top/$B/librlshim.so" \
+	"$top/$B/legacy_server" -p "$port" >"$tmp/server.log" 2>&1 &
+pid=$!
+i=0
+# A bare connect, not a request: nothing is counted before the demo's own.
+until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1).close()" 2>/dev/null; do
+	i=$((i + 1))
+	[ "$i" -lt 100 ] || { echo "demo: legacy_server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+	sleep 0.05
+done
+
+echo "legacy_server on port $port, under LD_PRELOAD=$B/librlshim.so with examples/quickstart.conf"
+echo
+codes=""
+for n in 1 2 3 4 5; do
+	code=$(curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' \
+		-X POST "http://127.0.0.1:$port/sms")
+	codes="$codes $code"
+done
+echo "five POST /sms:$codes"
+echo
+echo "the last answer:"
+tr -d '\r' <"$tmp/headers"
+cat "$tmp/body"
+echo
+echo
+echo "what the server logged (the shim's one line, then the requests it saw):"
+cat "$tmp/server.log"
