@@ -45,6 +45,9 @@ enum rl_conn_state {
 
 enum rl_reply_kind { RL_REPLY_NONE = 0, RL_REPLY_429 = 1, RL_REPLY_400 = 2 };
 
+/* What answer would hand the connection over to another protocol. */
+enum rl_switch { RL_SWITCH_NONE = 0, RL_SWITCH_UPGRADE = 1, RL_SWITCH_CONNECT = 2 };
+
 #define RL_HOLD_SIZE (RL_HEAD_MAX + 4096)
 
 struct rl_hold {
@@ -58,8 +61,9 @@ struct rl_conn {
 	_Atomic uint32_t refs;   /* fds pointing here */
 	uint8_t state;           /* enum rl_conn_state */
 	uint8_t proxy;           /* a PROXY header is still expected */
-	uint8_t upgrade_wait;    /* an Upgrade/CONNECT was allowed: the
-				    application's answer decides PASS */
+	uint8_t upgrade_wait;    /* enum rl_switch: an Upgrade or CONNECT was
+				    allowed, the application's answer (101,
+				    2xx) decides PASS */
 	uint8_t reply;           /* enum rl_reply_kind, while DENY */
 	uint16_t port;           /* local port */
 	struct rl_addr peer;     /* the client: TCP peer or PROXY source */

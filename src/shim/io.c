@@ -231,8 +231,12 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 		return 0;
 	}
 	rl_http_begin_body(&c->http, &req);
-	if (req.upgrade || req.connect)
-		c->upgrade_wait = 1;
+	/* Only the answer of the application can hand the connection to
+	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. */
+	if (req.connect)
+		c->upgrade_wait = RL_SWITCH_CONNECT;
+	else if (req.upgrade)
+		c->upgrade_wait = RL_SWITCH_UPGRADE;
 	return 1;
 }
 
@@ -852,6 +856,8 @@ void rl_io_dup(int oldfd, int newfd)
 		rl_fd_share(to, from);
 }
 
+/* 1 if the bytes start with `s`, 2 if they are a proper prefix of it,
+ * else 0. */
 static int starts_with(const struct iovec *iov, int cnt, const char *s)
 {
 	char head[16];
@@ -867,23 +873,28 @@ int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt)
 {
 	if (c->state == RL_CONN_DONE)
 		return 1;
-	if (c->upgrade_wait && iov_total(iov, iovcnt) > 0) {
-		/* The application's answer to an Upgrade or CONNECT: 101 (or
-		 * 2xx for CONNECT) hands the connection over to another
-		 * protocol; anything else and framing goes on. */
-		int a = starts_with(iov, iovcnt, "HTTP/1.1 101");
-		int b = starts_with(iov, iovcnt, "HTTP/1.0 101");
-		int d = starts_with(iov, iovcnt, "HTTP/1.1 2");
+	if (c->upgrade_wait && c->state == RL_CONN_HTTP &&
+	    iov_total(iov, iovcnt) > 0) {
+		/* The first write after an Upgrade or CONNECT is the answer to
+		 * it (clients do not pipeline behind a protocol switch). */
+		int m = c->upgrade_wait == RL_SWITCH_CONNECT
+				? starts_with(iov, iovcnt, "HTTP/1.1 2") |
+					  starts_with(iov, iovcnt, "HTTP/1.0 2")
+				: starts_with(iov, iovcnt, "HTTP/1.1 101") |
+					  starts_with(iov, iovcnt, "HTTP/1.0 101");
 
-		if (a == 1 || b == 1 || d == 1) {
+		if (m & 1) {
 			c->state = RL_CONN_PASS;
 			rl_http_pass(&c->http);
 			if (c->hold)
 				c->hold->decided = c->hold->len;
 			c->upgrade_wait = 0;
-		} else if (!a && !b && !d) {
-			c->upgrade_wait = 0;
+		} else if (!m) {
+			c->upgrade_wait = 0; /* refused: framing goes on */
 		}
+		/* m == 2: a prefix of the status line so far; wait */
+	} else if (c->upgrade_wait && c->state != RL_CONN_HTTP) {
+		c->upgrade_wait = 0;
 	}
 	return 0;
 }

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_features.py - the configuration's features through the shim, each
+against legacy_server with a configuration of its own: accept-level rules,
+the allow list, dry-run, PROXY protocol v1 and v2, several rules on one
+request, header styles, on_error, staying inert, budgets surviving a restart,
+unguarded ports, Upgrade, slow and oversized heads.
+"""
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (REPO, SHIM, connect, exchange, parse_responses,  # noqa: E402
+                     recv_all, request, run)
+import servers  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix='rlshim-features-')
+N = [0]
+
+
+class Legacy:
+    """legacy_server under the shim with `conf` (the [global] ports and shm
+    lines are added)."""
+
+    def __init__(self, conf, port=None, ports=None, shm=None):
+        N[0] += 1
+        self.dir = os.path.join(TMP, f's{N[0]}')
+        os.makedirs(self.dir)
+        self.port = port or servers.free_port()
+        self.shm = shm or f'rlshim-ft-{os.getpid()}-{N[0]}'
+        self.config = os.path.join(self.dir, 'rlshim.conf')
+        head = f'[global]\nports = {ports or self.port}\nshm = {self.shm}\n'
+        if conf.startswith('!raw\n'):  # the whole file, {port} filled in
+            text = conf[5:].replace('{port}', str(self.port))
+        else:
+            text = head + conf
+        with open(self.config, 'w') as f:
+            f.write(text)
+        self.server = servers.Server('legacy', self.dir, SHIM, self.config, self.port)
+        self.server.start()
+
+    def get(self, path='/books', method='GET', family=socket.AF_INET, headers=None):
+        raw = exchange(self.port, request(method, path, headers), family)
+        rs = parse_responses(raw, [method], first_only=True)
+        return rs[0] if rs else None
+
+    def log(self):
+        return self.server.access_log()
+
+    def stop(self, unlink=True):
+        self.server.stop()
+        if unlink:
+            try:
+                os.unlink(f'/dev/shm/{self.shm}')
+            except FileNotFoundError:
+                pass
+
+
+def served(s, path):
+    return [e for e in s.log() if (e.get('target') or '').startswith(path)]
+
+
+def codes(s, n, path='/books', method='GET', **kw):
+    return [s.get(path, method, **kw).status for _ in range(n)]
+
+
+# ---- accept-level rules ------------------------------------------------------------
+
+def accept_rule():
+    """A `match = accept` rule closes the 3rd connection at once, without
+    reading; the server keeps accepting the others."""
+    s = Legacy('[limit:conn]\nmatch = accept\nrate = 2/m\n')
+    try:
+        assert s.get().status == 200
+        assert s.get().status == 200
+        c = connect(s.port)
+        try:
+            c.sendall(request('GET', '/books'))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert recv_all(c) == b'', 'a refused connection got an answer'
+        c.close()
+        # Another client (::1) is another key: still served.
+        assert s.get(family=socket.AF_INET6).status == 200
+        assert len(served(s, '/books')) == 3
+    finally:
+        s.stop()
+
+
+def allow_list():
+    """Addresses on the allow list are never limited."""
+    s = Legacy('allow = ::1\n[limit:one]\nmatch = *\nrate = 1/m\n'
+               '[limit:conn]\nmatch = accept\nrate = 1/m\n')
+    try:
+        assert codes(s, 6, family=socket.AF_INET6) == [200] * 6
+        assert s.get().status == 200
+        # 127.0.0.1 is not on it: its second connection is refused.
+        c = connect(s.port)
+        c.sendall(request('GET', '/books'))
+        assert recv_all(c) == b''
+        c.close()
+    finally:
+        s.stop()
+
+
+def dry_run():
+    """mode = dry-run counts and never denies."""
+    s = Legacy('mode = dry-run\n[limit:one]\nmatch = *\nrate = 1/m\n')
+    try:
+        assert codes(s, 5) == [200] * 5
+        assert len(served(s, '/books')) == 5
+    finally:
+        s.stop()
+
+
+# ---- PROXY protocol ----------------------------------------------------------------
+
+def proxy_v2(src, dst, sport, dport):
+    body = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack('!HH', sport, dport)
+    return (b'\r\n\r\n\x00\r\nQUIT\n' + bytes([0x21, 0x11]) +
+            struct.pack('!H', len(body)) + body)
+
+
+def proxy_protocol():
+    """From a trusted load balancer, the PROXY header names the client (v1
+    and v2), is stripped before the application, and keys the limit."""
+    s = Legacy('trusted_proxies = 127.0.0.1/32\nproxy_protocol = on\n'
+               '[limit:one]\nmatch = *\nrate = 1/m\n')
+    try:
+        v1 = lambda a: f'PROXY TCP4 {a} 127.0.0.1 5555 80\r\n'.encode()  # noqa: E731
+        get = request('GET', '/books')
+        for hdr in (v1('198.51.100.7'), proxy_v2('198.51.100.8', '127.0.0.1', 6, 80)):
+            r = parse_responses(exchange(s.port, hdr + get))[0]
+            assert r.status == 200, r
+            r = parse_responses(exchange(s.port, hdr + get))[0]
+            assert r.status == 429, r
+        # A header split over several reads, then the request.
+        hdr = v1('198.51.100.9')
+        r = parse_responses(exchange(s.port, [hdr[:7], hdr[7:30], hdr[30:] + get], gap=0.01))[0]
+        assert r.status == 200, r
+        # The application saw plain requests: 3 of them.
+        assert len(served(s, '/books')) == 3
+        # No PROXY header from the trusted peer: refused, nothing served.
+        assert exchange(s.port, get) == b''
+        # LOCAL (a health check): keyed by the peer itself.
+        local = b'\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00'
+        assert parse_responses(exchange(s.port, local + get))[0].status == 200
+        # ::1 is not trusted: plain HTTP as usual.
+        assert s.get(family=socket.AF_INET6).status == 200
+    finally:
+        s.stop()
+
+
+# ---- several rules, styles, windows -------------------------------------------------
+
+def refund():
+    """When a later rule denies, the units earlier rules took are given
+    back: a denied POST /sms costs the api budget nothing."""
+    s = Legacy('[limit:api]\nmatch = *\nrate = 3/m\n'
+               '[limit:sms]\nmatch = POST /sms\nrate = 1/m\n')
+    try:
+        assert s.get('/sms', 'POST').status == 200      # api 2 left
+        r = s.get('/sms', 'POST')                        # sms denies
+        assert r.status == 429 and r.headers['ratelimit-limit'] == '1', r.headers
+        assert codes(s, 3) == [200, 200, 429]            # api had 2 left
+    finally:
+        s.stop()
+
+
+def header_styles():
+    """headers = ietf and x-ratelimit, as DESIGN.md spells them."""
+    s = Legacy('headers = ietf\n[limit:sms]\nmatch = POST /sms\nrate = 3/m\n')
+    try:
+        codes(s, 3, '/sms', 'POST')
+        r = s.get('/sms', 'POST')
+        assert r.status == 429
+        assert r.headers['ratelimit-policy'] == '"sms";q=3;w=60', r.headers
+        assert r.headers['ratelimit'] == f'"sms";r=0;t={r.headers["retry-after"]}'
+        assert 'ratelimit-limit' not in r.headers
+    finally:
+        s.stop()
+    s = Legacy('headers = x-ratelimit\n[limit:sms]\nmatch = POST /sms\nrate = 3/m\n')
+    try:
+        codes(s, 3, '/sms', 'POST')
+        now = time.time()
+        r = s.get('/sms', 'POST')
+        assert r.headers['x-ratelimit-limit'] == '3'
+        assert r.headers['x-ratelimit-remaining'] == '0'
+        reset = int(r.headers['x-ratelimit-reset'])
+        assert now + 50 <= reset <= now + 62, (now, reset)
+    finally:
+        s.stop()
+
+
+def windows_and_retry():
+    """fixed-window through the shim, and Retry-After is when the next
+    request passes."""
+    s = Legacy('[limit:fw]\nmatch = * /fw\nrate = 2/s\nalgorithm = fixed-window\n'
+               '[limit:tb]\nmatch = * /tb\nrate = 1/s\n')
+    try:
+        got = codes(s, 4, '/fw')
+        assert got.count(200) + got.count(404) in (2, 3, 4) and 429 in got, got
+        assert s.get('/tb').status != 429
+        r = s.get('/tb')
+        assert r.status == 429 and r.headers['retry-after'] == '1', r.headers
+        time.sleep(1.0)
+        assert s.get('/tb').status != 429
+    finally:
+        s.stop()
+
+
+# ---- lifecycle -------------------------------------------------------------------------
+
+def budget_survives_restart():
+    """The segment outlives the server: a restarted server keeps budgets."""
+    port = servers.free_port()
+    conf = '[limit:sms]\nmatch = POST /sms\nrate = 2/m\n'
+    s = Legacy(conf, port=port)
+    shm = s.shm
+    try:
+        assert codes(s, 3, '/sms', 'POST') == [200, 200, 429]
+    finally:
+        s.stop(unlink=False)
+    s = Legacy(conf, port=port, shm=shm)
+    try:
+        assert s.get('/sms', 'POST').status == 429
+    finally:
+        s.stop()
+
+
+def unguarded_port():
+    """A port not in `ports` is left alone entirely: no limit, no segment,
+    no log line."""
+    other = servers.free_port()
+    s = Legacy('[limit:one]\nmatch = *\nrate = 1/m\n', ports=other)
+    try:
+        assert codes(s, 3) == [200] * 3
+        assert not os.path.exists(f'/dev/shm/{s.shm}')
+        assert 'rlshim' not in s.server.stderr_text()
+    finally:
+        s.stop()
+
+
+def inert_without_accept():
+    """A program that inherits LD_PRELOAD but never accepts (a CGI child, a
+    shell) sees no file, no log line, no change."""
+    d = os.path.join(TMP, 'inert')
+    os.makedirs(d)
+    conf = os.path.join(d, 'c.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nshm = rlshim-inert-{os.getpid()}\n[limit:a]\nmatch = *\nrate = 1/m\n')
+    env = dict(os.environ, LD_PRELOAD=SHIM, RLSHIM_CONFIG=conf)
+    p = subprocess.run(['/bin/sh', '-c', 'echo hello; printf "%s" "$(head -c 5 /etc/hostname)" >/dev/null; cat'],
+                       input=b'stdin bytes', capture_output=True, env=env, timeout=10)
+    assert p.returncode == 0
+    assert p.stdout == b'hello\nstdin bytes', p.stdout
+    assert p.stderr == b'', p.stderr
+    assert not os.path.exists(f'/dev/shm/rlshim-inert-{os.getpid()}')
+
+
+def bad_config():
+    """A configuration that does not parse: the server says so once, with
+    file:line, and by default refuses guarded connections; with on_error =
+    passthrough it serves them unlimited."""
+    s = Legacy('!raw\n[global]\nports = {port}\n[limit:a]\nrat = 3/m\n')
+    try:
+        c = connect(s.port)
+        c.sendall(request('GET', '/books'))
+        assert recv_all(c) == b''
+        c.close()
+        err = s.server.stderr_text()
+        assert f'{s.config}:4: unknown key' in err, err
+        assert err.count('refusing guarded connections') == 1
+    finally:
+        s.stop()
+    s = Legacy('!raw\n[global]\nports = {port}\non_error = passthrough\n'
+               '[limit:a]\nrat = 3/m\n')
+    try:
+        assert codes(s, 3) == [200] * 3
+        assert 'passing connections through unlimited' in s.server.stderr_text()
+    finally:
+        s.stop()
+
+
+# ---- hostile clients ----------------------------------------------------------------------
+
+def oversized_head():
+    """A head over 16 KiB gets the shim's 400; the server never sees it."""
+    s = Legacy('[limit:a]\nmatch = *\nrate = 100/m\n')
+    try:
+        raw = request('GET', '/books', {'X-Big': 'a' * 17000})
+        r = parse_responses(exchange(s.port, raw))[0]
+        assert r.status == 400 and b'too large' in r.body, r
+        r = parse_responses(exchange(s.port, [raw[:8000], raw[8000:]], gap=0.02))[0]
+        assert r.status == 400, r
+        assert served(s, '/books') == []
+    finally:
+        s.stop()
+
+
+def client_gone_mid_head():
+    """A client that sends half a head and leaves: the server sees nothing,
+    and the next client is served."""
+    s = Legacy('[limit:a]\nmatch = *\nrate = 100/m\n')
+    try:
+        c = connect(s.port)
+        c.sendall(b'GET /books HTTP/1.1\r\nHost: x\r\n')
+        time.sleep(0.1)
+        c.close()
+        assert s.get().status == 200
+        assert len(served(s, '/books')) == 1
+    finally:
+        s.stop()
+
+
+def smuggling():
+    """Ways to make the shim and the server disagree on where a request
+    ends are all refused before the server sees them."""
+    s = Legacy('[limit:a]\nmatch = *\nrate = 100/m\n')
+    try:
+        attempts = [
+            b'POST /echo HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+            b'POST /echo HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 40\r\n\r\nabcd',
+            b'POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n',
+            b'POST /echo HTTP/1.1\r\nTransfer-Encoding:\x0bchunked\r\n\r\n0\r\n\r\n',
+            b'POST /echo HTTP/1.1\r\nContent-Length : 4\r\n\r\nabcd',
+            b'POST /echo HTTP/1.1\r\n Content-Length: 4\r\n\r\nabcd',
+            b'POST /echo HTTP/1.1\nContent-Length: 4\n\nabcd',
+        ]
+        for a in attempts:
+            raw = exchange(s.port, a)
+            r = parse_responses(raw, first_only=True)[0]
+            assert r.status == 400 and b'bad_request' in r.body, (a, raw)
+        assert served(s, '/echo') == []
+    finally:
+        s.stop()
+
+
+def upgrade():
+    """After the application answers 101, the connection is another
+    protocol and passes untouched; without a 101, framing goes on."""
+    s = Legacy('[limit:a]\nmatch = *\nrate = 3/m\n')
+    try:
+        # legacy_server does not upgrade: the pipelined requests behind the
+        # Upgrade request are still framed and limited.
+        up = request('GET', '/books', {'Upgrade': 'websocket', 'Connection': 'Upgrade'},
+                     close=False)
+        rs = parse_responses(exchange(s.port, up + request('GET', '/books', close=False) * 3))
+        assert [r.status for r in rs] == [200, 200, 200, 429], rs
+    finally:
+        s.stop()
+    # A server that does switch protocols, under the shim.
+    port = servers.free_port()
+    d = os.path.join(TMP, 'ws')
+    os.makedirs(d)
+    conf = os.path.join(d, 'c.conf')
+    shm = f'rlshim-ws-{os.getpid()}'
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nports = {port}\nshm = {shm}\n[limit:a]\nmatch = *\nrate = 3/m\n')
+    code = (
+        'import socket\n'
+        f's = socket.create_server(("127.0.0.1", {port}))\n'
+        'c, _ = s.accept()\n'
+        'buf = b""\n'
+        'while b"\\r\\n\\r\\n" not in buf: buf += c.recv(100)\n'
+        'c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: x\\r\\n\\r\\n")\n'
+        'rest = buf.split(b"\\r\\n\\r\\n", 1)[1]\n'
+        'while len(rest) < 11:\n'
+        '    b = c.recv(100)\n'
+        '    if not b: break\n'
+        '    rest += b\n'
+        'c.sendall(rest)\n'
+        'c.close()\n')
+    env = dict(os.environ, LD_PRELOAD=SHIM, RLSHIM_CONFIG=conf)
+    p = subprocess.Popen(['/usr/bin/python3', '-c', code], env=env,
+                         stderr=subprocess.PIPE)
+    try:
+        for _ in range(100):
+            try:
+                c = connect(port)
+                break
+            except OSError:
+                time.sleep(0.05)
+        c.sendall(request('GET', '/ws', {'Upgrade': 'x', 'Connection': 'Upgrade'}, close=False))
+        time.sleep(0.2)
+        c.sendall(b'\x81\x05\x00not http')
+        got = recv_all(c)
+        c.close()
+        assert got.startswith(b'HTTP/1.1 101'), got
+        assert got.endswith(b'\x81\x05\x00not http'), got
+    finally:
+        p.kill()
+        p.wait()
+        try:
+            os.unlink(f'/dev/shm/{shm}')
+        except FileNotFoundError:
+            pass
+
+
+TESTS = [accept_rule, allow_list, dry_run, proxy_protocol, refund,
+         header_styles, windows_and_retry, budget_survives_restart,
+         unguarded_port, inert_without_accept, bad_config, oversized_head,
+         client_gone_mid_head, smuggling, upgrade]
+
+
+def main():
+    try:
+        return run('features', [(f'features: {t.__name__}', t) for t in TESTS])
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
