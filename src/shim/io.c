@@ -335,6 +335,7 @@ static void drain(int fd)
  * application then sees end of file. */
 static ssize_t answer(struct rl_conn *c, int fd)
 {
+	int saved = errno;
 	char buf[RL_REPLY_MAX];
 	struct rl_reply_req rr = { c->reply_http10, c->reply_head };
 	int n = 0;
@@ -358,6 +359,7 @@ static ssize_t answer(struct rl_conn *c, int fd)
 		c->hold->len = c->hold->framed = c->hold->decided = 0;
 		rl_conn_unhold(c);
 	}
+	errno = saved; /* end of file, as if from the real read */
 	return 0;
 }
 

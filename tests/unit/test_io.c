@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_io.c - the shim's read path without LD_PRELOAD: real TCP sockets on
+ * loopback, the application's reads made through rl_io_read() as the hooks
+ * make them, and what both ends see checked byte for byte.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "io.h"
+
+static struct rl_config *cfg;
+static struct rl_table *table;
+static char seg[64];
+static int listener;
+
+static int getfl(int fd)
+{
+	return fcntl(fd, F_GETFL);
+}
+
+static const struct rl_io_sys sys = { recv, send, close, getfl };
+
+static const char conf[] =
+	"[global]\n"
+	"trusted_proxies = 10.9.0.0/16\n"
+	"[limit:sms]\n"
+	"match = POST /sms\n"
+	"rate = 2/m\n"
+	"[limit:all]\n"
+	"match = *\n"
+	"rate = 1000/m\n";
+
+static int setup_all(void **state)
+{
+	char err[512];
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	(void)state;
+	snprintf(seg, sizeof(seg), "rlshim-test-io-%d", (int)getpid());
+	rl_table_unlink(seg);
+	if (rl_config_parse(conf, "t.conf", &cfg, err, sizeof(err)) ||
+	    rl_table_open(seg, 1024, RL_TABLE_CREATE, &table) ||
+	    rl_io_start(&sys, cfg, table, err, sizeof(err)))
+		return -1;
+	listener = socket(AF_INET, SOCK_STREAM, 0);
+	if (bind(listener, (struct sockaddr *)&a, sizeof(a)) || listen(listener, 64))
+		return -1;
+	return 0;
+}
+
+static int teardown_all(void **state)
+{
+	(void)state;
+	close(listener);
+	rl_table_unlink(seg);
+	return 0;
+}
+
+/* A connected pair: `client` (the test's) and the accepted fd, tracked as
+ * the hooks track it. */
+struct pair {
+	int client;
+	int fd;
+	struct rl_conn *conn;
+};
+
+static void pair_open(struct pair *p)
+{
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	int one = 1;
+
+	getsockname(listener, (struct sockaddr *)&a, &al);
+	p->client = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(p->client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	assert_int_equal(connect(p->client, (struct sockaddr *)&a, al), 0);
+	p->fd = accept(listener, (struct sockaddr *)&peer, &pl);
+	assert_true(p->fd >= 0);
+	assert_int_equal(rl_io_listener(listener), 1);
+	assert_int_equal(rl_io_accepted(listener, p->fd, (struct sockaddr *)&peer, pl), 1);
+	p->conn = rl_conn_of(rl_fd_get(p->fd));
+	assert_non_null(p->conn);
+}
+
+static void pair_close(struct pair *p)
+{
+	rl_io_close(p->fd);
+	close(p->fd);
+	close(p->client);
+}
+
+static void put(struct pair *p, const char *s)
+{
+	assert_int_equal(send(p->client, s, strlen(s), 0), (ssize_t)strlen(s));
+	usleep(20000); /* let it arrive: the reads below must see all of it */
+}
+
+/* The application's read: read(2) into `buf`, through the shim. */
+struct call {
+	int fd;
+	void *buf;
+	size_t len;
+	int flags;
+};
+
+static ssize_t do_recv(void *ctx)
+{
+	struct call *c = ctx;
+
+	return recv(c->fd, c->buf, c->len, c->flags);
+}
+
+static ssize_t app_read(struct pair *p, void *buf, size_t len, int flags)
+{
+	struct call c = { p->fd, buf, len, flags };
+	struct iovec v = { buf, len };
+	struct rl_read r = { p->fd, &v, 1, flags, do_recv, &c, NULL };
+
+	return rl_io_read(p->conn, &r);
+}
+
+/* What the client got back, without waiting for more than `ms`. */
+static size_t client_got(struct pair *p, char *buf, size_t len, int ms)
+{
+	size_t n = 0;
+	struct pollfd pf = { p->client, POLLIN, 0 };
+
+	while (n < len && poll(&pf, 1, ms) > 0) {
+		ssize_t k = recv(p->client, buf + n, len - n, 0);
+
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n < len ? n : len - 1] = '\0';
+	return n;
+}
+
+static const char sms[] = "POST /sms HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi";
+
+/* ---- tests ---------------------------------------------------------------------- */
+
+/* Allowed requests reach the application unchanged, in place. */
+static void test_allowed_in_place(void **state)
+{
+	struct pair p;
+	char buf[4096];
+	ssize_t n;
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+	n = app_read(&p, buf, sizeof(buf), 0);
+	assert_int_equal(n, 47);
+	assert_memory_equal(buf, "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n\r\n", 47);
+	assert_int_equal(p.conn->state, RL_CONN_HTTP);
+	assert_null(p.conn->hold);
+	pair_close(&p);
+}
+
+/* A denied request that comes first: answered at once, EOF to the app,
+ * later writes swallowed. */
+static void test_denied_first(void **state)
+{
+	struct pair p;
+	char buf[4096];
+	char late[] = "late";
+	struct iovec w = { late, 4 };
+	int i;
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		pair_open(&p);
+		put(&p, sms);
+		if (i < 2) {
+			assert_int_equal(app_read(&p, buf, sizeof(buf), 0),
+					 (ssize_t)strlen(sms));
+			pair_close(&p);
+		}
+	}
+	errno = 1234;
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	assert_int_equal(errno, 1234); /* preserved */
+	assert_int_equal(p.conn->state, RL_CONN_DONE);
+	assert_int_equal(rl_io_write(p.conn, &w, 1), 1);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_non_null(strstr(buf, "HTTP/1.1 429 Too Many Requests\r\n"));
+	assert_non_null(strstr(buf, "RateLimit-Limit: 2\r\n"));
+	assert_null(strstr(buf, "late"));
+	/* Reads after the answer stay at EOF. */
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	pair_close(&p);
+}
+
+/* Pipelined: the allowed ones go first, the 429 at the next read. */
+static void test_denied_after_allowed(void **state)
+{
+	struct pair p;
+	char buf[4096], all[3 * sizeof(sms)];
+	char peek;
+
+	(void)state;
+	snprintf(all, sizeof(all), "%s%s%s", "GET /x HTTP/1.1\r\n\r\n",
+		 "GET /y HTTP/1.1\r\n\r\n", sms);
+	/* test_denied_first spent this client's sms budget (2 a minute). */
+	pair_open(&p);
+	put(&p, all);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 38);
+	assert_int_equal(p.conn->state, RL_CONN_DENY);
+	client_got(&p, buf, sizeof(buf), 50);
+	assert_int_equal(buf[0], '\0'); /* nothing answered yet */
+	/* nginx-style peek while the answer is due: "still there". */
+	assert_int_equal(app_read(&p, &peek, 1, MSG_PEEK), -1);
+	assert_int_equal(errno, EAGAIN);
+	/* The application answers its two, then reads again. */
+	send(p.fd, "A1A2", 4, 0);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_memory_equal(buf, "A1A2HTTP/1.1 429", 16);
+	pair_close(&p);
+}
+
+/* A head in pieces is held, never shown; a nonblocking read says EAGAIN
+ * (no busy loop) and the completed head is delivered whole. */
+static void test_partial_head(void **state)
+{
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, "GET /books HT");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_non_null(p.conn->hold);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	put(&p, "TP/1.1\r\nHost: x\r\n\r\nGET /next");
+	/* The head, and not a byte of the next one, which stays queued. */
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 32);
+	assert_memory_equal(buf, "GET /books HTTP/1.1\r\nHost: x\r\n\r\n", 32);
+	assert_int_equal(recv(p.fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT), 9);
+	pair_close(&p);
+}
+
+/* One-byte reads (python's CGI handler): the head comes byte by byte from
+ * the hold buffer, and nothing past it is taken from the socket. */
+static void test_one_byte_reads(void **state)
+{
+	static const char req[] = "POST /echo HTTP/1.1\r\nContent-Length: 4\r\n\r\n";
+	struct pair p;
+	char head[128], body[8];
+	size_t n = 0;
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "POST /echo HTTP/1.1\r\nContent-Length: 4\r\n\r\nBODY");
+	while (n < sizeof(req) - 1) {
+		assert_int_equal(app_read(&p, head + n, 1, 0), 1);
+		n++;
+	}
+	assert_memory_equal(head, req, sizeof(req) - 1);
+	assert_null(p.conn->hold);
+	/* The body is still in the socket, for whoever reads it. */
+	assert_int_equal(recv(p.fd, body, sizeof(body), MSG_DONTWAIT), 4);
+	assert_memory_equal(body, "BODY", 4);
+	pair_close(&p);
+}
+
+/* readv with the head split across the application's buffers. */
+static ssize_t do_readv(void *ctx)
+{
+	struct call *c = ctx;
+
+	return readv(c->fd, c->buf, (int)c->len);
+}
+
+static void test_readv_split(void **state)
+{
+	struct pair p;
+	char a[7], b[64];
+	struct iovec iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	struct call c;
+	struct rl_read r;
+
+	(void)state;
+	pair_open(&p);
+	c = (struct call){ p.fd, iov, 2, 0 };
+	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL };
+	put(&p, "GET /readv HTTP/1.1\r\nX: y\r\n\r\n");
+	assert_int_equal(rl_io_read(p.conn, &r), 29);
+	assert_memory_equal(a, "GET /re", 7);
+	assert_memory_equal(b, "adv HTTP/1.1\r\nX: y\r\n\r\n", 22);
+	assert_null(p.conn->hold); /* the gathering buffer went back */
+	pair_close(&p);
+}
+
+/* Garbage: the 400, nothing for the application. TLS: untouched. */
+static void test_garbage_and_tls(void **state)
+{
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "\x01\x02nonsense\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_non_null(strstr(buf, "400 Bad Request"));
+	assert_non_null(strstr(buf, "not an HTTP request"));
+	pair_close(&p);
+
+	pair_open(&p);
+	assert_int_equal(send(p.client, "\x16\x03\x01\x00\x05hello", 10, 0), 10);
+	usleep(20000);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 10);
+	assert_memory_equal(buf, "\x16\x03\x01\x00\x05hello", 10);
+	assert_int_equal(p.conn->state, RL_CONN_PASS);
+	pair_close(&p);
+}
+
+/* The application's own peeks pass untouched. */
+static void test_app_peek(void **state)
+{
+	struct pair p;
+	char buf[64];
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "GET /p HTTP/1.1\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, 4, MSG_PEEK), 4);
+	assert_memory_equal(buf, "GET ", 4);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 19);
+	pair_close(&p);
+}
+
+/* dup shares the connection; the last close frees it. */
+static void test_dup_close(void **state)
+{
+	struct rl_conn_stats before, after;
+	struct pair p;
+	int d;
+
+	(void)state;
+	rl_conn_stats(&before);
+	pair_open(&p);
+	d = dup(p.fd);
+	rl_io_dup(p.fd, d);
+	assert_ptr_equal(rl_conn_of(rl_fd_get(d)), p.conn);
+	rl_io_close(p.fd);
+	close(p.fd);
+	p.fd = d;
+	assert_non_null(rl_conn_of(rl_fd_get(d)));
+	pair_close(&p);
+	rl_conn_stats(&after);
+	assert_int_equal(after.conns_live, before.conns_live);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_allowed_in_place),
+		cmocka_unit_test(test_denied_first),
+		cmocka_unit_test(test_denied_after_allowed),
+		cmocka_unit_test(test_partial_head),
+		cmocka_unit_test(test_one_byte_reads),
+		cmocka_unit_test(test_readv_split),
+		cmocka_unit_test(test_garbage_and_tls),
+		cmocka_unit_test(test_app_peek),
+		cmocka_unit_test(test_dup_close),
+	};
+
+	return cmocka_run_group_tests_name("io", tests, setup_all, teardown_all);
+}
