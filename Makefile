@@ -68,7 +68,7 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all -D_GNU_SOURCE -Iinclude -iquote src/core \
 	-iquote src/shim
-FUZZ_DEPS := src/shim/http.c src/shim/proxy.c src/core/addr.c
+FUZZ_DEPS := src/shim/http.c src/shim/proxy.c src/core/addr.c src/core/path.c
 FUZZ_SECONDS ?= 20
 
 # ---- benchmarks --------------------------------------------------------------
@@ -130,7 +130,7 @@ $(B)/tests/%: tests/stress/%.c $(B)/librlcore.a
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/librlcore.a \
 		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/proxy.h | $(DEPS_STAMP)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/proxy.h src/core/path.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS)
@@ -149,7 +149,8 @@ $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 # build/san). With SANITIZE set, only the sanitized unit tests run.
 SAN_DEFAULT := address,undefined
 SERVERS := legacy python nginx lighttpd busybox
-INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)")
+INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
+	"python3 tests/integration/test_features.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build

@@ -31,6 +31,7 @@
 
 #include <ini.h>
 
+#include "path.h"
 #include "time.h"
 
 #define LINE_MAX_BYTES 1024          /* longest line, without its newline */
@@ -724,7 +725,16 @@ static int parse_match(struct parser *p, const char *v)
 	}
 	if (plen >= RL_PATH_MAX)
 		return bad_match(p, v, "PATH longer than 255 bytes");
-	set_text(r->path, sizeof(r->path), path, plen);
+	{
+		/* Written as requests will be matched: "/a//b", "/%73ms"
+		 * and "/a/../b" mean what they will be normalised to. */
+		uint32_t nlen;
+		uint8_t cut;
+
+		if (rl_path_normalize(path, plen, r->path, sizeof(r->path),
+				      &nlen, &cut) || cut)
+			return bad_match(p, v, "PATH has bad percent-encoding");
+	}
 	r->path_prefix = prefix;
 	return 0;
 }

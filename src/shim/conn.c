@@ -137,9 +137,16 @@ struct rl_fd *rl_fd_get(int fd)
 {
 	if (!fds || fd < 0 || (unsigned)fd >= RL_FD_MAX)
 		return NULL;
-	if ((unsigned)fd > atomic_load_explicit(&fd_high, memory_order_relaxed))
-		atomic_store_explicit(&fd_high, (unsigned)fd,
-				      memory_order_relaxed);
+	{
+		unsigned high = atomic_load_explicit(&fd_high, memory_order_relaxed);
+
+		/* Only ever up: two threads raising it race, so CAS. */
+		while ((unsigned)fd > high &&
+		       !atomic_compare_exchange_weak_explicit(
+			       &fd_high, &high, (unsigned)fd,
+			       memory_order_relaxed, memory_order_relaxed))
+			;
+	}
 	return &fds[fd];
 }
 

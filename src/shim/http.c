@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "path.h"
+
 /* ---- character classes --------------------------------------------------- */
 
 /* RFC 9110 tchar: "!#$%&'*+-.^_`|~" DIGIT ALPHA */
@@ -357,134 +359,6 @@ void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req)
 	}
 }
 
-/* ---- the path ------------------------------------------------------------ */
-
-/* Append one decoded byte to the normalised path, resolving dot segments
- * and merging slashes as they complete. */
-struct pathbuf {
-	char *out;
-	size_t cap, len;
-	uint8_t truncated;
-};
-
-static void path_segment_end(struct pathbuf *b)
-{
-	size_t start, seg;
-
-	/* The segment just finished runs from after the last '/' to len. */
-	for (start = b->len; start > 0 && b->out[start - 1] != '/'; start--)
-		;
-	seg = b->len - start;
-	if (seg == 1 && b->out[start] == '.') {
-		b->len = start; /* "/./" -> "/" */
-	} else if (seg == 2 && b->out[start] == '.' && b->out[start + 1] == '.') {
-		/* "/a/../" -> "/": drop the segment before, never above root */
-		size_t up = start > 0 ? start - 1 : 0;
-
-		while (up > 0 && b->out[up - 1] != '/')
-			up--;
-		b->len = up > 0 ? up : 1;
-		if (b->len == 1)
-			b->out[0] = '/';
-	}
-}
-
-static void path_put(struct pathbuf *b, char c)
-{
-	if (c == '/') {
-		path_segment_end(b);
-		if (b->len > 0 && b->out[b->len - 1] == '/')
-			return; /* "//" -> "/" */
-	}
-	if (b->len + 1 >= b->cap) {
-		b->truncated = 1;
-		return;
-	}
-	b->out[b->len++] = c;
-}
-
-int rl_http_normalize(const char *target, size_t len, char *out,
-		      size_t outlen, uint32_t *out_len, uint8_t *truncated)
-{
-	struct pathbuf b = { out, outlen, 0, 0 };
-	size_t i = 0;
-
-	if (outlen < 2)
-		return -EINVAL;
-	if (len == 1 && target[0] == '*') {
-		out[0] = '*';
-		out[1] = '\0';
-		*out_len = 1;
-		*truncated = 0;
-		return 0;
-	}
-	if (len == 0)
-		return -EINVAL;
-	if (target[0] != '/') {
-		/* absolute-form: scheme "://" authority, then the path */
-		size_t s = 0;
-
-		while (s < len && (tchar[(uint8_t)target[s]] && target[s] != '/'))
-			s++;
-		if (s + 2 < len && target[s] == ':' && target[s + 1] == '/' &&
-		    target[s + 2] == '/') {
-			i = s + 3;
-			while (i < len && target[i] != '/' && target[i] != '?' &&
-			       target[i] != '#')
-				i++;
-			if (i == len || target[i] != '/') {
-				out[0] = '/';
-				out[1] = '\0';
-				*out_len = 1;
-				*truncated = 0;
-				return 0;
-			}
-		} else {
-			/* authority-form (CONNECT host:port): no path */
-			out[0] = '\0';
-			*out_len = 0;
-			*truncated = 0;
-			return 0;
-		}
-	}
-	for (; i < len; i++) {
-		char c = target[i];
-
-		if (c == '?' || c == '#')
-			break;
-		if (c == '%') {
-			int hi, lo;
-
-			if (i + 2 >= len)
-				return -EINVAL;
-			hi = hexval((uint8_t)target[i + 1]);
-			lo = hexval((uint8_t)target[i + 2]);
-			if (hi < 0 || lo < 0)
-				return -EINVAL;
-			c = (char)(hi << 4 | lo);
-			if (c == '\0')
-				return -EINVAL;
-			i += 2;
-		}
-		path_put(&b, c);
-	}
-	/* A last segment of "." or ".." resolves as if a '/' followed. */
-	if (b.len > 0) {
-		size_t start;
-
-		for (start = b.len; start > 0 && b.out[start - 1] != '/'; start--)
-			;
-		if ((b.len - start == 1 && b.out[start] == '.') ||
-		    (b.len - start == 2 && b.out[start] == '.' &&
-		     b.out[start + 1] == '.'))
-			path_segment_end(&b);
-	}
-	out[b.len] = '\0';
-	*out_len = (uint32_t)b.len;
-	*truncated = b.truncated;
-	return 0;
-}
-
 /* ---- the head ------------------------------------------------------------ */
 
 static int bad(struct rl_http_req *req, const char *why)
@@ -592,7 +466,7 @@ int rl_http_parse_head(const uint8_t *p, size_t len,
 	}
 	req->head = me - ms == 4 && memcmp(h + ms, "HEAD", 4) == 0;
 	req->connect = me - ms == 7 && memcmp(h + ms, "CONNECT", 7) == 0;
-	if (rl_http_normalize(h + ts, te - ts, req->path, sizeof(req->path),
+	if (rl_path_normalize(h + ts, te - ts, req->path, sizeof(req->path),
 			      &req->path_len, &req->path_truncated))
 		return bad(req, "bad request target");
 	/* authority-form (no path) is for CONNECT only */

@@ -138,15 +138,6 @@ int rl_http_parse_head(const uint8_t *p, size_t len,
 		       const struct rl_http_want *want,
 		       struct rl_http_req *req);
 
-/*
- * Normalise a request target's path for matching: the path of origin- or
- * absolute-form, percent-decoded, dot segments removed, slashes merged, the
- * query dropped. "*" stays "*"; authority-form gives "". Returns 0 or
- * -EINVAL (bad percent-encoding, a decoded NUL, not a target).
- */
-int rl_http_normalize(const char *target, size_t len, char *out,
-		      size_t outlen, uint32_t *out_len, uint8_t *truncated);
-
 /* After EV_HEAD and a successful parse: frame the body that follows. */
 void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req);
 

@@ -102,6 +102,15 @@ struct taken {
 	size_t len;
 };
 
+/* Give back what a request took: it is refused after all. */
+static void refund_all(const struct rl_policy *p, const struct taken *done,
+		       unsigned ndone, uint64_t now)
+{
+	for (unsigned k = 0; k < ndone; k++)
+		rl_table_refund(p->table, p->ids[done[k].rule], done[k].key,
+				done[k].len, 1, now);
+}
+
 static int take(const struct rl_policy *p, unsigned i, const void *key,
 		size_t len, uint64_t now, struct taken *done, unsigned *ndone,
 		struct rl_verdict *v)
@@ -124,9 +133,7 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 		}
 		return 0;
 	}
-	for (unsigned k = 0; k < *ndone; k++)
-		rl_table_refund(p->table, p->ids[done[k].rule], done[k].key,
-				done[k].len, 1, now);
+	refund_all(p, done, *ndone, now);
 	v->allowed = 0;
 	v->rule = (int)i;
 	v->res = res;
@@ -259,17 +266,25 @@ int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
 			unsigned n = req->nvalues[w];
 			const struct rl_http_value *val = req->values[w];
 
+			int ambiguous = n > RL_WANT_VALUES;
+
 			/* nginx's rule: no key, not accounted. */
 			if (n == 0)
 				continue;
 			/* Two different values: which one does the
-			 * application read? Unknowable, so refuse. */
+			 * application read? Unknowable, so refuse (a 400
+			 * costs the client nothing, like a 429), except in
+			 * dry-run, which never refuses anything. */
 			for (unsigned k = 1; k < n && k < RL_WANT_VALUES; k++)
 				if (val[k].len != val[0].len ||
 				    memcmp(val[k].p, val[0].p, val[0].len))
-					return -EINVAL;
-			if (n > RL_WANT_VALUES)
+					ambiguous = 1;
+			if (ambiguous) {
+				if (cfg->mode == RL_MODE_DRY_RUN)
+					continue;
+				refund_all(p, done, ndone, now_ns);
 				return -EINVAL;
+			}
 			key = val[0].p;
 			len = val[0].len;
 			if (len == 0)

@@ -95,7 +95,10 @@ def exchange(port, chunks, family=socket.AF_INET, gap=0.0, shut=False,
     half-close after sending."""
     if isinstance(chunks, (bytes, bytearray)):
         chunks = [chunks]
-    s = connect(port, family, timeout)
+    try:
+        s = connect(port, family, timeout)
+    except ConnectionResetError:
+        return b''  # refused at accept, before connect() even returned
     try:
         for i, c in enumerate(chunks):
             if i and gap:
@@ -104,8 +107,16 @@ def exchange(port, chunks, family=socket.AF_INET, gap=0.0, shut=False,
         if shut:
             s.shutdown(socket.SHUT_WR)
         return recv_all(s)
+    except (BrokenPipeError, ConnectionResetError):
+        return recv_all(s)
     finally:
         s.close()
+
+
+def refused(port, family=socket.AF_INET):
+    """True if a connection gets nothing back for a request: closed at
+    accept, without reading."""
+    return exchange(port, request('GET', '/books'), family) == b''
 
 
 def request(method, path, headers=None, body=b'', version='HTTP/1.1',

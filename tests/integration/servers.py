@@ -29,11 +29,11 @@ Kinds and what they claim (`features`):
             connection, listens on [::] (dual stack). echo (/cgi-bin/echo),
             ipv6, access_log (partial: no method; no status for CGI).
 
-POST /sms: legacy and nginx answer 200; lighttpd, python and busybox have
-no handler for it and answer with an error status (see SMS_STATUS).
+POST /sms: legacy and nginx answer 200 with {"sent":true}; lighttpd serves
+a static file `sms` (200, same body); python and busybox have no handler
+for POST on a static path and answer 501 (see SMS_STATUS).
 """
 
-import errno
 import os
 import re
 import shutil
@@ -52,6 +52,9 @@ FIXTURES = HERE / 'fixtures'
 LEGACY_SERVER = REPO / 'build' / 'legacy_server'
 SHIM = REPO / 'build' / 'librlshim.so'
 PYTHON = '/usr/bin/python3'
+NGINX = shutil.which('nginx') or '/usr/sbin/nginx'
+LIGHTTPD = shutil.which('lighttpd') or '/usr/sbin/lighttpd'
+BUSYBOX = shutil.which('busybox') or '/bin/busybox'
 
 BOOKS = b'{"books":["SICP","TAOCP","K&R"]}'
 
@@ -60,6 +63,13 @@ SMS_STATUS = {'legacy': 200, 'nginx': 200, 'python': 501, 'busybox': 501,
               'lighttpd': 200}
 
 _given_ports: set[int] = set()
+
+
+def available(kind: str) -> bool:
+    """Whether the program behind `kind` is installed (for skipping)."""
+    prog = {'legacy': str(LEGACY_SERVER), 'python': PYTHON, 'nginx': NGINX,
+            'lighttpd': LIGHTTPD, 'busybox': BUSYBOX}[kind]
+    return os.access(prog, os.X_OK)
 
 
 def free_port() -> int:
@@ -128,6 +138,45 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
+def _listeners(port: int) -> list[tuple[str, str]] | None:
+    """(address, socket inode) of every TCP listener on `port`, from
+    /proc/net/tcp{,6}; None if those cannot be read."""
+    out = []
+    for name, fam in (('/proc/net/tcp', socket.AF_INET),
+                      ('/proc/net/tcp6', socket.AF_INET6)):
+        try:
+            with open(name) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            if fam == socket.AF_INET:
+                return None
+            continue
+        for line in lines:
+            fl = line.split()
+            hexaddr, hexport = fl[1].rsplit(':', 1)
+            if fl[3] != '0A' or int(hexport, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(hexaddr)  # 32-bit words in host order
+            raw = b''.join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            out.append((socket.inet_ntop(fam, raw), fl[9]))
+    return out
+
+
+def _group_owns(pgid: int, inodes: set[str]) -> bool:
+    want = {f'socket:[{i}]' for i in inodes}
+    for pid in _group_alive(pgid):
+        try:
+            for fd in os.listdir(f'/proc/{pid}/fd'):
+                try:
+                    if os.readlink(f'/proc/{pid}/fd/{fd}') in want:
+                        return True
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return False
+
+
 class Server:
     def __init__(self, kind: str, workdir: str, shim: str | None,
                  config: str | None, port: int,
@@ -141,6 +190,7 @@ class Server:
         self.port = port
         self.echo_port = echo_port
         self.proc: subprocess.Popen | None = None
+        self._stopped = True
         self._files = []
         self.docroot = self.workdir / 'docroot'
         self.stdout_path = self.workdir / f'{kind}.stdout'
@@ -197,7 +247,7 @@ class Server:
                     str(self.port)], self.docroot
         if self.kind == 'busybox':
             self._docroot(cgi=True)
-            return ['busybox', 'httpd', '-f', '-vv', '-p',
+            return [BUSYBOX, 'httpd', '-f', '-vv', '-p',
                     f'[::]:{self.port}', '-h', str(self.docroot)], self.docroot
         if self.kind == 'nginx':
             self._docroot(cgi=False)
@@ -208,6 +258,7 @@ class Server:
                 echo = ('        location /echo {\n'
                         f'            proxy_pass http://127.0.0.1:{self.echo_port};\n'
                         '            client_max_body_size 4m;\n'
+                        '            client_body_buffer_size 4m;\n'
                         '        }\n')
             user = 'user root root;' if os.geteuid() == 0 else ''
             conf = w / 'nginx.conf'
@@ -216,7 +267,7 @@ class Server:
                                         USER=user, ECHO=echo))
             self.error_log_path = w / 'error.log'
             self.access_log_path = w / 'access.log'
-            return ['nginx', '-p', str(w), '-c', str(conf),
+            return [NGINX, '-p', str(w), '-c', str(conf),
                     '-e', str(self.error_log_path)], w
         if self.kind == 'lighttpd':
             self._docroot(cgi=False)
@@ -234,7 +285,7 @@ class Server:
                                         ECHO=echo))
             self.error_log_path = w / 'error.log'
             self.access_log_path = w / 'access.log'
-            return ['lighttpd', '-D', '-f', str(conf)], w
+            return [LIGHTTPD, '-D', '-f', str(conf)], w
         raise AssertionError(self.kind)
 
     # -- lifecycle ----------------------------------------------------------
@@ -244,7 +295,18 @@ class Server:
         return self.proc.pid if self.proc else None
 
     def start(self, timeout: float = 10.0) -> None:
-        if self.proc is not None:
+        """Launch and wait until the port accepts connections.
+
+        Readiness is read from /proc/net/tcp{,6}: a LISTEN socket on the
+        port (127.0.0.1, and ::1 when 'ipv6' is claimed) held by this
+        server's process group. No probe connection is made (one would
+        spend budget of a `match = accept` rule); a bare connect is only
+        the fallback when /proc cannot be read.
+
+        A stopped Server may be started again (same port and files; its logs
+        are appended to, so access_log() then holds both runs).
+        """
+        if not self._stopped:
             raise RuntimeError(f'{self.kind} server already started')
         argv, cwd = self._prepare()
         env = dict(os.environ)
@@ -268,34 +330,56 @@ class Server:
             addrs.append((socket.AF_INET6, '::1'))
         deadline = time.monotonic() + timeout
         pending = list(addrs)
-        while pending:
+        while True:
             if self.proc.poll() is not None:
                 rc = self.proc.returncode
                 self.stop()
                 raise RuntimeError(f'{self.kind} server exited with status '
                                    f'{rc} before listening on port '
                                    f'{self.port}:\n{self._log_tail()}')
-            fam, host = pending[0]
-            try:
-                # A bare connect + close: no request, no rate-limit budget
-                # spent (a [limit:conn] "match = accept" rule does count it).
-                with socket.socket(fam, socket.SOCK_STREAM) as s:
-                    s.settimeout(0.5)
-                    s.connect((host, self.port))
-                pending.pop(0)
-                continue
-            except OSError:
-                pass
+            ls = _listeners(self.port)
+            if ls is not None:
+                # Ready when our own process group has a listening socket
+                # for each address (a [::] wildcard counts for 127.0.0.1:
+                # legacy, python and busybox bind it dual-stack). The
+                # kernel queues connections from listen() on, so a connect
+                # would succeed; none is made, so a "match = accept" rule
+                # of the shim never counts a probe.
+                mine = {a for a, ino in ls
+                        if _group_owns(self.proc.pid, {ino})}
+                need = {'127.0.0.1': {'127.0.0.1', '0.0.0.0', '::'},
+                        '::1': {'::1', '::'}}
+                pending = [(f, h) for f, h in pending
+                           if not (mine & need[h])]
+                what = (f'not listening on {pending[0][1]}' if pending
+                        else '')
+                if ls and not mine:
+                    what = 'port held by another process'
+            elif pending:
+                # No /proc: fall back to a bare connect + close (sends
+                # nothing, but a "match = accept" rule counts it).
+                fam, host = pending[0]
+                what = f'not listening on {host}'
+                try:
+                    with socket.socket(fam, socket.SOCK_STREAM) as s:
+                        s.settimeout(0.5)
+                        s.connect((host, self.port))
+                    pending.pop(0)
+                    continue
+                except OSError:
+                    pass
+            if not pending:
+                return
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f'{self.kind} server not listening on '
-                                   f'{host} port {self.port} after '
-                                   f'{timeout}s:\n{self._log_tail()}')
+                raise RuntimeError(f'{self.kind} server: {what} port '
+                                   f'{self.port} after {timeout}s:\n'
+                                   f'{self._log_tail()}')
             time.sleep(0.05)
 
     def stop(self) -> None:
         """SIGTERM the process group, up to 5 s, then SIGKILL. Idempotent."""
-        if self.proc is None or getattr(self, '_stopped', True):
+        if self.proc is None or self._stopped:
             return
         self._stopped = True
         pgid = self.proc.pid  # start_new_session: the leader's pid
@@ -492,7 +576,6 @@ def _read_response(f):
 
 def _request(host, port, method, path, body=None, chunked=False,
              keep=False):
-    fam = socket.AF_INET6 if ':' in host else socket.AF_INET
     with socket.create_connection((host, port), timeout=10) as s:
         hdr = f'{method} {path} HTTP/1.1\r\nHost: test\r\n'
         if not keep:
@@ -511,7 +594,6 @@ def _request(host, port, method, path, body=None, chunked=False,
                 data = body
         s.sendall(hdr.encode() + b'\r\n' + data)
         return _read_response(s.makefile('rb'))
-    del fam
 
 
 def _selfcheck_one(kind, shim, echo_port, root):
@@ -567,16 +649,25 @@ def _selfcheck_one(kind, shim, echo_port, root):
                     st, h, body = _read_response(f)
                     assert st == 200 and body.strip() == BOOKS, (st, h)
             notes.append('pipelining')
+        pids = set()
         if 'workers' in srv.features:
-            pids = set()
             for _ in range(40):
                 _, h, _ = _request('127.0.0.1', port, 'GET', '/books')
-                pids.add(h.get('x-worker'))
+                pids.add(int(h.get('x-worker')))
+            assert len(pids) >= 2, pids
             notes.append(f'workers={len(pids)}')
         log = srv.access_log(min_entries=1)
         assert log, 'empty access log'
         gets = [e for e in log if e['target'] == '/books']
         assert gets and gets[0]['client'] == '127.0.0.1', log[:3]
+        assert gets[0]['method'] in ('GET', None), gets[0]
+        if 'ipv6' in srv.features:
+            assert gets[1]['client'] == '::1', gets[1]
+        if 'echo' in srv.features:
+            e = [e for e in log if e['target'] == srv.echo_path][0]
+            assert e['bytes_in'] is None or e['bytes_in'] >= len(payload), e
+        if pids:
+            assert {e['pid'] for e in log} == pids, (pids, log[-3:])
         notes.append(f'log={len(log)}')
         if shim:
             assert 'msg="limiting"' in srv.stderr_text(), srv.stderr_text()
@@ -586,6 +677,7 @@ def _selfcheck_one(kind, shim, echo_port, root):
         left = _group_alive(srv.pid)
         if left:
             notes.append(f'LEFT RUNNING: {left}')
+    shutil.rmtree(work, ignore_errors=True)
     return f'{time.monotonic() - t0:.1f}s ' + ' '.join(notes), srv
 
 
@@ -602,8 +694,12 @@ def _selfcheck(kinds):
             for shim in (None, str(SHIM)):
                 label = f'{kind:8} {"shim" if shim else "bare"}'
                 try:
-                    msg, _ = _selfcheck_one(kind, shim, echo_port, root)
+                    msg, srv = _selfcheck_one(kind, shim, echo_port, root)
                     print(f'ok   {label} {msg}', flush=True)
+                    if not shim:
+                        print(f'     {kind:8} features: '
+                              f'{" ".join(sorted(srv.features))}; '
+                              f'echo_path {srv.echo_path}', flush=True)
                 except Exception as e:  # noqa: BLE001
                     failed += 1
                     print(f'FAIL {label} {type(e).__name__}: {e}',
@@ -615,7 +711,10 @@ def _selfcheck(kinds):
                         pass
     finally:
         echo.stop()
-    print(f'work dirs kept in {root}')
+    if failed:
+        print(f'work dirs of failed runs kept in {root}')
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     return failed
 
 

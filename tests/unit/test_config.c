@@ -465,6 +465,10 @@ static void test_match_forms(void **state)
 		{ "delete *", RL_MATCH_REQUEST, "delete", "", false },
 		{ "* /*", RL_MATCH_REQUEST, "", "/", true },
 		{ "PROPFIND /dav*", RL_MATCH_REQUEST, "PROPFIND", "/dav", true },
+		/* Paths are kept in the form requests are matched in. */
+		{ "POST //sms", RL_MATCH_REQUEST, "POST", "/sms", false },
+		{ "POST /%73ms", RL_MATCH_REQUEST, "POST", "/sms", false },
+		{ "GET /a/../b/*", RL_MATCH_REQUEST, "GET", "/b/", true },
 	};
 	char text[256];
 
@@ -841,6 +845,8 @@ static void test_error_bad_match(void **state)
 		{ "[limit:a]\nmatch = ABCDEFGHIJKLMNOP /a\n",
 		  "x.conf:2: bad match 'ABCDEFGHIJKLMNOP /a' (METHOD must be * or a "
 		  "token of at most 15 characters)" },
+		{ "[limit:a]\nmatch = GET /a%zz\n",
+		  "x.conf:2: bad match 'GET /a%zz' (PATH has bad percent-encoding)" },
 	};
 
 	(void)state;
