@@ -18,23 +18,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ascii.h"
+
 /* Longest text we accept: "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255". */
 #define ADDR_TEXT_MAX (RL_ADDR_STRLEN - 1)
 /* ... and a "/128" after it. */
 #define CIDR_TEXT_MAX (RL_CIDR_STRLEN - 1)
 
 /* ---- text parsing ---- */
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /*
  * Exactly four decimal parts 0..255 separated by single dots, covering all
@@ -94,7 +85,7 @@ static int parse_v6(const char *s, size_t len, uint8_t out[16])
 		int h;
 
 		/* Stop at five digits: enough to know there are too many. */
-		while (i < len && i - start < 5 && (h = hexval(s[i])) >= 0) {
+		while (i < len && i - start < 5 && (h = rl_ascii_hexval((uint8_t)s[i])) >= 0) {
 			v = (v << 4) | (unsigned)h;
 			i++;
 		}

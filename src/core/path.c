@@ -12,16 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
-static inline int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "ascii.h"
 
 /* RFC 3986 scheme characters: ALPHA DIGIT "+" "-" "." */
 static inline int scheme_char(uint8_t c)
@@ -128,8 +119,8 @@ int rl_path_normalize(const char *target, size_t len, char *out,
 
 			if (i + 2 >= len)
 				return -EINVAL;
-			hi = hexval((uint8_t)target[i + 1]);
-			lo = hexval((uint8_t)target[i + 2]);
+			hi = rl_ascii_hexval((uint8_t)target[i + 1]);
+			lo = rl_ascii_hexval((uint8_t)target[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = (char)(hi << 4 | lo);

@@ -70,18 +70,26 @@ static int parse_digits(const char *s, uint64_t *v)
 	return i;
 }
 
+/* The count a duration or a rate starts with: at least one digit. Returns
+ * how many digits, or -EINVAL / -ERANGE. */
+static int leading_number(const char *s, uint64_t *n)
+{
+	int digits;
+
+	if (!s)
+		return -EINVAL;
+	digits = parse_digits(s, n);
+	return digits == 0 ? -EINVAL : digits;
+}
+
 int rl_time_parse_duration(const char *s, uint64_t *out_ns)
 {
 	uint64_t n, unit, ns;
 	int digits;
 
-	if (!s)
-		return -EINVAL;
-	digits = parse_digits(s, &n);
+	digits = leading_number(s, &n);
 	if (digits < 0)
 		return digits;
-	if (digits == 0)
-		return -EINVAL;
 	unit = unit_ns(s + digits, strlen(s + digits));
 	if (!unit)
 		return -EINVAL;
@@ -97,13 +105,9 @@ int rl_time_parse_rate(const char *s, struct rl_rate *out)
 	uint64_t n, unit;
 	int digits;
 
-	if (!s)
-		return -EINVAL;
-	digits = parse_digits(s, &n);
+	digits = leading_number(s, &n);
 	if (digits < 0)
 		return digits;
-	if (digits == 0)
-		return -EINVAL;
 	slash = s + digits;
 	if (*slash == 'r') /* nginx: 10r/s */
 		slash++;

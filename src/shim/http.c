@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "path.h"
 
 /* ---- character classes --------------------------------------------------- */
@@ -42,28 +43,12 @@ static inline int value_byte(uint8_t c)
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
-static inline int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static inline uint8_t lower(uint8_t c)
-{
-	return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
-}
-
 int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
 	if (alen != blen)
 		return 0;
 	for (size_t i = 0; i < alen; i++)
-		if (lower((uint8_t)a[i]) != lower((uint8_t)b[i]))
+		if (rl_ascii_lower((uint8_t)a[i]) != rl_ascii_lower((uint8_t)b[i]))
 			return 0;
 	return 1;
 }
@@ -261,7 +246,7 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 				h->phase = RL_HTTP_IDLE;
 			continue;
 		case RL_HTTP_CHUNK_SIZE:
-			v = hexval(c);
+			v = rl_ascii_hexval(c);
 			if (v >= 0) {
 				if (++h->ext_len > 15)
 					return fail(h, out, i, "chunk size too large");
