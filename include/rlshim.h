@@ -96,6 +96,7 @@ enum rl_algorithm {
 #define RL_RULE_NAME_MAX 32  /* including the terminating NUL */
 #define RL_KEY_MAX 48        /* key bytes kept verbatim; longer keys are
 				 stored as a prefix plus a digest */
+#define RL_MAX_PLANS 8       /* tariffs a rule may have */
 
 struct rl_table;
 
@@ -140,6 +141,8 @@ struct rl_rule_def {
 	const char *name;
 	enum rl_algorithm algorithm;
 	struct rl_rate rate;
+	unsigned nplans;            /* tariffs, 0..RL_MAX_PLANS: a key's slot */
+	const struct rl_rate *plans; /* names which one applies to it */
 };
 int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 		  unsigned *id);

@@ -22,7 +22,6 @@
 #define RL_CONFIG_ENV "RLSHIM_CONFIG"
 
 #define RL_MAX_PORTS 64
-#define RL_MAX_PLANS 8
 #define RL_MAX_IFACES 8
 #define RL_PATH_MAX 256     /* a rule's match path */
 #define RL_HEADER_NAME_MAX 64

@@ -11,4 +11,9 @@
 
 uint64_t rl_hash_sip13(const uint64_t key[2], const void *data, size_t len);
 
+/* A fixed, public key, for names that must agree between hosts (digests of
+ * long keys, rule identities); the per-segment seed keys everything a client
+ * could aim at. */
+extern const uint64_t rl_hash_public_key[2];
+
 #endif /* RL_HASH_H */

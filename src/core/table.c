@@ -1,37 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table.c - the lock-free shared table of buckets.
+ * table.c - the shared segment: its layout, creating and attaching it,
+ * refusing foreign or broken ones, and the rules registered in it. The keys
+ * and decisions are slot.c's.
  *
  * Every process on the host that limits with the same segment name maps the
  * same file in /dev/shm and decides from it. There are no locks: a key's
  * state is one 64-bit word changed by compare-and-swap, so a process killed
  * at any instruction leaves either the old word or the new one, and nobody
  * ever waits for it.
- *
- * Keys live in buckets of RL_BUCKET_SLOTS slots chosen by a keyed hash. A
- * slot is claimed with one CAS on its key word and is never emptied again;
- * when a bucket is full a slot is re-keyed ("evicted"):
- *   1. CAS the victim's state from the value judged to a marker, so that no
- *      update of the old key can land after this point;
- *   2. CAS the key word to the new tag and write the new key's bytes;
- *   3. CAS the marker back to 0, a new key's state.
- * A reader loads the state, then the key word, and only trusts the state if
- * the key is still its own; its CAS on the state fails if a marker came in
- * between. A process that dies inside 1-3 leaves a marker that others clear
- * after RL_MARK_TIMEOUT_NS; until then the slot is skipped, never waited on.
- *
- * Who is evicted: a slot whose state carries no information any more (a
- * full bucket) first; else the key with the least debt (time until its state
- * expires), but never one that is being limited right now, i.e. whose next
- * request would be denied. If every candidate is being limited the request
- * is decided as a new key's without a slot (an "overflow"), so a flood of
- * new keys can neither evict a limited key nor be refused wholesale.
+
  */
 #include "table.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,12 +30,6 @@
 #include "hash.h"
 
 #define INIT_WAIT_NS (1000 * 1000000ull) /* attachers wait up to 1 s */
-#define LOOKUP_RETRIES 8
-
-/* A fixed, public key for names that must agree between hosts (digests of
- * long keys); the per-segment seed keys everything a client could aim at. */
-static const uint64_t public_key[2] = { 0x726c7368696d2d31ull,
-					0x6b65792d64696721ull };
 
 static __thread char table_error[256];
 
@@ -90,7 +67,7 @@ uint32_t rl_table_capacity_round(uint32_t capacity)
 }
 
 struct layout {
-	uint64_t rules_off, shards_off, slots_off, meta_off, size;
+	uint64_t rules_off, shards_off, slots_off, meta_off, bans_off, size;
 };
 
 static void layout_of(uint32_t capacity, struct layout *l)
@@ -105,8 +82,10 @@ static void layout_of(uint32_t capacity, struct layout *l)
 	l->meta_off = align_up(l->slots_off +
 			       (uint64_t)capacity * sizeof(struct rl_slot),
 			       RL_SHM_ALIGN);
-	l->size = align_up(l->meta_off +
-			   (uint64_t)capacity * sizeof(struct rl_slot_meta),
+	l->bans_off = align_up(l->meta_off +
+			       (uint64_t)capacity * sizeof(struct rl_slot_meta),
+			       RL_SHM_ALIGN);
+	l->size = align_up(l->bans_off + RL_BANS * sizeof(struct rl_shm_ban),
 			   RL_SHM_ALIGN);
 }
 
@@ -180,6 +159,7 @@ static void table_bind(struct rl_table *t, void *base, uint64_t size)
 	t->shards = (struct rl_shm_shard *)((char *)base + h->shards_off);
 	t->slots = (struct rl_slot *)((char *)base + h->slots_off);
 	t->meta = (struct rl_slot_meta *)((char *)base + h->meta_off);
+	t->bans = (struct rl_shm_ban *)((char *)base + h->bans_off);
 	t->bucket_mask = (1ull << h->bucket_bits) - 1;
 	t->seed[0] = h->seed[0];
 	t->seed[1] = h->seed[1];
@@ -233,8 +213,10 @@ static int table_create(int fd, const char *path, uint32_t capacity,
 	h->shards_off = l.shards_off;
 	h->slots_off = l.slots_off;
 	h->meta_off = l.meta_off;
+	h->bans_off = l.bans_off;
 	h->max_rules = RL_MAX_RULES;
 	h->shards = RL_SHARDS;
+	h->bans_cap = RL_BANS;
 	__atomic_store_n(&h->magic, RL_SHM_MAGIC, __ATOMIC_RELEASE);
 	atomic_store_explicit(&h->init, RL_SHM_INIT_READY, memory_order_release);
 	table_bind(t, base, l.size);
@@ -255,6 +237,7 @@ static int header_valid(const char *path, const struct rl_shm_header *h,
 	}
 	if (h->header_size != RL_SHM_HEADER_SIZE ||
 	    h->max_rules != RL_MAX_RULES || h->shards != RL_SHARDS ||
+	    h->bans_cap != RL_BANS ||
 	    h->bucket_bits > 26 ||
 	    h->capacity != (RL_BUCKET_SLOTS << h->bucket_bits)) {
 		set_error("%s: corrupt segment header", path);
@@ -263,7 +246,8 @@ static int header_valid(const char *path, const struct rl_shm_header *h,
 	layout_of(h->capacity, &l);
 	if (h->size != file_size || l.size != file_size ||
 	    h->rules_off != l.rules_off || h->shards_off != l.shards_off ||
-	    h->slots_off != l.slots_off || h->meta_off != l.meta_off) {
+	    h->slots_off != l.slots_off || h->meta_off != l.meta_off ||
+	    h->bans_off != l.bans_off) {
 		set_error("%s: segment size mismatch: header says %llu bytes for "
 			  "%u slots, file has %llu", path,
 			  (unsigned long long)h->size, h->capacity,
@@ -476,7 +460,8 @@ static uint64_t rule_ident(const struct rl_rule_def *def)
 	struct {
 		char name[RL_RULE_NAME_MAX];
 		uint64_t period_ns;
-		uint32_t count, burst, algorithm, pad;
+		uint32_t count, burst, algorithm, nplans;
+		struct rl_shm_plan plans[RL_MAX_PLANS];
 	} id;
 
 	memset(&id, 0, sizeof(id));
@@ -485,7 +470,13 @@ static uint64_t rule_ident(const struct rl_rule_def *def)
 	id.count = def->rate.count;
 	id.burst = def->rate.burst;
 	id.algorithm = (uint32_t)def->algorithm;
-	return rl_hash_sip13(public_key, &id, sizeof(id)) | 1;
+	id.nplans = def->nplans;
+	for (unsigned i = 0; i < def->nplans; i++) {
+		id.plans[i].period_ns = def->plans[i].period_ns;
+		id.plans[i].count = def->plans[i].count;
+		id.plans[i].burst = def->plans[i].burst;
+	}
+	return rl_hash_sip13(rl_hash_public_key, &id, sizeof(id)) | 1;
 }
 
 /* Write a rule entry's fields. Any process that knows the definition may
@@ -497,12 +488,16 @@ static void rule_publish(struct rl_shm_rule *r, const struct rl_rule_def *def)
 	r->count = def->rate.count;
 	r->burst = def->rate.burst;
 	strncpy(r->name, def->name, sizeof(r->name) - 1);
+	r->nplans = def->nplans;
+	for (unsigned i = 0; i < def->nplans; i++) {
+		r->plans[i].period_ns = def->plans[i].period_ns;
+		r->plans[i].count = def->plans[i].count;
+		r->plans[i].burst = def->plans[i].burst;
+	}
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 }
 
-/* Load rule `id` from the segment into this process's cache, validated:
- * the segment is shared, so what it says is checked before it is used. */
-static const struct rl_rule_cache *rule_get(struct rl_table *t, unsigned id)
+const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id)
 {
 	struct rl_rule_cache *c;
 	struct rl_shm_rule *r;
@@ -517,11 +512,22 @@ static const struct rl_rule_cache *rule_get(struct rl_table *t, unsigned id)
 	if (!atomic_load_explicit(&r->ident, memory_order_acquire) ||
 	    !atomic_load_explicit(&r->ready, memory_order_acquire))
 		return NULL;
+	/* The segment is shared: what it says is checked before use. */
 	rate.period_ns = r->period_ns;
 	rate.count = r->count;
 	rate.burst = r->burst;
-	if (rl_algo_init(&c->algo, (enum rl_algorithm)r->algorithm, &rate))
+	if (rl_algo_init(&c->algo, (enum rl_algorithm)r->algorithm, &rate) ||
+	    r->nplans > RL_MAX_PLANS)
 		return NULL;
+	for (unsigned i = 0; i < r->nplans; i++) {
+		rate.period_ns = r->plans[i].period_ns;
+		rate.count = r->plans[i].count;
+		rate.burst = r->plans[i].burst;
+		if (rl_algo_init(&c->plans[i], (enum rl_algorithm)r->algorithm,
+				 &rate))
+			return NULL;
+	}
+	c->nplans = r->nplans;
 	c->valid = 1;
 	return c;
 }
@@ -536,8 +542,12 @@ int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 		return -EINVAL;
 	nlen = strlen(def->name);
 	if (nlen == 0 || nlen >= RL_RULE_NAME_MAX ||
-	    rl_algo_init(NULL, def->algorithm, &def->rate))
+	    rl_algo_init(NULL, def->algorithm, &def->rate) ||
+	    def->nplans > RL_MAX_PLANS || (def->nplans && !def->plans))
 		return -EINVAL;
+	for (unsigned i = 0; i < def->nplans; i++)
+		if (rl_algo_init(NULL, def->algorithm, &def->plans[i]))
+			return -EINVAL;
 	ident = rule_ident(def);
 	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
 		struct rl_shm_rule *r = &t->rules[i];
@@ -561,7 +571,7 @@ int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 		if (!atomic_load_explicit(&r->ready, memory_order_acquire))
 			rule_publish(r, def);
 		t->cache[i].valid = 0;
-		if (!rule_get(t, i))
+		if (!rl_table_rule_get(t, i))
 			return -EPROTO;
 		*id = i;
 		return 0;
@@ -569,331 +579,12 @@ int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 	return -ENOSPC;
 }
 
-/* ---- keys and slots --------------------------------------------------------- */
-
-struct keyref {
-	uint64_t tag;
-	uint64_t bucket;
-	const void *key;
-	size_t len;
-};
-
-static void key_hash(const struct rl_table *t, unsigned rule, const void *key,
-		     size_t len, struct keyref *k)
-{
-	uint64_t h;
-
-	/* The rule id is mixed in by keying: the same bytes under two rules
-	 * are two keys. */
-	uint64_t seed[2] = { t->seed[0] ^ ((uint64_t)rule * 0x9E3779B97F4A7C15ull),
-			     t->seed[1] };
-
-	h = rl_hash_sip13(seed, key, len);
-	k->tag = (h & ~0xFFull) | rule;
-	if ((h & ~0xFFull) == 0)
-		k->tag |= 0x100;
-	k->bucket = (h >> 8) & t->bucket_mask;
-	k->key = key;
-	k->len = len;
-}
-
-static inline unsigned tag_rule(uint64_t tag)
-{
-	return (unsigned)(tag & 0xFF);
-}
-
-static inline uint32_t shard_of(void)
-{
-	int cpu = sched_getcpu();
-
-	return cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
-}
-
-/* Publish the key bytes of a slot just claimed (seqlock writer). */
-static void meta_write(struct rl_table *t, uint64_t idx, const struct keyref *k)
-{
-	struct rl_slot_meta *m = &t->meta[idx];
-
-	atomic_store_explicit(&m->tag, 0, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	if (k->len <= RL_KEY_MAX) {
-		m->len = (uint8_t)k->len;
-		m->truncated = 0;
-		memcpy(m->key, k->key, k->len);
-	} else {
-		/* A prefix and a public digest of the whole key: the same on
-		 * every host, so the agent can name it in Redis. */
-		uint64_t d = rl_hash_sip13(public_key, k->key, k->len);
-
-		m->len = RL_KEY_MAX;
-		m->truncated = 1;
-		memcpy(m->key, k->key, RL_KEY_MAX - 8);
-		memcpy(m->key + RL_KEY_MAX - 8, &d, 8);
-	}
-	atomic_store_explicit(&m->tag, k->tag, memory_order_release);
-}
-
-static inline int is_marker(uint64_t s)
-{
-	return (s & RL_STATE_MARK) != 0;
-}
-
-static inline uint64_t make_marker(uint64_t now_ns)
-{
-	return RL_STATE_MARK | (now_ns & ~RL_STATE_MARK);
-}
-
-/* Clear a marker left by a process that died while re-keying. Returns 1 if
- * the marker was stale (and is now gone or changed). */
-static int marker_expire(struct rl_table *t, struct rl_slot *s, uint64_t mark,
-			 uint64_t now_ns)
-{
-	uint64_t set_at = mark & ~RL_STATE_MARK;
-
-	if (now_ns < set_at || now_ns - set_at < RL_MARK_TIMEOUT_NS)
-		return 0;
-	if (atomic_compare_exchange_strong(&s->state, &mark, 0))
-		atomic_fetch_add_explicit(&t->hdr->marks_cleared, 1,
-					  memory_order_relaxed);
-	return 1;
-}
-
-enum victim_kind { VICTIM_NONE, VICTIM_IDLE, VICTIM_LIVE };
-
-/*
- * Pick the slot of a full bucket to re-key: an idle one, else the least
- * debt that is not being limited. *state gets the state it was judged by.
- */
-static enum victim_kind victim_pick(struct rl_table *t, struct rl_slot *b,
-				    uint64_t now_ns, unsigned *at,
-				    uint64_t *vkey, uint64_t *state)
-{
-	enum victim_kind kind = VICTIM_NONE;
-	uint64_t best = UINT64_MAX;
-
-	for (unsigned i = 0; i < RL_BUCKET_SLOTS; i++) {
-		uint64_t key = atomic_load_explicit(&b[i].key, memory_order_acquire);
-		uint64_t s = atomic_load_explicit(&b[i].state, memory_order_acquire);
-		const struct rl_rule_cache *rc = rule_get(t, tag_rule(key));
-		struct rl_result peek;
-		uint64_t free_at, probe;
-
-		if (is_marker(s)) {
-			marker_expire(t, &b[i], s, now_ns);
-			continue;
-		}
-		if (!rc || (free_at = rl_algo_free_at(&rc->algo, s, now_ns)) <= now_ns) {
-			/* Idle, or a rule this segment does not know. */
-			*at = i;
-			*vkey = key;
-			*state = s;
-			return VICTIM_IDLE;
-		}
-		probe = s;
-		rl_algo_step(&rc->algo, &probe, 1, now_ns, &peek);
-		if (!peek.allowed)
-			continue; /* being limited: never evicted */
-		if (free_at - now_ns < best) {
-			best = free_at - now_ns;
-			*at = i;
-			*vkey = key;
-			*state = s;
-			kind = VICTIM_LIVE;
-		}
-	}
-	return kind;
-}
-
-/*
- * Find the slot of `k`, claiming or re-keying one if it has none. Returns
- * NULL when the bucket has no slot to give (overflow) or the bucket keeps
- * changing under us.
- */
-static struct rl_slot *slot_find(struct rl_table *t, const struct keyref *k,
-				 uint64_t now_ns, int create)
-{
-	uint64_t base = k->bucket * RL_BUCKET_SLOTS;
-	struct rl_slot *b = &t->slots[base];
-
-	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
-		enum victim_kind kind;
-		unsigned i, at = 0;
-		uint64_t s, vkey, mark, expect;
-
-		for (i = 0; i < RL_BUCKET_SLOTS; i++) {
-			uint64_t key = atomic_load_explicit(&b[i].key,
-							    memory_order_acquire);
-
-			if (key == k->tag)
-				return &b[i];
-			if (key == 0)
-				break;
-		}
-		if (!create)
-			return NULL;
-		if (i < RL_BUCKET_SLOTS) {
-			expect = 0;
-			if (atomic_compare_exchange_strong(&b[i].key, &expect,
-							   k->tag)) {
-				meta_write(t, base + i, k);
-				return &b[i];
-			}
-			continue; /* taken meanwhile, maybe by our own key */
-		}
-		kind = victim_pick(t, b, now_ns, &at, &vkey, &s);
-		if (kind == VICTIM_NONE)
-			return NULL;
-		/* 1: fence off updates of the old key. */
-		mark = make_marker(now_ns);
-		expect = s;
-		if (!atomic_compare_exchange_strong(&b[at].state, &expect, mark))
-			continue;
-		/* 2: re-key. The key may have changed between our judging and
-		 * the marker (another process re-keyed it to a key whose state
-		 * happens to equal the judged one): then put the state back. */
-		expect = vkey;
-		if (!atomic_compare_exchange_strong(&b[at].key, &expect, k->tag)) {
-			expect = mark;
-			atomic_compare_exchange_strong(&b[at].state, &expect, s);
-			continue;
-		}
-		atomic_store_explicit(&b[at].sync_admitted, 0, memory_order_relaxed);
-		atomic_store_explicit(&b[at].sync_share, 0, memory_order_relaxed);
-		atomic_store_explicit(&b[at].sync_aux, 0, memory_order_relaxed);
-		meta_write(t, base + at, k);
-		/* 3: a new key's state. */
-		if (!atomic_compare_exchange_strong(&b[at].state, &mark, 0))
-			continue;
-		if (kind == VICTIM_LIVE)
-			atomic_fetch_add_explicit(&t->hdr->evictions, 1,
-						  memory_order_relaxed);
-		return &b[at];
-	}
-	return NULL;
-}
-
-/* ---- decisions --------------------------------------------------------------- */
-
-static void count(struct rl_table *t, unsigned rule, int allowed)
-{
-	struct rl_shm_counter *c = &t->shards[shard_of()].rule[rule];
-
-	atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1,
-				  memory_order_relaxed);
-}
-
-int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
-		  size_t key_len, uint32_t cost, uint64_t now_ns,
-		  struct rl_result *out)
-{
-	const struct rl_rule_cache *rc = rule_get(t, rule);
-	struct keyref k;
-
-	if (!rc)
-		return -EINVAL;
-	key_hash(t, rule, key, key_len, &k);
-	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
-		/* A peek (cost 0) never claims a slot: it stores nothing. */
-		struct rl_slot *s = slot_find(t, &k, now_ns, cost > 0);
-		uint64_t old, new;
-
-		if (!s) {
-			if (cost == 0)
-				goto fresh;
-			break;
-		}
-		old = atomic_load_explicit(&s->state, memory_order_acquire);
-		for (;;) {
-			if (is_marker(old)) {
-				/* Being re-keyed (or left so by a dead process):
-				 * look again, never wait. */
-				marker_expire(t, s, old, now_ns);
-				break;
-			}
-			/* The state is ours only if the key still is. */
-			if (atomic_load_explicit(&s->key, memory_order_acquire) !=
-			    k.tag)
-				break;
-			new = old;
-			rl_algo_step(&rc->algo, &new, cost, now_ns,
-				     out);
-			if (!out->allowed || new == old)
-				goto decided;
-			if (atomic_compare_exchange_weak_explicit(
-				    &s->state, &old, new, memory_order_acq_rel,
-				    memory_order_acquire)) {
-				/* Only an agent that syncs needs the count. */
-				if (atomic_load_explicit(&t->hdr->agent_flags,
-							 memory_order_relaxed) &
-				    RL_AGENT_SYNC)
-					atomic_fetch_add_explicit(
-						&s->sync_admitted, cost,
-						memory_order_relaxed);
-				goto decided;
-			}
-			/* Lost a race with another decision: `old` is fresh. */
-		}
-	}
-	/* No slot to give: decide as a new key, keep nothing. */
-	atomic_fetch_add_explicit(&t->hdr->overflows, 1, memory_order_relaxed);
-fresh:
-	{
-		uint64_t st = 0;
-
-		rl_algo_step(&rc->algo, &st, cost, now_ns, out);
-	}
-decided:
-	count(t, rule, out->allowed);
-	return 0;
-}
-
-int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
-		    size_t key_len, uint32_t cost, uint64_t now_ns)
-{
-	const struct rl_rule_cache *rc = rule_get(t, rule);
-	struct rl_shm_counter *c;
-	struct keyref k;
-	struct rl_slot *s;
-	uint64_t old, new;
-
-	if (!rc)
-		return -EINVAL;
-	key_hash(t, rule, key, key_len, &k);
-	s = slot_find(t, &k, now_ns, 0);
-	if (!s)
-		return -ENOENT;
-	old = atomic_load_explicit(&s->state, memory_order_acquire);
-	for (;;) {
-		if (is_marker(old) ||
-		    atomic_load_explicit(&s->key, memory_order_acquire) != k.tag)
-			return -ENOENT;
-		new = old;
-		rl_algo_refund(&rc->algo, &new, cost, now_ns);
-		if (new == old ||
-		    atomic_compare_exchange_weak(&s->state, &old, new))
-			break;
-	}
-	/* The decision was counted as allowed; it was not, in the end. */
-	c = &t->shards[shard_of()].rule[rule];
-	atomic_fetch_sub_explicit(&c->allowed, 1, memory_order_relaxed);
-	{
-		/* Nor is it owed to the other hosts, unless already synced. */
-		uint32_t a = atomic_load_explicit(&s->sync_admitted,
-						  memory_order_relaxed);
-
-		while (a >= cost && !atomic_compare_exchange_weak(
-					    &s->sync_admitted, &a, a - cost))
-			;
-	}
-	return 0;
-}
-
 /* ---- inspection ---------------------------------------------------------- */
 
 int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 			struct rl_rule_stats *out)
 {
-	const struct rl_rule_cache *rc = rule_get(t, rule);
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 
 	if (!rc)
 		return -ENOENT;
@@ -911,166 +602,3 @@ int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 	return 0;
 }
 
-/* Read a slot's key and state consistently: the key bytes through the
- * meta seqlock, the state bracketed by two reads of the key word. */
-static int slot_view(struct rl_table *t, uint32_t idx, uint64_t now_ns,
-		     struct rl_slot_view *v)
-{
-	struct rl_slot *s = &t->slots[idx];
-	struct rl_slot_meta *m = &t->meta[idx];
-	const struct rl_rule_cache *rc;
-	uint64_t key, state, t1, t2;
-
-	key = atomic_load_explicit(&s->key, memory_order_acquire);
-	if (!key)
-		return 0;
-	state = atomic_load_explicit(&s->state, memory_order_acquire);
-	if (is_marker(state) ||
-	    atomic_load_explicit(&s->key, memory_order_acquire) != key)
-		return 0;
-	rc = rule_get(t, tag_rule(key));
-	if (!rc)
-		return 0;
-	t1 = atomic_load_explicit(&m->tag, memory_order_acquire);
-	v->key_len = m->len > RL_KEY_MAX ? RL_KEY_MAX : m->len;
-	v->truncated = m->truncated;
-	memcpy(v->key, m->key, RL_KEY_MAX);
-	atomic_thread_fence(memory_order_acquire);
-	t2 = atomic_load_explicit(&m->tag, memory_order_relaxed);
-	if (t1 != key || t2 != key)
-		return 0;
-	v->index = idx;
-	v->rule = tag_rule(key);
-	{
-		uint64_t probe = state;
-		uint64_t free_at = rl_algo_free_at(&rc->algo, state, now_ns);
-
-		rl_algo_step(&rc->algo, &probe, 0, now_ns,
-			     &v->peek);
-		v->debt_ns = free_at > now_ns ? free_at - now_ns : 0;
-	}
-	return 1;
-}
-
-int rl_table_foreach(struct rl_table *t, uint64_t now_ns,
-		     int (*fn)(const struct rl_slot_view *v, void *arg),
-		     void *arg)
-{
-	struct rl_slot_view v;
-
-	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
-		int r;
-
-		if (!slot_view(t, i, now_ns, &v) || v.debt_ns == 0)
-			continue;
-		r = fn(&v, arg);
-		if (r)
-			return r;
-	}
-	return 0;
-}
-
-int rl_table_stats(struct rl_table *t, uint64_t now_ns,
-		   struct rl_table_stats *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->capacity = t->hdr->capacity;
-	out->size = t->size;
-	out->evictions = atomic_load(&t->hdr->evictions);
-	out->overflows = atomic_load(&t->hdr->overflows);
-	for (unsigned i = 0; i < RL_MAX_RULES; i++)
-		if (atomic_load_explicit(&t->rules[i].ident, memory_order_relaxed))
-			out->rules++;
-	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
-		uint64_t key = atomic_load_explicit(&t->slots[i].key,
-						    memory_order_relaxed);
-		uint64_t s = atomic_load_explicit(&t->slots[i].state,
-						  memory_order_relaxed);
-		const struct rl_rule_cache *rc;
-
-		if (!key)
-			continue;
-		out->occupied++;
-		rc = rule_get(t, tag_rule(key));
-		if (rc && !is_marker(s) &&
-		    rl_algo_free_at(&rc->algo, s, now_ns) > now_ns)
-			out->keys++;
-	}
-	return 0;
-}
-
-unsigned rl_table_sweep(struct rl_table *t, uint64_t now_ns)
-{
-	unsigned cleared = 0;
-
-	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
-		uint64_t s = atomic_load_explicit(&t->slots[i].state,
-						  memory_order_acquire);
-
-		if (is_marker(s) && marker_expire(t, &t->slots[i], s, now_ns))
-			cleared++;
-	}
-	return cleared;
-}
-
-int rl_table_check(struct rl_table *t, uint64_t now_ns,
-		   struct rl_table_check *out)
-{
-	memset(out, 0, sizeof(*out));
-#define VIOLATION(...)                                                        \
-	do {                                                                  \
-		if (!out->violations++)                                       \
-			snprintf(out->why, sizeof(out->why), __VA_ARGS__);    \
-	} while (0)
-	for (uint64_t b = 0; b <= t->bucket_mask; b++) {
-		struct rl_slot *s = &t->slots[b * RL_BUCKET_SLOTS];
-		int empty_seen = 0;
-
-		for (unsigned i = 0; i < RL_BUCKET_SLOTS; i++) {
-			uint64_t idx = b * RL_BUCKET_SLOTS + i;
-			uint64_t key = atomic_load(&s[i].key);
-			uint64_t st = atomic_load(&s[i].state);
-			const struct rl_rule_cache *rc;
-
-			if (!key) {
-				empty_seen = 1;
-				if (st != 0)
-					VIOLATION("slot %llu: empty with state",
-						  (unsigned long long)idx);
-				continue;
-			}
-			if (empty_seen)
-				VIOLATION("slot %llu: key after an empty slot",
-					  (unsigned long long)idx);
-			for (unsigned j = 0; j < i; j++)
-				if (atomic_load(&s[j].key) == key)
-					out->duplicates++;
-			if (is_marker(st)) {
-				uint64_t at = st & ~RL_STATE_MARK;
-
-				out->markers++;
-				if (now_ns > at && now_ns - at >= RL_MARK_TIMEOUT_NS)
-					VIOLATION("slot %llu: stale marker",
-						  (unsigned long long)idx);
-				continue;
-			}
-			rc = rule_get(t, tag_rule(key));
-			if (!rc) {
-				VIOLATION("slot %llu: unknown rule %u",
-					  (unsigned long long)idx, tag_rule(key));
-				continue;
-			}
-			if (rc->algo.kind == RL_ALGO_GCRA) {
-				/* Allow a second of clock difference between
-				 * the writer and us. */
-				if (st > now_ns + rc->algo.depth_ns + 1000000000ull)
-					VIOLATION("slot %llu: TAT beyond the "
-						  "bucket", (unsigned long long)idx);
-			}
-			if (atomic_load(&t->meta[idx].tag) != key)
-				out->unnamed++;
-		}
-	}
-#undef VIOLATION
-	return (int)out->violations;
-}

@@ -43,15 +43,18 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 	       "32-bit atomics must always be lock-free");
 
 #define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
-#define RL_SHM_VERSION 1u
+#define RL_SHM_VERSION 2u
 #define RL_SHM_HEADER_SIZE 4096u
 #define RL_SHM_ALIGN 4096u
 #define RL_BUCKET_SLOTS 16u
 #define RL_SHARDS 32u
+#define RL_BANS 16384u                   /* ban entries, a power of two: holds
+					    thousands at a low load */
 #define RL_MARK_TIMEOUT_NS 200000000ull /* 200 ms: a dead re-keyer */
 
 /* agent_flags bits */
-#define RL_AGENT_SYNC 0x1ull /* an agent syncs: count slot.sync_admitted */
+#define RL_AGENT_SYNC 0x1ull       /* an agent syncs: count slot.sync_admitted */
+#define RL_AGENT_STORE_DOWN 0x2ull /* the agent cannot reach its store */
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
@@ -59,6 +62,7 @@ enum rl_shm_init {
 };
 
 struct rl_shm_header {
+	/* What the segment is. */
 	uint64_t magic;               /* RL_SHM_MAGIC, written last but one */
 	uint32_t version;             /* RL_SHM_VERSION */
 	uint32_t header_size;         /* RL_SHM_HEADER_SIZE */
@@ -74,23 +78,40 @@ struct rl_shm_header {
 	uint64_t shards_off;
 	uint64_t slots_off;
 	uint64_t meta_off;
+	uint64_t bans_off;
 	uint32_t max_rules;           /* RL_MAX_RULES */
 	uint32_t shards;              /* RL_SHARDS */
-	uint8_t reserved0[16];        /* to 128 */
+	uint32_t bans_cap;            /* RL_BANS */
+	uint32_t reserved0;           /* to 128 */
 	/* Rare events, on their own cache line. */
 	_Atomic uint64_t evictions;   /* live keys displaced */
 	_Atomic uint64_t overflows;   /* decisions made without a slot */
 	_Atomic uint64_t marks_cleared; /* markers left by dead processes */
-	uint8_t reserved1[40];        /* to 192 */
-	/* The host agent's (rlshimd) corner: heartbeat and sync state. */
+	_Atomic uint64_t ban_refusals; /* connections refused at accept by a ban */
+	uint8_t reserved1[32];        /* to 192 */
+	/* The host agent's (rlshimd) corner. */
 	_Atomic uint64_t agent_pid;
-	_Atomic uint64_t agent_heartbeat_ns;
+	_Atomic uint64_t agent_heartbeat_ns; /* CLOCK_MONOTONIC */
 	_Atomic uint64_t agent_last_sync_ns;
-	_Atomic uint64_t agent_flags;
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 224];
+	_Atomic uint64_t agent_flags;        /* RL_AGENT_* */
+	_Atomic uint64_t store_down_since_ms; /* Unix ms, 0 when up */
+	_Atomic uint64_t agent_spawn_ns;     /* a shim is starting an agent */
+	_Atomic uint64_t agent_syncs;        /* sync rounds completed */
+	_Atomic uint32_t hosts_alive;        /* at the last sync */
+	_Atomic uint32_t sync_interval_ms;
+	/* The prefix lengths bans use, per family (bit n: /n), so that a
+	 * lookup only tries lengths that exist. */
+	_Atomic uint64_t ban_lens[2][3];
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 304];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */
+struct rl_shm_plan {
+	uint64_t period_ns;
+	uint32_t count;
+	uint32_t burst;
+};
+
 struct rl_shm_rule {
 	_Atomic uint64_t ident;       /* 0 = free; else hash of the definition */
 	_Atomic uint32_t ready;       /* 1 once the fields below are written */
@@ -99,7 +120,10 @@ struct rl_shm_rule {
 	uint32_t count;
 	uint32_t burst;
 	char name[RL_RULE_NAME_MAX];
-	uint8_t reserved[64];         /* to 128 */
+	uint32_t nplans;
+	uint32_t reserved0;
+	struct rl_shm_plan plans[RL_MAX_PLANS]; /* per-key tariffs */
+	uint8_t reserved[56];         /* to 256 */
 };
 
 /* One shard of counters; a process adds to the shard of its CPU. */
@@ -117,9 +141,10 @@ struct rl_slot {
 	_Atomic uint64_t state;       /* algorithm state, or a marker */
 	_Atomic uint32_t sync_admitted; /* cost admitted since the agent's last
 					   sync (the agent swaps it to 0) */
-	_Atomic uint32_t sync_share;  /* this host's share of the rate, in
-					 1/65536ths; 0 = the whole rate */
-	_Atomic uint64_t sync_aux;    /* agent-owned */
+	_Atomic uint8_t plan;         /* 0: the rule's rate; n: its plan n-1
+					 (set by the agent from the store) */
+	uint8_t reserved[3];
+	_Atomic uint64_t fails;       /* the key's denials, for maxretry */
 };
 
 /* 64 bytes: the key bytes of a slot, published seqlock-style through
@@ -132,16 +157,35 @@ struct rl_slot_meta {
 	uint8_t key[RL_KEY_MAX];
 };
 
+/* 64 bytes: one ban (an address or prefix with an expiry). Published like
+ * the slot meta: `tag` is 0 while the fields are written. */
+struct rl_shm_ban {
+	_Atomic uint64_t tag;         /* 0 = free; else hash of the prefix | 1 */
+	_Atomic uint64_t expires_ms;  /* Unix ms; 0 = lifted */
+	uint8_t family;               /* RL_AF_INET / RL_AF_INET6 */
+	uint8_t prefix;
+	uint8_t origin;               /* enum rl_ban_origin */
+	uint8_t rule;                 /* rule id that banned, 0xff if none */
+	_Atomic uint32_t hits;        /* connections refused by it */
+	uint8_t addr[16];
+	uint64_t created_ms;          /* Unix ms */
+	uint32_t offences;            /* bans of this prefix so far */
+	uint8_t reserved[12];
+};
+
 _Static_assert(sizeof(struct rl_shm_header) == RL_SHM_HEADER_SIZE,
 	       "header is one page");
-_Static_assert(sizeof(struct rl_shm_rule) == 128, "rule entry size");
+_Static_assert(sizeof(struct rl_shm_rule) == 256, "rule entry size");
 _Static_assert(sizeof(struct rl_slot) == 32, "slot size");
 _Static_assert(sizeof(struct rl_slot_meta) == 64, "slot meta size");
+_Static_assert(sizeof(struct rl_shm_ban) == 64, "ban entry size");
 
 /* The process-private handle. */
 struct rl_rule_cache {
 	int valid;
-	struct rl_algo algo;
+	unsigned nplans;
+	struct rl_algo algo;                 /* the rule's own rate */
+	struct rl_algo plans[RL_MAX_PLANS];  /* its tariffs */
 };
 
 struct rl_table {
@@ -151,10 +195,15 @@ struct rl_table {
 	struct rl_shm_shard *shards;
 	struct rl_slot *slots;
 	struct rl_slot_meta *meta;
+	struct rl_shm_ban *bans;
 	uint64_t bucket_mask;
 	uint64_t seed[2];
 	struct rl_rule_cache cache[RL_MAX_RULES];
 };
+
+/* Rule `id` as this process has validated it, or NULL if it is not (yet)
+ * a valid rule of the segment. */
+const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id);
 
 /* Bytes a segment of `capacity` slots (already rounded) takes. */
 uint64_t rl_table_layout_size(uint32_t capacity);

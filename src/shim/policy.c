@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ban.h"
+#include "table.h"
+#include "time.h"
+
 /* The index of `name` in `w`, adding it if new; -1 if `w` is full. */
 static int want_add(struct rl_http_want *w, const char *name)
 {
@@ -32,8 +36,14 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		p->want_xff = want_add(&p->want, cfg->client_ip_header);
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
-		struct rl_rule_def def = { r->name, r->algorithm, r->rate };
-		int rc = rl_table_rule(t, &def, &p->ids[i]);
+		struct rl_rate plans[RL_MAX_PLANS];
+		struct rl_rule_def def = { r->name, r->algorithm, r->rate,
+					   r->nplans, plans };
+		int rc;
+
+		for (unsigned k = 0; k < r->nplans; k++)
+			plans[k] = r->plans[k].rate;
+		rc = rl_table_rule(t, &def, &p->ids[i]);
 
 		if (rc) {
 			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
@@ -149,7 +159,18 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 	unsigned ndone = 0;
 
 	verdict_allow(v);
-	if (!p->accept_rules || rl_cidr_set_contains(&cfg->allow, client))
+	if (rl_cidr_set_contains(&cfg->allow, client))
+		return; /* never limited, never banned */
+	/* A ban: the cheapest refusal, before anything is read. */
+	if (rl_ban_any(p->table, client->family) &&
+	    rl_ban_check(p->table, client, rl_time_wall_ms())) {
+		atomic_fetch_add_explicit(&p->table->hdr->ban_refusals, 1,
+					  memory_order_relaxed);
+		v->allowed = 0;
+		v->banned = 1;
+		return;
+	}
+	if (!p->accept_rules)
 		return;
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];

@@ -30,7 +30,8 @@ struct rl_policy {
 
 /* The outcome of a decision. */
 struct rl_verdict {
-	int allowed;          /* 1: pass; 0: answer 429 */
+	int allowed;          /* 1: pass; 0: answer 429 (or refuse at accept) */
+	int banned;           /* refused at accept by a ban */
 	int rule;             /* the configuration's index of the rule that
 				 denied (in dry-run: would have), or -1 */
 	struct rl_result res; /* that rule's result */
@@ -52,8 +53,8 @@ int rl_policy_expects_proxy(const struct rl_policy *p,
 			    const struct rl_addr *peer);
 
 /*
- * At accept: the allow list, then every `match = accept` rule keyed by
- * `client`. Never fails.
+ * At accept: the allow list, the bans, then every `match = accept` rule
+ * keyed by `client`. Never fails.
  */
 void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 		      uint64_t now_ns, struct rl_verdict *v);

@@ -61,8 +61,8 @@ static void hammer(const char *seg, unsigned rule, unsigned nkeys,
 static void run(unsigned procs, unsigned nkeys, uint64_t period_ns,
 		uint32_t count)
 {
-	struct rl_rule_def def = { "hammer", RL_ALGO_GCRA,
-				   { period_ns, count, count } };
+	struct rl_rule_def def = { .name = "hammer", .algorithm = RL_ALGO_GCRA,
+				   .rate = { period_ns, count, count } };
 	struct result *res = shared_alloc(sizeof(*res) * MAX_PROCS);
 	uint64_t t_ref[MAX_KEYS], interval = period_ns / count;
 	uint64_t total = 0, decisions = 0, last = 0;

@@ -54,7 +54,8 @@ static void decide_forever(const char *seg, unsigned rule, unsigned seed,
 
 static void test_sigkill_mid_decision(void **state)
 {
-	struct rl_rule_def def = { "crash", RL_ALGO_GCRA, { SEC, 50, 5 } };
+	struct rl_rule_def def = { .name = "crash", .algorithm = RL_ALGO_GCRA,
+				   .rate = { SEC, 50, 5 } };
 	struct shared *sh = shared_alloc(sizeof(*sh));
 	uint64_t seen[STEADY] = { 0 }, start;
 	struct rl_table_check chk;

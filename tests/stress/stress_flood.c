@@ -36,8 +36,8 @@ static void test_flood(void **state)
 {
 	/* 10 per hour, burst 10: a new key owes 6 minutes, the limited one
 	 * an hour. */
-	struct rl_rule_def def = { "login", RL_ALGO_GCRA,
-				   { 3600 * SEC, 10, 10 } };
+	struct rl_rule_def def = { .name = "login", .algorithm = RL_ALGO_GCRA,
+				   .rate = { 3600 * SEC, 10, 10 } };
 	long rss0, rss1, vm0, vm1;
 	struct rl_table_check chk;
 	struct rl_table_stats ts;

@@ -55,7 +55,8 @@ static struct rl_table *open_new(uint32_t capacity)
 static unsigned add_rule(struct rl_table *t, const char *name, uint64_t period,
 			 uint32_t count, uint32_t burst)
 {
-	struct rl_rule_def def = { name, RL_ALGO_GCRA, { period, count, burst } };
+	struct rl_rule_def def = { .name = name, .algorithm = RL_ALGO_GCRA,
+				   .rate = { period, count, burst } };
 	unsigned id = 99;
 
 	assert_int_equal(rl_table_rule(t, &def, &id), 0);
@@ -83,17 +84,26 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, shards_off), 80);
 	assert_int_equal(offsetof(struct rl_shm_header, slots_off), 88);
 	assert_int_equal(offsetof(struct rl_shm_header, meta_off), 96);
-	assert_int_equal(offsetof(struct rl_shm_header, max_rules), 104);
-	assert_int_equal(offsetof(struct rl_shm_header, shards), 108);
+	assert_int_equal(offsetof(struct rl_shm_header, bans_off), 104);
+	assert_int_equal(offsetof(struct rl_shm_header, max_rules), 112);
+	assert_int_equal(offsetof(struct rl_shm_header, shards), 116);
+	assert_int_equal(offsetof(struct rl_shm_header, bans_cap), 120);
 	assert_int_equal(offsetof(struct rl_shm_header, evictions), 128);
 	assert_int_equal(offsetof(struct rl_shm_header, overflows), 136);
 	assert_int_equal(offsetof(struct rl_shm_header, marks_cleared), 144);
+	assert_int_equal(offsetof(struct rl_shm_header, ban_refusals), 152);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_pid), 192);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_heartbeat_ns), 200);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_last_sync_ns), 208);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_flags), 216);
+	assert_int_equal(offsetof(struct rl_shm_header, store_down_since_ms), 224);
+	assert_int_equal(offsetof(struct rl_shm_header, agent_spawn_ns), 232);
+	assert_int_equal(offsetof(struct rl_shm_header, agent_syncs), 240);
+	assert_int_equal(offsetof(struct rl_shm_header, hosts_alive), 248);
+	assert_int_equal(offsetof(struct rl_shm_header, sync_interval_ms), 252);
+	assert_int_equal(offsetof(struct rl_shm_header, ban_lens), 256);
 
-	assert_int_equal(sizeof(struct rl_shm_rule), 128);
+	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
 	assert_int_equal(offsetof(struct rl_shm_rule, ready), 8);
 	assert_int_equal(offsetof(struct rl_shm_rule, algorithm), 12);
@@ -101,6 +111,9 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_rule, count), 24);
 	assert_int_equal(offsetof(struct rl_shm_rule, burst), 28);
 	assert_int_equal(offsetof(struct rl_shm_rule, name), 32);
+	assert_int_equal(offsetof(struct rl_shm_rule, nplans), 64);
+	assert_int_equal(offsetof(struct rl_shm_rule, plans), 72);
+	assert_int_equal(sizeof(struct rl_shm_plan), 16);
 
 	assert_int_equal(sizeof(struct rl_shm_shard), RL_MAX_RULES * 16);
 
@@ -108,8 +121,8 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_slot, key), 0);
 	assert_int_equal(offsetof(struct rl_slot, state), 8);
 	assert_int_equal(offsetof(struct rl_slot, sync_admitted), 16);
-	assert_int_equal(offsetof(struct rl_slot, sync_share), 20);
-	assert_int_equal(offsetof(struct rl_slot, sync_aux), 24);
+	assert_int_equal(offsetof(struct rl_slot, plan), 20);
+	assert_int_equal(offsetof(struct rl_slot, fails), 24);
 
 	assert_int_equal(sizeof(struct rl_slot_meta), 64);
 	assert_int_equal(offsetof(struct rl_slot_meta, tag), 0);
@@ -117,8 +130,20 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_slot_meta, truncated), 9);
 	assert_int_equal(offsetof(struct rl_slot_meta, key), 16);
 
-	/* 1,024 slots: header, rules, shards, slots, meta, page-aligned. */
-	assert_int_equal(rl_table_layout_size(1024), 143360);
+	assert_int_equal(sizeof(struct rl_shm_ban), 64);
+	assert_int_equal(offsetof(struct rl_shm_ban, tag), 0);
+	assert_int_equal(offsetof(struct rl_shm_ban, expires_ms), 8);
+	assert_int_equal(offsetof(struct rl_shm_ban, family), 16);
+	assert_int_equal(offsetof(struct rl_shm_ban, prefix), 17);
+	assert_int_equal(offsetof(struct rl_shm_ban, origin), 18);
+	assert_int_equal(offsetof(struct rl_shm_ban, rule), 19);
+	assert_int_equal(offsetof(struct rl_shm_ban, hits), 20);
+	assert_int_equal(offsetof(struct rl_shm_ban, addr), 24);
+	assert_int_equal(offsetof(struct rl_shm_ban, created_ms), 40);
+	assert_int_equal(offsetof(struct rl_shm_ban, offences), 48);
+
+	/* 1,024 slots: header, rules, shards, slots, meta, bans, page-aligned. */
+	assert_int_equal(rl_table_layout_size(1024), 1200128);
 	assert_int_equal(rl_table_capacity_round(1), 16);
 	assert_int_equal(rl_table_capacity_round(1000), 1024);
 	assert_int_equal(rl_table_capacity_round(1025), 2048);
@@ -231,7 +256,7 @@ static void test_wrong_version(void **state)
 	close(fd);
 	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPROTO);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), "layout version 2"));
+	assert_non_null(strstr(rl_table_error(), "layout version 3"));
 }
 
 static void test_wrong_size(void **state)
@@ -337,7 +362,8 @@ static void test_dead_creator(void **state)
 static void test_rules(void **state)
 {
 	struct rl_table *a = open_new(64), *b = NULL;
-	struct rl_rule_def def = { "api", RL_ALGO_GCRA, { 60 * SEC, 60, 60 } };
+	struct rl_rule_def def = { .name = "api", .algorithm = RL_ALGO_GCRA,
+				   .rate = { 60 * SEC, 60, 60 } };
 	struct rl_rule_stats rs;
 	unsigned id1, id2, id3, id4;
 	char name[40];

@@ -209,8 +209,8 @@ int main(int argc, char **argv)
 	snprintf(seg, sizeof(seg), "rlshim-bench-%d", (int)getpid());
 	/* A rate that never limits: every decision is a full update. */
 	{
-		struct rl_rule_def def = { "bench", RL_ALGO_GCRA,
-					   { 1000000000ull, 1000000000u,
+		struct rl_rule_def def = { .name = "bench", .algorithm = RL_ALGO_GCRA,
+				   .rate = { 1000000000ull, 1000000000u,
 					     1000000000u } };
 
 		if (rl_table_open(seg, 65536, RL_TABLE_CREATE, &c.table) ||

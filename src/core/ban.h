@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ban.h - bans in the shared segment: an address or prefix with an expiry
+ * (Unix ms, the clock bans are shared in between hosts). The shim checks
+ * them at accept, the agent mirrors them to and from the store and into
+ * XDP, rlshimctl adds and lifts them. Lock-free like the table: a writer
+ * killed half-way leaves a reservation that others reclaim after a second.
+ */
+#ifndef RL_BAN_H
+#define RL_BAN_H
+
+#include <stdint.h>
+
+#include "addr.h"
+#include "table.h"
+
+enum rl_ban_origin {
+	RL_BAN_LOCAL = 1,  /* this host's maxretry */
+	RL_BAN_MANUAL = 2, /* rlshimctl ban */
+	RL_BAN_REMOTE = 3, /* another host, through the store */
+};
+
+#define RL_BAN_NO_RULE 0xff
+
+/*
+ * Ban `c` until `expires_ms`. An existing ban of the same prefix gets the
+ * new expiry (a local or manual origin is kept when the store echoes it
+ * back). Returns 0, or -ENOSPC when the prefix's probe window is full of
+ * live bans.
+ */
+int rl_ban_add(struct rl_table *t, const struct rl_cidr *c, uint64_t expires_ms,
+	       enum rl_ban_origin origin, unsigned rule, uint64_t now_ms);
+
+/* Lift the ban of exactly `c`. Returns 0, or -ENOENT if there was none. */
+int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c);
+
+/*
+ * 1 if `a` is inside a live ban (the ban's hit counter is incremented), else
+ * 0. With no ban of `a`'s family in the segment, one load and no clock.
+ */
+int rl_ban_check(struct rl_table *t, const struct rl_addr *a, uint64_t now_ms);
+
+/* 1 if the segment holds any ban of `family`'s prefix lengths. */
+int rl_ban_any(struct rl_table *t, uint8_t family);
+
+struct rl_ban_view {
+	struct rl_cidr cidr;
+	uint64_t expires_ms;
+	uint64_t created_ms;
+	uint32_t hits;
+	uint32_t offences;
+	uint8_t origin;
+	uint8_t rule;
+};
+
+/* Call `fn` for each live ban; stops when it returns non-zero (returned). */
+int rl_ban_foreach(struct rl_table *t, uint64_t now_ms,
+		   int (*fn)(const struct rl_ban_view *b, void *arg), void *arg);
+
+#endif /* RL_BAN_H */
