@@ -31,7 +31,7 @@ WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wwrite-strings -Wformat=2 -Werror
 BASE_CFLAGS := $(WARN) -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
 	-ftls-model=initial-exec \
-	-Iinclude -iquote src/core -iquote src/shim -MMD -MP $(SAN_FLAGS)
+	-Iinclude -iquote src/core -iquote src/shim -iquote src/agent -MMD -MP $(SAN_FLAGS)
 # User CFLAGS/LDFLAGS add to the defaults, never replace them.
 override CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
 override LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
@@ -51,8 +51,11 @@ CORE_SRCS := $(wildcard src/core/*.c) \
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
 
 # ---- programs --------------------------------------------------------------
-PROGS := $(B)/legacy_server
+PROGS := $(B)/legacy_server $(B)/rlshimd
 SHIM := $(B)/librlshim.so
+AGENT_SRCS := $(wildcard src/agent/*.c)
+AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
+HIREDIS_LIBS = -l:libhiredis.a
 
 # ---- unit tests: one cmocka binary per module -------------------------------
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -112,6 +115,12 @@ $(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map
 	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(B)/librlcore.a \
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
 		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS)
+
+# The agent: src/agent and the core; hiredis stays out of the shim.
+$(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
+		$(HIREDIS_LIBS) $(LDFLAGS)
 
 $(B)/legacy_server: tools/legacy_server.c
 	@mkdir -p $(@D)

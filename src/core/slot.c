@@ -292,7 +292,18 @@ int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
 				break;
 			new = old;
 			rl_algo_step(slot_algo(rc, s), &new, cost, now_ns, out);
-			if (!out->allowed || new == old)
+			if (!out->allowed) {
+				/* The agent refreshes keys being refused too
+				 * (a plan upgrade must reach them). */
+				if (atomic_load_explicit(&t->hdr->agent_flags,
+							 memory_order_relaxed) &
+				    RL_AGENT_SYNC)
+					atomic_fetch_or_explicit(
+						&s->sync_admitted, RL_SYNC_DENIED,
+						memory_order_relaxed);
+				goto decided;
+			}
+			if (new == old)
 				goto decided;
 			if (atomic_compare_exchange_weak_explicit(
 				    &s->state, &old, new, memory_order_acq_rel,
@@ -356,7 +367,8 @@ int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
 		uint32_t a = atomic_load_explicit(&s->sync_admitted,
 						  memory_order_relaxed);
 
-		while (a >= cost && !atomic_compare_exchange_weak(
+		while ((a & ~RL_SYNC_DENIED) >= cost &&
+		       !atomic_compare_exchange_weak(
 					    &s->sync_admitted, &a, a - cost))
 			;
 	}
@@ -525,4 +537,145 @@ int rl_table_check(struct rl_table *t, uint64_t now_ns,
 	}
 #undef VIOLATION
 	return (int)out->violations;
+}
+
+/* ---- the agent's side ---------------------------------------------------------- */
+
+int rl_table_sync_collect(struct rl_table *t,
+			  int (*fn)(const struct rl_sync_item *it, void *arg),
+			  void *arg)
+{
+	struct rl_sync_item it;
+
+	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
+		struct rl_slot *s = &t->slots[i];
+		struct rl_slot_meta *m = &t->meta[i];
+		uint64_t key, t1, t2;
+		int r;
+
+		if (!atomic_load_explicit(&s->sync_admitted, memory_order_relaxed))
+			continue;
+		key = atomic_load_explicit(&s->key, memory_order_acquire);
+		it.admitted = atomic_exchange_explicit(&s->sync_admitted, 0,
+						       memory_order_acq_rel);
+		if (!key || !it.admitted)
+			continue;
+		it.denied = (it.admitted & RL_SYNC_DENIED) != 0;
+		it.admitted &= ~RL_SYNC_DENIED;
+		t1 = atomic_load_explicit(&m->tag, memory_order_acquire);
+		it.key_len = m->len > RL_KEY_MAX ? RL_KEY_MAX : m->len;
+		it.truncated = m->truncated;
+		memcpy(it.key, m->key, RL_KEY_MAX);
+		atomic_thread_fence(memory_order_acquire);
+		t2 = atomic_load_explicit(&m->tag, memory_order_relaxed);
+		if (t1 != key || t2 != key)
+			continue; /* being re-keyed: its count goes with it */
+		it.index = i;
+		it.tag = key;
+		it.rule = tag_rule(key);
+		it.plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
+		r = fn(&it, arg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
+			uint64_t debt_ns, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *a;
+	uint64_t old, want;
+
+	if (index >= t->hdr->capacity)
+		return -EINVAL;
+	s = &t->slots[index];
+	rc = rl_table_rule_get(t, tag_rule(tag));
+	if (!rc)
+		return -ESTALE;
+	a = slot_algo(rc, s);
+	if (a->kind != RL_ALGO_GCRA)
+		return 0; /* windows are enforced per host */
+	/* Admitted here since the collect: not in the store's figure yet. */
+	want = now_ns + debt_ns +
+	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
+						      memory_order_relaxed) &
+				 ~RL_SYNC_DENIED);
+	old = atomic_load_explicit(&s->state, memory_order_acquire);
+	for (;;) {
+		if (is_marker(old) ||
+		    atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return -ESTALE;
+		if (old >= want)
+			return 0;
+		if (atomic_compare_exchange_weak(&s->state, &old, want))
+			return 0;
+	}
+}
+
+int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
+			 uint64_t extra_ns, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	uint64_t old, new;
+
+	if (index >= t->hdr->capacity)
+		return -EINVAL;
+	s = &t->slots[index];
+	rc = rl_table_rule_get(t, tag_rule(tag));
+	if (!rc)
+		return -ESTALE;
+	if (slot_algo(rc, s)->kind != RL_ALGO_GCRA)
+		return 0;
+	old = atomic_load_explicit(&s->state, memory_order_acquire);
+	for (;;) {
+		if (is_marker(old) ||
+		    atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return -ESTALE;
+		new = (old > now_ns ? old : now_ns) + extra_ns;
+		if (atomic_compare_exchange_weak(&s->state, &old, new))
+			return 0;
+	}
+}
+
+int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
+		      unsigned plan, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *from, *to;
+	uint64_t old, new;
+
+	if (index >= t->hdr->capacity)
+		return -EINVAL;
+	s = &t->slots[index];
+	rc = rl_table_rule_get(t, tag_rule(tag));
+	if (!rc || plan > rc->nplans)
+		return -ESTALE;
+	if (atomic_load_explicit(&s->plan, memory_order_relaxed) == plan)
+		return 0;
+	from = slot_algo(rc, s);
+	to = plan ? &rc->plans[plan - 1] : &rc->algo;
+	atomic_store_explicit(&s->plan, (uint8_t)plan, memory_order_release);
+	if (from->kind != RL_ALGO_GCRA)
+		return 0; /* window counts are counts under any tariff */
+	old = atomic_load_explicit(&s->state, memory_order_acquire);
+	for (;;) {
+		uint64_t used;
+
+		if (is_marker(old) ||
+		    atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return -ESTALE;
+		if (old <= now_ns)
+			return 0; /* a full bucket is full under any tariff */
+		used = (old - now_ns) / from->interval_ns;
+		if (used > to->rate.burst)
+			used = to->rate.burst;
+		new = now_ns + used * to->interval_ns;
+		if (atomic_compare_exchange_weak(&s->state, &old, new))
+			return 0;
+	}
 }

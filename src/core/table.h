@@ -201,6 +201,59 @@ struct rl_table {
 	struct rl_rule_cache cache[RL_MAX_RULES];
 };
 
+/* ---- the agent's side (rlshimd) --------------------------------------------- */
+
+/* slot.sync_admitted: the count, and this bit for "refused since" */
+#define RL_SYNC_DENIED 0x80000000u
+
+/* A key with admissions (or refusals) since the last sync. */
+struct rl_sync_item {
+	uint32_t index;     /* slot */
+	uint64_t tag;       /* the key's identity in that slot */
+	unsigned rule;
+	uint32_t admitted;  /* cost admitted since the last collect */
+	uint8_t denied;     /* some request was refused since */
+	uint8_t plan;       /* 0: the rule's rate; n: plan n-1 */
+	uint8_t key_len;
+	uint8_t truncated;
+	uint8_t key[RL_KEY_MAX];
+};
+
+/*
+ * Call `fn` for every slot whose key admitted or refused something since
+ * the last collect, taking (swapping to 0) its count: what is collected is
+ * the caller's to account for. Returns what `fn` returned if non-zero.
+ */
+int rl_table_sync_collect(struct rl_table *t,
+			  int (*fn)(const struct rl_sync_item *it, void *arg),
+			  void *arg);
+
+/*
+ * The store says key `tag` in slot `index` owes `debt_ns` beyond `now_ns`
+ * for everything collected so far; what was admitted here since the collect
+ * comes on top. Raises the key's GCRA state to at least that, never lowers
+ * it. Returns 0, or -ESTALE if the slot holds another key now.
+ */
+int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
+			uint64_t debt_ns, uint64_t now_ns);
+
+/*
+ * The store is down: charge the key in slot `index` `extra_ns` more (what
+ * the other hosts are assumed to admit alongside), so that each host keeps
+ * to its share of the rate. Returns 0 or -ESTALE.
+ */
+int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
+			 uint64_t extra_ns, uint64_t now_ns);
+
+/*
+ * Put the key in slot `index` on plan `plan` (0: the rule's own rate),
+ * carrying its debt over in requests, not in time: a key that used 100
+ * requests of one tariff has used 100 of the next (at most the whole
+ * bucket). Returns 0 or -ESTALE.
+ */
+int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
+		      unsigned plan, uint64_t now_ns);
+
 /* Rule `id` as this process has validated it, or NULL if it is not (yet)
  * a valid rule of the segment. */
 const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "spawn.h"
 
 #define HOOK __attribute__((visibility("default")))
 
@@ -97,8 +98,9 @@ static inline void resolve(void)
 __attribute__((constructor)) static void rl_hooks_init(void)
 {
 	resolve();
-	/* Only a getenv: no file is opened, nothing is said. */
+	/* Only getenv: no file is opened, nothing is said. */
 	rl_config_remember_env();
+	rl_spawn_remember_env();
 }
 
 /* ---- io.c's view of the real calls ------------------------------------------------ */
@@ -189,6 +191,8 @@ static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		     ph == RL_SHIM_REFUSE) && rl_io_listener(lfd)) {
 			if (ph == RL_SHIM_CONFIGURED)
 				rl_shim_activate();
+			else if (ph == RL_SHIM_ACTIVE)
+				rl_shim_watch();
 			if (rl_shim_phase() != RL_SHIM_OFF &&
 			    !rl_io_accepted(lfd, fd, (struct sockaddr *)&ss, sl)) {
 				/* Refused and closed: take the next one, as if

@@ -345,7 +345,7 @@ static ssize_t answer(struct rl_conn *c, int fd)
 
 		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
 				 &c->verdict.res, &rule->rate, rl_io.cfg->headers,
-				 rl_time_wall_ms(), 0);
+				 rl_time_wall_ms(), c->verdict.store_down);
 	} else if (c->reply == RL_REPLY_400) {
 		n = rl_reply_400(buf, sizeof(buf), &rr,
 				 c->reply_why ? c->reply_why : "bad request");

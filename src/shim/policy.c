@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ban.h"
+#include "spawn.h"
 #include "table.h"
 #include "time.h"
 
@@ -121,13 +122,32 @@ static void refund_all(const struct rl_policy *p, const struct taken *done,
 				done[k].len, 1, now);
 }
 
+/* With [redis], is the store (or the agent that talks to it) down? */
+static int store_down(const struct rl_policy *p, uint64_t now)
+{
+	return (atomic_load_explicit(&p->table->hdr->agent_flags,
+				     memory_order_relaxed) & RL_AGENT_STORE_DOWN) ||
+	       rl_agent_dead(p->table, now);
+}
+
 static int take(const struct rl_policy *p, unsigned i, const void *key,
 		size_t len, uint64_t now, struct taken *done, unsigned *ndone,
 		struct rl_verdict *v)
 {
+	const struct rl_rule_cfg *r = &p->cfg->rules[i];
 	struct rl_result res;
 
-	rl_table_take(p->table, p->ids[i], key, len, 1, now, &res);
+	if (r->on_store_down == RL_STORE_DOWN_CLOSED && p->cfg->redis &&
+	    store_down(p, now)) {
+		/* Fail closed: 429, Retry-After 1, until the store is back. */
+		memset(&res, 0, sizeof(res));
+		res.limit = r->rate.burst;
+		res.retry_after_ns = RL_NS_PER_SEC;
+		res.reset_after_ns = RL_NS_PER_SEC;
+		v->store_down = 1;
+	} else {
+		rl_table_take(p->table, p->ids[i], key, len, 1, now, &res);
+	}
 	if (res.allowed) {
 		done[*ndone].rule = i;
 		done[*ndone].key = key;

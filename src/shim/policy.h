@@ -32,6 +32,8 @@ struct rl_policy {
 struct rl_verdict {
 	int allowed;          /* 1: pass; 0: answer 429 (or refuse at accept) */
 	int banned;           /* refused at accept by a ban */
+	int store_down;       /* refused because the store is down and the
+				 rule is on_store_down = closed */
 	int rule;             /* the configuration's index of the rule that
 				 denied (in dry-run: would have), or -1 */
 	struct rl_result res; /* that rule's result */

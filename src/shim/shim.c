@@ -7,12 +7,15 @@
 #include <string.h>
 
 #include "log.h"
+#include "spawn.h"
+#include "time.h"
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum rl_shim_phase phase;
 static struct rl_io_sys io_sys;
 static struct rl_config *config;
 static char config_err[RL_ERR_MAX];
+static struct rl_table *table_;
 
 enum rl_shim_phase rl_shim_phase(void)
 {
@@ -127,8 +130,21 @@ enum rl_shim_phase rl_shim_activate(void)
 						       : "built-in default",
 	       config->nrules, config->shm, n ? ports : "all",
 	       config->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce");
+	table_ = table;
 	set_phase(RL_SHIM_ACTIVE);
+	rl_spawn_agent(config, table, rl_time_now_ns());
 out:
 	pthread_mutex_unlock(&start_lock);
 	return rl_shim_phase();
+}
+
+void rl_shim_watch(void)
+{
+	/* At every accept, two loads: is the agent we want alive? */
+	if (table_ && (config->redis || config->xdp)) {
+		uint64_t now = rl_time_now_ns();
+
+		if (!rl_agent_alive(table_, now))
+			rl_spawn_agent(config, table_, now);
+	}
 }

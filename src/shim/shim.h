@@ -30,4 +30,8 @@ enum rl_shim_phase rl_shim_configure(const struct rl_io_sys *sys);
  * policy, log which configuration is in force. Thread-safe, once. */
 enum rl_shim_phase rl_shim_activate(void);
 
+/* At each accept once active: restart the agent if it should run and its
+ * heartbeat stopped. */
+void rl_shim_watch(void);
+
 #endif /* RL_SHIM_H */

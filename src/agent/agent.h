@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent.h - rlshimd's state and its jobs, one file each: sync.c (one
+ * global limit through Redis), bans.c (bans both ways), main.c (the
+ * process: lock, loop, signals).
+ */
+#ifndef RL_AGENT_H
+#define RL_AGENT_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "store.h"
+#include "table.h"
+
+/* Script ids in the store. */
+enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2 };
+
+/* One key to sync this round (text as the store names it). */
+struct rl_agent_item {
+	uint32_t index;
+	uint64_t tag;
+	unsigned rule;   /* config index */
+	uint32_t admitted;
+	uint64_t ei_ns;  /* the key's emission interval (its tariff's) */
+	uint8_t plan;
+	uint8_t klen;
+	char key[112];   /* key text: address, header value, or "*" */
+	char count[12];  /* admitted, as text */
+	char ei[32];     /* emission interval in microseconds, as text */
+};
+
+struct rl_agent {
+	const struct rl_config *cfg;
+	struct rl_table *table;
+	struct rl_store *store;
+	unsigned ids[RL_MAX_RULES];   /* the table's id of each config rule */
+	int rule_of[RL_MAX_RULES];    /* the config rule of each table id */
+	char host_id[256];
+	uint64_t interval_ns;
+
+	/* the store's epoch: a random value it keeps; a different one (or
+	 * none) means it restarted or was flushed */
+	char epoch[33];
+	int restarted;                /* this round saw a new epoch */
+	uint32_t hosts_alive;         /* at the last successful sync */
+
+	/* this round's keys, sorted by config rule */
+	struct rl_agent_item *items;
+	uint32_t nitems, cap;
+	uint64_t clean_cursor[RL_MAX_RULES];
+
+	uint64_t rounds;
+	void *bans;                   /* bans.c's state */
+};
+
+/* Set up the agent's sync state over `cfg` and `table`. 0 or -errno. */
+int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
+		  struct rl_table *table, char *err, size_t errlen);
+void rl_agent_free(struct rl_agent *a);
+
+/* One round: collect, push and pull (or charge shares when the store is
+ * down), plans, bans, heartbeat. */
+void rl_agent_round(struct rl_agent *a, uint64_t now_ns);
+
+/* bans.c */
+int rl_agent_bans_init(struct rl_agent *a);
+void rl_agent_bans_free(struct rl_agent *a);
+/* Mirror bans between the segment and the store (store up). */
+void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns);
+
+/* The text a key is named by in the store. */
+size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
+			 size_t len, int truncated, char *out, size_t outlen);
+
+#endif /* RL_AGENT_H */

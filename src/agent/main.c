@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c - rlshimd, the host agent: one per segment, whatever the number of
+ * server processes. It keeps the segment's heartbeat, syncs it with Redis
+ * (sync.c) and spreads bans (bans.c).
+ *
+ *   rlshimd [-c FILE] [--foreground] [--log FILE]
+ *
+ * Started by the service manager (with --foreground), or by the shim at the
+ * first accept when the configuration has [redis] or [xdp] and no agent
+ * holds the segment. Exactly one agent serves a segment: it holds an flock
+ * on the segment's file, which the kernel releases when it dies, so the
+ * next one can take over at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "time.h"
+
+#define SWEEP_NS (1000 * RL_NS_PER_MS)
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: rlshimd [-c FILE] [--foreground] [--log FILE]\n"
+		   "  -c FILE         configuration (default: $RLSHIM_CONFIG, "
+		   "else /etc/rlshim.conf)\n"
+		   "  --foreground    do not detach (for a service manager)\n"
+		   "  --log FILE      append the log there when detached\n");
+}
+
+/* Hold the segment: one agent per segment. Returns the locked fd, -1 if
+ * another agent holds it, -2 on error. */
+static int lock_segment(const char *shm)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/%s", shm);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -2;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return errno == EWOULDBLOCK ? -1 : -2;
+	}
+	return fd;
+}
+
+/* Detach: a child in its own session, the parent returns at once (its
+ * caller, the shim, reaps it), stdio on /dev/null or the log file. */
+static int detach(const char *logfile)
+{
+	pid_t pid = fork();
+	int null, log;
+
+	if (pid < 0)
+		return -1;
+	if (pid > 0)
+		_exit(0);
+	setsid();
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	log = logfile ? open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
+		      : -1;
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(log >= 0 ? log : null, 2);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "log", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL, *logfile = NULL;
+	struct rl_config *cfg;
+	struct rl_table *table;
+	struct rl_agent agent;
+	char err[RL_ERR_MAX];
+	int foreground = 0, opt, lock, rc;
+	uint64_t next, last_sweep = 0;
+	struct sigaction sa;
+
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 'f': foreground = 1; break;
+		case 'l': logfile = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	/* The shim passes its own environment minus LD_PRELOAD; an agent
+	 * started by hand finds the configuration as the shim does. */
+	if (!path)
+		path = rl_config_path();
+	rc = path ? rl_config_load(path, &cfg, err, sizeof(err))
+		  : rl_config_default(&cfg);
+	if (rc) {
+		fprintf(stderr, "rlshimd: %s\n", err);
+		return 1;
+	}
+	rl_log_setup(cfg->log, cfg->log_level, "rlshimd");
+	rc = rl_table_open(cfg->shm, cfg->capacity, RL_TABLE_CREATE, &table);
+	if (rc) {
+		fprintf(stderr, "rlshimd: %s\n", rl_table_error());
+		return 1;
+	}
+	lock = lock_segment(cfg->shm);
+	if (lock == -1) {
+		fprintf(stderr, "rlshimd: another agent (pid %llu) already "
+			"serves segment /dev/shm/%s\n",
+			(unsigned long long)atomic_load(&table->hdr->agent_pid),
+			cfg->shm);
+		return 1;
+	}
+	if (lock < 0) {
+		fprintf(stderr, "rlshimd: cannot lock /dev/shm/%s: %s\n", cfg->shm,
+			strerror(errno));
+		return 1;
+	}
+	if (!foreground && detach(logfile)) {
+		fprintf(stderr, "rlshimd: cannot detach: %s\n", strerror(errno));
+		return 1;
+	}
+	if (rl_agent_init(&agent, cfg, table, err, sizeof(err))) {
+		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"", err);
+		return 1;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	atomic_store(&table->hdr->agent_pid, (uint64_t)getpid());
+	rl_log(RL_LOG_INFO, "msg=\"agent started\" config=\"%s\" shm=%s redis=%s "
+	       "sync_interval=%llums", path ? path : "built-in default", cfg->shm,
+	       cfg->redis ? "on" : "off",
+	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
+
+	next = rl_time_now_ns();
+	while (!stopping) {
+		uint64_t now = rl_time_now_ns();
+		struct timespec ts;
+
+		rl_agent_round(&agent, now);
+		if (now - last_sweep >= SWEEP_NS) {
+			rl_table_sweep(table, now);
+			last_sweep = now;
+		}
+		next += agent.interval_ns;
+		now = rl_time_now_ns();
+		if (next < now)
+			next = now; /* a slow round: do not try to catch up */
+		ts.tv_sec = (time_t)(next / RL_NS_PER_SEC);
+		ts.tv_nsec = (long)(next % RL_NS_PER_SEC);
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+	/* Decisions stop counting for a sync that will not come. */
+	{
+		uint64_t f = atomic_load(&table->hdr->agent_flags);
+
+		while (!atomic_compare_exchange_weak(&table->hdr->agent_flags, &f,
+						     f & ~RL_AGENT_SYNC))
+			;
+	}
+	atomic_store(&table->hdr->agent_pid, 0);
+	rl_log(RL_LOG_INFO, "msg=\"agent stopped\" rounds=%llu",
+	       (unsigned long long)agent.rounds);
+	rl_agent_free(&agent);
+	rl_table_close(table);
+	rl_config_free(cfg);
+	close(lock);
+	return 0;
+}

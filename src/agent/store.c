@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: MIT */
+/* store.c - the Redis connection of rlshimd: connect, authenticate, time
+ * out, back off, pipeline, and keep the scripts loaded. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "log.h"
+#include "time.h"
+
+#define BACKOFF_MIN_NS (50 * RL_NS_PER_MS)
+#define BACKOFF_MAX_NS (2000 * RL_NS_PER_MS)
+#define QUEUE_MAX 1024
+
+struct queued {
+	char *cmd;       /* formatted, as sent (kept to redo a NOSCRIPT) */
+	size_t len;
+	int script;      /* script id, or -1 */
+	redisReply *reply;
+};
+
+struct rl_store {
+	struct rl_store_url url;
+	char url_text[512];
+	uint64_t timeout_ns;
+	redisContext *c;
+	int up;
+	int ever_up;
+	uint64_t down_since_ms;   /* wall clock, for the log and the segment */
+	uint64_t down_since_ns;   /* monotonic, for the outage's length */
+	uint64_t retry_at_ns;
+	uint64_t backoff_ns;
+	int logged_down;
+	uint64_t reconnects;
+	uint64_t commands;
+	const char *lua[RL_STORE_SCRIPTS];
+	char sha[RL_STORE_SCRIPTS][41];
+	unsigned nqueued;
+	struct queued queue[QUEUE_MAX];
+};
+
+/* ---- the URL ------------------------------------------------------------------ */
+
+static int unescape(const char *s, size_t n, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '%' && i + 2 < n) {
+			char hex[3] = { s[i + 1], s[i + 2], 0 };
+			char *end;
+			long v = strtol(hex, &end, 16);
+
+			if (*end)
+				return -EINVAL;
+			c = (char)v;
+			i += 2;
+		} else if (c == '%') {
+			return -EINVAL;
+		}
+		if (o + 1 >= outlen)
+			return -EINVAL;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int rl_store_parse_url(const char *url, struct rl_store_url *out)
+{
+	const char *p, *at, *slash, *colon, *host_end;
+
+	memset(out, 0, sizeof(*out));
+	out->port = 6379;
+	if (strncmp(url, "unix://", 7) == 0) {
+		p = url + 7;
+		if (*p != '/' || strlen(p) >= sizeof(out->host))
+			return -EINVAL;
+		out->unix_socket = 1;
+		strcpy(out->host, p);
+		return 0;
+	}
+	if (strncmp(url, "redis://", 8) != 0)
+		return -EINVAL;
+	p = url + 8;
+	slash = strchr(p, '/');
+	at = strchr(p, '@');
+	if (at && (!slash || at < slash)) {
+		const char *sep = memchr(p, ':', (size_t)(at - p));
+
+		if (sep) {
+			if (unescape(p, (size_t)(sep - p), out->user, sizeof(out->user)) ||
+			    unescape(sep + 1, (size_t)(at - sep - 1), out->pass,
+				     sizeof(out->pass)))
+				return -EINVAL;
+		} else if (unescape(p, (size_t)(at - p), out->pass, sizeof(out->pass))) {
+			return -EINVAL;
+		}
+		p = at + 1;
+	}
+	host_end = slash ? slash : p + strlen(p);
+	if (*p == '[') { /* [v6] */
+		const char *close = memchr(p, ']', (size_t)(host_end - p));
+
+		if (!close)
+			return -EINVAL;
+		if ((size_t)(close - p - 1) >= sizeof(out->host))
+			return -EINVAL;
+		memcpy(out->host, p + 1, (size_t)(close - p - 1));
+		colon = close + 1 < host_end && close[1] == ':' ? close + 1 : NULL;
+	} else {
+		colon = memchr(p, ':', (size_t)(host_end - p));
+		if ((size_t)((colon ? colon : host_end) - p) >= sizeof(out->host))
+			return -EINVAL;
+		memcpy(out->host, p, (size_t)((colon ? colon : host_end) - p));
+	}
+	if (!out->host[0])
+		return -EINVAL;
+	if (colon) {
+		char *end;
+		long port = strtol(colon + 1, &end, 10);
+
+		if (end != host_end || port < 1 || port > 65535)
+			return -EINVAL;
+		out->port = (int)port;
+	}
+	if (slash && slash[1]) {
+		char *end;
+		long db = strtol(slash + 1, &end, 10);
+
+		if (*end || db < 0 || db > 65535)
+			return -EINVAL;
+		out->db = (int)db;
+	}
+	return 0;
+}
+
+/* ---- the connection ------------------------------------------------------------ */
+
+struct rl_store *rl_store_new(const char *url, uint64_t timeout_ns)
+{
+	struct rl_store *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	if (rl_store_parse_url(url, &s->url)) {
+		free(s);
+		return NULL;
+	}
+	/* The URL without its password, for the log. */
+	snprintf(s->url_text, sizeof(s->url_text), "%s%s%s%s",
+		 s->url.unix_socket ? "unix://" : "redis://",
+		 s->url.user[0] ? s->url.user : "",
+		 s->url.user[0] ? "@" : "", s->url.host);
+	s->timeout_ns = timeout_ns;
+	s->backoff_ns = BACKOFF_MIN_NS;
+	return s;
+}
+
+static void queue_clear(struct rl_store *s)
+{
+	for (unsigned i = 0; i < s->nqueued; i++) {
+		redisFreeCommand(s->queue[i].cmd);
+		if (s->queue[i].reply)
+			freeReplyObject(s->queue[i].reply);
+	}
+	s->nqueued = 0;
+}
+
+void rl_store_free(struct rl_store *s)
+{
+	if (!s)
+		return;
+	queue_clear(s);
+	if (s->c)
+		redisFree(s->c);
+	free(s);
+}
+
+void rl_store_script(struct rl_store *s, unsigned id, const char *lua)
+{
+	if (id < RL_STORE_SCRIPTS)
+		s->lua[id] = lua;
+}
+
+int rl_store_up(const struct rl_store *s)
+{
+	return s->up;
+}
+
+uint64_t rl_store_down_since_ms(const struct rl_store *s)
+{
+	return s->up ? 0 : s->down_since_ms;
+}
+
+uint64_t rl_store_reconnects(const struct rl_store *s)
+{
+	return s->reconnects;
+}
+
+uint64_t rl_store_commands(const struct rl_store *s)
+{
+	return s->commands;
+}
+
+void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
+{
+	if (s->c) {
+		redisFree(s->c);
+		s->c = NULL;
+	}
+	queue_clear(s);
+	if (s->up || !s->down_since_ns) {
+		s->down_since_ms = rl_time_wall_ms();
+		s->down_since_ns = now_ns;
+	}
+	if (!s->logged_down) {
+		rl_log(RL_LOG_WARN, "msg=\"store unreachable\" store=%s err=\"%s\"",
+		       s->url_text, why);
+		s->logged_down = 1;
+	}
+	s->up = 0;
+	s->retry_at_ns = now_ns + s->backoff_ns;
+	s->backoff_ns = s->backoff_ns * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS
+							   : s->backoff_ns * 2;
+}
+
+/* A synchronous command during connection setup; 0 if the reply is not an
+ * error. */
+static int setup_command(struct rl_store *s, const char *fmt, ...)
+{
+	redisReply *r;
+	va_list ap;
+	int ok;
+
+	va_start(ap, fmt);
+	r = redisvCommand(s->c, fmt, ap);
+	va_end(ap);
+	s->commands++;
+	ok = r && r->type != REDIS_REPLY_ERROR;
+	if (r)
+		freeReplyObject(r);
+	return ok ? 0 : -EIO;
+}
+
+static int load_scripts(struct rl_store *s)
+{
+	for (unsigned i = 0; i < RL_STORE_SCRIPTS; i++) {
+		redisReply *r;
+
+		if (!s->lua[i])
+			continue;
+		r = redisCommand(s->c, "SCRIPT LOAD %s", s->lua[i]);
+		s->commands++;
+		if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
+			if (r)
+				freeReplyObject(r);
+			return -EIO;
+		}
+		memcpy(s->sha[i], r->str, 40);
+		s->sha[i][40] = '\0';
+		freeReplyObject(r);
+	}
+	return 0;
+}
+
+int rl_store_ready(struct rl_store *s, uint64_t now_ns)
+{
+	struct timeval tv = { (time_t)(s->timeout_ns / RL_NS_PER_SEC),
+			      (suseconds_t)(s->timeout_ns % RL_NS_PER_SEC / 1000) };
+	const char *why = NULL;
+
+	if (s->up)
+		return 1;
+	if (now_ns < s->retry_at_ns)
+		return 0;
+	s->c = s->url.unix_socket ? redisConnectUnixWithTimeout(s->url.host, tv)
+				  : redisConnectWithTimeout(s->url.host, s->url.port, tv);
+	if (!s->c || s->c->err) {
+		why = s->c ? s->c->errstr : "out of memory";
+		goto fail;
+	}
+	redisSetTimeout(s->c, tv);
+	if (s->url.pass[0]) {
+		int rc = s->url.user[0]
+				 ? setup_command(s, "AUTH %s %s", s->url.user, s->url.pass)
+				 : setup_command(s, "AUTH %s", s->url.pass);
+
+		if (rc) {
+			why = "authentication failed";
+			goto fail;
+		}
+	}
+	if (s->url.db && setup_command(s, "SELECT %d", s->url.db)) {
+		why = "SELECT failed";
+		goto fail;
+	}
+	if (load_scripts(s)) {
+		why = "SCRIPT LOAD failed";
+		goto fail;
+	}
+	if (s->logged_down) {
+		uint64_t ms = (now_ns - s->down_since_ns) / RL_NS_PER_MS;
+
+		rl_log(RL_LOG_INFO, "msg=\"store reachable again\" store=%s "
+		       "down_for=%llu.%03llus", s->url_text,
+		       (unsigned long long)(ms / 1000),
+		       (unsigned long long)(ms % 1000));
+	} else if (!s->ever_up) {
+		rl_log(RL_LOG_INFO, "msg=\"store connected\" store=%s", s->url_text);
+	}
+	if (s->ever_up)
+		s->reconnects++;
+	s->ever_up = 1;
+	s->up = 1;
+	s->logged_down = 0;
+	s->down_since_ns = 0;
+	s->backoff_ns = BACKOFF_MIN_NS;
+	return 1;
+fail:
+	{
+		char err[160];
+
+		snprintf(err, sizeof(err), "%s", why);
+		rl_store_fail(s, err, now_ns);
+	}
+	return 0;
+}
+
+/* ---- the pipeline ---------------------------------------------------------------- */
+
+static int enqueue(struct rl_store *s, char *cmd, long long len, int script)
+{
+	if (len < 0)
+		return -ENOMEM;
+	if (s->nqueued == QUEUE_MAX) {
+		redisFreeCommand(cmd);
+		return -ENOSPC;
+	}
+	s->queue[s->nqueued].cmd = cmd;
+	s->queue[s->nqueued].len = (size_t)len;
+	s->queue[s->nqueued].script = script;
+	s->queue[s->nqueued].reply = NULL;
+	s->nqueued++;
+	return 0;
+}
+
+int rl_store_queue(struct rl_store *s, int argc, const char **argv,
+		   const size_t *lens)
+{
+	char *cmd = NULL;
+	long long n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+
+	return enqueue(s, cmd, n, -1);
+}
+
+int rl_store_queue_script(struct rl_store *s, unsigned id, int nkeys,
+			  int argc, const char **argv, const size_t *lens)
+{
+	const char *v[argc + 3];
+	size_t l[argc + 3];
+	char nk[16];
+	char *cmd = NULL;
+	long long n;
+
+	if (id >= RL_STORE_SCRIPTS || !s->lua[id])
+		return -EINVAL;
+	snprintf(nk, sizeof(nk), "%d", nkeys);
+	v[0] = "EVALSHA";
+	l[0] = 7;
+	v[1] = s->sha[id];
+	l[1] = 40;
+	v[2] = nk;
+	l[2] = strlen(nk);
+	for (int i = 0; i < argc; i++) {
+		v[3 + i] = argv[i];
+		l[3 + i] = lens[i];
+	}
+	n = redisFormatCommandArgv(&cmd, argc + 3, v, l);
+	return enqueue(s, cmd, n, (int)id);
+}
+
+static int is_noscript(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR &&
+	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+int rl_store_flush(struct rl_store *s,
+		   int (*fn)(redisReply *r, unsigned i, void *arg), void *arg,
+		   uint64_t now_ns)
+{
+	int rc = 0, reloaded = 0;
+
+	if (!s->up) {
+		queue_clear(s);
+		return -EIO;
+	}
+	for (unsigned i = 0; i < s->nqueued; i++)
+		if (redisAppendFormattedCommand(s->c, s->queue[i].cmd,
+						s->queue[i].len) != REDIS_OK)
+			goto io;
+	for (unsigned i = 0; i < s->nqueued; i++) {
+		void *r = NULL;
+
+		if (redisGetReply(s->c, &r) != REDIS_OK || !r)
+			goto io;
+		s->queue[i].reply = r;
+		s->commands++;
+	}
+	/* Scripts the server forgot (restarted, or SCRIPT FLUSH): load them
+	 * and redo those calls, now that the pipeline is drained. */
+	for (unsigned i = 0; i < s->nqueued; i++) {
+		struct queued *q = &s->queue[i];
+		void *r = NULL;
+
+		if (!is_noscript(q->reply))
+			continue;
+		if (!reloaded) {
+			if (load_scripts(s))
+				goto io;
+			reloaded = 1;
+		}
+		freeReplyObject(q->reply);
+		q->reply = NULL;
+		if (redisAppendFormattedCommand(s->c, q->cmd, q->len) != REDIS_OK ||
+		    redisGetReply(s->c, &r) != REDIS_OK || !r)
+			goto io;
+		q->reply = r;
+		s->commands++;
+	}
+	for (unsigned i = 0; i < s->nqueued && !rc; i++)
+		rc = fn(s->queue[i].reply, i, arg);
+	queue_clear(s);
+	return rc;
+io:
+	rl_store_fail(s, s->c && s->c->err ? s->c->errstr : "no reply", now_ns);
+	return -EIO;
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h - rlshimd's connection to Redis.
+ *
+ * One connection, used synchronously by the agent's loop (never by the
+ * shim: no request waits on it). Every call is bounded by the configured
+ * timeout. A failure marks the store down; rl_store_ready() reconnects with
+ * capped exponential backoff, and the outage is logged once when it starts
+ * and once when it ends, with its length. Scripts are loaded once and
+ * called by EVALSHA; a NOSCRIPT (Redis restarted or flushed its scripts)
+ * loads them again and repeats the call.
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#define RL_STORE_SCRIPTS 4
+
+struct rl_store;
+
+struct rl_store_url {
+	int unix_socket;   /* unix:///path */
+	char host[256];    /* or the socket path */
+	int port;
+	int db;
+	char user[128];    /* ACL user; "" for none */
+	char pass[256];    /* "" for none */
+};
+
+/*
+ * Parse redis://[user:pass@]host[:port][/db] or unix:///path. User and
+ * password may be percent-encoded. Returns 0 or -EINVAL.
+ */
+int rl_store_parse_url(const char *url, struct rl_store_url *out);
+
+/* A store for `url` (not connected yet); every call bounded by
+ * `timeout_ns`. NULL if the url does not parse. */
+struct rl_store *rl_store_new(const char *url, uint64_t timeout_ns);
+void rl_store_free(struct rl_store *s);
+
+/* Register script `id` (0..RL_STORE_SCRIPTS-1) by its Lua source. */
+void rl_store_script(struct rl_store *s, unsigned id, const char *lua);
+
+/*
+ * Connected and ready? Tries to (re)connect when the backoff allows.
+ * Returns 1 if the store is up now, 0 if not.
+ */
+int rl_store_ready(struct rl_store *s, uint64_t now_ns);
+
+/* A call failed (or returned garbage): drop the connection, go down. */
+void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns);
+
+/* 1 while up. Since when it is down, in CLOCK_REALTIME ms (0 if up). */
+int rl_store_up(const struct rl_store *s);
+uint64_t rl_store_down_since_ms(const struct rl_store *s);
+
+/* Times the connection came up after being down (a restart shows here
+ * too: the scripts had to be loaded again). */
+uint64_t rl_store_reconnects(const struct rl_store *s);
+
+/*
+ * Queue a command (binary-safe arguments) on the pipeline, or EVALSHA of
+ * script `id`. rl_store_flush() then reads every reply in order, redoing a
+ * script call that came back NOSCRIPT; fn(reply, i, arg) is called for each
+ * (i: the order queued). On a connection error the store goes down and
+ * -EIO is returned; replies already handed to `fn` stand.
+ */
+int rl_store_queue(struct rl_store *s, int argc, const char **argv,
+		   const size_t *lens);
+int rl_store_queue_script(struct rl_store *s, unsigned id, int nkeys,
+			  int argc, const char **argv, const size_t *lens);
+int rl_store_flush(struct rl_store *s,
+		   int (*fn)(redisReply *r, unsigned i, void *arg), void *arg,
+		   uint64_t now_ns);
+
+/* Commands sent since the start (for the benchmark). */
+uint64_t rl_store_commands(const struct rl_store *s);
+
+#endif /* RL_STORE_H */

@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sync.c - one global limit across hosts, with a hot path that never waits.
+ *
+ * Every host decides from its own segment. Each round (sync_interval) the
+ * agent takes from the segment what every key admitted since the last round
+ * and pushes it to the store, where a script keeps each key's global GCRA
+ * state (its theoretical arrival time on the store's clock, advanced by one
+ * emission interval per admitted request, from anywhere). The script answers
+ * with each key's global debt, and the agent raises the key's local state to
+ * it (plus what was admitted here meanwhile). So every host's bucket carries
+ * what all hosts admitted, one round late at most:
+ *
+ *   - load on one host: the global state is that host's own, exactly;
+ *   - load on several: in the round before they see each other, each may
+ *     admit what its stale view allows; the store counts all of it, and the
+ *     debt is repaid by waiting. Over a run the total is rate x time + burst,
+ *     off by what hosts admit in the last round only;
+ *   - a key new to a host starts with a full local bucket, and pays back in
+ *     the next round whatever that took from others.
+ *
+ * Store commands per round: one script call per rule with activity (keys
+ * batched, all of a rule's keys under one hash tag so the script stays in
+ * one cluster slot), one for the hosts alive, one for the epoch, one per
+ * rule with plans, and the ban set (bans.c). They grow with rules, keys and
+ * hosts, never with requests.
+ *
+ * When the store is down, hosts cannot see each other: each charges its own
+ * admissions as if every host alive at the last sync admitted as much, which
+ * keeps it to its share of the rate (on_store_down = open). Rules set to
+ * `closed` are refused by the shim instead, from the flag set here.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "ban.h"
+#include "log.h"
+#include "time.h"
+
+#define BATCH 400             /* keys per script call */
+#define CLEAN_EVERY 200       /* rounds between sweeps of stale store keys */
+
+/* KEYS[1]: the rule's hash of global states (microseconds, store clock).
+ * ARGV[1]: idle TTL (ms). Then triples: key, admitted, interval (us).
+ * Returns each key's debt (us), in order. */
+static const char sync_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local n = (#ARGV - 1) / 3\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
+	"local tats = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local sets, out = {}, {}\n"
+	"for i = 1, n do\n"
+	"  local tat = tonumber(tats[i]) or 0\n"
+	"  if tat < now then tat = now end\n"
+	"  local a = tonumber(ARGV[3 * i])\n"
+	"  if a > 0 then\n"
+	"    tat = tat + a * tonumber(ARGV[3 * i + 1])\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = string.format('%.0f', tat)\n"
+	"  end\n"
+	"  out[i] = string.format('%.0f', tat - now)\n"
+	"end\n"
+	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
+	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"return out\n";
+
+/* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
+ * counts as alive. Returns how many are. */
+static const char hosts_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local win = tonumber(ARGV[2])\n"
+	"redis.call('ZADD', KEYS[1], now, ARGV[1])\n"
+	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)\n"
+	"redis.call('PEXPIRE', KEYS[1], win * 10)\n"
+	"return redis.call('ZCARD', KEYS[1])\n";
+
+/* KEYS[1]: a rule's hash; ARGV[1]: an HSCAN cursor. Drops the keys whose
+ * state is repaid; returns the next cursor. */
+static const char clean_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
+	"local kv = r[2]\n"
+	"for i = 1, #kv, 2 do\n"
+	"  if tonumber(kv[i + 1]) < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
+	"end\n"
+	"return r[1]\n";
+
+/* ---- set up -------------------------------------------------------------------- */
+
+int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
+		  struct rl_table *table, char *err, size_t errlen)
+{
+	char host[128];
+
+	memset(a, 0, sizeof(*a));
+	a->cfg = cfg;
+	a->table = table;
+	a->interval_ns = cfg->sync_interval_ns;
+	for (unsigned i = 0; i < RL_MAX_RULES; i++)
+		a->rule_of[i] = -1;
+	for (unsigned i = 0; i < cfg->nrules; i++) {
+		const struct rl_rule_cfg *r = &cfg->rules[i];
+		struct rl_rate plans[RL_MAX_PLANS];
+		struct rl_rule_def def = { r->name, r->algorithm, r->rate,
+					   r->nplans, plans };
+
+		for (unsigned k = 0; k < r->nplans; k++)
+			plans[k] = r->plans[k].rate;
+		if (rl_table_rule(table, &def, &a->ids[i])) {
+			snprintf(err, errlen, "rule [limit:%s] cannot be registered",
+				 r->name);
+			return -ENOSPC;
+		}
+		a->rule_of[a->ids[i]] = (int)i;
+	}
+	if (gethostname(host, sizeof(host)))
+		snprintf(host, sizeof(host), "host");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(a->host_id, sizeof(a->host_id), "%s/%s/%d", host, cfg->shm,
+		 (int)getpid());
+	a->hosts_alive = 1;
+	if (!cfg->redis)
+		return 0;
+	a->store = rl_store_new(cfg->redis_url, cfg->redis_timeout_ns);
+	if (!a->store) {
+		snprintf(err, errlen, "bad redis url");
+		return -EINVAL;
+	}
+	rl_store_script(a->store, RL_SCRIPT_SYNC, sync_lua);
+	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
+	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
+	a->cap = table->hdr->capacity;
+	a->items = calloc(a->cap, sizeof(*a->items));
+	if (!a->items) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return rl_agent_bans_init(a);
+}
+
+void rl_agent_free(struct rl_agent *a)
+{
+	rl_agent_bans_free(a);
+	rl_store_free(a->store);
+	free(a->items);
+}
+
+/* ---- keys as the store names them ------------------------------------------------- */
+
+size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
+			 size_t len, int truncated, char *out, size_t outlen)
+{
+	size_t n = 0;
+
+	if (r->key == RL_KEY_GLOBAL) {
+		n = (size_t)snprintf(out, outlen, "*");
+	} else if (r->key == RL_KEY_IP && (len == 5 || len == 17) &&
+		   (key[0] == RL_AF_INET || key[0] == RL_AF_INET6)) {
+		/* already masked to the configured prefix */
+		struct rl_addr ad = { key[0], { 0 } };
+		char text[RL_ADDR_STRLEN];
+
+		memcpy(ad.bytes, key + 1, len - 1);
+		rl_addr_format(&ad, text, sizeof(text));
+		n = (size_t)snprintf(out, outlen, "%s", text);
+	} else {
+		/* a header value: as it came, and a truncated one keeps the
+		 * digest the segment made of the whole, in hex */
+		size_t keep = truncated ? RL_KEY_MAX - 8 : len;
+
+		if (keep > outlen - 1)
+			keep = outlen - 1;
+		memcpy(out, key, keep);
+		n = keep;
+		if (truncated && outlen > n + 18) {
+			for (unsigned i = 0; i < 8; i++)
+				n += (size_t)snprintf(out + n, outlen - n, "%02x",
+						      key[RL_KEY_MAX - 8 + i]);
+		}
+		out[n] = '\0';
+	}
+	return n < outlen ? n : outlen - 1;
+}
+
+/* ---- one round -------------------------------------------------------------------- */
+
+/* What each queued reply is for. */
+enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN };
+
+struct reply_plan {
+	enum job job;
+	unsigned rule;       /* config index */
+	uint32_t first, n;   /* items */
+};
+
+#define PLAN_MAX 1024
+
+struct round {
+	struct rl_agent *a;
+	uint64_t now_ns;
+	unsigned nplan;
+	struct reply_plan plan[PLAN_MAX];
+	int failed;
+};
+
+static int collect(const struct rl_sync_item *it, void *arg)
+{
+	struct rl_agent *a = arg;
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *alg;
+	struct rl_agent_item *x;
+	int ci = it->rule < RL_MAX_RULES ? a->rule_of[it->rule] : -1;
+
+	if (ci < 0 || a->nitems == a->cap)
+		return 0; /* a rule of another configuration */
+	rc = rl_table_rule_get(a->table, it->rule);
+	if (!rc)
+		return 0;
+	alg = it->plan && it->plan <= rc->nplans ? &rc->plans[it->plan - 1]
+						 : &rc->algo;
+	x = &a->items[a->nitems++];
+	x->index = it->index;
+	x->tag = it->tag;
+	x->rule = (unsigned)ci;
+	x->admitted = it->admitted;
+	x->ei_ns = alg->interval_ns;
+	x->plan = it->plan;
+	x->klen = (uint8_t)rl_agent_key_text(&a->cfg->rules[ci], it->key,
+					     it->key_len, it->truncated, x->key,
+					     sizeof(x->key));
+	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
+	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
+	return 0;
+}
+
+static int by_rule(const void *x, const void *y)
+{
+	const struct rl_agent_item *p = x, *q = y;
+
+	return p->rule < q->rule ? -1 : p->rule > q->rule;
+}
+
+static int plan_add(struct round *r, enum job job, unsigned rule,
+		    uint32_t first, uint32_t n)
+{
+	if (r->nplan == PLAN_MAX)
+		return -ENOSPC;
+	r->plan[r->nplan++] = (struct reply_plan){ job, rule, first, n };
+	return 0;
+}
+
+/* The store key of rule `ci`'s global states: one hash tag per rule. */
+static size_t rule_hash_key(const struct rl_agent *a, unsigned ci, char *out,
+			    size_t len)
+{
+	return (size_t)snprintf(out, len, "%s{%s}", a->cfg->redis_prefix,
+				a->cfg->rules[ci].name);
+}
+
+/* Queue the sync script for items [first, first + n) of rule `ci`. */
+static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + 3 * BATCH];
+	size_t lens[2 + 3 * BATCH];
+	char hkey[160], ttl[32];
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	uint64_t depth_ms = rule->rate.period_ns / rule->rate.count *
+			    rule->rate.burst / RL_NS_PER_MS;
+	int c = 0;
+
+	/* the store keeps a key while it could owe anything, and a minute */
+	snprintf(ttl, sizeof(ttl), "%llu",
+		 (unsigned long long)(depth_ms + 60000));
+	lens[c] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+	argv[c++] = hkey;
+	argv[c] = ttl;
+	lens[c++] = strlen(ttl);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		argv[c] = x->key;
+		lens[c++] = x->klen;
+		argv[c] = x->count;
+		lens[c++] = strlen(x->count);
+		argv[c] = x->ei;
+		lens[c++] = strlen(x->ei);
+	}
+	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 1, c, argv, lens))
+		return -1;
+	return plan_add(r, JOB_SYNC, ci, first, n);
+}
+
+/* Queue an HMGET of the plans of items [first, first + n) of rule `ci`. */
+static int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + BATCH];
+	size_t lens[2 + BATCH];
+	char hkey[160];
+	int c = 0;
+
+	argv[c] = "HMGET";
+	lens[c++] = 5;
+	lens[c] = (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
+				   a->cfg->redis_prefix, a->cfg->rules[ci].name);
+	argv[c++] = hkey;
+	for (uint32_t i = first; i < first + n; i++) {
+		argv[c] = a->items[i].key;
+		lens[c++] = a->items[i].klen;
+	}
+	if (rl_store_queue(a->store, c, argv, lens))
+		return -1;
+	return plan_add(r, JOB_PLANS, ci, first, n);
+}
+
+static void new_epoch(struct rl_agent *a, struct round *r)
+{
+	uint8_t rnd[16];
+	char key[160];
+	const char *argv[5];
+	size_t lens[5];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		memset(rnd, (int)getpid(), sizeof(rnd));
+	for (unsigned i = 0; i < 16; i++)
+		snprintf(a->epoch + 2 * i, 3, "%02x", rnd[i]);
+	snprintf(key, sizeof(key), "%sepoch", a->cfg->redis_prefix);
+	argv[0] = "SET";
+	argv[1] = key;
+	argv[2] = a->epoch;
+	argv[3] = "NX";
+	for (unsigned i = 0; i < 4; i++)
+		lens[i] = strlen(argv[i]);
+	rl_store_queue(a->store, 4, argv, lens);
+	plan_add(r, JOB_EPOCH_SET, 0, 0, 0);
+}
+
+static int on_reply(redisReply *rep, unsigned i, void *arg)
+{
+	struct round *r = arg;
+	struct rl_agent *a = r->a;
+	struct reply_plan *p = &r->plan[i];
+
+	if (rep->type == REDIS_REPLY_ERROR) {
+		rl_log(RL_LOG_WARN, "msg=\"store error\" err=\"%s\"", rep->str);
+		r->failed = 1;
+		return 0;
+	}
+	switch (p->job) {
+	case JOB_EPOCH:
+		if (rep->type == REDIS_REPLY_STRING) {
+			if (a->epoch[0] && strcmp(a->epoch, rep->str) != 0)
+				a->restarted = 1;
+			snprintf(a->epoch, sizeof(a->epoch), "%s", rep->str);
+		} else {
+			/* none: the store restarted empty or was flushed */
+			if (a->epoch[0])
+				a->restarted = 1;
+			a->epoch[0] = '\0';
+		}
+		break;
+	case JOB_EPOCH_SET:
+		break;
+	case JOB_HOSTS:
+		if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
+			a->hosts_alive = (uint32_t)rep->integer;
+			atomic_store(&a->table->hdr->hosts_alive, a->hosts_alive);
+		}
+		break;
+	case JOB_SYNC:
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != p->n) {
+			r->failed = 1;
+			break;
+		}
+		for (uint32_t k = 0; k < p->n; k++) {
+			struct rl_agent_item *x = &a->items[p->first + k];
+			redisReply *e = rep->element[k];
+			double us = e->type == REDIS_REPLY_STRING ? strtod(e->str, NULL)
+								  : 0;
+
+			if (us > 0)
+				rl_table_sync_apply(a->table, x->index, x->tag,
+						    (uint64_t)(us * 1000.0),
+						    rl_time_now_ns());
+		}
+		break;
+	case JOB_PLANS: {
+		const struct rl_rule_cfg *rule = &a->cfg->rules[p->rule];
+
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != p->n)
+			break;
+		for (uint32_t k = 0; k < p->n; k++) {
+			struct rl_agent_item *x = &a->items[p->first + k];
+			redisReply *e = rep->element[k];
+			unsigned plan = 0; /* unknown keys get `rate` */
+
+			if (e->type == REDIS_REPLY_STRING)
+				for (unsigned q = 0; q < rule->nplans; q++)
+					if (strcmp(rule->plans[q].name, e->str) == 0)
+						plan = q + 1;
+			if (plan != x->plan)
+				rl_table_set_plan(a->table, x->index, x->tag, plan,
+						  rl_time_now_ns());
+		}
+		break;
+	}
+	case JOB_CLEAN:
+		if (rep->type == REDIS_REPLY_STRING)
+			a->clean_cursor[p->rule] = strtoull(rep->str, NULL, 10);
+		break;
+	}
+	return 0;
+}
+
+/* The store is down: each host keeps to its share. */
+static void charge_shares(struct rl_agent *a, uint64_t now_ns)
+{
+	uint32_t others = a->hosts_alive > 1 ? a->hosts_alive - 1 : 0;
+
+	if (!others)
+		return;
+	for (uint32_t i = 0; i < a->nitems; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		if (a->cfg->rules[x->rule].on_store_down != RL_STORE_DOWN_OPEN ||
+		    !x->admitted)
+			continue;
+		rl_table_sync_charge(a->table, x->index, x->tag,
+				     (uint64_t)others * x->admitted * x->ei_ns,
+				     now_ns);
+	}
+}
+
+static void set_flags(struct rl_agent *a, uint64_t set, uint64_t clear)
+{
+	struct rl_shm_header *h = a->table->hdr;
+	uint64_t f = atomic_load(&h->agent_flags);
+
+	while (!atomic_compare_exchange_weak(&h->agent_flags, &f, (f | set) & ~clear))
+		;
+}
+
+void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
+{
+	struct rl_shm_header *h = a->table->hdr;
+	struct round *r = &(struct round){ .a = a, .now_ns = now_ns };
+	const char *argv[4];
+	size_t lens[4];
+	char key[160], win[32];
+
+	atomic_store(&h->agent_heartbeat_ns, now_ns);
+	a->rounds++;
+	if (!a->cfg->redis)
+		return;
+	atomic_store(&h->sync_interval_ms,
+		     (uint32_t)(a->interval_ns / RL_NS_PER_MS));
+	/* From now on decisions count what the agent must push. */
+	set_flags(a, RL_AGENT_SYNC, 0);
+	a->nitems = 0;
+	rl_table_sync_collect(a->table, collect, a);
+	if (!rl_store_ready(a->store, now_ns)) {
+		set_flags(a, RL_AGENT_STORE_DOWN, 0);
+		atomic_store(&h->store_down_since_ms, rl_store_down_since_ms(a->store));
+		charge_shares(a, now_ns);
+		return;
+	}
+	qsort(a->items, a->nitems, sizeof(a->items[0]), by_rule);
+	a->restarted = 0;
+
+	/* the epoch, and the hosts alive */
+	argv[0] = "GET";
+	lens[0] = 3;
+	lens[1] = (size_t)snprintf(key, sizeof(key), "%sepoch", a->cfg->redis_prefix);
+	argv[1] = key;
+	rl_store_queue(a->store, 2, argv, lens);
+	plan_add(r, JOB_EPOCH, 0, 0, 0);
+	{
+		char hkey[160];
+		const char *hv[3];
+		size_t hl[3];
+
+		hl[0] = (size_t)snprintf(hkey, sizeof(hkey), "%shosts",
+					 a->cfg->redis_prefix);
+		hv[0] = hkey;
+		hv[1] = a->host_id;
+		hl[1] = strlen(a->host_id);
+		/* alive: seen within 3 rounds, or a second */
+		snprintf(win, sizeof(win), "%llu",
+			 (unsigned long long)(3 * a->interval_ns / RL_NS_PER_MS + 1000));
+		hv[2] = win;
+		hl[2] = strlen(win);
+		rl_store_queue_script(a->store, RL_SCRIPT_HOSTS, 1, 3, hv, hl);
+		plan_add(r, JOB_HOSTS, 0, 0, 0);
+	}
+
+	/* each rule's keys, in batches */
+	for (uint32_t i = 0; i < a->nitems;) {
+		unsigned ci = a->items[i].rule;
+		uint32_t end = i;
+
+		while (end < a->nitems && a->items[end].rule == ci)
+			end++;
+		for (uint32_t b = i; b < end; b += BATCH) {
+			uint32_t n = end - b < BATCH ? end - b : BATCH;
+
+			queue_sync(r, ci, b, n);
+			if (a->cfg->rules[ci].nplans)
+				queue_plans(r, ci, b, n);
+		}
+		i = end;
+	}
+	/* now and then, drop the store's repaid keys, a chunk per rule */
+	if (a->rounds % CLEAN_EVERY == 0) {
+		for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
+			char hkey[160], cur[32];
+			const char *cv[2];
+			size_t cl[2];
+
+			cl[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+			cv[0] = hkey;
+			cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+						 (unsigned long long)a->clean_cursor[ci]);
+			cv[1] = cur;
+			rl_store_queue_script(a->store, RL_SCRIPT_CLEAN, 1, 2, cv, cl);
+			plan_add(r, JOB_CLEAN, ci, 0, 0);
+		}
+	}
+	if (rl_store_flush(a->store, on_reply, r, now_ns) || r->failed) {
+		if (rl_store_up(a->store))
+			rl_store_fail(a->store, "bad reply", now_ns);
+		set_flags(a, RL_AGENT_STORE_DOWN, 0);
+		atomic_store(&h->store_down_since_ms, rl_store_down_since_ms(a->store));
+		charge_shares(a, now_ns);
+		return;
+	}
+	if (!a->epoch[0]) {
+		/* none yet (a new or restarted store): plant ours */
+		r->nplan = 0;
+		new_epoch(a, r);
+		rl_store_flush(a->store, on_reply, r, now_ns);
+	}
+	set_flags(a, 0, RL_AGENT_STORE_DOWN);
+	atomic_store(&h->store_down_since_ms, 0);
+	atomic_store(&h->agent_last_sync_ns, now_ns);
+	atomic_fetch_add(&h->agent_syncs, 1);
+	rl_agent_bans_sync(a, now_ns);
+}
