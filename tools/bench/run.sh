@@ -28,3 +28,14 @@ if command -v valgrind >/dev/null 2>&1; then
 	done
 	echo
 fi
+
+if command -v wrk >/dev/null 2>&1 && command -v strace >/dev/null 2>&1 &&
+	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
+	echo "## HTTP: the shim in front of nginx (tools/bench/bench_http.py)"
+	echo
+	python3 "$(dirname "$0")/bench_http.py" --shim "$B/librlshim.so"
+	echo
+else
+	echo "## HTTP: the shim in front of nginx: skipped (needs nginx, wrk and strace)"
+	echo
+fi
