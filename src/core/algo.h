@@ -53,6 +53,10 @@ uint64_t rl_algo_free_at(const struct rl_algo *a, uint64_t state,
 void rl_algo_refund(const struct rl_algo *a, uint64_t *state, uint32_t cost,
 		    uint64_t now_ns);
 
+/* How late a busy key may be for its turn and still keep its cadence
+ * (gcra.c): the limiter's time resolution for catching up. */
+#define RL_GCRA_CATCHUP_NS 2000000ull
+
 /* Window periods are whole seconds or more: see window.c's packing. */
 #define RL_WINDOW_MIN_NS 1000000000ull
 

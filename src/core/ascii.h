@@ -25,4 +25,28 @@ static inline uint8_t rl_ascii_lower(uint8_t c)
 	return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
 }
 
+/*
+ * Eight bytes at a time: nonzero if any of them is a control character
+ * (below 0x20, or DEL), the bytes a header value may not hold but for HTAB
+ * (a caller that sees nonzero looks at each byte). Bytes of 0x80 and up
+ * (obs-text) are fine. The classic "has less than" and "has zero" tricks.
+ */
+static inline uint64_t rl_ascii_ctl8(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t below = (x - ones * 0x20) & ~x & high;
+	uint64_t del = x ^ (ones * 0x7f);
+
+	return below | ((del - ones) & ~del & high);
+}
+
+/* Nonzero if any of the eight bytes is `c` (the lowest flagged is). */
+static inline uint64_t rl_ascii_byte8(uint64_t x, uint8_t c)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t y = x ^ (ones * c);
+
+	return (y - ones) & ~y & high;
+}
+
 #endif /* RL_ASCII_H */

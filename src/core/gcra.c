@@ -6,11 +6,12 @@
  * be full again if no more requests came. With emission interval T =
  * period/count and burst B, a request of cost c at time now passes when
  *
- *     max(TAT, now) + c*T - B*T <= now
+ *     base + c*T - B*T <= now,   base = max(TAT, now)
  *
- * and then TAT becomes max(TAT, now) + c*T. Everything is integer
- * nanoseconds; products saturate instead of wrapping, so an absurd cost is
- * simply denied.
+ * and then TAT becomes base + c*T. One refinement keeps the rate exact
+ * under load: a TAT less than one interval in the past still counts as the
+ * base (see rl_gcra_decide). Everything is integer nanoseconds; products
+ * saturate instead of wrapping, so an absurd cost is simply denied.
  */
 #include "algo.h"
 
@@ -39,24 +40,45 @@ void rl_gcra_decide(uint64_t *tat_ns, uint64_t interval_ns, uint64_t depth_ns,
 {
 	/* The latest TAT at which a request is still allowed now. */
 	uint64_t horizon = sat_add(now_ns, depth_ns);
-	uint64_t tat = *tat_ns > now_ns ? *tat_ns : now_ns;
-	uint64_t new_tat = sat_add(tat, sat_mul(interval_ns, cost));
+	uint64_t tat = *tat_ns, new_tat;
+	uint32_t rem;
+
+	/*
+	 * Where the next emission is counted from: the TAT, or now when the
+	 * bucket is full. A request arriving late for its turn, by less than
+	 * one interval or RL_GCRA_CATCHUP_NS (whichever is longer), keeps the
+	 * cadence (counts from the TAT): under load a server reads requests
+	 * in batches, a little after their time, and restarting from now at
+	 * each would lose that lag every time (with burst 1 at 5000/s, a
+	 * fifth of the rate). So a key kept busy gets exactly its rate; after
+	 * a lull of up to the catch-up window it may take what it missed at
+	 * once (at 5000/s, burst 1: up to 11 together). Below 500/s the window
+	 * is one interval and never adds to the burst. An idle key (a new one
+	 * included) starts from now.
+	 */
+	if (tat < now_ns &&
+	    (tat == 0 || now_ns - tat >= (interval_ns > RL_GCRA_CATCHUP_NS
+						  ? interval_ns
+						  : RL_GCRA_CATCHUP_NS)))
+		tat = now_ns;
+	new_tat = sat_add(tat, sat_mul(interval_ns, cost));
 
 	out->limit = burst;
 	if (new_tat > horizon) {
 		/* Denied: nothing is stored. `tat` may exceed the horizon when
 		 * another process stored it from a slightly later clock. */
 		out->allowed = 0;
-		out->remaining = tat < horizon ?
-			clamp32((horizon - tat) / interval_ns) : 0;
+		rem = tat < horizon ? clamp32((horizon - tat) / interval_ns) : 0;
+		out->remaining = rem < burst ? rem : burst;
 		out->retry_after_ns = new_tat - horizon;
-		out->reset_after_ns = tat - now_ns;
+		out->reset_after_ns = tat > now_ns ? tat - now_ns : 0;
 		return;
 	}
 	out->allowed = 1;
-	out->remaining = clamp32((horizon - new_tat) / interval_ns);
+	rem = clamp32((horizon - new_tat) / interval_ns);
+	out->remaining = rem < burst ? rem : burst;
 	out->retry_after_ns = 0;
-	out->reset_after_ns = new_tat - now_ns;
+	out->reset_after_ns = new_tat > now_ns ? new_tat - now_ns : 0;
 	if (cost > 0)
 		*tat_ns = new_tat;
 }

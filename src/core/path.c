@@ -109,6 +109,36 @@ int rl_path_normalize(const char *target, size_t len, char *out,
 			return 0;
 		}
 	}
+	/* Most paths need nothing: no escape, no dot segment, no empty
+	 * segment. Then the form to match is the path as it came. */
+	{
+		size_t k = i, end;
+
+		for (; k < len; k++) {
+			char c = target[k];
+
+			if (c == '?' || c == '#' || c == '%' ||
+			    (c == '/' && k + 1 < len &&
+			     (target[k + 1] == '/' || target[k + 1] == '.')))
+				break;
+		}
+		end = k;
+		if (end == len || target[end] == '?' || target[end] == '#') {
+			/* a last segment of "." or ".." ends in "/." too */
+			size_t n = end - i;
+
+			if (n >= outlen) {
+				n = outlen - 1;
+				*truncated = 1;
+			} else {
+				*truncated = 0;
+			}
+			memcpy(out, target + i, n);
+			out[n] = '\0';
+			*out_len = (uint32_t)n;
+			return 0;
+		}
+	}
 	for (; i < len; i++) {
 		char c = target[i];
 

@@ -258,66 +258,90 @@ static void count(struct rl_table *t, unsigned rule, int allowed)
 				  memory_order_relaxed);
 }
 
-int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
-		  size_t key_len, uint32_t cost, uint64_t now_ns,
-		  struct rl_result *out)
+/*
+ * Decide `cost` on slot `s`, which held `tag` when found. Returns 1 when
+ * decided, 0 when the slot does not hold the key any more (look again).
+ */
+static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
+		     struct rl_slot *s, uint64_t tag, uint32_t cost,
+		     uint64_t now_ns, struct rl_result *out)
+{
+	uint64_t old = atomic_load_explicit(&s->state, memory_order_acquire);
+	uint64_t new;
+
+	for (;;) {
+		if (is_marker(old)) {
+			/* Being re-keyed (or left so by a dead process):
+			 * look again, never wait. */
+			marker_expire(t, s, old, now_ns);
+			return 0;
+		}
+		/* The state is ours only if the key still is. */
+		if (atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return 0;
+		new = old;
+		rl_algo_step(slot_algo(rc, s), &new, cost, now_ns, out);
+		if (!out->allowed) {
+			/* The agent refreshes keys being refused too (a plan
+			 * upgrade must reach them). */
+			if (atomic_load_explicit(&t->hdr->agent_flags,
+						 memory_order_relaxed) & RL_AGENT_SYNC)
+				atomic_fetch_or_explicit(&s->sync_admitted,
+							 RL_SYNC_DENIED,
+							 memory_order_relaxed);
+			return 1;
+		}
+		if (new == old)
+			return 1;
+		if (atomic_compare_exchange_weak_explicit(&s->state, &old, new,
+							  memory_order_acq_rel,
+							  memory_order_acquire)) {
+			/* Only an agent that syncs needs the count. */
+			if (atomic_load_explicit(&t->hdr->agent_flags,
+						 memory_order_relaxed) & RL_AGENT_SYNC)
+				atomic_fetch_add_explicit(&s->sync_admitted, cost,
+							  memory_order_relaxed);
+			return 1;
+		}
+		/* Lost a race with another decision: `old` is fresh. */
+	}
+}
+
+int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns,
+		       struct rl_result *out, struct rl_slot_hint *hint)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 	struct keyref k;
 
 	if (!rc)
 		return -EINVAL;
+	/* Where this key was last time: no hash, no scan, if it still is. */
+	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
+	    hint->index < t->hdr->capacity) {
+		struct rl_slot *s = &t->slots[hint->index];
+
+		if (atomic_load_explicit(&s->key, memory_order_acquire) ==
+			    hint->tag &&
+		    decide_in(t, rc, s, hint->tag, cost, now_ns, out))
+			goto decided;
+	}
 	key_hash(t, rule, key, key_len, &k);
 	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
 		/* A peek (cost 0) never claims a slot: it stores nothing. */
 		struct rl_slot *s = slot_find(t, &k, now_ns, cost > 0);
-		uint64_t old, new;
 
 		if (!s) {
 			if (cost == 0)
 				goto fresh;
 			break;
 		}
-		old = atomic_load_explicit(&s->state, memory_order_acquire);
-		for (;;) {
-			if (is_marker(old)) {
-				/* Being re-keyed (or left so by a dead process):
-				 * look again, never wait. */
-				marker_expire(t, s, old, now_ns);
-				break;
+		if (decide_in(t, rc, s, k.tag, cost, now_ns, out)) {
+			if (hint) {
+				hint->index = (uint32_t)(s - t->slots);
+				hint->tag = k.tag;
 			}
-			/* The state is ours only if the key still is. */
-			if (atomic_load_explicit(&s->key, memory_order_acquire) !=
-			    k.tag)
-				break;
-			new = old;
-			rl_algo_step(slot_algo(rc, s), &new, cost, now_ns, out);
-			if (!out->allowed) {
-				/* The agent refreshes keys being refused too
-				 * (a plan upgrade must reach them). */
-				if (atomic_load_explicit(&t->hdr->agent_flags,
-							 memory_order_relaxed) &
-				    RL_AGENT_SYNC)
-					atomic_fetch_or_explicit(
-						&s->sync_admitted, RL_SYNC_DENIED,
-						memory_order_relaxed);
-				goto decided;
-			}
-			if (new == old)
-				goto decided;
-			if (atomic_compare_exchange_weak_explicit(
-				    &s->state, &old, new, memory_order_acq_rel,
-				    memory_order_acquire)) {
-				/* Only an agent that syncs needs the count. */
-				if (atomic_load_explicit(&t->hdr->agent_flags,
-							 memory_order_relaxed) &
-				    RL_AGENT_SYNC)
-					atomic_fetch_add_explicit(
-						&s->sync_admitted, cost,
-						memory_order_relaxed);
-				goto decided;
-			}
-			/* Lost a race with another decision: `old` is fresh. */
+			goto decided;
 		}
 	}
 	/* No slot to give: decide as a new key, keep nothing. */
@@ -331,6 +355,13 @@ fresh:
 decided:
 	count(t, rule, out->allowed);
 	return 0;
+}
+
+int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
+		  size_t key_len, uint32_t cost, uint64_t now_ns,
+		  struct rl_result *out)
+{
+	return rl_table_take_hint(t, rule, key, key_len, cost, now_ns, out, NULL);
 }
 
 int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,

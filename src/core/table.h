@@ -254,6 +254,23 @@ int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
 		      unsigned plan, uint64_t now_ns);
 
+/*
+ * Where a key was found last time. A caller that decides the same (rule,
+ * key) again and again (a connection's client) keeps one per pair; the
+ * next decision then goes straight to the slot if it still holds the key.
+ * Zeroed: no hint.
+ */
+struct rl_slot_hint {
+	uint64_t tag;
+	uint32_t index;
+};
+
+/* rl_table_take, with a hint for (rule, key): the caller must only ever
+ * use a hint with the key it was filled for. */
+int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns,
+		       struct rl_result *out, struct rl_slot_hint *hint);
+
 /* Rule `id` as this process has validated it, or NULL if it is not (yet)
  * a valid rule of the segment. */
 const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id);

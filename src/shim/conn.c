@@ -13,27 +13,34 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define CONN_CHUNK 256u         /* connections per chunk */
-#define CONN_CHUNKS 4096u       /* up to 1M connections */
+#define CONN_CHUNK (1u << RL_CONN_CHUNK_SHIFT) /* connections per chunk */
+#define CONN_CHUNKS RL_CONN_CHUNKS /* up to 1M connections */
 #define HOLD_CHUNK 16u          /* hold buffers per chunk (320 KiB) */
 #define HOLD_CHUNKS 256u        /* up to 4,096 heads in progress at once */
 
-static struct rl_fd *fds;
-static _Atomic unsigned fd_high;
+struct rl_fd *rl_fd_table;
+_Atomic unsigned rl_fd_high_;
 
 struct pool {
 	_Atomic uint64_t head;      /* (generation << 32) | (index + 1) */
 	_Atomic uint32_t nchunks;
 	_Atomic uint32_t live;
-	uint32_t per_chunk, max_chunks;
+	uint32_t shift, max_chunks; /* items per chunk: 1 << shift */
 	size_t item;                /* bytes per item */
-	void *_Atomic chunks[CONN_CHUNKS];
+	void *_Atomic *chunks;
 };
 
-static struct pool conns = { .per_chunk = CONN_CHUNK, .max_chunks = CONN_CHUNKS,
-			     .item = sizeof(struct rl_conn) };
-static struct pool holds = { .per_chunk = HOLD_CHUNK, .max_chunks = HOLD_CHUNKS,
-			     .item = sizeof(struct rl_hold) };
+/* The connections' chunks are in conn.h's view, for the inline lookup. */
+void *_Atomic rl_conn_chunks[RL_CONN_CHUNKS];
+static void *_Atomic hold_chunks[HOLD_CHUNKS];
+
+static struct pool conns = { .shift = RL_CONN_CHUNK_SHIFT,
+			     .max_chunks = CONN_CHUNKS,
+			     .item = sizeof(struct rl_conn),
+			     .chunks = rl_conn_chunks };
+static struct pool holds = { .shift = 4, .max_chunks = HOLD_CHUNKS,
+			     .item = sizeof(struct rl_hold),
+			     .chunks = hold_chunks };
 
 /* Holds link through their first 4 bytes while free (`len`). */
 static uint32_t *link_of(struct pool *p, void *item)
@@ -45,10 +52,10 @@ static uint32_t *link_of(struct pool *p, void *item)
 
 static void *item_at(struct pool *p, uint32_t index)
 {
-	char *chunk = atomic_load_explicit(&p->chunks[index / p->per_chunk],
+	char *chunk = atomic_load_explicit(&p->chunks[index >> p->shift],
 					   memory_order_acquire);
 
-	return chunk + (size_t)(index % p->per_chunk) * p->item;
+	return chunk + (size_t)(index & ((1u << p->shift) - 1)) * p->item;
 }
 
 static void push(struct pool *p, uint32_t index)
@@ -67,7 +74,8 @@ static void push(struct pool *p, uint32_t index)
 static int grow(struct pool *p)
 {
 	uint32_t c = atomic_fetch_add(&p->nchunks, 1);
-	size_t bytes = (size_t)p->per_chunk * p->item;
+	uint32_t per_chunk = 1u << p->shift;
+	size_t bytes = (size_t)per_chunk * p->item;
 	void *mem;
 
 	if (c >= p->max_chunks) {
@@ -81,8 +89,8 @@ static int grow(struct pool *p)
 		return -ENOMEM;
 	}
 	atomic_store_explicit(&p->chunks[c], mem, memory_order_release);
-	for (uint32_t i = p->per_chunk; i-- > 0;)
-		push(p, c * p->per_chunk + i);
+	for (uint32_t i = per_chunk; i-- > 0;)
+		push(p, c * per_chunk + i);
 	return 0;
 }
 
@@ -122,44 +130,15 @@ int rl_conn_setup(void)
 {
 	void *mem;
 
-	if (fds)
+	if (rl_fd_table)
 		return 0;
 	mem = mmap(NULL, (size_t)RL_FD_MAX * sizeof(struct rl_fd),
 		   PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (mem == MAP_FAILED)
 		return -ENOMEM;
-	fds = mem;
+	rl_fd_table = mem;
 	return 0;
-}
-
-struct rl_fd *rl_fd_get(int fd)
-{
-	if (!fds || fd < 0 || (unsigned)fd >= RL_FD_MAX)
-		return NULL;
-	{
-		unsigned high = atomic_load_explicit(&fd_high, memory_order_relaxed);
-
-		/* Only ever up: two threads raising it race, so CAS. */
-		while ((unsigned)fd > high &&
-		       !atomic_compare_exchange_weak_explicit(
-			       &fd_high, &high, (unsigned)fd,
-			       memory_order_relaxed, memory_order_relaxed))
-			;
-	}
-	return &fds[fd];
-}
-
-unsigned rl_fd_high(void)
-{
-	return atomic_load_explicit(&fd_high, memory_order_relaxed);
-}
-
-struct rl_conn *rl_conn_of(const struct rl_fd *e)
-{
-	if (e->kind != RL_FD_CONN || e->conn == 0)
-		return NULL;
-	return item_at(&conns, e->conn - 1);
 }
 
 struct rl_conn *rl_conn_new(struct rl_fd *e)
@@ -215,7 +194,7 @@ void rl_fd_forget(struct rl_fd *e)
 static uint32_t hold_index(struct rl_hold *h)
 {
 	for (uint32_t c = 0; c < atomic_load(&holds.nchunks); c++) {
-		char *chunk = atomic_load(&holds.chunks[c]);
+		char *chunk = atomic_load(&hold_chunks[c]);
 
 		if (chunk && (char *)h >= chunk &&
 		    (char *)h < chunk + HOLD_CHUNK * sizeof(struct rl_hold))
@@ -259,5 +238,5 @@ void rl_conn_stats(struct rl_conn_stats *out)
 	out->conns_cap = atomic_load(&conns.nchunks) * CONN_CHUNK;
 	out->holds_live = atomic_load(&holds.live);
 	out->holds_cap = atomic_load(&holds.nchunks) * HOLD_CHUNK;
-	out->fds_cap = fds ? RL_FD_MAX : 0;
+	out->fds_cap = rl_fd_table ? RL_FD_MAX : 0;
 }

@@ -66,7 +66,7 @@ struct rl_conn {
 				    2xx) decides PASS */
 	uint8_t reply;           /* enum rl_reply_kind, while DENY */
 	uint16_t port;           /* local port */
-	struct rl_addr peer;     /* the client: TCP peer or PROXY source */
+	struct rl_peer peer;     /* the client: TCP peer or PROXY source */
 	struct rl_http http;
 	struct rl_hold *hold;
 	/* the reply due in DENY */
@@ -83,16 +83,53 @@ int rl_conn_setup(void);
 
 /* fd numbers never exceed the kernel's nr_open, 1,048,576 by default. */
 #define RL_FD_MAX (1u << 20)
+#define RL_CONN_CHUNK_SHIFT 8u    /* connections per pool chunk: 256 */
+#define RL_CONN_CHUNKS 4096u      /* chunks: up to 1M connections */
+
+/* conn.c's tables, here for the lookups every hook makes inline. */
+extern struct rl_fd *rl_fd_table;
+extern _Atomic unsigned rl_fd_high_;
+extern void *_Atomic rl_conn_chunks[RL_CONN_CHUNKS];
 
 /* The entry of `fd`, or NULL if the table is not set up or fd is out of
  * range (then the fd is simply not tracked). */
-struct rl_fd *rl_fd_get(int fd);
+static inline struct rl_fd *rl_fd_get(int fd)
+{
+	unsigned high;
+
+	if (!rl_fd_table || fd < 0 || (unsigned)fd >= RL_FD_MAX)
+		return NULL;
+	/* Only ever up: two threads raising it race, so CAS. */
+	high = atomic_load_explicit(&rl_fd_high_, memory_order_relaxed);
+	while ((unsigned)fd > high &&
+	       !atomic_compare_exchange_weak_explicit(&rl_fd_high_, &high,
+						      (unsigned)fd,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	return &rl_fd_table[fd];
+}
 
 /* The highest fd number ever looked up: a bound for close_range(). */
-unsigned rl_fd_high(void);
+static inline unsigned rl_fd_high(void)
+{
+	return atomic_load_explicit(&rl_fd_high_, memory_order_relaxed);
+}
 
 /* The connection of an entry of kind RL_FD_CONN. */
-struct rl_conn *rl_conn_of(const struct rl_fd *e);
+static inline struct rl_conn *rl_conn_of(const struct rl_fd *e)
+{
+	uint32_t i;
+	char *chunk;
+
+	if (e->kind != RL_FD_CONN || e->conn == 0)
+		return NULL;
+	i = e->conn - 1;
+	chunk = atomic_load_explicit(&rl_conn_chunks[i >> RL_CONN_CHUNK_SHIFT],
+				     memory_order_acquire);
+	return (struct rl_conn *)(void *)chunk +
+	       (i & ((1u << RL_CONN_CHUNK_SHIFT) - 1));
+}
 
 /* A new connection (refs = 1) bound to entry `e`; NULL if the pool cannot
  * grow. */

@@ -401,8 +401,11 @@ static inline int watching(void)
 
 HOOK int close(int fd)
 {
+	struct rl_fd *e;
+
 	resolve();
-	if (watching()) {
+	/* Never classified (a file nginx served, say): nothing to forget. */
+	if (watching() && (e = rl_fd_get(fd)) && e->kind != RL_FD_UNKNOWN) {
 		int saved = errno;
 
 		busy = 1;
@@ -519,13 +522,21 @@ HOOK int fcntl64(int fd, int cmd, ...)
 
 /* ---- the write family: only for connections the shim has answered ---------------- */
 
-/* 1 if the write must be swallowed. */
+/* 1 if the write must be swallowed. Writes never adopt an fd: only what
+ * is read is framed. */
 static int swallow(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct rl_conn *conn = tracked(fd);
+	struct rl_fd *e;
+	struct rl_conn *conn;
 	int r;
 
-	if (!conn)
+	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
+		return 0;
+	e = rl_fd_get(fd);
+	conn = e ? rl_conn_of(e) : NULL;
+	if (!conn ||
+	    (conn->state == RL_CONN_HTTP && !conn->upgrade_wait) ||
+	    conn->state == RL_CONN_PASS)
 		return 0;
 	busy = 1;
 	r = rl_io_write(conn, iov, iovcnt);

@@ -16,6 +16,10 @@
 #include "ascii.h"
 #include "path.h"
 
+/* value_end() reads words and takes the first flagged byte as the lowest. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "the word-at-a-time scans assume little-endian");
+
 /* ---- character classes --------------------------------------------------- */
 
 /* RFC 9110 tchar: "!#$%&'*+-.^_`|~" DIGIT ALPHA */
@@ -324,6 +328,13 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 	out->used = len;
 }
 
+void rl_http_took_head(struct rl_http *h)
+{
+	h->requests++;
+	h->blank_lines = 0;
+	h->phase = RL_HTTP_IDLE;
+}
+
 void rl_http_pass(struct rl_http *h)
 {
 	h->phase = RL_HTTP_PASS;
@@ -408,52 +419,195 @@ static int parse_codings(const char *v, size_t n, uint8_t *chunked_last,
 	return 0;
 }
 
+/*
+ * The end of a field value starting at p[i]: the offset of its CR, found
+ * and checked in one pass, eight bytes at a time: the first control
+ * character in a word is either the CR that ends the value, an HTAB (a
+ * value byte: look on after it), or an error. -1 on a control character (a
+ * bare LF among them), -2 when the bytes end first.
+ */
+static ssize_t value_end(const uint8_t *p, size_t i, size_t len)
+{
+	while (i + 8 <= len) {
+		uint64_t w, m;
+
+		memcpy(&w, p + i, 8);
+		m = rl_ascii_ctl8(w);
+		if (!m) {
+			i += 8;
+			continue;
+		}
+		/* the first flagged byte (little-endian: lowest set bit) */
+		i += (size_t)__builtin_ctzll(m) / 8;
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (p[i] != '\t')
+			return -1;
+		i++;
+	}
+	for (; i < len; i++) {
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (!value_byte(p[i]))
+			return -1;
+	}
+	return -2;
+}
+
+/* A header the framer or the rules need? Dispatched by length first. */
+static int header(struct rl_http_req *req, const struct rl_http_want *want,
+		  const char *name, size_t nlen, const char *v, size_t vlen,
+		  uint8_t *te_seen, uint8_t *chunked_last, uint8_t *chunked_seen)
+{
+	if (nlen == 14 && rl_http_name_eq(name, nlen, "content-length", 14)) {
+		if (req->has_length)
+			return bad(req, "repeated Content-Length");
+		if (parse_length(v, vlen, &req->content_length))
+			return bad(req, "bad Content-Length");
+		req->has_length = 1;
+	} else if (nlen == 17 &&
+		   rl_http_name_eq(name, nlen, "transfer-encoding", 17)) {
+		*te_seen = 1;
+		if (parse_codings(v, vlen, chunked_last, chunked_seen))
+			return bad(req, "bad Transfer-Encoding");
+	} else if (nlen == 7 && rl_http_name_eq(name, nlen, "upgrade", 7)) {
+		req->upgrade = 1;
+	}
+	for (unsigned w = 0; want && w < want->n; w++) {
+		unsigned k;
+
+		if (want->len[w] != nlen ||
+		    !rl_http_name_eq(name, nlen, want->name[w], want->len[w]))
+			continue;
+		/* keep the last RL_WANT_VALUES occurrences */
+		k = req->nvalues[w] < RL_WANT_VALUES ? req->nvalues[w]
+						      : RL_WANT_VALUES - 1;
+		if (req->nvalues[w] >= RL_WANT_VALUES)
+			memmove(&req->values[w][0], &req->values[w][1],
+				sizeof(req->values[w][0]) * (RL_WANT_VALUES - 1));
+		req->values[w][k].p = v;
+		req->values[w][k].len = (uint32_t)vlen;
+		req->nvalues[w]++;
+	}
+	return 0;
+}
+
 int rl_http_parse_head(const uint8_t *p, size_t len,
 		       const struct rl_http_want *want,
 		       struct rl_http_req *req)
+{
+	size_t used;
+	int rc = rl_http_parse_prefix(p, len, want, req, &used);
+
+	if (rc == -EAGAIN || (rc == 0 && used != len))
+		return bad(req, "truncated head");
+	return rc;
+}
+
+/* Out of bytes while all was valid so far: the head goes on. */
+static int more(struct rl_http_req *req)
+{
+	req->error = "incomplete head";
+	return -EAGAIN;
+}
+
+int rl_http_parse_prefix(const uint8_t *p, size_t len,
+			 const struct rl_http_want *want,
+			 struct rl_http_req *req, size_t *used)
 {
 	const char *h = (const char *)p;
 	size_t i = 0, ms, me, ts, te;
 	uint8_t te_seen = 0, chunked_last = 0, chunked_seen = 0;
 
-	memset(req, 0, sizeof(*req) - sizeof(req->values));
+	/* Only what a head may leave unset: the path is written in full
+	 * below, the values only as counted. */
+	req->method[0] = '\0';
+	req->path[0] = '\0';
+	req->path_len = 0;
+	req->path_truncated = req->http10 = req->head = req->connect = 0;
+	req->upgrade = req->preface = req->chunked = req->has_length = 0;
+	req->content_length = 0;
+	req->error = NULL;
+	memset(req->nvalues, 0, sizeof(req->nvalues));
+	if (len > RL_HEAD_MAX + 2)
+		len = RL_HEAD_MAX + 2; /* past that it is too large anyway */
 
 	/* request-line = method SP request-target SP HTTP-version CRLF */
 	ms = i;
 	while (i < len && tchar[p[i]])
 		i++;
 	me = i;
-	if (me == ms || i >= len || p[i] != ' ')
+	if (i == len)
+		return more(req);
+	if (me == ms || p[i] != ' ')
 		return bad(req, "bad request line");
 	if (me - ms < RL_METHOD_MAX) {
 		memcpy(req->method, h + ms, me - ms);
 		req->method[me - ms] = '\0';
 	}
 	ts = ++i;
+	/* the target runs to the first space or control byte, eight at a
+	 * time (the first flagged byte of a word is a true one) */
+	while (i + 8 <= len) {
+		uint64_t w, m;
+
+		memcpy(&w, p + i, 8);
+		m = rl_ascii_ctl8(w) | rl_ascii_byte8(w, ' ');
+		if (m) {
+			i += (size_t)__builtin_ctzll(m) / 8;
+			break;
+		}
+		i += 8;
+	}
 	while (i < len && p[i] > 0x20 && p[i] != 0x7f)
 		i++;
 	te = i;
-	if (te == ts || i >= len || p[i] != ' ')
+	if (i == len)
+		return more(req);
+	if (te == ts || p[i] != ' ')
 		return bad(req, "bad request target");
 	i++;
-	if (len - i >= 10 && memcmp(h + i, "HTTP/1.", 7) == 0 &&
+	if (len - i < 10) {
+		/* a prefix of a version line, or not one at all */
+		static const char v[] = "HTTP/1.0\r\n";
+
+		for (size_t k = 0; k < len - i; k++)
+			if (p[i + k] != (uint8_t)v[k] && !(k == 5 && p[i + k] == '2') &&
+			    !(k == 7 && p[i + k] >= '0' && p[i + k] <= '9'))
+				return bad(req, "unsupported HTTP version");
+		return more(req);
+	}
+	if (memcmp(h + i, "HTTP/1.", 7) == 0 &&
 	    p[i + 7] >= '0' && p[i + 7] <= '9' && p[i + 8] == '\r' &&
 	    p[i + 9] == '\n') {
 		req->http10 = p[i + 7] == '0';
 		i += 10;
-	} else if (len - i >= 10 && memcmp(h + i, "HTTP/2.0\r\n", 10) == 0 &&
+	} else if (memcmp(h + i, "HTTP/2.0\r\n", 10) == 0 &&
 		   me - ms == 3 && memcmp(h + ms, "PRI", 3) == 0 &&
 		   te - ts == 1 && h[ts] == '*') {
+		/* the preface's head is the request line and an empty line */
+		if (len - i < 12)
+			return more(req);
+		if (p[i + 10] != '\r' || p[i + 11] != '\n')
+			return bad(req, "unsupported HTTP version");
 		req->preface = 1;
+		*used = i + 12;
 		return 0;
 	} else {
 		return bad(req, "unsupported HTTP version");
 	}
 	req->head = me - ms == 4 && memcmp(h + ms, "HEAD", 4) == 0;
 	req->connect = me - ms == 7 && memcmp(h + ms, "CONNECT", 7) == 0;
-	if (rl_path_normalize(h + ts, te - ts, req->path, sizeof(req->path),
-			      &req->path_len, &req->path_truncated))
+	if (want && !want->need_path && h[ts] == '/') {
+		/* an origin-form target, and no rule looks at paths */
+		req->path[0] = '/';
+		req->path[1] = '\0';
+		req->path_len = 1;
+	} else if (rl_path_normalize(h + ts, te - ts, req->path,
+				     sizeof(req->path), &req->path_len,
+				     &req->path_truncated)) {
 		return bad(req, "bad request target");
+	}
 	/* authority-form (no path) is for CONNECT only */
 	if (req->path_len == 0 && !req->connect)
 		return bad(req, "bad request target");
@@ -461,9 +615,15 @@ int rl_http_parse_head(const uint8_t *p, size_t len,
 	/* header lines, up to the empty line */
 	for (;;) {
 		size_t ns, ne, vs, ve;
+		ssize_t end;
 
-		if (i + 2 > len)
-			return bad(req, "truncated head");
+		if (i + 2 > len) {
+			if (i < len && p[i] != '\r' && p[i] != ' ' &&
+			    p[i] != '\t' && !tchar[p[i]])
+				return bad(req, "bad header name");
+			return i + 2 > RL_HEAD_MAX + 2 ? bad(req, "request head too large")
+						       : more(req);
+		}
 		if (p[i] == '\r' && p[i + 1] == '\n')
 			break;
 		if (p[i] == ' ' || p[i] == '\t')
@@ -472,56 +632,31 @@ int rl_http_parse_head(const uint8_t *p, size_t len,
 		while (i < len && tchar[p[i]])
 			i++;
 		ne = i;
-		if (ne == ns || i >= len || p[i] != ':')
+		if (i == len)
+			return more(req);
+		if (ne == ns || p[i] != ':')
 			return bad(req, "bad header name");
 		i++;
 		while (i < len && (p[i] == ' ' || p[i] == '\t'))
 			i++;
 		vs = i;
-		while (i < len && p[i] != '\r') {
-			if (!value_byte(p[i]))
-				return bad(req, "control character in header");
-			i++;
-		}
-		if (i + 1 >= len || p[i + 1] != '\n')
+		end = value_end(p, i, len);
+		if (end == -1)
+			return bad(req, "control character in header");
+		if (end == -2 || (size_t)end + 1 == len)
+			return more(req);
+		if (p[end + 1] != '\n')
 			return bad(req, "bare CR in head");
-		ve = i;
+		ve = (size_t)end;
+		i = ve + 2;
 		while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
 			ve--;
-		i += 2;
-
-		if (rl_http_name_eq(h + ns, ne - ns, "content-length", 14)) {
-			if (req->has_length)
-				return bad(req, "repeated Content-Length");
-			if (parse_length(h + vs, ve - vs, &req->content_length))
-				return bad(req, "bad Content-Length");
-			req->has_length = 1;
-		} else if (rl_http_name_eq(h + ns, ne - ns, "transfer-encoding", 17)) {
-			te_seen = 1;
-			if (parse_codings(h + vs, ve - vs, &chunked_last,
-					  &chunked_seen))
-				return bad(req, "bad Transfer-Encoding");
-		} else if (rl_http_name_eq(h + ns, ne - ns, "upgrade", 7)) {
-			req->upgrade = 1;
-		}
-		for (unsigned w = 0; want && w < want->n; w++) {
-			unsigned k;
-
-			if (!rl_http_name_eq(h + ns, ne - ns, want->name[w],
-					     want->len[w]))
-				continue;
-			/* keep the last RL_WANT_VALUES occurrences */
-			k = req->nvalues[w] < RL_WANT_VALUES ? req->nvalues[w]
-							      : RL_WANT_VALUES - 1;
-			if (req->nvalues[w] >= RL_WANT_VALUES)
-				memmove(&req->values[w][0], &req->values[w][1],
-					sizeof(req->values[w][0]) *
-						(RL_WANT_VALUES - 1));
-			req->values[w][k].p = h + vs;
-			req->values[w][k].len = (uint32_t)(ve - vs);
-			req->nvalues[w]++;
-		}
+		if (header(req, want, h + ns, ne - ns, h + vs, ve - vs, &te_seen,
+			   &chunked_last, &chunked_seen))
+			return -EINVAL;
 	}
+	if (i + 2 > RL_HEAD_MAX)
+		return bad(req, "request head too large");
 	if (te_seen) {
 		if (req->has_length)
 			return bad(req, "Content-Length with Transfer-Encoding");
@@ -531,5 +666,6 @@ int rl_http_parse_head(const uint8_t *p, size_t len,
 			return bad(req, "Transfer-Encoding not ending in chunked");
 		req->chunked = 1;
 	}
+	*used = i + 2;
 	return 0;
 }

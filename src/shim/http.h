@@ -95,11 +95,14 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 #define RL_WANT_MAX 8         /* header names asked for */
 #define RL_WANT_VALUES 8      /* occurrences kept per name (the last ones) */
 
-/* Headers the caller needs the values of (API keys, X-Forwarded-For). */
+/* Headers the caller needs the values of (API keys, X-Forwarded-For), and
+ * whether it needs the path at all (no rule matching on paths: the target
+ * of a request is only checked to be one, not normalised). */
 struct rl_http_want {
 	unsigned n;
 	char name[RL_WANT_MAX][RL_HEADER_NAME_MAX];
 	uint8_t len[RL_WANT_MAX];
+	uint8_t need_path;
 };
 
 struct rl_http_value {
@@ -137,6 +140,22 @@ struct rl_http_req {
 int rl_http_parse_head(const uint8_t *p, size_t len,
 		       const struct rl_http_want *want,
 		       struct rl_http_req *req);
+
+/*
+ * Parse a head at the start of p[0..len), which may run on (the body, more
+ * requests) or stop short. Returns 0 with *used the head's length, -EAGAIN
+ * if the bytes end inside a head that is valid so far, or -EINVAL. A
+ * complete head parsed here is exactly what rl_http_feed() would delimit
+ * and rl_http_parse_head() accept (the fuzz target checks it), so the shim
+ * parses a head that arrived whole in one pass instead of two.
+ */
+int rl_http_parse_prefix(const uint8_t *p, size_t len,
+			 const struct rl_http_want *want,
+			 struct rl_http_req *req, size_t *used);
+
+/* A head parsed by rl_http_parse_prefix() at the state's current place:
+ * account for it as rl_http_feed() would have. */
+void rl_http_took_head(struct rl_http *h);
 
 /* After EV_HEAD and a successful parse: frame the body that follows. */
 void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req);

@@ -172,6 +172,40 @@ static void deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 	c->reply_why = why;
 }
 
+/* Decide a parsed request. Returns 1 if allowed. */
+static int decide_req(struct rl_conn *c, const struct rl_http_req *req)
+{
+	struct rl_verdict v;
+
+	if (req->preface) {
+		if (c->http.requests == 1) {
+			/* HTTP/2 with prior knowledge: not ours to frame. */
+			rl_http_pass(&c->http);
+			c->state = RL_CONN_PASS;
+			return 1;
+		}
+		deny(c, RL_REPLY_400, NULL, req, "HTTP/2 preface mid-connection");
+		return 0;
+	}
+	if (rl_policy_request_peer(&rl_io.policy, &c->peer, req,
+				   rl_time_now_ns(), &v)) {
+		deny(c, RL_REPLY_400, NULL, req, "ambiguous key header");
+		return 0;
+	}
+	if (!v.allowed) {
+		deny(c, RL_REPLY_429, &v, req, NULL);
+		return 0;
+	}
+	rl_http_begin_body(&c->http, req);
+	/* Only the answer of the application can hand the connection to
+	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. */
+	if (req->connect)
+		c->upgrade_wait = RL_SWITCH_CONNECT;
+	else if (req->upgrade)
+		c->upgrade_wait = RL_SWITCH_UPGRADE;
+	return 1;
+}
+
 /*
  * Parse and decide the head at [hs, he) of `rg`. Returns 1 if allowed. A
  * head split over two of the application's buffers (readv) is gathered
@@ -183,7 +217,6 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 {
 	const uint8_t *head = NULL;
 	struct rl_http_req req;
-	struct rl_verdict v;
 	size_t off = hs;
 
 	/* Contiguous in one segment? Else gather into the scratch. */
@@ -211,35 +244,29 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 		deny(c, RL_REPLY_400, NULL, &req, req.error);
 		return 0;
 	}
-	if (req.preface) {
-		if (c->http.requests == 1) {
-			/* HTTP/2 with prior knowledge: not ours to frame. */
-			rl_http_pass(&c->http);
-			c->state = RL_CONN_PASS;
-			return 1;
-		}
-		deny(c, RL_REPLY_400, NULL, &req, "HTTP/2 preface mid-connection");
-		return 0;
-	}
-	if (rl_policy_request(&rl_io.policy, &c->peer, &req, rl_time_now_ns(),
-			      &v)) {
-		deny(c, RL_REPLY_400, NULL, &req, "ambiguous key header");
-		return 0;
-	}
-	if (!v.allowed) {
-		deny(c, RL_REPLY_429, &v, &req, NULL);
-		return 0;
-	}
-	rl_http_begin_body(&c->http, &req);
-	/* Only the answer of the application can hand the connection to
-	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. */
-	if (req.connect)
-		c->upgrade_wait = RL_SWITCH_CONNECT;
-	else if (req.upgrade)
-		c->upgrade_wait = RL_SWITCH_UPGRADE;
-	return 1;
+	return decide_req(c, &req);
 }
 
+/*
+ * The common case, in one pass: at a request boundary, with the rest of
+ * the read in one buffer, parse the head where it stands. 1 if a head was
+ * taken (and decided: *end is past it), 0 if the incremental path must
+ * frame these bytes (the head is incomplete or invalid: the scanner and the
+ * full parse decide what to answer).
+ */
+static int decide_whole(struct rl_conn *c, const uint8_t *p, size_t len,
+			size_t *used, int *allowed)
+{
+	struct rl_http_req req;
+
+	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
+	    (c->http.requests == 0 && p[0] == 0x16) ||
+	    rl_http_parse_prefix(p, len, &rl_io.policy.want, &req, used))
+		return 0;
+	rl_http_took_head(&c->http);
+	*allowed = decide_req(c, &req);
+	return 1;
+}
 /*
  * Frame rg[from, len). `head_start` is where an undecided head began (in
  * this region) or -1. Sets c->state to DENY or PASS as decided. With
@@ -270,6 +297,28 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			seg_off += rg->iov[seg].iov_len;
 			seg++;
 			continue;
+		}
+		if (head_start < 0 && c->http.phase == RL_HTTP_IDLE) {
+			size_t used;
+			int ok;
+
+			if (decide_whole(c, (const uint8_t *)rg->iov[seg].iov_base +
+					 (pos - seg_off), end - pos, &used, &ok)) {
+				out->used = pos + used;
+				if (!ok) {
+					out->deliver = pos;
+					return;
+				}
+				pos += used;
+				if (c->state == RL_CONN_PASS) {
+					out->deliver = rg->len;
+					return;
+				}
+				out->deliver = pos;
+				if (one_head)
+					return;
+				continue;
+			}
 		}
 		rl_http_feed(&c->http,
 			     (const uint8_t *)rg->iov[seg].iov_base + (pos - seg_off),
@@ -429,9 +478,9 @@ static int hold_proxy(struct rl_conn *c)
 	h->len -= (uint32_t)pr.len;
 	c->proxy = 0;
 	if (!pr.local)
-		c->peer = pr.addr;
+		rl_policy_peer(&rl_io.policy, &pr.addr, &c->peer);
 	/* The accept-level rules, now that the client is known. */
-	rl_policy_accept(&rl_io.policy, &c->peer, rl_time_now_ns(), &v);
+	rl_policy_accept(&rl_io.policy, &c->peer.addr, rl_time_now_ns(), &v);
 	if (!v.allowed) {
 		deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 		return -1;
@@ -779,7 +828,7 @@ int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
 		refuse_close(fd);
 		return 0;
 	}
-	c->peer = client;
+	rl_policy_peer(&rl_io.policy, &client, &c->peer);
 	c->port = l ? l->port : 0;
 	c->proxy = (uint8_t)rl_policy_expects_proxy(&rl_io.policy, &client);
 	return 1;
@@ -819,7 +868,7 @@ void rl_io_adopt(int fd, struct rl_fd *e)
 	c = rl_conn_new(e);
 	if (!c)
 		return;
-	c->peer = client;
+	rl_policy_peer(&rl_io.policy, &client, &c->peer);
 	c->port = port;
 	c->proxy = (uint8_t)rl_policy_expects_proxy(&rl_io.policy, &client);
 }

@@ -65,6 +65,8 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		}
 		if (r->match == RL_MATCH_ACCEPT)
 			p->accept_rules = 1;
+		if (r->match == RL_MATCH_REQUEST && r->path[0])
+			p->want.need_path = 1;
 	}
 	return 0;
 }
@@ -132,7 +134,7 @@ static int store_down(const struct rl_policy *p, uint64_t now)
 
 static int take(const struct rl_policy *p, unsigned i, const void *key,
 		size_t len, uint64_t now, struct taken *done, unsigned *ndone,
-		struct rl_verdict *v)
+		struct rl_verdict *v, struct rl_slot_hint *hint)
 {
 	const struct rl_rule_cfg *r = &p->cfg->rules[i];
 	struct rl_result res;
@@ -146,7 +148,8 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 		res.reset_after_ns = RL_NS_PER_SEC;
 		v->store_down = 1;
 	} else {
-		rl_table_take(p->table, p->ids[i], key, len, 1, now, &res);
+		rl_table_take_hint(p->table, p->ids[i], key, len, 1, now, &res,
+				   hint);
 	}
 	if (res.allowed) {
 		done[*ndone].rule = i;
@@ -200,7 +203,7 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 			continue;
 		if (r->key == RL_KEY_IP)
 			len = ip_key(cfg, client, key);
-		if (take(p, i, key, len, now_ns, done, &ndone, v))
+		if (take(p, i, key, len, now_ns, done, &ndone, v, NULL))
 			return;
 	}
 }
@@ -270,23 +273,56 @@ static int rule_matches(const struct rl_rule_cfg *r,
 	return 1;
 }
 
+void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
+		    struct rl_peer *out)
+{
+	const struct rl_config *cfg = p->cfg;
+
+	out->addr = *a;
+	out->allowed = (uint8_t)rl_cidr_set_contains(&cfg->allow, a);
+	out->trusted = p->want_xff >= 0 &&
+		       rl_cidr_set_contains(&cfg->trusted_proxies, a);
+	out->key_len = (uint8_t)ip_key(cfg, a, out->key);
+	memset(out->hints, 0, sizeof(out->hints));
+}
+
 int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
 		      const struct rl_http_req *req, uint64_t now_ns,
 		      struct rl_verdict *v)
 {
+	struct rl_peer pe;
+
+	rl_policy_peer(p, peer, &pe);
+	return rl_policy_request_peer(p, &pe, req, now_ns, v);
+}
+
+int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
+			   const struct rl_http_req *req, uint64_t now_ns,
+			   struct rl_verdict *v)
+{
 	const struct rl_config *cfg = p->cfg;
 	struct taken done[RL_MAX_RULES];
-	uint8_t ipkey[17];
-	size_t iplen = 0;
-	struct rl_addr client;
+	uint8_t buf[17];
+	const uint8_t *ipkey = peer->key;
+	size_t iplen = peer->key_len;
 	unsigned ndone = 0;
+	int allowed = peer->allowed;
 
 	verdict_allow(v);
-	rl_policy_client(p, peer, req, &client);
-	if (rl_cidr_set_contains(&cfg->allow, &client))
+	if (peer->trusted && req->nvalues[p->want_xff]) {
+		/* A proxy vouches for another client: key that one. */
+		struct rl_addr client;
+
+		rl_policy_client(p, &peer->addr, req, &client);
+		allowed = rl_cidr_set_contains(&cfg->allow, &client);
+		iplen = ip_key(cfg, &client, buf);
+		ipkey = buf;
+	}
+	if (allowed)
 		return 0;
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
+		struct rl_slot_hint *hint = NULL;
 		const void *key = NULL;
 		size_t len = 0;
 
@@ -294,13 +330,16 @@ int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
 			continue;
 		switch (r->key) {
 		case RL_KEY_IP:
-			if (!iplen)
-				iplen = ip_key(cfg, &client, ipkey);
 			key = ipkey;
 			len = iplen;
+			/* the connection's own key: worth a hint */
+			if (ipkey == peer->key && i < RL_PEER_HINTS)
+				hint = &peer->hints[i];
 			break;
 		case RL_KEY_GLOBAL:
 			key = "";
+			if (i < RL_PEER_HINTS)
+				hint = &peer->hints[i];
 			break;
 		case RL_KEY_HEADER: {
 			unsigned w = (unsigned)p->want_key[i];
@@ -333,7 +372,7 @@ int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
 			break;
 		}
 		}
-		if (take(p, i, key, len, now_ns, done, &ndone, v))
+		if (take(p, i, key, len, now_ns, done, &ndone, v, hint))
 			return 0;
 	}
 	return 0;

@@ -17,6 +17,7 @@
 #include "addr.h"
 #include "config.h"
 #include "http.h"
+#include "table.h"
 
 struct rl_policy {
 	const struct rl_config *cfg;
@@ -27,6 +28,23 @@ struct rl_policy {
 	int want_key[RL_MAX_RULES];    /* header-keyed rules: index in `want` */
 	uint8_t accept_rules;          /* some rule has match = accept */
 };
+
+/* What a connection's peer means to the policy, worked out once at
+ * accept rather than for every request. */
+#define RL_PEER_HINTS 4 /* the first rules keyed by ip or global */
+
+struct rl_peer {
+	struct rl_addr addr;
+	uint8_t allowed;   /* on the allow list */
+	uint8_t trusted;   /* a trusted proxy whose client_ip_header counts */
+	uint8_t key_len;
+	uint8_t key[17];   /* what `key = ip` rules key it by */
+	/* where this client's keys of the first rules are in the table */
+	struct rl_slot_hint hints[RL_PEER_HINTS];
+};
+
+void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
+		    struct rl_peer *out);
 
 /* The outcome of a decision. */
 struct rl_verdict {
@@ -81,5 +99,11 @@ void rl_policy_client(const struct rl_policy *p, const struct rl_addr *peer,
 int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
 		      const struct rl_http_req *req, uint64_t now_ns,
 		      struct rl_verdict *v);
+
+/* The same, for a peer worked out by rl_policy_peer(): the shim's way
+ * (its hints are updated). */
+int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
+			   const struct rl_http_req *req, uint64_t now_ns,
+			   struct rl_verdict *v);
 
 #endif /* RL_POLICY_H */

@@ -25,7 +25,7 @@ struct trace {
 };
 
 static const struct rl_http_want want = {
-	2, { "X-Forwarded-For", "X-Api-Key" }, { 15, 9 }
+	2, { "X-Forwarded-For", "X-Api-Key" }, { 15, 9 }, 1
 };
 
 static void frame(const uint8_t *s, size_t len, const uint8_t *sizes,
@@ -45,7 +45,17 @@ static void frame(const uint8_t *s, size_t len, const uint8_t *sizes,
 		while (pos < n && t->n < MAX_EV) {
 			struct rl_http_feed f;
 			struct rl_http_req req;
+			struct rl_http_req fast;
+			size_t fast_used = 0;
+			int fast_rc = -1;
 
+			/* The shim's one-pass parse, tried where it would be: at
+			 * a request boundary, over all the bytes that follow. */
+			if (!nsizes && h.phase == RL_HTTP_IDLE && !h.cr)
+				fast_rc = rl_http_parse_prefix(s + off + pos,
+							       len - off - pos,
+							       &want, &fast,
+							       &fast_used);
 			rl_http_feed(&h, s + off + pos, n - pos, &f);
 			if (f.head_begin >= 0)
 				head_start = off + pos + (size_t)f.head_begin;
@@ -67,6 +77,22 @@ static void frame(const uint8_t *s, size_t len, const uint8_t *sizes,
 					rl_http_begin_body(&h, &req);
 				}
 			}
+			/* What the one pass took must be exactly what the two
+			 * passes take: the same head, the same request. */
+			if (fast_rc == 0 &&
+			    (f.event != RL_HTTP_EV_HEAD || t->parsed[t->n] != 0 ||
+			     head_start + fast_used != off + pos ||
+			     strcmp(fast.method, req.method) ||
+			     strcmp(fast.path, req.path) ||
+			     fast.http10 != req.http10 || fast.head != req.head ||
+			     fast.chunked != req.chunked ||
+			     fast.has_length != req.has_length ||
+			     fast.content_length != req.content_length ||
+			     fast.upgrade != req.upgrade ||
+			     fast.connect != req.connect ||
+			     fast.preface != req.preface ||
+			     memcmp(fast.nvalues, req.nvalues, sizeof(req.nvalues))))
+				abort();
 			t->n++;
 			if (f.event != RL_HTTP_EV_HEAD || t->parsed[t->n - 1])
 				return;

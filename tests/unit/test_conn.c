@@ -510,7 +510,7 @@ static void test_many(void **state)
 		c[i] = rl_conn_new(fd_entry(base + i));
 		assert_non_null(c[i]);
 		c[i]->port = (uint16_t)i;
-		c[i]->peer.bytes[0] = (uint8_t)(i >> 8);
+		c[i]->peer.addr.bytes[0] = (uint8_t)(i >> 8);
 	}
 	s = stats();
 	assert_int_equal(s.conns_live, s0.conns_live + MANY);
@@ -523,7 +523,7 @@ static void test_many(void **state)
 	for (int i = 0; i < MANY; i++) {
 		assert_ptr_equal(rl_conn_of(fd_entry(base + i)), c[i]);
 		assert_int_equal(c[i]->port, (uint16_t)i);
-		assert_int_equal(c[i]->peer.bytes[0], (uint8_t)(i >> 8));
+		assert_int_equal(c[i]->peer.addr.bytes[0], (uint8_t)(i >> 8));
 		assert_int_equal(atomic_load(&c[i]->refs), 1);
 		sorted[i] = (uintptr_t)c[i];
 	}

@@ -127,6 +127,83 @@ static void test_steady_overload(void **state)
 	assert_int_equal(allowed, 5000);
 }
 
+/* Burst 1 with arrivals that are never exactly on time (the server reads
+ * them a little late, as under any real load): the rate stays exact, and
+ * two admissions are never closer than the lag allows. */
+static void test_strict_spacing_keeps_the_rate(void **state)
+{
+	const struct rl_rate rate = { SEC, 5000, 1 }; /* every 200 us */
+	struct rl_result r;
+	uint64_t tat = 0, allowed = 0, last = 0, t = 0, min_gap = UINT64_MAX;
+	unsigned x = 1;
+
+	(void)state;
+	while (t < SEC) {
+		rl_gcra_step(&tat, &rate, 1, T0 + t, &r);
+		if (r.allowed) {
+			if (allowed && t - last < min_gap)
+				min_gap = t - last;
+			last = t;
+			allowed++;
+		}
+		x = x * 1103515245u + 12345u;
+		t += 10000 + (x >> 16) % 60000; /* 10-70 us apart */
+	}
+	assert_in_range(allowed, 4999, 5001);
+	/* Never two at once: burst 1. */
+	assert_true(min_gap >= 10000);
+}
+
+/* A server that reads in batches every 400 us (two intervals): burst 1
+ * still gets exactly its rate, one to three per batch. */
+static void test_strict_spacing_batched(void **state)
+{
+	const struct rl_rate rate = { SEC, 5000, 1 }; /* every 200 us */
+	struct rl_result r;
+	uint64_t tat = 0, allowed = 0, most = 0;
+
+	(void)state;
+	for (uint64_t t = 0; t < SEC; t += 400000) {
+		uint64_t in_batch = 0;
+
+		for (int k = 0; k < 10; k++) { /* ten requests read at once */
+			rl_gcra_step(&tat, &rate, 1, T0 + t, &r);
+			in_batch += (uint64_t)r.allowed;
+		}
+		allowed += in_batch;
+		if (in_batch > most)
+			most = in_batch;
+	}
+	assert_in_range(allowed, 4999, 5001);
+	assert_true(most <= 3);
+}
+
+/* An idle key starts from now: no credit for the time it was away. */
+static void test_idle_restarts(void **state)
+{
+	const struct rl_rate rate = { SEC, 10, 1 }; /* every 100 ms */
+	struct rl_result r;
+	uint64_t tat = 0;
+
+	(void)state;
+	rl_gcra_step(&tat, &rate, 1, T0, &r);
+	assert_true(r.allowed);
+	/* 60 ms late for its turn: keeps the cadence, the next turn is at
+	 * T0 + 200 ms. */
+	rl_gcra_step(&tat, &rate, 1, T0 + 160 * MS, &r);
+	assert_true(r.allowed);
+	assert_int_equal(tat, T0 + 200 * MS);
+	rl_gcra_step(&tat, &rate, 1, T0 + 199 * MS, &r);
+	assert_false(r.allowed);
+	/* A full interval late or more: from now. */
+	rl_gcra_step(&tat, &rate, 1, T0 + 300 * MS, &r);
+	assert_true(r.allowed);
+	assert_int_equal(tat, T0 + 400 * MS);
+	rl_gcra_step(&tat, &rate, 0, T0 + 450 * MS, &r);
+	assert_int_equal(r.remaining, 1);
+	assert_int_equal(r.reset_after_ns, 0);
+}
+
 /* rate x time + burst, for a burst larger than 1 and a fake clock that
  * steps unevenly. */
 static void test_rate_times_time_plus_burst(void **state)
@@ -455,6 +532,9 @@ int main(void)
 		cmocka_unit_test(test_denial_reports_remaining),
 		cmocka_unit_test(test_strict_spacing),
 		cmocka_unit_test(test_steady_overload),
+		cmocka_unit_test(test_strict_spacing_keeps_the_rate),
+		cmocka_unit_test(test_strict_spacing_batched),
+		cmocka_unit_test(test_idle_restarts),
 		cmocka_unit_test(test_rate_times_time_plus_burst),
 		cmocka_unit_test(test_refill),
 		cmocka_unit_test(test_saturation),

@@ -326,7 +326,7 @@ static void test_parse_fields(void **state)
 		"Content-Length: 0042\r\n"
 		"\r\n";
 	struct rl_http_want want = { 2, { "X-Forwarded-For", "X-Api-Key" },
-				     { 15, 9 } };
+				     { 15, 9 }, 1 };
 	struct rl_http_req req;
 
 	(void)state;
@@ -353,7 +353,7 @@ static void test_parse_fields(void **state)
 static void test_many_values(void **state)
 {
 	char s[2048];
-	struct rl_http_want want = { 1, { "xff" }, { 3 } };
+	struct rl_http_want want = { 1, { "xff" }, { 3 }, 1 };
 	struct rl_http_req req;
 	size_t n = 0;
 
