@@ -51,7 +51,7 @@ CORE_SRCS := $(wildcard src/core/*.c) \
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
 
 # ---- programs --------------------------------------------------------------
-PROGS := $(B)/legacy_server $(B)/rlshimd
+PROGS := $(B)/legacy_server $(B)/rlshimd $(B)/rlshimctl
 SHIM := $(B)/librlshim.so
 AGENT_SRCS := $(wildcard src/agent/*.c)
 AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
@@ -122,6 +122,10 @@ $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
 		$(HIREDIS_LIBS) $(LDFLAGS)
 
+$(B)/rlshimctl: $(B)/tools/rlshimctl.o $(B)/librlcore.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(LDFLAGS)
+
 $(B)/legacy_server: tools/legacy_server.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
@@ -159,7 +163,8 @@ $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 SAN_DEFAULT := address,undefined
 SERVERS := legacy python nginx lighttpd busybox
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
-	"python3 tests/integration/test_features.py"
+	"python3 tests/integration/test_features.py" \
+	"python3 tests/integration/test_redis.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build

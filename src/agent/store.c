@@ -441,6 +441,8 @@ int rl_store_flush(struct rl_store *s,
 	queue_clear(s);
 	return rc;
 io:
-	rl_store_fail(s, s->c && s->c->err ? s->c->errstr : "no reply", now_ns);
+	/* hiredis leaves errstr empty when a read times out */
+	rl_store_fail(s, !s->c || !s->c->err ? "no reply"
+			 : s->c->errstr[0] ? s->c->errstr : "timed out", now_ns);
 	return -EIO;
 }

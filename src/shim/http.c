@@ -454,6 +454,32 @@ static ssize_t value_end(const uint8_t *p, size_t i, size_t len)
 	return -2;
 }
 
+/*
+ * The end of a field name starting at p[i]: the first byte that is a
+ * control character, a space, a colon or above 0x7e, eight at a time. A
+ * name is good if that byte is its colon. Names are not held to RFC 9110's
+ * token characters: what matters is that nothing in a name can make a
+ * lenient server see a Content-Length or Transfer-Encoding the shim did not
+ * (whitespace, controls, bytes beyond ASCII); a name with a '(' is just a
+ * header nobody asks for, as nginx treats it.
+ */
+static size_t name_end(const uint8_t *p, size_t i, size_t len)
+{
+	while (i + 8 <= len) {
+		uint64_t w, m;
+
+		memcpy(&w, p + i, 8);
+		m = rl_ascii_ctl8(w) | rl_ascii_byte8(w, ' ') |
+		    rl_ascii_byte8(w, ':') | (w & 0x8080808080808080ull);
+		if (m)
+			return i + (size_t)__builtin_ctzll(m) / 8;
+		i += 8;
+	}
+	while (i < len && p[i] > 0x20 && p[i] < 0x7f && p[i] != ':')
+		i++;
+	return i;
+}
+
 /* A header the framer or the rules need? Dispatched by length first. */
 static int header(struct rl_http_req *req, const struct rl_http_want *want,
 		  const char *name, size_t nlen, const char *v, size_t vlen,
@@ -629,8 +655,7 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 		if (p[i] == ' ' || p[i] == '\t')
 			return bad(req, "obs-fold in head");
 		ns = i;
-		while (i < len && tchar[p[i]])
-			i++;
+		i = name_end(p, i, len);
 		ne = i;
 		if (i == len)
 			return more(req);

@@ -188,6 +188,9 @@ static void test_framing_errors(void **state)
 	expect_error("GET / HTTP/1.1\r\nX: a\x7f\r\n\r\n",
 		     "control character in header");
 	expect_error("GET / HTTP/1.1\r\nHost : x\r\n\r\n", "bad header name");
+	expect_error("GET / HTTP/1.1\r\nHo\x80st: x\r\n\r\n", "bad header name");
+	expect_error("GET / HTTP/1.1\r\nTransfer-Encoding\x0b: chunked\r\n\r\n",
+		     "bad header name");
 	expect_error("GET / HTTP/1.1\r\n: x\r\n\r\n", "bad header name");
 	expect_error("POST / HTTP/1.1\r\nContent-Length: 5\r\n"
 		     "Transfer-Encoding: chunked\r\n\r\n",
@@ -373,6 +376,18 @@ static void test_many_values(void **state)
 	}
 }
 
+/* A name with separators is a header nobody asks for (nginx ignores it
+ * too); it cannot pass for a framing header. */
+static void test_odd_names(void **state)
+{
+	static const char s[] = "GET / HTTP/1.1\r\nX(Y)/z: 1\r\nContent-Length(: 5\r\n\r\n";
+	struct rl_http_req req;
+
+	(void)state;
+	assert_int_equal(rl_http_parse_head((const uint8_t *)s, strlen(s), NULL, &req), 0);
+	assert_false(req.has_length);
+}
+
 static void test_methods(void **state)
 {
 	struct rl_http_req req;
@@ -410,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_h2_preface),
 		cmocka_unit_test(test_parse_fields),
 		cmocka_unit_test(test_many_values),
+		cmocka_unit_test(test_odd_names),
 		cmocka_unit_test(test_methods),
 	};
 

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_redis.py - rlshimd and one global limit through a real redis-server.
+
+"Hosts" are legacy_server processes under the shim, each with a segment of
+its own (as separate machines would have), each with the agent the shim
+starts for it. Redis is started here on a free loopback port.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (REPO, SHIM, exchange, parse_responses, request, run,  # noqa: E402
+                     wait_for)
+import servers  # noqa: E402
+
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
+TMP = tempfile.mkdtemp(prefix='rlshim-redis-')
+N = [0]
+
+
+class Redis:
+    def __init__(self, extra=(), unix=False):
+        N[0] += 1
+        self.dir = os.path.join(TMP, f'redis{N[0]}')
+        os.makedirs(self.dir)
+        self.port = servers.free_port()
+        self.sock = os.path.join(self.dir, 'redis.sock') if unix else None
+        self.extra = list(extra)
+        self.auth = []
+        self.start()
+
+    def start(self):
+        args = ['redis-server', '--port', str(self.port), '--bind', '127.0.0.1',
+                '--save', '', '--appendonly', 'no', '--dir', self.dir,
+                '--logfile', os.path.join(self.dir, 'redis.log')]
+        if self.sock:
+            args += ['--unixsocket', self.sock, '--unixsocketperm', '700']
+        self.proc = subprocess.Popen(args + self.extra, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: self.ping(), 10), 'redis did not start'
+
+    def cli(self, *args, db=0):
+        out = subprocess.run(['redis-cli', '-p', str(self.port), '-n', str(db),
+                              *self.auth, *map(str, args)],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip()
+
+    def ping(self):
+        try:
+            return self.cli('PING') in ('PONG', 'NOAUTH Authentication required.')
+        except subprocess.TimeoutExpired:
+            return False
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class Host:
+    """A legacy_server under the shim, its own segment, its agent."""
+
+    def __init__(self, url, rules, name, interval='50ms'):
+        N[0] += 1
+        self.dir = os.path.join(TMP, f'{name}-{N[0]}')
+        os.makedirs(self.dir)
+        self.port = servers.free_port()
+        self.shm = f'rlshim-rt-{os.getpid()}-{N[0]}'
+        self.config = os.path.join(self.dir, 'rlshim.conf')
+        with open(self.config, 'w') as f:
+            f.write(f'[global]\nports = {self.port}\nshm = {self.shm}\n'
+                    f'[redis]\nurl = {url}\nsync_interval = {interval}\n'
+                    f'timeout = 100ms\n{rules}')
+        self.server = servers.Server('legacy', self.dir, SHIM, self.config, self.port)
+        self.server.start()
+
+    def get(self, path, headers=None, family=socket.AF_INET):
+        raw = exchange(self.port, request('GET', path, headers), family)
+        rs = parse_responses(raw, first_only=True) if raw else []
+        return rs[0] if rs else None
+
+    def agent_pids(self):
+        out = subprocess.run(['pgrep', '-f', f'rlshimd -c {self.config}'],
+                             capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    def agent_log(self):
+        try:
+            with open(f'/tmp/rlshimd-{self.shm}.log') as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def ctl(self, *args):
+        return subprocess.run([CTL, '-c', self.config, *args], capture_output=True,
+                              text=True, timeout=10)
+
+    def stop(self):
+        self.server.stop()
+        for pid in self.agent_pids():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        wait_for(lambda: not self.agent_pids(), 5)
+        for p in (f'/dev/shm/{self.shm}', f'/tmp/rlshimd-{self.shm}.log'):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def started(hosts):
+    """One request to each host starts its agent; wait for all to sync."""
+    for h in hosts:
+        h.get('/books')
+    assert wait_for(lambda: all('store connected' in h.agent_log() for h in hosts), 10), \
+        [h.agent_log() for h in hosts]
+
+
+def overload(hosts, path, seconds, pick, threads=6):
+    """Clients hammering `path` for `seconds`; pick(t, i) chooses the host
+    for a request at time t of client i. Returns (admitted, denied)."""
+    counts = {'ok': 0, 'denied': 0, 'other': 0}
+    lock = threading.Lock()
+    t0 = time.monotonic()
+
+    def client(i):
+        while True:
+            t = time.monotonic() - t0
+            if t >= seconds:
+                return
+            r = pick(t, i).get(path)
+            # admitted: anything the application answered (legacy_server
+            # says 404 for these paths), denied: the shim's 429
+            key = 'other' if not r else ('denied' if r.status == 429 else 'ok')
+            with lock:
+                counts[key] += 1
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert counts['other'] == 0, counts
+    return counts['ok'], counts['denied']
+
+
+# ---- accuracy: four hosts, one limit ----------------------------------------------
+
+RATE, BURST, SECONDS = 50, 10, 10
+ACC_RULES = ''.join(f'[limit:{n}]\nmatch = * /{n}\nrate = {RATE}/s\nburst = {BURST}\n'
+                    for n in ('even', 'one', 'shift'))
+
+
+def accuracy(shape):
+    r = Redis()
+    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', ACC_RULES, f'acc{i}') for i in range(4)]
+    try:
+        started(hosts)
+        pick = {
+            'even': lambda t, i: hosts[i % 4],
+            'one': lambda t, i: hosts[0],
+            'shift': lambda t, i: hosts[0] if t < SECONDS / 2 else hosts[1 + i % 3],
+        }[shape]
+        ok, denied = overload(hosts, f'/{shape}', SECONDS, pick)
+        ideal = RATE * SECONDS + BURST
+        print(f'  {shape}: admitted {ok} of {ok + denied} (offered '
+              f'{(ok + denied) / SECONDS / RATE:.1f}x), ideal {ideal}, '
+              f'error {100 * (ok - ideal) / ideal:+.1f}%')
+        assert ok + denied >= 10 * RATE * SECONDS * 0.9, 'not overloaded 10x'
+        assert abs(ok - ideal) <= 0.05 * ideal, (ok, ideal)
+    finally:
+        for h in hosts:
+            h.stop()
+        r.stop()
+
+
+def accuracy_even():
+    """Load spread over four hosts: together they admit rate x time + burst
+    within 5%."""
+    accuracy('even')
+
+
+def accuracy_one_host():
+    """All the load on one of the four."""
+    accuracy('one')
+
+
+def accuracy_shifting():
+    """The load moves from one host to the three others mid-run."""
+    accuracy('shift')
+
+
+# ---- Redis down, paused, restarted --------------------------------------------------
+
+def redis_paused():
+    """Redis SIGSTOPped for 3 s under load: allowed requests never wait for
+    it, on_store_down = open keeps limiting locally, closed answers 429 with
+    Retry-After 1 until Redis is back; the outage is logged at each end."""
+    r = Redis()
+    h = Host(f'redis://127.0.0.1:{r.port}/0',
+             # rates no client here reaches: only the store matters
+             '[limit:open]\nmatch = * /open\nrate = 1000000/s\non_store_down = open\n'
+             '[limit:closed]\nmatch = * /closed\nrate = 1000000/s\non_store_down = closed\n',
+             'pause')
+    try:
+        started([h])
+        healthy = []
+        for _ in range(200):
+            t = time.monotonic()
+            assert h.get('/open').status != 429
+            healthy.append(time.monotonic() - t)
+        assert h.get('/closed').status != 429
+        os.kill(r.proc.pid, signal.SIGSTOP)
+        t_stop = time.monotonic()
+        paused, closed = [], []
+        while time.monotonic() - t_stop < 3.0:
+            t = time.monotonic()
+            assert h.get('/open').status != 429  # open: served, locally
+            paused.append(time.monotonic() - t)
+            rc = h.get('/closed')
+            closed.append((time.monotonic() - t_stop, rc.status, rc.headers.get('retry-after')))
+        os.kill(r.proc.pid, signal.SIGCONT)
+        healthy.sort()
+        paused.sort()
+        p99 = lambda v: v[int(len(v) * 0.99) - 1]  # noqa: E731
+        print(f'  p99 of allowed requests: healthy {1000 * p99(healthy):.2f} ms, '
+              f'Redis stopped {1000 * p99(paused):.2f} ms (n={len(paused)})')
+        # Nothing waited for Redis: a request that did would take the rest
+        # of the 3 s stop.
+        assert max(paused) < 1.0, max(paused)
+        late = [c for c in closed if c[0] > 0.5]
+        assert late and all(c[1] == 429 and c[2] == '1' for c in late), late[:5]
+        assert wait_for(lambda: h.get('/closed').status != 429, 5)
+        log = h.agent_log()
+        assert log.count('store unreachable') == 1, log
+        assert 'store reachable again' in log and 'down_for=' in log, log
+    finally:
+        h.stop()
+        r.stop()
+
+
+def redis_restarted_empty():
+    """Redis killed and restarted empty: sync resumes (scripts loaded
+    again), and each agent re-asserts the bans it holds."""
+    r = Redis()
+    h = Host(f'redis://127.0.0.1:{r.port}/0', '[limit:a]\nmatch = *\nrate = 100/s\n',
+             'restart')
+    try:
+        started([h])
+        assert h.ctl('ban', '198.51.100.7', '--for', '10m').returncode == 0
+        assert wait_for(lambda: r.cli('ZSCORE', 'rlshim:bans', '198.51.100.7/32'), 3)
+        h.get('/books')
+        assert wait_for(lambda: r.cli('EXISTS', 'rlshim:{a}') == '1', 3)
+        r.kill()
+        time.sleep(0.3)
+        r.start()
+        assert r.cli('DBSIZE') == '0'
+        h.get('/books')
+        assert wait_for(lambda: r.cli('ZSCORE', 'rlshim:bans', '198.51.100.7/32'), 5), \
+            'the ban was not re-asserted'
+        assert wait_for(lambda: (h.get('/books'), r.cli('EXISTS', 'rlshim:{a}'))[1] == '1', 5), \
+            'sync did not resume'
+        assert 'store reachable again' in h.agent_log()
+    finally:
+        h.stop()
+        r.stop()
+
+
+# ---- bans across hosts ----------------------------------------------------------------
+
+def ban_spreads():
+    """A ban added by anybody with ZADD + PUBLISH is enforced by every host
+    within a round or so; lifting it likewise."""
+    r = Redis()
+    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', '[limit:a]\nmatch = *\nrate = 1000/s\n',
+                  f'ban{i}') for i in range(4)]
+    refused = lambda h: h.get('/books') is None  # noqa: E731
+    try:
+        started(hosts)
+        exp = int(time.time() * 1000) + 60000
+        t = time.monotonic()
+        r.cli('ZADD', 'rlshim:bans', exp, '127.0.0.1')
+        r.cli('PUBLISH', 'rlshim:bans', 'ban 127.0.0.1')
+        assert wait_for(lambda: all(refused(h) for h in hosts), 5)
+        took = time.monotonic() - t
+        # ::1 is another client: still served everywhere.
+        assert all(h.get('/books', family=socket.AF_INET6).status == 200 for h in hosts)
+        r.cli('ZREM', 'rlshim:bans', '127.0.0.1')
+        r.cli('PUBLISH', 'rlshim:bans', 'unban 127.0.0.1')
+        t = time.monotonic()
+        assert wait_for(lambda: all(not refused(h) for h in hosts), 5)
+        print(f'  ban on all 4 hosts after {1000 * took:.0f} ms, lifted after '
+              f'{1000 * (time.monotonic() - t):.0f} ms (sync_interval 50 ms)')
+        # A local ban goes to Redis, and from there to the others.
+        assert hosts[0].ctl('ban', '203.0.113.9', '--for', '5m').returncode == 0
+        assert wait_for(lambda: all('203.0.113.9' in h.ctl('bans').stdout
+                                    for h in hosts[1:]), 5)
+        assert hosts[0].ctl('unban', '203.0.113.9').returncode == 0
+        assert wait_for(lambda: all('203.0.113.9' not in h.ctl('bans').stdout
+                                    for h in hosts), 5)
+        assert not r.cli('ZSCORE', 'rlshim:bans', '203.0.113.9/32')
+    finally:
+        for h in hosts:
+            h.stop()
+        r.stop()
+
+
+# ---- the agent --------------------------------------------------------------------------
+
+def agent_killed():
+    """The agent SIGKILLed: the host keeps answering, and a new agent takes
+    over (started from the next accepts once the heartbeat is stale)."""
+    r = Redis()
+    h = Host(f'redis://127.0.0.1:{r.port}/0', '[limit:a]\nmatch = *\nrate = 1000/s\n',
+             'agent')
+    try:
+        started([h])
+        first = h.agent_pids()
+        assert len(first) == 1, first
+        # A second agent for the same segment refuses to run.
+        p = subprocess.run([os.path.join(REPO, 'build', 'rlshimd'), '-c', h.config,
+                            '--foreground'], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 1 and 'another agent' in p.stderr, p.stderr
+        os.kill(first[0], signal.SIGKILL)
+        t = time.monotonic()
+        while time.monotonic() - t < 10:
+            r0 = h.get('/books')
+            assert r0 and r0.status == 200
+            pids = h.agent_pids()
+            if pids and pids != first:
+                break
+            time.sleep(0.05)
+        assert h.agent_pids() and h.agent_pids() != first, 'no agent took over'
+        assert wait_for(lambda: h.agent_log().count('store connected') >= 2, 5)
+    finally:
+        h.stop()
+        r.stop()
+
+
+# ---- plans ---------------------------------------------------------------------------------
+
+def plans():
+    """A key moved from free to paid gets the paid rate within a round."""
+    r = Redis()
+    h = Host(f'redis://127.0.0.1:{r.port}/0',
+             '[limit:api]\nmatch = * /v1/*\nkey = header:X-Api-Key\nrate = 2/m\n'
+             'plans = free:2/m paid:100/m\n', 'plans')
+    key = {'X-Api-Key': 'key-123'}
+    try:
+        started([h])
+        got = [h.get('/v1/x', key).status for _ in range(3)]
+        assert got == [404, 404, 429], got  # legacy_server: 404, the shim: 429
+        r.cli('HSET', 'rlshim:plans:api', 'key-123', 'paid')
+        t = time.monotonic()
+        assert wait_for(lambda: h.get('/v1/x', key).status == 404, 3)
+        print(f'  paid after {1000 * (time.monotonic() - t):.0f} ms')
+        assert [h.get('/v1/x', key).status for _ in range(10)] == [404] * 10
+        # Back to free: a key that used 13 of paid has used up free.
+        r.cli('HSET', 'rlshim:plans:api', 'key-123', 'free')
+        assert wait_for(lambda: h.get('/v1/x', key).status == 429, 3)
+    finally:
+        h.stop()
+        r.stop()
+
+
+# ---- how Redis is reached -------------------------------------------------------------------
+
+def urls():
+    """redis://user:pass@host:port/db with an ACL user, and unix:///path."""
+    r = Redis(extra=['--user', 'alice', 'on', '>s3cret', '~*', '&*', '+@all',
+                     '--user', 'default', 'off'])
+    r.auth = ['--user', 'alice', '--pass', 's3cret', '--no-auth-warning']
+    u = Redis(unix=True)
+    a = Host(f'redis://alice:s3cret@127.0.0.1:{r.port}/2', '[limit:a]\nmatch = *\nrate = 100/s\n',
+             'acl')
+    b = Host(f'unix://{u.sock}', '[limit:b]\nmatch = *\nrate = 100/s\n', 'unix')
+    try:
+        started([a, b])
+        a.get('/books')
+        b.get('/books')
+        assert wait_for(lambda: r.cli('EXISTS', 'rlshim:{a}', db=2) == '1', 3)
+        assert r.cli('EXISTS', 'rlshim:{a}', db=0) == '0'
+        assert wait_for(lambda: u.cli('EXISTS', 'rlshim:{b}') == '1', 3)
+    finally:
+        a.stop()
+        b.stop()
+        r.stop()
+        u.stop()
+
+
+TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
+         redis_restarted_empty, ban_spreads, agent_killed, plans, urls]
+
+
+def main():
+    try:
+        return run('redis', [(f'redis: {t.__name__}', t) for t in TESTS])
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
