@@ -391,7 +391,25 @@ def upgrade():
             pass
 
 
-TESTS = [accept_rule, allow_list, dry_run, proxy_protocol, refund,
+def examples():
+    """Every example configuration loads: rlshimctl check says ok."""
+    ctl = os.path.join(os.path.dirname(SHIM), 'rlshimctl')
+    ex = os.path.join(os.path.dirname(os.path.dirname(SHIM)), 'examples')
+    names = sorted(n for n in os.listdir(ex) if n.endswith('.conf'))
+    assert len(names) >= 4, names
+    for n in names:
+        p = subprocess.run([ctl, 'check', os.path.join(ex, n)], capture_output=True,
+                           text=True, timeout=10)
+        assert p.returncode == 0 and ': ok,' in p.stdout, (n, p.stdout, p.stderr)
+    # and a broken one is refused with file:line
+    bad = os.path.join(TMP, 'bad.conf')
+    with open(bad, 'w') as f:
+        f.write('[limit:a]\nrate = 3/x\n')
+    p = subprocess.run([ctl, 'check', bad], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and p.stderr.startswith(f'{bad}:2: bad rate'), p.stderr
+
+
+TESTS = [examples, accept_rule, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
          client_gone_mid_head, smuggling, upgrade]

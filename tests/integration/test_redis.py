@@ -71,7 +71,8 @@ class Redis:
 
 
 class Host:
-    """A legacy_server under the shim, its own segment, its agent."""
+    """A legacy_server under the shim, its own segment, its agent (with
+    `url`; without one, a host limiting on its own)."""
 
     def __init__(self, url, rules, name, interval='50ms'):
         N[0] += 1
@@ -80,10 +81,11 @@ class Host:
         self.port = servers.free_port()
         self.shm = f'rlshim-rt-{os.getpid()}-{N[0]}'
         self.config = os.path.join(self.dir, 'rlshim.conf')
+        redis = (f'[redis]\nurl = {url}\nsync_interval = {interval}\n'
+                 f'timeout = 100ms\n') if url else ''
         with open(self.config, 'w') as f:
             f.write(f'[global]\nports = {self.port}\nshm = {self.shm}\n'
-                    f'[redis]\nurl = {url}\nsync_interval = {interval}\n'
-                    f'timeout = 100ms\n{rules}')
+                    f'{redis}{rules}')
         self.server = servers.Server('legacy', self.dir, SHIM, self.config, self.port)
         self.server.start()
 
