@@ -155,7 +155,7 @@ fuzz: $(FUZZ_BINS)
 $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  BENCH   $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) -lpthread $(LDFLAGS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(HIREDIS_LIBS) -lpthread $(LDFLAGS)
 
 # ---- make test ---------------------------------------------------------------
 # Unit tests run twice: as built, and under ASan/UBSan (a separate tree in

@@ -39,3 +39,11 @@ else
 	echo "## HTTP: the shim in front of nginx: skipped (needs nginx, wrk and strace)"
 	echo
 fi
+
+echo "## Redis: commands per request and added latency (tools/bench/bench_redis.c)"
+echo
+"$B/bench/bench_redis"
+echo
+
+python3 "$(dirname "$0")/bench_global.py"
+echo
