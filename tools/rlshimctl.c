@@ -148,7 +148,7 @@ static const char *origin_name(uint8_t o)
 static int print_ban(const struct rl_ban_view *v, void *arg)
 {
 	struct list *l = arg;
-	char text[RL_CIDR_STRLEN], left[32];
+	char text[RL_CIDR_STRLEN], left[32], offences[16] = "-";
 	const char *rule = "-";
 
 	rl_cidr_format(&v->cidr, text, sizeof(text));
@@ -157,10 +157,13 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 	if (v->rule != RL_BAN_NO_RULE && v->rule < RL_MAX_RULES &&
 	    l->c->table->rules[v->rule].name[0])
 		rule = l->c->table->rules[v->rule].name;
+	if (v->offences)
+		snprintf(offences, sizeof(offences), "%u", v->offences);
 	if (!l->n++)
-		printf("%-43s %-9s %-16s %s\n", "ADDRESS", "REASON", "RULE",
-		       "EXPIRES IN");
-	printf("%-43s %-9s %-16s %s\n", text, origin_name(v->origin), rule, left);
+		printf("%-43s %-9s %-16s %-8s %-10s %s\n", "ADDRESS", "REASON",
+		       "RULE", "OFFENCE", "REFUSED", "EXPIRES IN");
+	printf("%-43s %-9s %-16s %-8s %-10u %s\n", text, origin_name(v->origin),
+	       rule, offences, v->hits, left);
 	return 0;
 }
 
@@ -185,7 +188,8 @@ static const struct command commands[] = {
 	{ "ban", "ADDR[/LEN] [--for DUR]", "ban an address or prefix (default "
 	  "for 1h)", cmd_ban, 1 },
 	{ "unban", "ADDR[/LEN]", "lift a ban", cmd_unban, 1 },
-	{ "bans", "", "list the bans: address, reason, rule, expires in",
+	{ "bans", "", "list the bans: address, reason, rule, offence, "
+	  "connections refused, expires in",
 	  cmd_bans, 1 },
 };
 

@@ -72,70 +72,172 @@ static int reservation_stale(uint64_t tag, uint64_t now_ms)
 	return !(tag & 1) && tag != 0 && now_ms > at + RESERVE_TIMEOUT_MS;
 }
 
-int rl_ban_add(struct rl_table *t, const struct rl_cidr *c, uint64_t expires_ms,
-	       enum rl_ban_origin origin, unsigned rule, uint64_t now_ms)
+/* What to write into a prefix's entry. */
+struct ban_put {
+	const struct rl_ban_rule *offence; /* an offence under this rule, or */
+	uint64_t expires_ms;               /* a ban until this */
+	enum rl_ban_origin origin;
+	unsigned rule;
+};
+
+/* The length of the n-th (n >= 1) offence's ban. */
+static uint64_t offence_ms(const struct rl_ban_rule *r, uint32_t n)
+{
+	uint64_t d = r->bantime_ms;
+
+	if (!r->increment)
+		return d;
+	for (uint32_t i = 1; i < n && d < r->max_ms; i++)
+		d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
+	return d < r->max_ms ? d : r->max_ms;
+}
+
+/* A ban became live: connections re-check their clients. */
+static void gen_bump(struct rl_table *t)
+{
+	atomic_fetch_add_explicit(&t->hdr->ban_gen, 1, memory_order_release);
+}
+
+/*
+ * Renew entry `b`, which holds the prefix and expires at `exp`. Returns 0
+ * (banned now), 1 (an offence of a prefix still banned: left alone) or -1
+ * (the expiry changed under us: look again).
+ */
+static int ban_renew(struct rl_table *t, struct rl_shm_ban *b, uint64_t exp,
+		     const struct ban_put *rq, uint64_t now_ms,
+		     uint64_t *expires_ms, uint32_t *offences)
+{
+	uint64_t until = rq->expires_ms;
+	uint32_t n = 0;
+
+	if (rq->offence) {
+		if (exp > now_ms) {
+			if (expires_ms)
+				*expires_ms = exp;
+			return 1;
+		}
+		n = atomic_load_explicit(&b->offences, memory_order_relaxed) + 1;
+		until = now_ms + offence_ms(rq->offence, n);
+	}
+	if (!atomic_compare_exchange_strong(&b->expires_ms, &exp, until))
+		return -1;
+	if (rq->offence) {
+		atomic_store_explicit(&b->offences, n, memory_order_relaxed);
+		b->rule = (uint8_t)rq->rule;
+	}
+	/* The store echoing our own ban back does not make it someone
+	 * else's. */
+	if (rq->origin != RL_BAN_REMOTE || b->origin == RL_BAN_REMOTE)
+		b->origin = (uint8_t)rq->origin;
+	if (exp <= now_ms && until > now_ms)
+		gen_bump(t);
+	if (expires_ms)
+		*expires_ms = until;
+	if (offences)
+		*offences = n;
+	return 0;
+}
+
+static int entry_free(const struct rl_shm_ban *b, uint64_t cur, uint64_t now_ms)
+{
+	return cur == 0 || reservation_stale(cur, now_ms) ||
+	       ((cur & 1) && atomic_load(&b->expires_ms) <= now_ms);
+}
+
+/*
+ * Ban prefix `c` as `rq` says: renew its entry if it has one (live or
+ * not: an expired entry still knows its offences), else take a free one.
+ */
+static int ban_put(struct rl_table *t, const struct rl_cidr *c,
+		   const struct ban_put *rq, uint64_t now_ms,
+		   uint64_t *expires_ms, uint32_t *offences)
 {
 	struct rl_addr a = c->addr;
 	uint64_t tag, mask = RL_BANS - 1;
-	int free_at = -1;
 
 	rl_addr_mask(&a, c->prefix);
 	tag = ban_tag(t, a.family, c->prefix, a.bytes);
-	for (int attempt = 0; attempt < 4; attempt++) {
-		free_at = -1;
-		for (unsigned i = 0; i < PROBE; i++) {
-			struct rl_shm_ban *b = &t->bans[(tag + i) & mask];
-			uint64_t cur = atomic_load_explicit(&b->tag,
-							    memory_order_acquire);
-			uint64_t exp;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		struct rl_shm_ban *b;
+		int free_at = -1, raced = 0;
+		uint64_t cur, resv, until;
 
+		for (unsigned i = 0; i < PROBE; i++) {
+			uint64_t exp;
+			int r;
+
+			b = &t->bans[(tag + i) & mask];
+			cur = atomic_load_explicit(&b->tag, memory_order_acquire);
 			if (entry_is(b, tag, a.family, c->prefix, a.bytes, &exp)) {
-				/* Renew; the store echoing our own ban back
-				 * does not make it someone else's. */
-				if (origin != RL_BAN_REMOTE ||
-				    b->origin == RL_BAN_REMOTE)
-					b->origin = (uint8_t)origin;
-				atomic_store_explicit(&b->expires_ms, expires_ms,
-						      memory_order_release);
-				return 0;
+				r = ban_renew(t, b, exp, rq, now_ms, expires_ms,
+					      offences);
+				if (r >= 0)
+					return r;
+				raced = 1;
+				break;
 			}
-			if (free_at < 0 &&
-			    (cur == 0 || reservation_stale(cur, now_ms) ||
-			     ((cur & 1) && atomic_load(&b->expires_ms) <= now_ms)))
+			if (free_at < 0 && entry_free(b, cur, now_ms))
 				free_at = (int)i;
 			if (cur == 0)
 				break; /* nothing of ours beyond a never-used one */
 		}
+		if (raced)
+			continue;
 		if (free_at < 0)
 			return -ENOSPC;
-		{
-			struct rl_shm_ban *b = &t->bans[(tag + (unsigned)free_at) & mask];
-			uint64_t cur = atomic_load_explicit(&b->tag,
-							    memory_order_acquire);
-			uint64_t resv = (now_ms << 1) | 0; /* even: reserved */
-
-			if (resv == 0)
-				resv = 2;
-			if (!(cur == 0 || reservation_stale(cur, now_ms) ||
-			      ((cur & 1) && atomic_load(&b->expires_ms) <= now_ms)) ||
-			    !atomic_compare_exchange_strong(&b->tag, &cur, resv))
-				continue; /* taken meanwhile: look again */
-			b->family = a.family;
-			b->prefix = c->prefix;
-			b->origin = (uint8_t)origin;
-			b->rule = (uint8_t)(rule > RL_BAN_NO_RULE ? RL_BAN_NO_RULE : rule);
-			memcpy(b->addr, a.bytes, 16);
-			b->created_ms = now_ms;
-			b->offences = 0;
-			atomic_store_explicit(&b->hits, 0, memory_order_relaxed);
-			atomic_store_explicit(&b->expires_ms, expires_ms,
-					      memory_order_relaxed);
-			lens_mark(t, a.family, c->prefix);
-			atomic_store_explicit(&b->tag, tag, memory_order_release);
-			return 0;
-		}
+		b = &t->bans[(tag + (unsigned)free_at) & mask];
+		cur = atomic_load_explicit(&b->tag, memory_order_acquire);
+		resv = (now_ms << 1) | 0; /* even: reserved */
+		if (resv == 0)
+			resv = 2;
+		if (!entry_free(b, cur, now_ms) ||
+		    !atomic_compare_exchange_strong(&b->tag, &cur, resv))
+			continue; /* taken meanwhile: look again */
+		until = rq->offence ? now_ms + offence_ms(rq->offence, 1)
+				    : rq->expires_ms;
+		b->family = a.family;
+		b->prefix = c->prefix;
+		b->origin = (uint8_t)rq->origin;
+		b->rule = (uint8_t)rq->rule;
+		memcpy(b->addr, a.bytes, 16);
+		b->created_ms = now_ms;
+		atomic_store_explicit(&b->offences, rq->offence ? 1 : 0,
+				      memory_order_relaxed);
+		atomic_store_explicit(&b->hits, 0, memory_order_relaxed);
+		atomic_store_explicit(&b->expires_ms, until, memory_order_relaxed);
+		lens_mark(t, a.family, c->prefix);
+		atomic_store_explicit(&b->tag, tag, memory_order_release);
+		if (until > now_ms)
+			gen_bump(t);
+		if (expires_ms)
+			*expires_ms = until;
+		if (offences)
+			*offences = rq->offence ? 1 : 0;
+		return 0;
 	}
 	return -ENOSPC;
+}
+
+static unsigned rule_byte(unsigned rule)
+{
+	return rule > RL_BAN_NO_RULE ? RL_BAN_NO_RULE : rule;
+}
+
+int rl_ban_add(struct rl_table *t, const struct rl_cidr *c, uint64_t expires_ms,
+	       enum rl_ban_origin origin, unsigned rule, uint64_t now_ms)
+{
+	struct ban_put rq = { NULL, expires_ms, origin, rule_byte(rule) };
+
+	return ban_put(t, c, &rq, now_ms, NULL, NULL);
+}
+
+int rl_ban_offence(struct rl_table *t, const struct rl_cidr *c,
+		   const struct rl_ban_rule *r, uint64_t now_ms,
+		   uint64_t *expires_ms, uint32_t *offences)
+{
+	struct ban_put rq = { r, 0, RL_BAN_LOCAL, rule_byte(r->rule) };
+
+	return ban_put(t, c, &rq, now_ms, expires_ms, offences);
 }
 
 int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
@@ -163,7 +265,8 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 	return found ? 0 : -ENOENT;
 }
 
-int rl_ban_check(struct rl_table *t, const struct rl_addr *a, uint64_t now_ms)
+uint64_t rl_ban_lookup(struct rl_table *t, const struct rl_addr *a,
+		       uint64_t now_ms)
 {
 	const _Atomic uint64_t *lens = t->hdr->ban_lens[family_index(a->family)];
 	unsigned bits = rl_addr_bits(a);
@@ -189,11 +292,16 @@ int rl_ban_check(struct rl_table *t, const struct rl_addr *a, uint64_t now_ms)
 			    exp > now_ms) {
 				atomic_fetch_add_explicit(&b->hits, 1,
 							  memory_order_relaxed);
-				return 1;
+				return exp;
 			}
 		}
 	}
 	return 0;
+}
+
+int rl_ban_check(struct rl_table *t, const struct rl_addr *a, uint64_t now_ms)
+{
+	return rl_ban_lookup(t, a, now_ms) != 0;
 }
 
 int rl_ban_foreach(struct rl_table *t, uint64_t now_ms,
@@ -214,7 +322,8 @@ int rl_ban_foreach(struct rl_table *t, uint64_t now_ms,
 		v.created_ms = b->created_ms;
 		v.origin = b->origin;
 		v.rule = b->rule;
-		v.offences = b->offences;
+		v.offences = atomic_load_explicit(&b->offences,
+						  memory_order_relaxed);
 		v.hits = atomic_load_explicit(&b->hits, memory_order_relaxed);
 		v.expires_ms = atomic_load_explicit(&b->expires_ms,
 						    memory_order_acquire);

@@ -31,6 +31,29 @@ enum rl_ban_origin {
 int rl_ban_add(struct rl_table *t, const struct rl_cidr *c, uint64_t expires_ms,
 	       enum rl_ban_origin origin, unsigned rule, uint64_t now_ms);
 
+/*
+ * What a rule does to an offender (fail2ban's bantime, bantime.increment
+ * and bantime.maxtime): ban for `bantime_ms`; with `increment`, the n-th
+ * offence of the same prefix for bantime_ms * 2^(n-1), at most `max_ms`.
+ */
+struct rl_ban_rule {
+	uint64_t bantime_ms;
+	uint64_t max_ms;
+	int increment;
+	unsigned rule;      /* the rule's id, shown by `rlshimctl bans` */
+};
+
+/*
+ * An offence of `c` (a rule's maxretry reached): ban it as `r` says. A
+ * prefix still banned is left as it is. Returns 0 when banned now (the
+ * expiry in *expires_ms, the prefix's offences so far in *offences, either
+ * may be NULL), 1 if it was banned already, -ENOSPC when the prefix's probe
+ * window is full of live bans.
+ */
+int rl_ban_offence(struct rl_table *t, const struct rl_cidr *c,
+		   const struct rl_ban_rule *r, uint64_t now_ms,
+		   uint64_t *expires_ms, uint32_t *offences);
+
 /* Lift the ban of exactly `c`. Returns 0, or -ENOENT if there was none. */
 int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c);
 
@@ -39,6 +62,11 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c);
  * 0. With no ban of `a`'s family in the segment, one load and no clock.
  */
 int rl_ban_check(struct rl_table *t, const struct rl_addr *a, uint64_t now_ms);
+
+/* As rl_ban_check, returning the expiry (Unix ms) of the live ban that
+ * holds `a`, or 0. */
+uint64_t rl_ban_lookup(struct rl_table *t, const struct rl_addr *a,
+		       uint64_t now_ms);
 
 /* 1 if the segment holds any ban of `family`'s prefix lengths. */
 int rl_ban_any(struct rl_table *t, uint8_t family);

@@ -31,6 +31,7 @@
 
 #include "algo.h"
 #include "hash.h"
+#include "time.h"
 
 #define LOOKUP_RETRIES 8
 
@@ -355,6 +356,60 @@ fresh:
 decided:
 	count(t, rule, out->allowed);
 	return 0;
+}
+
+/*
+ * slot.fails: the start of the current count, in ms of CLOCK_MONOTONIC
+ * plus one (0: no count), above a 24-bit count of denials.
+ */
+#define FAILS_COUNT_BITS 24
+#define FAILS_COUNT_MAX ((1u << FAILS_COUNT_BITS) - 1)
+
+int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
+		  size_t key_len, uint32_t maxretry, uint64_t findtime_ns,
+		  uint64_t now_ns, struct rl_slot_hint *hint)
+{
+	uint64_t now_ms = now_ns / RL_NS_PER_MS + 1;
+	uint64_t find_ms = findtime_ns / RL_NS_PER_MS;
+	struct rl_slot *s = NULL;
+	uint64_t old, new;
+	struct keyref k;
+
+	if (!rl_table_rule_get(t, rule))
+		return -EINVAL;
+	if (maxretry == 0)
+		return 0;
+	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
+	    hint->index < t->hdr->capacity &&
+	    atomic_load_explicit(&t->slots[hint->index].key,
+				 memory_order_acquire) == hint->tag)
+		s = &t->slots[hint->index];
+	if (!s) {
+		key_hash(t, rule, key, key_len, &k);
+		s = slot_find(t, &k, now_ns, 1);
+		if (!s)
+			return 0;
+	}
+	/* Not fenced against re-keying like the state: a count that lands
+	 * just as the slot changes hands is one denial counted for the
+	 * wrong key, which no bucket's state depends on. */
+	old = atomic_load_explicit(&s->fails, memory_order_relaxed);
+	for (;;) {
+		uint64_t start = old >> FAILS_COUNT_BITS;
+		uint32_t n = (uint32_t)(old & FAILS_COUNT_MAX);
+
+		if (start == 0 || now_ms < start || now_ms - start > find_ms) {
+			start = now_ms;
+			n = 0;
+		}
+		n++;
+		/* The maxretry-th: banned, and the next count starts fresh. */
+		new = n >= maxretry ? 0 : start << FAILS_COUNT_BITS | n;
+		if (atomic_compare_exchange_weak_explicit(&s->fails, &old, new,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return n >= maxretry;
+	}
 }
 
 int rl_table_take(struct rl_table *t, unsigned rule, const void *key,

@@ -87,8 +87,13 @@ struct rl_shm_header {
 	_Atomic uint64_t evictions;   /* live keys displaced */
 	_Atomic uint64_t overflows;   /* decisions made without a slot */
 	_Atomic uint64_t marks_cleared; /* markers left by dead processes */
-	_Atomic uint64_t ban_refusals; /* connections refused at accept by a ban */
-	uint8_t reserved1[32];        /* to 192 */
+	_Atomic uint64_t ban_refusals; /* connections and requests refused by a
+					  ban */
+	_Atomic uint64_t ban_gen;     /* +1 for every ban added or renewed: a
+					 connection re-checks its client when
+					 it moves */
+	_Atomic uint64_t bans_issued; /* bans this host's maxretry issued */
+	uint8_t reserved1[16];        /* to 192 */
 	/* The host agent's (rlshimd) corner. */
 	_Atomic uint64_t agent_pid;
 	_Atomic uint64_t agent_heartbeat_ns; /* CLOCK_MONOTONIC */
@@ -169,7 +174,7 @@ struct rl_shm_ban {
 	_Atomic uint32_t hits;        /* connections refused by it */
 	uint8_t addr[16];
 	uint64_t created_ms;          /* Unix ms */
-	uint32_t offences;            /* bans of this prefix so far */
+	_Atomic uint32_t offences;    /* maxretry bans of this prefix so far */
 	uint8_t reserved[12];
 };
 
@@ -270,6 +275,19 @@ struct rl_slot_hint {
 int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns,
 		       struct rl_result *out, struct rl_slot_hint *hint);
+
+/*
+ * Count a denial of `key` under rule `rule` towards a ban: `maxretry`
+ * denials within `findtime_ns` of the first of them (the count starts with
+ * a key's first denial and lasts findtime; one after that starts a new
+ * count). Returns 1 when this denial is the maxretry-th (the count starts
+ * over), 0 when not, or when the table has no slot to count in, and
+ * -EINVAL for a rule the table does not know. `hint` as for
+ * rl_table_take_hint, for the same (rule, key), or NULL.
+ */
+int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
+		  size_t key_len, uint32_t maxretry, uint64_t findtime_ns,
+		  uint64_t now_ns, struct rl_slot_hint *hint);
 
 /* Rule `id` as this process has validated it, or NULL if it is not (yet)
  * a valid rule of the segment. */

@@ -389,7 +389,12 @@ static ssize_t answer(struct rl_conn *c, int fd)
 	struct rl_reply_req rr = { c->reply_http10, c->reply_head };
 	int n = 0;
 
-	if (c->reply == RL_REPLY_429) {
+	if (c->reply == RL_REPLY_429 && c->verdict.banned) {
+		/* Banned: Retry-After is the time the ban has left; no rule's
+		 * bucket to describe. */
+		n = rl_reply_429(buf, sizeof(buf), &rr, NULL, &c->verdict.res,
+				 NULL, RL_HEADERS_NONE, 0, 0);
+	} else if (c->reply == RL_REPLY_429) {
 		const struct rl_rule_cfg *rule = &rl_io.cfg->rules[c->verdict.rule];
 
 		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ban.h"
+#include "log.h"
 #include "spawn.h"
 #include "table.h"
 #include "time.h"
@@ -95,14 +96,85 @@ static void verdict_allow(struct rl_verdict *v)
 	v->rule = -1;
 }
 
+static unsigned ip_prefix(const struct rl_config *cfg, const struct rl_addr *a)
+{
+	return a->family == RL_AF_INET ? cfg->ipv4_prefix : cfg->ipv6_prefix;
+}
+
 /* The bytes an `ip` rule keys a client by: its address at the prefix. */
 static size_t ip_key(const struct rl_config *cfg, const struct rl_addr *a,
 		     uint8_t *out)
 {
-	unsigned prefix = a->family == RL_AF_INET ? cfg->ipv4_prefix
-						  : cfg->ipv6_prefix;
+	return rl_addr_key(a, ip_prefix(cfg, a), out);
+}
 
-	return rl_addr_key(a, prefix, out);
+/*
+ * The client was denied by rule `i` (in dry-run: would have been): count
+ * it towards the rule's maxretry, per client address at the prefix bans
+ * work at, whatever the rule keys by, and ban the address when reached. A
+ * refusal because the store is down is not the client's doing. `hint` is
+ * the decision's, if the rule keyed by that same address.
+ */
+static void offend(const struct rl_policy *p, unsigned i,
+		   const struct rl_addr *client, const uint8_t *ipkey,
+		   size_t iplen, struct rl_slot_hint *hint, uint64_t now,
+		   const struct rl_verdict *v)
+{
+	const struct rl_config *cfg = p->cfg;
+	const struct rl_rule_cfg *r = &cfg->rules[i];
+	struct rl_ban_rule br = { r->bantime_ns / RL_NS_PER_MS,
+				  r->bantime_max_ns / RL_NS_PER_MS,
+				  r->bantime_increment, p->ids[i] };
+	struct rl_cidr c = { *client, (uint8_t)ip_prefix(cfg, client) };
+	uint64_t wall = rl_time_wall_ms(), until = 0;
+	uint32_t n = 0;
+	char who[RL_CIDR_STRLEN], dur[32];
+
+	if (!r->maxretry || v->store_down || !iplen)
+		return;
+	if (rl_table_fail(p->table, p->ids[i], ipkey, iplen, r->maxretry,
+			  r->findtime_ns, now, hint) != 1)
+		return;
+	rl_cidr_format(&c, who, sizeof(who));
+	if (cfg->mode == RL_MODE_DRY_RUN) {
+		/* Nothing stops a client in dry-run, so this could come at
+		 * the request rate: one line a second at most. */
+		static _Atomic uint64_t last;
+		uint64_t prev = atomic_load_explicit(&last, memory_order_relaxed);
+
+		if (now - prev >= RL_NS_PER_SEC &&
+		    atomic_compare_exchange_strong(&last, &prev, now))
+			rl_log(RL_LOG_WARN, "msg=\"dry-run: would ban\" "
+			       "client=%s rule=%s maxretry=%u", who, r->name,
+			       r->maxretry);
+		return;
+	}
+	if (rl_ban_offence(p->table, &c, &br, wall, &until, &n) != 0)
+		return; /* banned already (another worker), or no room */
+	atomic_fetch_add_explicit(&p->table->hdr->bans_issued, 1,
+				  memory_order_relaxed);
+	rl_time_format_duration(dur, sizeof(dur),
+				(until - wall) * RL_NS_PER_MS);
+	rl_log(RL_LOG_WARN, "msg=\"banned\" client=%s rule=%s maxretry=%u "
+	       "for=%s offence=%u", who, r->name, r->maxretry, dur, n);
+}
+
+/* A ban holds `a`: refuse, saying for how long. 1 if so. */
+static int banned(const struct rl_policy *p, const struct rl_addr *a,
+		  struct rl_verdict *v)
+{
+	uint64_t wall = rl_time_wall_ms();
+	uint64_t until = rl_ban_lookup(p->table, a, wall);
+
+	if (!until)
+		return 0;
+	atomic_fetch_add_explicit(&p->table->hdr->ban_refusals, 1,
+				  memory_order_relaxed);
+	v->allowed = 0;
+	v->banned = 1;
+	v->res.retry_after_ns = (until - wall) * RL_NS_PER_MS;
+	v->res.reset_after_ns = v->res.retry_after_ns;
+	return 1;
 }
 
 /*
@@ -132,6 +204,9 @@ static int store_down(const struct rl_policy *p, uint64_t now)
 	       rl_agent_dead(p->table, now);
 }
 
+/* Returns 1 when the request is refused by rule `i`. A denial (or in
+ * dry-run, a would-be denial) is left in v->rule: the caller counts it
+ * towards maxretry. */
 static int take(const struct rl_policy *p, unsigned i, const void *key,
 		size_t len, uint64_t now, struct taken *done, unsigned *ndone,
 		struct rl_verdict *v, struct rl_slot_hint *hint)
@@ -163,6 +238,7 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 		if (v->rule < 0) {
 			v->rule = (int)i;
 			v->res = res;
+			return 2;
 		}
 		return 0;
 	}
@@ -178,32 +254,31 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 {
 	const struct rl_config *cfg = p->cfg;
 	struct taken done[RL_MAX_RULES];
-	uint8_t key[17];
+	uint8_t ipkey[17];
+	size_t iplen;
 	unsigned ndone = 0;
 
 	verdict_allow(v);
 	if (rl_cidr_set_contains(&cfg->allow, client))
 		return; /* never limited, never banned */
 	/* A ban: the cheapest refusal, before anything is read. */
-	if (rl_ban_any(p->table, client->family) &&
-	    rl_ban_check(p->table, client, rl_time_wall_ms())) {
-		atomic_fetch_add_explicit(&p->table->hdr->ban_refusals, 1,
-					  memory_order_relaxed);
-		v->allowed = 0;
-		v->banned = 1;
+	if (rl_ban_any(p->table, client->family) && banned(p, client, v))
 		return;
-	}
 	if (!p->accept_rules)
 		return;
+	iplen = ip_key(cfg, client, ipkey);
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
-		size_t len = 0;
+		const uint8_t *key = r->key == RL_KEY_IP ? ipkey : NULL;
+		size_t len = r->key == RL_KEY_IP ? iplen : 0;
+		int rc;
 
 		if (r->match != RL_MATCH_ACCEPT)
 			continue;
-		if (r->key == RL_KEY_IP)
-			len = ip_key(cfg, client, key);
-		if (take(p, i, key, len, now_ns, done, &ndone, v, NULL))
+		rc = take(p, i, key, len, now_ns, done, &ndone, v, NULL);
+		if (rc)
+			offend(p, i, client, ipkey, iplen, NULL, now_ns, v);
+		if (rc == 1)
 			return;
 	}
 }
@@ -283,6 +358,9 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 	out->trusted = p->want_xff >= 0 &&
 		       rl_cidr_set_contains(&cfg->trusted_proxies, a);
 	out->key_len = (uint8_t)ip_key(cfg, a, out->key);
+	/* Checked at accept, by rl_policy_accept(). */
+	out->ban_gen = atomic_load_explicit(&p->table->hdr->ban_gen,
+					    memory_order_acquire);
 	memset(out->hints, 0, sizeof(out->hints));
 }
 
@@ -304,27 +382,41 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 	struct taken done[RL_MAX_RULES];
 	uint8_t buf[17];
 	const uint8_t *ipkey = peer->key;
+	const struct rl_addr *client = &peer->addr;
+	struct rl_addr proxied;
 	size_t iplen = peer->key_len;
 	unsigned ndone = 0;
 	int allowed = peer->allowed;
+	uint64_t gen;
 
 	verdict_allow(v);
 	if (peer->trusted && req->nvalues[p->want_xff]) {
 		/* A proxy vouches for another client: key that one. */
-		struct rl_addr client;
-
-		rl_policy_client(p, &peer->addr, req, &client);
-		allowed = rl_cidr_set_contains(&cfg->allow, &client);
-		iplen = ip_key(cfg, &client, buf);
+		rl_policy_client(p, &peer->addr, req, &proxied);
+		client = &proxied;
+		allowed = rl_cidr_set_contains(&cfg->allow, client);
+		iplen = ip_key(cfg, client, buf);
 		ipkey = buf;
+		if (!allowed && rl_ban_any(p->table, client->family) &&
+		    banned(p, client, v))
+			return 0;
 	}
 	if (allowed)
 		return 0;
+	/* Banned since the connection was accepted? One load tells whether
+	 * any ban has come in since this connection last looked. */
+	gen = atomic_load_explicit(&p->table->hdr->ban_gen, memory_order_acquire);
+	if (gen != peer->ban_gen) {
+		peer->ban_gen = gen;
+		if (client == &peer->addr && banned(p, client, v))
+			return 0;
+	}
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
 		struct rl_slot_hint *hint = NULL;
 		const void *key = NULL;
 		size_t len = 0;
+		int rc;
 
 		if (!rule_matches(r, req))
 			continue;
@@ -372,7 +464,11 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 			break;
 		}
 		}
-		if (take(p, i, key, len, now_ns, done, &ndone, v, hint))
+		rc = take(p, i, key, len, now_ns, done, &ndone, v, hint);
+		if (rc)
+			offend(p, i, client, ipkey, iplen,
+			       key == ipkey ? hint : NULL, now_ns, v);
+		if (rc == 1)
 			return 0;
 	}
 	return 0;

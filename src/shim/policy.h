@@ -39,6 +39,7 @@ struct rl_peer {
 	uint8_t trusted;   /* a trusted proxy whose client_ip_header counts */
 	uint8_t key_len;
 	uint8_t key[17];   /* what `key = ip` rules key it by */
+	uint64_t ban_gen;  /* the segment's ban_gen when last checked */
 	/* where this client's keys of the first rules are in the table */
 	struct rl_slot_hint hints[RL_PEER_HINTS];
 };
@@ -49,7 +50,9 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 /* The outcome of a decision. */
 struct rl_verdict {
 	int allowed;          /* 1: pass; 0: answer 429 (or refuse at accept) */
-	int banned;           /* refused at accept by a ban */
+	int banned;           /* refused by a ban: at accept, closed; a
+				 request, 429 with res.retry_after_ns the
+				 time the ban has left */
 	int store_down;       /* refused because the store is down and the
 				 rule is on_store_down = closed */
 	int rule;             /* the configuration's index of the rule that
@@ -89,8 +92,12 @@ void rl_policy_client(const struct rl_policy *p, const struct rl_addr *peer,
 		      const struct rl_http_req *req, struct rl_addr *client);
 
 /*
- * Decide a request: every matching rule takes one unit; if one denies, the
- * units the others took are given back and the verdict names the denier.
+ * Decide a request: a client banned since its connection was accepted (or
+ * a proxy's client that is banned) is refused; then every matching rule
+ * takes one unit; if one denies, the units the others took are given back
+ * and the verdict names the denier, and the denial counts towards the
+ * rule's maxretry, which bans the client's address (at ipv4_prefix /
+ * ipv6_prefix) when reached.
  * In dry-run mode the verdict always allows, naming the rule that would
  * have denied. Returns 0, or -EINVAL when the request is ambiguous for a
  * rule keyed by a header that appears twice with different values (answer

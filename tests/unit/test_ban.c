@@ -221,6 +221,92 @@ static void test_shared(void **state)
 	rl_table_close(u);
 }
 
+static int view_offences(const struct rl_ban_view *v, void *arg)
+{
+	char buf[RL_CIDR_STRLEN];
+
+	(void)arg;
+	rl_cidr_format(&v->cidr, buf, sizeof(buf));
+	if (strcmp(buf, "198.51.100.0/24") == 0) {
+		assert_int_equal(v->offences, 3);
+		assert_int_equal(v->rule, 5);
+		assert_int_equal(v->origin, RL_BAN_LOCAL);
+		return 1;
+	}
+	return 0;
+}
+
+/* fail2ban's bantime.increment: each offence of a prefix doubles its ban,
+ * up to the cap; a prefix still banned is left alone. */
+static void test_offences(void **state)
+{
+	struct rl_ban_rule r = { 2000, 7000, 1, 5 };
+	struct rl_cidr c = cidr("192.0.2.9");
+	uint64_t until = 0, gen;
+	uint32_t n = 0;
+	struct rl_addr a = addr("192.0.2.9");
+
+	(void)state;
+	gen = atomic_load(&t->hdr->ban_gen);
+	assert_int_equal(rl_ban_offence(t, &c, &r, NOW, &until, &n), 0);
+	assert_int_equal(until, NOW + 2000);
+	assert_int_equal(n, 1);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_ban_lookup(t, &a, NOW + 1999), NOW + 2000);
+	assert_int_equal(rl_ban_lookup(t, &a, NOW + 2000), 0);
+	/* Still banned: nothing changes, not even the generation. */
+	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 1000, &until, &n), 1);
+	assert_int_equal(until, NOW + 2000);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	/* Released, offends again: 4 s, then 7 s (the cap), then 7 s. */
+	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 3000, &until, &n), 0);
+	assert_int_equal(until, NOW + 3000 + 4000);
+	assert_int_equal(n, 2);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 8000, &until, &n), 0);
+	assert_int_equal(until, NOW + 8000 + 7000);
+	assert_int_equal(n, 3);
+	/* A manual unban does not forget the offences. */
+	assert_int_equal(rl_ban_remove(t, &c), 0);
+	assert_false(banned("192.0.2.9", NOW + 9000));
+	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 9000, &until, &n), 0);
+	assert_int_equal(until, NOW + 9000 + 7000);
+	assert_int_equal(n, 4);
+	/* Without increment every ban is bantime long. */
+	r.increment = 0;
+	c = cidr("198.51.100.0/24");
+	for (int i = 0; i < 3; i++) {
+		uint64_t at = NOW + (uint64_t)i * 5000;
+
+		assert_int_equal(rl_ban_offence(t, &c, &r, at, &until, &n), 0);
+		assert_int_equal(until, at + 2000);
+		assert_int_equal(n, (uint32_t)i + 1);
+		assert_true(banned("198.51.100.77", at + 1999));
+	}
+	/* The view shows the rule, the origin and the offences. */
+	assert_int_equal(rl_ban_foreach(t, NOW + 10000, view_offences, NULL), 1);
+}
+
+/* Renewing a ban that is live moves no generation; reviving one does. */
+static void test_gen(void **state)
+{
+	struct rl_cidr c = cidr("2001:db8::/64");
+	uint64_t gen;
+
+	(void)state;
+	gen = atomic_load(&t->hdr->ban_gen);
+	assert_int_equal(rl_ban_add(t, &c, NOW + 1000, RL_BAN_REMOTE, 0, NOW), 0);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_ban_add(t, &c, NOW + 2000, RL_BAN_REMOTE, 0, NOW), 0);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_ban_add(t, &c, NOW + 9000, RL_BAN_REMOTE, 0, NOW + 5000), 0);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+	/* Already expired when added: nobody needs to look. */
+	c = cidr("2001:db8:1::/64");
+	assert_int_equal(rl_ban_add(t, &c, NOW - 1, RL_BAN_REMOTE, 0, NOW), 0);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -231,6 +317,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_reservation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offences, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gen, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("ban", tests, NULL, NULL);

@@ -17,7 +17,9 @@
 
 #include "config.h"
 #include "http.h"
+#include "ban.h"
 #include "policy.h"
+#include "time.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -853,6 +855,172 @@ static void test_accept_without_rules(void **state)
 	assert_int_equal(stats(0).denied, 0);
 }
 
+/* ---- maxretry: bans ------------------------------------------------------ */
+
+/* Decide on a connection's peer (as the shim does), its verdict in *v. */
+static void on_conn(struct rl_peer *pe, const char *method, const char *target,
+		    const char *headers, uint64_t now, struct rl_verdict *v)
+{
+	struct rq r;
+
+	mkreq(&r, &fx.p, method, target, headers);
+	memset(v, 0x5a, sizeof(*v));
+	assert_int_equal(rl_policy_request_peer(&fx.p, pe, &r.req, now, v), 0);
+}
+
+static uint64_t ban_left_ms(const char *a)
+{
+	struct rl_addr x = ip(a);
+	uint64_t wall = rl_time_wall_ms();
+	uint64_t until = rl_ban_lookup(fx.t, &x, wall);
+
+	return until ? until - wall : 0;
+}
+
+static void test_maxretry_bans(void **state)
+{
+	struct rl_peer pe, other;
+	struct rl_verdict v;
+	struct rl_addr a = ip("198.51.100.7");
+	uint64_t left;
+
+	(void)state;
+	load("[global]\nipv4_prefix = 24\nallow = 192.0.2.0/24\n"
+	     "[limit:login]\nmatch = POST /login\nrate = 1/m\n"
+	     "maxretry = 3\nfindtime = 1m\nbantime = 10m\n");
+	rl_policy_peer(&fx.p, &a, &pe);
+	a = ip("203.0.113.1");
+	rl_policy_peer(&fx.p, &a, &other);
+	on_conn(&pe, "POST", "/login", NULL, T0, &v);
+	assert_allowed(&v);
+	/* Other paths never count. */
+	for (int i = 0; i < 5; i++) {
+		on_conn(&pe, "GET", "/", NULL, T0, &v);
+		assert_allowed(&v);
+	}
+	for (int i = 1; i <= 3; i++) {
+		on_conn(&pe, "POST", "/login", NULL, T0 + (uint64_t)i * SEC, &v);
+		assert_denied(&v, 0);
+		assert_int_equal(v.banned, 0);
+		assert_int_equal(ban_left_ms("198.51.100.7") != 0, i == 3);
+	}
+	/* The third denial banned the /24 for 10 minutes. */
+	left = ban_left_ms("198.51.100.200");
+	assert_true(left > 599000 && left <= 600000);
+	assert_int_equal(ban_left_ms("198.51.101.1"), 0);
+	assert_int_equal(atomic_load(&fx.t->hdr->bans_issued), 1);
+	/* The same connection's next request, whatever it asks: refused,
+	 * for as long as the ban has left. */
+	on_conn(&pe, "GET", "/", NULL, T0 + 4 * SEC, &v);
+	assert_int_equal(v.allowed, 0);
+	assert_int_equal(v.banned, 1);
+	assert_int_equal(v.rule, -1);
+	assert_true(v.res.retry_after_ns > 599 * SEC &&
+		    v.res.retry_after_ns <= 600 * SEC);
+	/* New connections from the prefix: refused at accept. */
+	accept_at("198.51.100.99", T0, &v);
+	assert_int_equal(v.allowed, 0);
+	assert_int_equal(v.banned, 1);
+	/* Another client goes on. */
+	on_conn(&other, "GET", "/", NULL, T0 + 4 * SEC, &v);
+	assert_allowed(&v);
+	on_conn(&other, "POST", "/login", NULL, T0 + 4 * SEC, &v);
+	assert_allowed(&v);
+	/* The allow list is never counted, never banned. */
+	for (int i = 0; i < 10; i++)
+		pass("192.0.2.5", "POST", "/login", NULL, T0);
+	assert_int_equal(ban_left_ms("192.0.2.5"), 0);
+}
+
+/* Counted per client address whatever the rule keys by. */
+static void test_maxretry_keys(void **state)
+{
+	(void)state;
+	load("[limit:api]\nmatch = *\nrate = 1/m\nkey = header:X-Key\n"
+	     "maxretry = 2\nbantime = 1m\n"
+	     "[limit:all]\nmatch = * /g\nrate = 1/m\nkey = global\n"
+	     "maxretry = 2\nbantime = 1m\n");
+	/* One API key from two addresses: each address counts its own. */
+	pass("198.51.100.1", "GET", "/", "X-Key: k\r\n", T0);
+	deny("198.51.100.1", "GET", "/", "X-Key: k\r\n", T0, 0);
+	deny("198.51.100.2", "GET", "/", "X-Key: k\r\n", T0, 0);
+	assert_int_equal(ban_left_ms("198.51.100.1"), 0);
+	assert_int_equal(ban_left_ms("198.51.100.2"), 0);
+	deny("198.51.100.2", "GET", "/", "X-Key: k\r\n", T0, 0);
+	assert_int_not_equal(ban_left_ms("198.51.100.2"), 0);
+	assert_int_equal(ban_left_ms("198.51.100.1"), 0);
+	/* The API key's bucket is not the address's count. */
+	assert_int_equal(peek(0, "k", 1, T0), 0);
+	/* A global bucket: the client that is refused is the one counted. */
+	pass("203.0.113.1", "GET", "/g", "X-Key: a\r\n", T0 + 120 * SEC);
+	deny("203.0.113.2", "GET", "/g", "X-Key: b\r\n", T0 + 120 * SEC, 1);
+	deny("203.0.113.3", "GET", "/g", "X-Key: c\r\n", T0 + 120 * SEC, 1);
+	assert_int_equal(ban_left_ms("203.0.113.1"), 0);
+	assert_int_equal(ban_left_ms("203.0.113.2"), 0);
+	deny("203.0.113.3", "GET", "/g", "X-Key: d\r\n", T0 + 120 * SEC, 1);
+	assert_int_not_equal(ban_left_ms("203.0.113.3"), 0);
+}
+
+/* Dry-run only says it would ban; a refusal because the store is down is
+ * not the client's doing. */
+static void test_maxretry_dry_run_and_store(void **state)
+{
+	struct rl_verdict v;
+
+	(void)state;
+	load("[global]\nmode = dry-run\n"
+	     "[limit:a]\nmatch = *\nrate = 1/m\nmaxretry = 1\n");
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(decide("198.51.100.1", "GET", "/", NULL, T0, &v), 0);
+		assert_int_equal(v.allowed, 1);
+	}
+	assert_int_equal(ban_left_ms("198.51.100.1"), 0);
+	assert_int_equal(atomic_load(&fx.t->hdr->bans_issued), 0);
+
+	/* Fail-closed refusals while the store is down do not count. */
+	fx.cfg2 = parse_cfg("[redis]\nurl = redis://127.0.0.1:1/0\n"
+			    "[limit:b]\nmatch = *\nrate = 100/s\n"
+			    "on_store_down = closed\nmaxretry = 1\n");
+	{
+		struct rl_policy p2;
+		struct rl_addr a = ip("198.51.100.2");
+		struct rq r;
+
+		init_policy(&p2, fx.cfg2);
+		atomic_fetch_or(&fx.t->hdr->agent_flags, RL_AGENT_STORE_DOWN);
+		mkreq(&r, &p2, "GET", "/", NULL);
+		for (int i = 0; i < 5; i++) {
+			assert_int_equal(rl_policy_request(&p2, &a, &r.req, T0, &v), 0);
+			assert_int_equal(v.allowed, 0);
+			assert_int_equal(v.store_down, 1);
+		}
+		assert_int_equal(ban_left_ms("198.51.100.2"), 0);
+	}
+}
+
+/* Behind a trusted proxy: the proxy's client is banned, request by
+ * request; the proxy and its other clients are not. */
+static void test_maxretry_proxied(void **state)
+{
+	struct rl_verdict v;
+	const char *bad = "X-Forwarded-For: 198.51.100.9\r\n";
+	const char *good = "X-Forwarded-For: 198.51.100.10\r\n";
+
+	(void)state;
+	load("[global]\ntrusted_proxies = 10.0.0.0/8\n"
+	     "[limit:a]\nmatch = *\nrate = 1/m\nmaxretry = 2\nbantime = 1h\n");
+	pass("10.0.0.1", "GET", "/", bad, T0);
+	deny("10.0.0.1", "GET", "/", bad, T0, 0);
+	deny("10.0.0.1", "GET", "/", bad, T0, 0);
+	assert_int_not_equal(ban_left_ms("198.51.100.9"), 0);
+	assert_int_equal(decide("10.0.0.1", "GET", "/", bad, T0 + 120 * SEC, &v), 0);
+	assert_int_equal(v.allowed, 0);
+	assert_int_equal(v.banned, 1);
+	assert_true(v.res.retry_after_ns > 3599 * SEC);
+	pass("10.0.0.1", "GET", "/", good, T0 + 120 * SEC);
+	assert_int_equal(ban_left_ms("10.0.0.1"), 0);
+}
+
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -872,6 +1040,10 @@ int main(void)
 		TEST(test_guarded_and_proxy),
 		TEST(test_accept),
 		TEST(test_accept_without_rules),
+		TEST(test_maxretry_bans),
+		TEST(test_maxretry_keys),
+		TEST(test_maxretry_dry_run_and_store),
+		TEST(test_maxretry_proxied),
 	};
 
 	return cmocka_run_group_tests_name("policy", tests, NULL, NULL);

@@ -92,6 +92,8 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, overflows), 136);
 	assert_int_equal(offsetof(struct rl_shm_header, marks_cleared), 144);
 	assert_int_equal(offsetof(struct rl_shm_header, ban_refusals), 152);
+	assert_int_equal(offsetof(struct rl_shm_header, ban_gen), 160);
+	assert_int_equal(offsetof(struct rl_shm_header, bans_issued), 168);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_pid), 192);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_heartbeat_ns), 200);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_last_sync_ns), 208);
@@ -514,6 +516,48 @@ static void test_refund(void **state)
 	rl_table_close(t);
 }
 
+/* maxretry: denials within findtime of the first, per key and rule. */
+static void test_fail_count(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned a = add_rule(t, "a", 60 * SEC, 3, 3);
+	unsigned b = add_rule(t, "b", 60 * SEC, 3, 3);
+	struct rl_slot_hint h = { 0, 0 };
+	struct rl_result r;
+	uint64_t find = 10 * SEC;
+
+	(void)state;
+	/* 3 within 10 s: the third bans, and counting starts over. */
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0 + 4 * SEC, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0 + 9 * SEC, NULL), 1);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0 + 9 * SEC, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0 + 9 * SEC, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0 + 9 * SEC, NULL), 1);
+	/* Other keys and other rules count apart. */
+	assert_int_equal(rl_table_fail(t, a, "j", 1, 2, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, b, "k", 1, 2, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, b, "j", 1, 2, find, T0, NULL), 0);
+	/* Two more than findtime after the first: a new count. */
+	assert_int_equal(rl_table_fail(t, a, "j", 1, 2, find, T0 + find + 1 * SEC, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "j", 1, 2, find, T0 + find + 2 * SEC, NULL), 1);
+	/* findtime itself is still within. */
+	assert_int_equal(rl_table_fail(t, b, "j", 1, 2, find, T0 + find, NULL), 1);
+	/* maxretry 1: every denial bans; 0: never. */
+	assert_int_equal(rl_table_fail(t, b, "x", 1, 1, find, T0, NULL), 1);
+	assert_int_equal(rl_table_fail(t, b, "y", 1, 0, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, 63, "k", 1, 1, find, T0, NULL), -EINVAL);
+	/* Through the hint of a decision on the same (rule, key). */
+	rl_table_take_hint(t, a, "h", 1, 1, T0, &r, &h);
+	assert_int_not_equal(h.tag, 0);
+	assert_int_equal(rl_table_fail(t, a, "h", 1, 2, find, T0, &h), 0);
+	assert_int_equal(rl_table_fail(t, a, "h", 1, 2, find, T0, NULL), 1);
+	/* Counting needs no decision's state: the bucket is untouched. */
+	rl_table_take(t, a, "k", 1, 0, T0, &r);
+	assert_int_equal(r.remaining, 3);
+	rl_table_close(t);
+}
+
 /* ---- eviction ------------------------------------------------------------------- */
 
 static void key_of(unsigned i, char *buf)
@@ -738,6 +782,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fail_count, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
