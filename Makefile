@@ -75,10 +75,32 @@ FUZZ_DEPS := src/shim/http.c src/shim/proxy.c src/core/addr.c src/core/path.c
 FUZZ_SECONDS ?= 20
 
 # ---- benchmarks --------------------------------------------------------------
-BENCH_SRCS := $(wildcard tools/bench/*.c)
+# tools/bench/*.bpf.c are BPF programs the benchmarks embed, not benchmarks.
+BENCH_SRCS := $(filter-out %.bpf.c,$(wildcard tools/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tools/bench/%.c=$(B)/bench/%)
 
-ALL := $(B)/librlcore.a $(PROGS)
+# ---- the XDP program: build/rlshim.bpf.o and its skeleton --------------------
+# Built with the uapi headers, not vmlinux.h, so the object does not depend
+# on the building kernel's BTF. The object is the same with or without
+# SANITIZE, so both trees share the one in build/.
+BPFTOOL := $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+BPF_CLANG := clang
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
+	-e 's/ppc64le/powerpc/' -e 's/riscv64/riscv/' -e 's/s390x/s390/')
+# <asm/types.h>, which <linux/types.h> needs, is under the multiarch path.
+TRIPLET := $(shell $(CC) -dumpmachine)
+BPF_CLANG_FLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror \
+	-I/usr/include/$(TRIPLET) -MMD -MP
+BPF_OBJ := build/rlshim.bpf.o
+BPF_SKEL := build/rlshim.skel.h
+# For what includes the skeleton: "rlshim.skel.h", "bpf/rlshim.h" by that name
+# (include/rlshim.h is another file) and libbpf. libbpf goes in statically
+# where the archive exists, so no libbpf1 is needed at run time.
+BPF_CFLAGS := -iquote build -iquote . $(shell pkg-config --cflags libbpf 2>/dev/null)
+BPF_LIBS := $(if $(wildcard /usr/lib/$(TRIPLET)/libbpf.a),\
+	-l:libbpf.a -lelf -lz,-lbpf)
+
+ALL := $(B)/librlcore.a $(PROGS) $(BPF_OBJ)
 ifeq ($(SANITIZE),)
 ALL += $(SHIM)
 endif
@@ -116,20 +138,42 @@ $(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
 		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS)
 
-# The agent: src/agent and the core; hiredis stays out of the shim.
+# The agent: src/agent and the core; hiredis and libbpf stay out of the
+# shim. What includes the skeleton is built after it, with its flags.
+$(B)/src/agent/xdp.o $(B)/tools/rlshimctl.o: $(BPF_SKEL)
+# They include "bpf/rlshim.h" by that name: "rlshim.h" is include/'s.
+$(B)/src/agent/xdp.o $(B)/tools/rlshimctl.o: INIH_CFLAGS += -iquote build -I. \
+	$(shell pkg-config --cflags libbpf 2>/dev/null)
+
 $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
-		$(HIREDIS_LIBS) $(LDFLAGS)
+		$(HIREDIS_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
 $(B)/rlshimctl: $(B)/tools/rlshimctl.o $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(LDFLAGS)
+	$(Q)$(CC) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
 $(B)/legacy_server: tools/legacy_server.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
+
+$(BPF_OBJ): bpf/rlshim.bpf.c bpf/rlshim.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CLANG   $@")
+	$(Q)$(BPF_CLANG) $(BPF_CLANG_FLAGS) -c -o $@ $<
+
+$(BPF_SKEL): $(BPF_OBJ)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)$(BPFTOOL) gen skeleton $< name rlshim > $@
+
+# test_xdp loads the program from its skeleton and runs it on frames.
+$(B)/tests/test_xdp: tests/unit/test_xdp.c $(BPF_SKEL) $(B)/.cflags
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< \
+		$(CMOCKA_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/librlcore.a
 	@mkdir -p $(@D)
@@ -157,6 +201,22 @@ $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(HIREDIS_LIBS) -lpthread $(LDFLAGS)
 
+# bench_xdp runs rl_xdp next to a program that only passes, both embedded.
+build/bench/xdp_pass.bpf.o: tools/bench/xdp_pass.bpf.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CLANG   $@")
+	$(Q)$(BPF_CLANG) $(BPF_CLANG_FLAGS) -c -o $@ $<
+
+build/bench/xdp_pass.skel.h: build/bench/xdp_pass.bpf.o
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)$(BPFTOOL) gen skeleton $< name xdp_pass > $@
+
+$(B)/bench/bench_xdp: tools/bench/bench_xdp.c $(BPF_SKEL) build/bench/xdp_pass.skel.h $(B)/.cflags
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  BENCH   $@")
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) -iquote build/bench -o $@ $< \
+		$(BPF_LIBS) $(LDFLAGS)
+
 # ---- make test ---------------------------------------------------------------
 # Unit tests run twice: as built, and under ASan/UBSan (a separate tree in
 # build/san). With SANITIZE set, only the sanitized unit tests run.
@@ -164,7 +224,9 @@ SAN_DEFAULT := address,undefined
 SERVERS := legacy python nginx lighttpd busybox
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
-	"python3 tests/integration/test_redis.py"
+	"python3 tests/integration/test_redis.py" \
+	"python3 tests/integration/test_bans.py" \
+	"python3 tests/integration/test_xdp.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build

@@ -9,7 +9,8 @@
 set -eu
 
 PKGS="gcc make pkg-config libc6-dev
-libcmocka-dev libinih-dev libhiredis-dev libbpf-dev
+libcmocka-dev libinih-dev libhiredis-dev
+libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
 redis-server redis-tools nginx lighttpd busybox python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace"

@@ -10,18 +10,25 @@
  *   rlshimctl [-c FILE] unban ADDR[/LEN]
  *   rlshimctl [-c FILE] bans                      address, reason, rule,
  *                                                 expires in
+ *   rlshimctl [-c FILE] xdp stats                 the XDP dropper's counters
+ *                                                 and drops per address
  *
  * Exit status: 0 ok, 1 failure with a one-line reason, 2 usage. The
  * segment is found through the configuration (its `shm`), never created.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <linux/types.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
 #include "ban.h"
+#include "bpf/rlshim.h"
 #include "config.h"
 #include "time.h"
 
@@ -180,6 +187,138 @@ static int cmd_bans(struct ctl *c, int argc, char **argv)
 	return 0;
 }
 
+/* ---- xdp stats ---------------------------------------------------------------- */
+
+struct xdp_maps {
+	int v4, v6, h4, h6, drops, stats;
+	int ncpu;
+	__u64 *percpu;
+};
+
+static int pinned(const char *dir, const char *name)
+{
+	char path[RL_PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return bpf_obj_get(path);
+}
+
+/* Sum of a per-CPU __u64 at `key` of `fd`. */
+static __u64 percpu_sum(struct xdp_maps *m, int fd, __u32 key, unsigned word,
+			unsigned words)
+{
+	__u64 sum = 0;
+
+	if (bpf_map_lookup_elem(fd, &key, m->percpu))
+		return 0;
+	for (int c = 0; c < m->ncpu; c++)
+		sum += m->percpu[(size_t)c * words + word];
+	return sum;
+}
+
+/* One ban of a trie: its address, what it dropped, its time left. */
+static void print_xdp_ban(struct xdp_maps *m, uint8_t family, __u32 prefixlen,
+			  const __u8 *addr, const struct rl_xdp_ban *v,
+			  uint64_t mono_now)
+{
+	struct rl_cidr c;
+	char text[RL_CIDR_STRLEN], left[32] = "expired";
+
+	memset(&c, 0, sizeof(c));
+	c.addr.family = family;
+	memcpy(c.addr.bytes, addr, family == RL_AF_INET ? 4 : 16);
+	c.prefix = (uint8_t)prefixlen;
+	rl_cidr_format(&c, text, sizeof(text));
+	if (v->expires_ns > mono_now)
+		rl_time_format_duration(left, sizeof(left),
+					(v->expires_ns - mono_now) /
+						RL_NS_PER_SEC * RL_NS_PER_SEC);
+	printf("%-43s %-12llu %s\n", text,
+	       (unsigned long long)percpu_sum(m, m->drops, v->id, 0, 1), left);
+}
+
+/*
+ * The bans of one map. A trie's key starts with its prefix length; a hash
+ * map's key is the address alone, at the configured host prefix `host`.
+ */
+static unsigned list_map(struct xdp_maps *m, int fd, uint8_t family,
+			 size_t keylen, int host, uint64_t mono_now)
+{
+	__u8 key[sizeof(struct rl_xdp_key6)], next[sizeof(struct rl_xdp_key6)];
+	void *prev = NULL;
+	unsigned n = 0;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		struct rl_xdp_ban v;
+		__u32 prefixlen = (__u32)host;
+
+		memcpy(key, next, keylen);
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, &v))
+			continue;
+		if (host < 0)
+			memcpy(&prefixlen, key, sizeof(prefixlen));
+		n++;
+		print_xdp_ban(m, family, prefixlen,
+			      host < 0 ? key + sizeof(__u32) : key, &v, mono_now);
+	}
+	return n;
+}
+
+static int cmd_xdp(struct ctl *c, int argc, char **argv)
+{
+	static const char *const names[] = { "packets", "dropped", "expired",
+					     "not_ip", "truncated" };
+	const unsigned words = sizeof(struct rl_xdp_stats) / sizeof(__u64);
+	struct xdp_maps m;
+	char dir[RL_PATH_MAX];
+	unsigned n;
+
+	if (argc != 2 || strcmp(argv[1], "stats") != 0)
+		return 2;
+	snprintf(dir, sizeof(dir), "%s/%s", RL_XDP_PIN_DIR, c->cfg->shm);
+	if (!c->cfg->xdp)
+		return fail("no [xdp] in %s: the dropper is not used",
+			    c->cfg->source[0] ? c->cfg->source : "the configuration");
+	m.v4 = pinned(dir, RL_XDP_MAP_BANS_V4);
+	m.v6 = pinned(dir, RL_XDP_MAP_BANS_V6);
+	m.h4 = pinned(dir, RL_XDP_MAP_HOSTS_V4);
+	m.h6 = pinned(dir, RL_XDP_MAP_HOSTS_V6);
+	m.drops = pinned(dir, RL_XDP_MAP_DROPS);
+	m.stats = pinned(dir, RL_XDP_MAP_STATS);
+	if (m.v4 < 0 || m.v6 < 0 || m.h4 < 0 || m.h6 < 0 || m.drops < 0 ||
+	    m.stats < 0)
+		return fail("the XDP dropper is not running: no maps in %s "
+			    "(is rlshimd running, as root or with CAP_BPF and "
+			    "CAP_NET_ADMIN? see its log)", dir);
+	m.ncpu = libbpf_num_possible_cpus();
+	m.percpu = calloc((size_t)(m.ncpu > 0 ? m.ncpu : 1),
+			  sizeof(struct rl_xdp_stats));
+	if (m.ncpu <= 0 || !m.percpu)
+		return fail("out of memory");
+	printf("xdp: %s, mode %s, maps %s\n",
+	       atomic_load(&c->table->hdr->agent_flags) & RL_AGENT_XDP
+		       ? "attached" : "not attached",
+	       c->cfg->xdp_mode == RL_XDP_NATIVE ? "native"
+	       : c->cfg->xdp_mode == RL_XDP_GENERIC ? "generic" : "auto", dir);
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		printf("%-10s %llu\n", names[i],
+		       (unsigned long long)percpu_sum(&m, m.stats, 0, i, words));
+	printf("\n%-43s %-12s %s\n", "ADDRESS", "DROPPED", "EXPIRES IN");
+	n = list_map(&m, m.h4, RL_AF_INET, sizeof(struct rl_xdp_host4),
+		     c->cfg->ipv4_prefix, rl_time_now_ns());
+	n += list_map(&m, m.v4, RL_AF_INET, sizeof(struct rl_xdp_key4), -1,
+		      rl_time_now_ns());
+	n += list_map(&m, m.h6, RL_AF_INET6, sizeof(struct rl_xdp_host6),
+		      c->cfg->ipv6_prefix, rl_time_now_ns());
+	n += list_map(&m, m.v6, RL_AF_INET6, sizeof(struct rl_xdp_key6), -1,
+		      rl_time_now_ns());
+	if (!n)
+		printf("(no bans in the maps)\n");
+	free(m.percpu);
+	return 0;
+}
+
 /* ---- the table of commands -------------------------------------------------- */
 
 static const struct command commands[] = {
@@ -191,6 +330,8 @@ static const struct command commands[] = {
 	{ "bans", "", "list the bans: address, reason, rule, offence, "
 	  "connections refused, expires in",
 	  cmd_bans, 1 },
+	{ "xdp", "stats", "the XDP dropper: packets seen and dropped, drops "
+	  "per address", cmd_xdp, 1 },
 };
 
 static void usage(FILE *f)

@@ -2,7 +2,8 @@
 /*
  * main.c - rlshimd, the host agent: one per segment, whatever the number of
  * server processes. It keeps the segment's heartbeat, syncs it with Redis
- * (sync.c) and spreads bans (bans.c).
+ * (sync.c), spreads bans (bans.c) and drops banned clients' packets in
+ * XDP (xdp.c).
  *
  *   rlshimd [-c FILE] [--foreground] [--log FILE]
  *
@@ -154,6 +155,7 @@ int main(int argc, char **argv)
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"", err);
 		return 1;
 	}
+	rl_agent_xdp_init(&agent);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
@@ -161,8 +163,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	atomic_store(&table->hdr->agent_pid, (uint64_t)getpid());
 	rl_log(RL_LOG_INFO, "msg=\"agent started\" config=\"%s\" shm=%s redis=%s "
-	       "sync_interval=%llums", path ? path : "built-in default", cfg->shm,
-	       cfg->redis ? "on" : "off",
+	       "xdp=%s sync_interval=%llums", path ? path : "built-in default",
+	       cfg->shm, cfg->redis ? "on" : "off", agent.xdp ? "on" : "off",
 	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
 
 	next = rl_time_now_ns();
@@ -171,6 +173,7 @@ int main(int argc, char **argv)
 		struct timespec ts;
 
 		rl_agent_round(&agent, now);
+		rl_agent_xdp_round(&agent, now);
 		if (now - last_sweep >= SWEEP_NS) {
 			rl_table_sweep(table, now);
 			last_sweep = now;
@@ -191,6 +194,7 @@ int main(int argc, char **argv)
 						     f & ~RL_AGENT_SYNC))
 			;
 	}
+	rl_agent_xdp_free(&agent);
 	atomic_store(&table->hdr->agent_pid, 0);
 	rl_log(RL_LOG_INFO, "msg=\"agent stopped\" rounds=%llu",
 	       (unsigned long long)agent.rounds);

@@ -92,7 +92,8 @@ static uint64_t offence_ms(const struct rl_ban_rule *r, uint32_t n)
 	return d < r->max_ms ? d : r->max_ms;
 }
 
-/* A ban became live: connections re-check their clients. */
+/* The bans changed: connections re-check their clients, the agent
+ * re-mirrors the table into XDP. */
 static void gen_bump(struct rl_table *t)
 {
 	atomic_fetch_add_explicit(&t->hdr->ban_gen, 1, memory_order_release);
@@ -129,7 +130,7 @@ static int ban_renew(struct rl_table *t, struct rl_shm_ban *b, uint64_t exp,
 	 * else's. */
 	if (rq->origin != RL_BAN_REMOTE || b->origin == RL_BAN_REMOTE)
 		b->origin = (uint8_t)rq->origin;
-	if (exp <= now_ms && until > now_ms)
+	if (until != exp && (until > now_ms || exp > now_ms))
 		gen_bump(t);
 	if (expires_ms)
 		*expires_ms = until;
@@ -262,6 +263,8 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 					      memory_order_release);
 		}
 	}
+	if (found)
+		gen_bump(t);
 	return found ? 0 : -ENOENT;
 }
 

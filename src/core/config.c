@@ -1035,6 +1035,25 @@ static void end_section(struct parser *p)
 	p->rule = NULL;
 }
 
+/* Checks across sections, once the whole file is read. */
+static void end_file(struct parser *p)
+{
+	const struct rl_config *c = p->cfg;
+
+	/* A ban covers the client's address at the key prefix: at 0 bits,
+	 * one client's offences would ban every client of the family. */
+	for (unsigned i = 0; i < c->nrules; i++) {
+		const struct rl_rule_cfg *r = &c->rules[i];
+
+		if (r->maxretry && (c->ipv4_prefix == 0 || c->ipv6_prefix == 0))
+			perr_at(p, r->line, "[limit:%s] has maxretry, but "
+				"%s = 0 would make each of its bans cover "
+				"every %s client", r->name,
+				c->ipv4_prefix == 0 ? "ipv4_prefix" : "ipv6_prefix",
+				c->ipv4_prefix == 0 ? "IPv4" : "IPv6");
+	}
+}
+
 /* Once-only sections: true if this one is new. */
 static bool once(struct parser *p, int *first_line, const char *text)
 {
@@ -1341,6 +1360,7 @@ static int parse(struct parser *p, struct rl_config **out, char *err,
 		return -p->io_err;
 	}
 	end_section(p);
+	end_file(p);
 	if (rc > 0)
 		perr_at(p, rc, "syntax error"); /* inih saw what we did not */
 	if (rc < 0 && !p->err_line) {

@@ -95,7 +95,8 @@ static void meta_write(struct rl_table *t, uint64_t idx, const struct keyref *k)
 	if (k->len <= RL_KEY_MAX) {
 		m->len = (uint8_t)k->len;
 		m->truncated = 0;
-		memcpy(m->key, k->key, k->len);
+		if (k->len) /* a key of no bytes may come as NULL */
+			memcpy(m->key, k->key, k->len);
 	} else {
 		/* A prefix and a public digest of the whole key: the same on
 		 * every host, so the agent can name it in Redis. */

@@ -55,6 +55,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 /* agent_flags bits */
 #define RL_AGENT_SYNC 0x1ull       /* an agent syncs: count slot.sync_admitted */
 #define RL_AGENT_STORE_DOWN 0x2ull /* the agent cannot reach its store */
+#define RL_AGENT_XDP 0x4ull        /* the XDP dropper is attached */
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
@@ -89,9 +90,10 @@ struct rl_shm_header {
 	_Atomic uint64_t marks_cleared; /* markers left by dead processes */
 	_Atomic uint64_t ban_refusals; /* connections and requests refused by a
 					  ban */
-	_Atomic uint64_t ban_gen;     /* +1 for every ban added or renewed: a
-					 connection re-checks its client when
-					 it moves */
+	_Atomic uint64_t ban_gen;     /* +1 whenever a live ban comes, goes
+					 or changes: a connection re-checks
+					 its client, the agent re-mirrors
+					 the bans into XDP, when it moves */
 	_Atomic uint64_t bans_issued; /* bans this host's maxretry issued */
 	uint8_t reserved1[16];        /* to 192 */
 	/* The host agent's (rlshimd) corner. */

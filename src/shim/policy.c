@@ -269,7 +269,8 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 	iplen = ip_key(cfg, client, ipkey);
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
-		const uint8_t *key = r->key == RL_KEY_IP ? ipkey : NULL;
+		const uint8_t *key = r->key == RL_KEY_IP ? ipkey
+						       : (const uint8_t *)"";
 		size_t len = r->key == RL_KEY_IP ? iplen : 0;
 		int rc;
 

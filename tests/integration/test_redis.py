@@ -321,6 +321,31 @@ def ban_spreads():
         r.stop()
 
 
+def maxretry_ban_spreads():
+    """A client banned by one host's maxretry is refused by the others,
+    which never saw it misbehave; the ban says which rule made it."""
+    r = Redis()
+    rules = '[limit:a]\nmatch = *\nrate = 1/m\nmaxretry = 3\nbantime = 1h\n'
+    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', rules, f'mr{i}') for i in range(3)]
+    try:
+        started(hosts)
+        # started() spent host 0's one request; three 429s ban.
+        seen = [hosts[0].get('/books') for _ in range(4)]
+        assert [x.status if x else None for x in seen] == [429, 429, 429, None], seen
+        assert wait_for(lambda: r.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32'), 3)
+        assert wait_for(lambda: all(h.get('/books') is None for h in hosts[1:]), 5)
+        row = [ln for ln in hosts[0].ctl('bans').stdout.splitlines()
+               if ln.startswith('127.0.0.1/32')]
+        assert row and row[0].split()[1:4] == ['maxretry', 'a', '1'], row
+        row = [ln for ln in hosts[1].ctl('bans').stdout.splitlines()
+               if ln.startswith('127.0.0.1/32')]
+        assert row and row[0].split()[1] == 'remote', row
+    finally:
+        for h in hosts:
+            h.stop()
+        r.stop()
+
+
 # ---- the agent --------------------------------------------------------------------------
 
 def agent_killed():
@@ -405,7 +430,8 @@ def urls():
 
 
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
-         redis_restarted_empty, ban_spreads, agent_killed, plans, urls]
+         redis_restarted_empty, ban_spreads, maxretry_ban_spreads, agent_killed,
+         plans, urls]
 
 
 def main():

@@ -287,7 +287,8 @@ static void test_offences(void **state)
 	assert_int_equal(rl_ban_foreach(t, NOW + 10000, view_offences, NULL), 1);
 }
 
-/* Renewing a ban that is live moves no generation; reviving one does. */
+/* The generation moves when a live ban comes, changes or goes, and only
+ * then: the store re-asserting a ban as it is moves nothing. */
 static void test_gen(void **state)
 {
 	struct rl_cidr c = cidr("2001:db8::/64");
@@ -297,14 +298,20 @@ static void test_gen(void **state)
 	gen = atomic_load(&t->hdr->ban_gen);
 	assert_int_equal(rl_ban_add(t, &c, NOW + 1000, RL_BAN_REMOTE, 0, NOW), 0);
 	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
-	assert_int_equal(rl_ban_add(t, &c, NOW + 2000, RL_BAN_REMOTE, 0, NOW), 0);
+	assert_int_equal(rl_ban_add(t, &c, NOW + 1000, RL_BAN_REMOTE, 0, NOW), 0);
 	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
-	assert_int_equal(rl_ban_add(t, &c, NOW + 9000, RL_BAN_REMOTE, 0, NOW + 5000), 0);
+	assert_int_equal(rl_ban_add(t, &c, NOW + 2000, RL_BAN_REMOTE, 0, NOW), 0);
 	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+	assert_int_equal(rl_ban_add(t, &c, NOW + 9000, RL_BAN_REMOTE, 0, NOW + 5000), 0);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 3);
+	assert_int_equal(rl_ban_remove(t, &c), 0);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 4);
+	assert_int_equal(rl_ban_remove(t, &c), -ENOENT);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 4);
 	/* Already expired when added: nobody needs to look. */
 	c = cidr("2001:db8:1::/64");
 	assert_int_equal(rl_ban_add(t, &c, NOW - 1, RL_BAN_REMOTE, 0, NOW), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 4);
 }
 
 int main(void)

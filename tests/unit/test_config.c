@@ -961,6 +961,9 @@ static void test_error_integers(void **state)
 		  "x.conf:2: bad ipv4_prefix '33' (expected 0..32)" },
 		{ "[global]\nipv6_prefix = -1\n",
 		  "x.conf:2: bad ipv6_prefix '-1' (expected 0..128)" },
+		{ "[limit:a]\nrate = 1/s\nmaxretry = 3\n[global]\nipv6_prefix = 0\n",
+		  "x.conf:1: [limit:a] has maxretry, but ipv6_prefix = 0 would "
+		  "make each of its bans cover every IPv6 client" },
 		{ "[limit:a]\nrate = 1/s\nmaxretry = 1000001\n",
 		  "x.conf:3: bad maxretry '1000001' (expected 0..1000000)" },
 		{ "[limit:a]\nrate = 1/s\nburst = 4294967296\n",

@@ -47,3 +47,13 @@ echo
 
 python3 "$(dirname "$0")/bench_global.py"
 echo
+
+if [ "$(id -u)" = 0 ]; then
+	echo "## XDP: ns per packet (tools/bench/bench_xdp.c)"
+	echo
+	"$B/bench/bench_xdp"
+	echo
+else
+	echo "## XDP: ns per packet: skipped (needs root to load XDP programs)"
+	echo
+fi

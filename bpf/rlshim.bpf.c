@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0-only) */
+/*
+ * bpf/rlshim.bpf.c - the XDP program: drop frames whose source address is
+ * banned, before the kernel allocates anything for them.
+ *
+ * Per frame: Ethernet, at most two VLAN tags (802.1Q or 802.1ad, in any
+ * order), then the source address of IPv4 or IPv6, looked up in two maps
+ * of its family:
+ *
+ *  1. the hash of host bans (rl_hosts_v4/v6), keyed by the source masked
+ *     to the configured host prefix (rl_host_len4/6, rodata set before
+ *     load): one lookup whatever the number of bans. These are the bans
+ *     maxretry makes, the common case;
+ *  2. only if that found no live ban, and only if the agent counts
+ *     something in it (rl_tries), the LPM trie of every other ban, keyed by
+ *     the full source, so the longest banned prefix that covers it answers.
+ *     A binary trie costs one dependent load per level: empty, it is not
+ *     walked at all.
+ *
+ * A live ban drops and counts on its id; a ban past its expiry passes and
+ * counts as expired (once per frame, whichever of the two maps had it).
+ * The clock, bpf_ktime_get_coarse_ns() (CLOCK_MONOTONIC as of the last
+ * tick: a few ns, where the precise clock costs 20 or more under a
+ * hypervisor), is read only when a lookup hits, and at most once per
+ * frame. Everything else passes: this program only ever removes traffic
+ * it has positively identified, and a frame it cannot read (truncated, a
+ * third tag, not IP) is the stack's business. IPv6 extension headers are
+ * not walked (the source is in the fixed header) and IPv4 fragments are
+ * judged by their source like any packet, so a banned client's fragments
+ * drop too, the first or not.
+ *
+ * The maps are described in bpf/rlshim.h, shared with the agent, which
+ * fills them, keeps rl_tries and reads the counters. Nothing loops but the
+ * two fixed VLAN steps; the keys are built on the stack.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "rlshim.h"
+
+/*
+ * "Dual MIT/GPL" is GPL-compatible to the kernel, so every helper is
+ * available, and says that the file is also the project's MIT.
+ */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/*
+ * The host prefix lengths, set by the agent before load (ipv4_prefix,
+ * ipv6_prefix of the config): 1..32 and 1..128. The verifier reads them as
+ * constants, so the branches on them below cost nothing at run time. A
+ * value out of range is taken as the full length: never a /0 that one
+ * entry would turn into a ban of everyone.
+ */
+const volatile __u32 rl_host_len4 = 32;
+const volatile __u32 rl_host_len6 = 64;
+
+/* <linux/if_vlan.h> is not uapi: the tag after the outer ethertype. */
+struct vlan_hdr {
+	__be16 tci;
+	__be16 proto;   /* the ethertype of what follows the tag */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, struct rl_xdp_host4);
+	__type(value, struct rl_xdp_ban);
+} rl_hosts_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, struct rl_xdp_host6);
+	__type(value, struct rl_xdp_ban);
+} rl_hosts_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* the kernel requires it */
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, struct rl_xdp_key4);
+	__type(value, struct rl_xdp_ban);
+} rl_bans_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, struct rl_xdp_key6);
+	__type(value, struct rl_xdp_ban);
+} rl_bans_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_xdp_tries);
+} rl_tries SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rl_drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_xdp_stats);
+} rl_stats SEC(".maps");
+
+/* The hash keys, with the words the masks work on. */
+union host4 {
+	struct rl_xdp_host4 key;
+	__be32 w;
+};
+
+union host6 {
+	struct rl_xdp_host6 key;
+	__be64 w[2];
+};
+
+/* What one frame has met so far: the clock, if read, and an expired ban. */
+struct seen {
+	__u64 now_ns;
+	int expired;    /* a ban matched past its expiry; now_ns is read */
+};
+
+static __always_inline int is_vlan(__be16 proto)
+{
+	return proto == bpf_htons(ETH_P_8021Q) ||
+	       proto == bpf_htons(ETH_P_8021AD);
+}
+
+/*
+ * Network-order masks of the host lengths. Shifts stay below the width:
+ * the cases of 0 and the full length are taken apart.
+ */
+static __always_inline __be32 host_mask4(void)
+{
+	__u32 len = rl_host_len4;
+
+	if (len == 0 || len >= 32)
+		return ~(__be32)0;
+	return bpf_htonl(~(__u32)0 << (32 - len));
+}
+
+static __always_inline void host_key6(union host6 *k)
+{
+	__u32 len = rl_host_len6;
+
+	if (len == 0 || len >= 128)
+		return;
+	if (len <= 64) {
+		k->w[1] = 0;
+		if (len < 64)
+			k->w[0] &= bpf_cpu_to_be64(~(__u64)0 << (64 - len));
+		return;
+	}
+	k->w[1] &= bpf_cpu_to_be64(~(__u64)0 << (128 - len));
+}
+
+/*
+ * A ban matched: XDP_DROP if it is live, else -1 (go on) with the expiry
+ * noted. The clock is read on the frame's first hit only: a hash hit that
+ * has expired has read it for the trie's. The per-CPU counters need no
+ * atomics: an XDP program runs to its end on one CPU, and no other CPU
+ * writes this CPU's copy.
+ */
+static __always_inline int hit(struct rl_xdp_stats *st, struct seen *s,
+			       const struct rl_xdp_ban *ban)
+{
+	__u64 *drops;
+	__u32 id;
+
+	if (!s->expired)
+		s->now_ns = bpf_ktime_get_coarse_ns();
+	/* Past its expiry a ban passes, even before the agent deletes it. */
+	if (ban->expires_ns <= s->now_ns) {
+		s->expired = 1;
+		return -1;
+	}
+	/* The id comes from user space: an id out of range still drops. */
+	id = ban->id;
+	if (id < RL_XDP_MAX_BANS) {
+		drops = bpf_map_lookup_elem(&rl_drops, &id);
+		if (drops)
+			(*drops)++;
+	}
+	st->dropped++;
+	return XDP_DROP;
+}
+
+SEC("xdp")
+int rl_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct seen s = { 0, 0 };
+	struct rl_xdp_tries *tries;
+	struct rl_xdp_stats *st;
+	struct rl_xdp_ban *ban;
+	struct vlan_hdr *vh;
+	__u32 zero = 0;
+	__be16 proto;
+	void *l3;
+	int rc;
+
+	st = bpf_map_lookup_elem(&rl_stats, &zero);
+	if (!st)
+		return XDP_PASS; /* cannot happen: index 0 of an array */
+	st->packets++;
+
+	if ((void *)(eth + 1) > end)
+		goto truncated;
+	proto = eth->h_proto;
+	l3 = eth + 1;
+
+	/* Two tags, unrolled: QinQ is as deep as real networks go. */
+	if (is_vlan(proto)) {
+		vh = l3;
+		if ((void *)(vh + 1) > end)
+			goto truncated;
+		proto = vh->proto;
+		l3 = vh + 1;
+		if (is_vlan(proto)) {
+			vh = l3;
+			if ((void *)(vh + 1) > end)
+				goto truncated;
+			proto = vh->proto;
+			l3 = vh + 1;
+		}
+	}
+
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = l3;
+		struct rl_xdp_key4 k4;
+		union host4 h4;
+
+		/* The whole fixed header, not just up to saddr: shorter is
+		 * not an IPv4 packet the stack would accept either. */
+		if ((void *)(ip + 1) > end)
+			goto truncated;
+		h4.w = ip->saddr & host_mask4();
+		ban = bpf_map_lookup_elem(&rl_hosts_v4, &h4.key);
+		if (ban) {
+			rc = hit(st, &s, ban);
+			if (rc >= 0)
+				return rc;
+		}
+		tries = bpf_map_lookup_elem(&rl_tries, &zero);
+		if (!tries || !tries->v4)
+			goto pass;
+		k4.prefixlen = 32;
+		__builtin_memcpy(k4.addr, &ip->saddr, sizeof(k4.addr));
+		ban = bpf_map_lookup_elem(&rl_bans_v4, &k4);
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		struct rl_xdp_key6 k6;
+		union host6 h6;
+
+		if ((void *)(ip6 + 1) > end)
+			goto truncated;
+		__builtin_memcpy(h6.w, &ip6->saddr, sizeof(h6.w));
+		host_key6(&h6);
+		ban = bpf_map_lookup_elem(&rl_hosts_v6, &h6.key);
+		if (ban) {
+			rc = hit(st, &s, ban);
+			if (rc >= 0)
+				return rc;
+		}
+		tries = bpf_map_lookup_elem(&rl_tries, &zero);
+		if (!tries || !tries->v6)
+			goto pass;
+		k6.prefixlen = 128;
+		__builtin_memcpy(k6.addr, &ip6->saddr, sizeof(k6.addr));
+		ban = bpf_map_lookup_elem(&rl_bans_v6, &k6);
+	} else {
+		/* ARP, a third tag, anything else. */
+		st->not_ip++;
+		return XDP_PASS;
+	}
+	if (ban) {
+		rc = hit(st, &s, ban);
+		if (rc >= 0)
+			return rc;
+	}
+pass:
+	if (s.expired)
+		st->expired++;
+	return XDP_PASS;
+
+truncated:
+	st->truncated++;
+	return XDP_PASS;
+}

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xdp.c - the XDP dropper: load bpf/rlshim.bpf.c from its skeleton, attach
+ * it to the [xdp] interfaces, and mirror the segment's live bans into its
+ * LPM tries.
+ *
+ * Open, set the host prefix lengths (rodata), load (maps pinned under
+ * RL_XDP_PIN_DIR/<shm>/ for rlshimctl), attach, then once a round: when
+ * the segment's ban generation moved (a ban came, changed or went) or the
+ * earliest mirrored ban expired, walk the live bans and bring the maps in
+ * line: add what is new, rewrite what changed, delete what is gone. A ban
+ * of exactly ipv4_prefix / ipv6_prefix (what maxretry makes) goes in its
+ * family's hash map, any other in its trie (bpf/rlshim.h). Each ban has a
+ * drop counter of its own (an id into rl_drops), zeroed before reuse.
+ *
+ * Programs are attached through BPF links, which the kernel detaches when
+ * the last descriptor closes: on SIGTERM, and also when the agent is
+ * killed, nothing stays attached. The pins are removed on the way out.
+ *
+ * Without the privileges (CAP_BPF and CAP_NET_ADMIN, or root) the agent
+ * says so once and goes on without XDP: the shim still refuses banned
+ * clients at accept.
+ */
+#include <errno.h>
+#include <linux/types.h>
+#include <linux/if_link.h>
+#include <linux/magic.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent.h"
+#include "ban.h"
+#include "bpf/rlshim.h"
+#include "log.h"
+#include "rlshim.skel.h"
+#include "time.h"
+
+#define RESCAN_NS (10 * RL_NS_PER_SEC) /* and at least this often */
+
+/* A ban as mirrored into a trie. */
+struct mirrored {
+	uint8_t family;
+	uint8_t prefix;
+	uint8_t addr[16];
+	uint8_t in_map;               /* written into its map */
+	uint32_t id;
+	uint64_t expires_ms;
+};
+
+struct rl_xdp {
+	struct rlshim *skel;
+	int links[RL_MAX_IFACES];
+	unsigned nlinks;
+	char pins[RL_PATH_MAX];
+	int fd_v4, fd_v6, fd_h4, fd_h6, fd_drops, fd_tries;
+	uint8_t host_len[2];          /* v4, v6: what goes in the hash maps */
+	struct rl_xdp_tries tries;    /* entries in each trie */
+	void *zeros;                  /* one per-CPU value of rl_drops */
+
+	/* what the tries hold, sorted by (family, prefix, addr) */
+	struct mirrored *have, *want;
+	uint32_t nhave, nwant, cap;
+	uint32_t *free_ids, nfree;
+	uint64_t gen, last_scan_ns;
+	uint64_t next_expiry_ms;      /* the earliest mirrored expiry */
+	unsigned failures;            /* map updates refused (logged once) */
+};
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt,
+		      va_list ap)
+{
+	char line[512];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n && line[n - 1] == '\n')
+		line[--n] = '\0';
+	for (char *p = line; *p; p++)
+		if (*p == '"')
+			*p = '\'';
+	rl_log(level == LIBBPF_WARN ? RL_LOG_WARN : RL_LOG_INFO,
+	       "msg=\"libbpf\" detail=\"%s\"", line);
+	return 0;
+}
+
+/* bpffs at /sys/fs/bpf, mounted if it is not; then our directory. */
+static int pin_dir(const char *shm, char *out, size_t len)
+{
+	struct statfs st;
+
+	if (statfs("/sys/fs/bpf", &st) || st.f_type != BPF_FS_MAGIC) {
+		mkdir("/sys/fs/bpf", 0700);
+		if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+			return -errno;
+	}
+	if (mkdir(RL_XDP_PIN_DIR, 0700) && errno != EEXIST)
+		return -errno;
+	snprintf(out, len, "%s/%s", RL_XDP_PIN_DIR, shm);
+	if (mkdir(out, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Remove the pins (ours, or a killed agent's). */
+static void unpin(const char *dir)
+{
+	static const char *const names[] = { RL_XDP_MAP_BANS_V4,
+		RL_XDP_MAP_BANS_V6, RL_XDP_MAP_HOSTS_V4, RL_XDP_MAP_HOSTS_V6,
+		RL_XDP_MAP_TRIES, RL_XDP_MAP_DROPS, RL_XDP_MAP_STATS };
+	char path[RL_PATH_MAX + 32];
+
+	if (!dir[0])
+		return;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+static void pin_at(struct bpf_map *m, const char *dir)
+{
+	char path[RL_PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, bpf_map__name(m));
+	bpf_map__set_pin_path(m, path);
+}
+
+static const char *mode_name(__u32 flags)
+{
+	return flags & XDP_FLAGS_DRV_MODE ? "native" : "generic";
+}
+
+/* Attach to one interface as configured. The link fd, or -errno. */
+static int attach_one(struct rl_xdp *x, const char *ifname,
+		      enum rl_xdp_mode mode)
+{
+	LIBBPF_OPTS(bpf_link_create_opts, o);
+	int prog = bpf_program__fd(x->skel->progs.rl_xdp);
+	unsigned ifindex = if_nametoindex(ifname);
+	__u32 tries[2];
+	int ntries = 0, fd = -EINVAL;
+
+	if (!ifindex) {
+		rl_log(RL_LOG_ERROR, "msg=\"xdp: no such interface\" "
+		       "interface=%s", ifname);
+		return -ENODEV;
+	}
+	if (mode != RL_XDP_GENERIC)
+		tries[ntries++] = XDP_FLAGS_DRV_MODE;
+	if (mode != RL_XDP_NATIVE)
+		tries[ntries++] = XDP_FLAGS_SKB_MODE;
+	for (int i = 0; i < ntries; i++) {
+		o.flags = tries[i];
+		fd = bpf_link_create(prog, (int)ifindex, BPF_XDP, &o);
+		if (fd >= 0) {
+			rl_log(RL_LOG_INFO, "msg=\"xdp attached\" interface=%s "
+			       "mode=%s%s", ifname, mode_name(tries[i]),
+			       mode == RL_XDP_AUTO && i > 0
+				       ? " (native refused by the driver)" : "");
+			return fd;
+		}
+		fd = -errno;
+		if (fd == -EBUSY || fd == -EEXIST)
+			break; /* another program is there: not ours to replace */
+	}
+	rl_log(RL_LOG_ERROR, "msg=\"xdp: cannot attach\" interface=%s mode=%s "
+	       "err=\"%s\"%s", ifname,
+	       mode == RL_XDP_AUTO ? "auto" : mode == RL_XDP_NATIVE ? "native"
+								: "generic",
+	       strerror(-fd),
+	       fd == -EBUSY || fd == -EEXIST
+		       ? " hint=\"another XDP program is attached\"" : "");
+	return fd;
+}
+
+static void xdp_free(struct rl_xdp *x)
+{
+	if (!x)
+		return;
+	for (unsigned i = 0; i < x->nlinks; i++)
+		close(x->links[i]);
+	rlshim__destroy(x->skel);
+	unpin(x->pins);
+	free(x->have);
+	free(x->want);
+	free(x->free_ids);
+	free(x->zeros);
+	free(x);
+}
+
+int rl_agent_xdp_init(struct rl_agent *a)
+{
+	const struct rl_config *cfg = a->cfg;
+	struct rl_xdp *x;
+	int rc, ncpu;
+
+	if (!cfg->xdp)
+		return 0;
+	libbpf_set_print(libbpf_log);
+	x = calloc(1, sizeof(*x));
+	ncpu = libbpf_num_possible_cpus();
+	if (!x || ncpu <= 0)
+		goto fail;
+	x->cap = RL_BANS;
+	x->have = calloc(x->cap, sizeof(*x->have));
+	x->want = calloc(x->cap, sizeof(*x->want));
+	x->free_ids = calloc(RL_XDP_MAX_BANS, sizeof(*x->free_ids));
+	x->zeros = calloc((size_t)ncpu, sizeof(__u64));
+	if (!x->have || !x->want || !x->free_ids || !x->zeros)
+		goto fail;
+	for (uint32_t i = 0; i < RL_XDP_MAX_BANS; i++)
+		x->free_ids[i] = RL_XDP_MAX_BANS - 1 - i;
+	x->nfree = RL_XDP_MAX_BANS;
+
+	rc = pin_dir(cfg->shm, x->pins, sizeof(x->pins));
+	if (rc) {
+		if (rc == -EPERM || rc == -EACCES)
+			goto unprivileged;
+		rl_log(RL_LOG_ERROR, "msg=\"xdp: no bpffs for the maps\" "
+		       "err=\"%s\"", strerror(-rc));
+		x->pins[0] = '\0';
+		goto fail;
+	}
+	unpin(x->pins); /* a killed agent's */
+	pin_dir(cfg->shm, x->pins, sizeof(x->pins));
+	x->skel = rlshim__open();
+	if (!x->skel)
+		goto fail;
+	x->host_len[0] = cfg->ipv4_prefix;
+	x->host_len[1] = cfg->ipv6_prefix;
+	x->skel->rodata->rl_host_len4 = cfg->ipv4_prefix;
+	x->skel->rodata->rl_host_len6 = cfg->ipv6_prefix;
+	pin_at(x->skel->maps.rl_bans_v4, x->pins);
+	pin_at(x->skel->maps.rl_bans_v6, x->pins);
+	pin_at(x->skel->maps.rl_hosts_v4, x->pins);
+	pin_at(x->skel->maps.rl_hosts_v6, x->pins);
+	pin_at(x->skel->maps.rl_tries, x->pins);
+	pin_at(x->skel->maps.rl_drops, x->pins);
+	pin_at(x->skel->maps.rl_stats, x->pins);
+	rc = rlshim__load(x->skel);
+	if (rc) {
+		if (rc == -EPERM || rc == -EACCES)
+			goto unprivileged;
+		rl_log(RL_LOG_ERROR, "msg=\"xdp: cannot load the program\" "
+		       "err=\"%s\"", strerror(-rc));
+		goto fail;
+	}
+	x->fd_v4 = bpf_map__fd(x->skel->maps.rl_bans_v4);
+	x->fd_v6 = bpf_map__fd(x->skel->maps.rl_bans_v6);
+	x->fd_h4 = bpf_map__fd(x->skel->maps.rl_hosts_v4);
+	x->fd_h6 = bpf_map__fd(x->skel->maps.rl_hosts_v6);
+	x->fd_tries = bpf_map__fd(x->skel->maps.rl_tries);
+	x->fd_drops = bpf_map__fd(x->skel->maps.rl_drops);
+	for (unsigned i = 0; i < cfg->nifaces; i++) {
+		int fd = attach_one(x, cfg->ifaces[i], cfg->xdp_mode);
+
+		if (fd == -EPERM && x->nlinks == 0)
+			goto unprivileged;
+		if (fd >= 0)
+			x->links[x->nlinks++] = fd;
+	}
+	if (x->nlinks == 0)
+		goto fail;
+	x->gen = atomic_load(&a->table->hdr->ban_gen) - 1; /* scan at once */
+	a->xdp = x;
+	atomic_fetch_or(&a->table->hdr->agent_flags, RL_AGENT_XDP);
+	return 0;
+
+unprivileged:
+	rl_log(RL_LOG_WARN, "msg=\"xdp: rlshimd lacks CAP_BPF and "
+	       "CAP_NET_ADMIN; banned clients are refused at accept only\"");
+	xdp_free(x);
+	return -1;
+fail:
+	rl_log(RL_LOG_WARN, "msg=\"xdp: not attached; banned clients are "
+	       "refused at accept only\"");
+	xdp_free(x);
+	return -1;
+}
+
+void rl_agent_xdp_free(struct rl_agent *a)
+{
+	if (!a->xdp)
+		return;
+	atomic_fetch_and(&a->table->hdr->agent_flags, ~RL_AGENT_XDP);
+	xdp_free(a->xdp);
+	a->xdp = NULL;
+	rl_log(RL_LOG_INFO, "msg=\"xdp detached\"");
+}
+
+/* ---- mirroring ---------------------------------------------------------------- */
+
+static int cmp_mirrored(const void *pa, const void *pb)
+{
+	const struct mirrored *a = pa, *b = pb;
+
+	if (a->family != b->family)
+		return a->family < b->family ? -1 : 1;
+	if (a->prefix != b->prefix)
+		return a->prefix < b->prefix ? -1 : 1;
+	return memcmp(a->addr, b->addr, 16);
+}
+
+static int collect(const struct rl_ban_view *v, void *arg)
+{
+	struct rl_xdp *x = arg;
+	struct mirrored *m;
+
+	if (x->nwant == x->cap)
+		return 1;
+	m = &x->want[x->nwant++];
+	memset(m, 0, sizeof(*m));
+	m->family = v->cidr.addr.family;
+	m->prefix = v->cidr.prefix;
+	memcpy(m->addr, v->cidr.addr.bytes, 16);
+	m->expires_ms = v->expires_ms;
+	return 0;
+}
+
+/* 1 if `m` goes in its family's hash map, 0 if in its trie. */
+static int is_host(const struct rl_xdp *x, const struct mirrored *m)
+{
+	return m->prefix == x->host_len[m->family == RL_AF_INET6];
+}
+
+/* Write or delete one ban in its map. 0 or -errno. */
+static int map_put(struct rl_xdp *x, const struct mirrored *m,
+		   uint64_t offset_ns, int del)
+{
+	struct rl_xdp_ban val = { 0, m->id, 0 };
+	uint64_t exp_ns = m->expires_ms * RL_NS_PER_MS;
+	int v6 = m->family == RL_AF_INET6, fd, rc;
+	union {
+		struct rl_xdp_key4 k4;
+		struct rl_xdp_key6 k6;
+		struct rl_xdp_host4 h4;
+		struct rl_xdp_host6 h6;
+	} k;
+
+	/* Unix time to the program's clock (CLOCK_MONOTONIC). */
+	val.expires_ns = exp_ns > offset_ns ? exp_ns - offset_ns : 0;
+	memset(&k, 0, sizeof(k));
+	if (is_host(x, m)) {
+		fd = v6 ? x->fd_h6 : x->fd_h4;
+		memcpy(v6 ? k.h6.addr : k.h4.addr, m->addr, v6 ? 16 : 4);
+	} else if (v6) {
+		fd = x->fd_v6;
+		k.k6.prefixlen = m->prefix;
+		memcpy(k.k6.addr, m->addr, 16);
+	} else {
+		fd = x->fd_v4;
+		k.k4.prefixlen = m->prefix;
+		memcpy(k.k4.addr, m->addr, 4);
+	}
+	rc = del ? bpf_map_delete_elem(fd, &k)
+		 : bpf_map_update_elem(fd, &k, &val, BPF_ANY);
+	if (rc)
+		return -errno;
+	if (!is_host(x, m) && (del || !m->in_map)) {
+		/* The program looks in a trie only when it holds something. */
+		__u32 *n = v6 ? &x->tries.v6 : &x->tries.v4;
+		__u32 zero = 0;
+
+		*n = del ? *n - 1 : *n + 1;
+		bpf_map_update_elem(x->fd_tries, &zero, &x->tries, BPF_ANY);
+	}
+	return 0;
+}
+
+static void put_failed(struct rl_xdp *x, const char *what, int err)
+{
+	if (x->failures++ == 0)
+		rl_log(RL_LOG_ERROR, "msg=\"xdp: cannot %s a ban in the map\" "
+		       "err=\"%s\"", what, strerror(-err));
+}
+
+void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
+{
+	struct rl_xdp *x = a->xdp;
+	uint64_t gen, wall_ms, offset_ns;
+	uint32_t i = 0, j = 0, n = 0;
+	struct mirrored *next;
+
+	if (!x)
+		return;
+	gen = atomic_load(&a->table->hdr->ban_gen);
+	wall_ms = rl_time_wall_ms();
+	/* A trie answers with its longest matching prefix, live or not: an
+	 * expired /32 inside a live /24 would let the address through, so
+	 * expired entries go as soon as they expire. */
+	if (gen == x->gen && wall_ms < x->next_expiry_ms &&
+	    now_ns - x->last_scan_ns < RESCAN_NS)
+		return;
+	x->gen = gen;
+	x->last_scan_ns = now_ns;
+	x->next_expiry_ms = UINT64_MAX;
+	offset_ns = wall_ms * RL_NS_PER_MS - rl_time_now_ns();
+	x->nwant = 0;
+	rl_ban_foreach(a->table, wall_ms, collect, x);
+	qsort(x->want, x->nwant, sizeof(*x->want), cmp_mirrored);
+
+	/* Merge what the maps have with what the segment wants; what ends
+	 * up in the maps is compacted into want[0..n). */
+	while (i < x->nhave || j < x->nwant) {
+		int c = i == x->nhave ? 1 : j == x->nwant ? -1
+				      : cmp_mirrored(&x->have[i], &x->want[j]);
+		int rc;
+
+		if (c < 0) {
+			/* gone from the segment: out of the map */
+			rc = map_put(x, &x->have[i], offset_ns, 1);
+			if (rc && rc != -ENOENT)
+				put_failed(x, "delete", rc);
+			x->free_ids[x->nfree++] = x->have[i].id;
+			i++;
+			continue;
+		}
+		next = &x->want[j++];
+		if (c == 0) {
+			next->id = x->have[i].id;
+			next->in_map = 1;
+			if (next->expires_ms != x->have[i].expires_ms &&
+			    (rc = map_put(x, next, offset_ns, 0)))
+				put_failed(x, "update", rc);
+			i++;
+		} else {
+			if (!x->nfree)
+				continue; /* cannot be: RL_BANS < RL_XDP_MAX_BANS */
+			next->id = x->free_ids[--x->nfree];
+			bpf_map_update_elem(x->fd_drops, &next->id, x->zeros,
+					    BPF_ANY);
+			rc = map_put(x, next, offset_ns, 0);
+			if (rc) {
+				put_failed(x, "add", rc);
+				x->free_ids[x->nfree++] = next->id;
+				continue;
+			}
+			next->in_map = 1;
+		}
+		if (next->expires_ms < x->next_expiry_ms)
+			x->next_expiry_ms = next->expires_ms;
+		x->want[n++] = *next;
+	}
+	/* What the maps hold now is what was wanted. */
+	next = x->have;
+	x->have = x->want;
+	x->want = next;
+	x->nhave = n;
+}

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_xdp.py - the XDP dropper end to end, as root: two client network
+namespaces, each behind a veth pair, and legacy_server under the shim on the
+host side with `[xdp]` on both host ends (generic mode: veth). A banned
+client's TCP handshake gets no answer at all (its SYNs are dropped in XDP,
+before the kernel builds a socket) while the other client is served; the
+drop counters rise; after `rlshimctl unban` it connects again. The agent
+detaches on SIGTERM and when killed, leaving no program behind. Without
+the privileges the agent says so once.
+
+Addresses are 10.231.N.0/24 on links this test creates and deletes.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import REPO, require_root, run, wait_for  # noqa: E402
+import test_features as F  # noqa: E402
+
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
+AGENT = os.path.join(REPO, 'build', 'rlshimd')
+TAG = f'{os.getpid() % 10000}'
+NETS = []  # (namespace, host interface, host address, client address)
+
+# A client inside a namespace: one GET, prints the status, or why none.
+CLIENT = r'''
+import socket, sys
+host, port, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET)
+s.settimeout(timeout)
+try:
+    s.connect((host, port))
+except socket.timeout:
+    print('timeout'); sys.exit(0)
+except ConnectionRefusedError:
+    print('refused'); sys.exit(0)
+try:
+    s.sendall(b'GET /books HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n')
+    data = b''
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+except (socket.timeout, ConnectionResetError):
+    pass
+print(data.split(b' ')[1].decode() if data.startswith(b'HTTP/') else 'closed')
+'''
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, capture_output=True, text=True, check=check,
+                          timeout=20)
+
+
+def nets_up():
+    for i in (1, 2):
+        ns, host, peer = f'rlx{TAG}c{i}', f'rlx{TAG}h{i}', f'rlx{TAG}p{i}'
+        net = f'10.231.{i}'
+        sh('ip', 'netns', 'del', ns, check=False)
+        sh('ip', 'link', 'del', host, check=False)
+        sh('ip', 'netns', 'add', ns)
+        sh('ip', 'link', 'add', host, 'type', 'veth', 'peer', 'name', peer)
+        sh('ip', 'link', 'set', peer, 'netns', ns)
+        sh('ip', 'addr', 'add', f'{net}.1/24', 'dev', host)
+        sh('ip', 'link', 'set', host, 'up')
+        sh('ip', '-n', ns, 'addr', 'add', f'{net}.2/24', 'dev', peer)
+        sh('ip', '-n', ns, 'link', 'set', peer, 'up')
+        sh('ip', '-n', ns, 'link', 'set', 'lo', 'up')
+        sh('ip', 'addr', 'add', f'fd00:231:{i}::1/64', 'dev', host, 'nodad')
+        sh('ip', '-n', ns, 'addr', 'add', f'fd00:231:{i}::2/64', 'dev', peer,
+           'nodad')
+        NETS.append((ns, host, f'{net}.1', f'{net}.2'))
+
+
+def nets_down():
+    for ns, host, _, _ in NETS:
+        sh('ip', 'netns', 'del', ns, check=False)
+        sh('ip', 'link', 'del', host, check=False)
+    NETS.clear()
+
+
+def client(i, port, timeout=1.0, v6=False):
+    ns, _, server, _ = NETS[i]
+    if v6:
+        server = f'fd00:231:{i + 1}::1'
+    out = sh('ip', 'netns', 'exec', ns, sys.executable, '-c', CLIENT, server,
+             str(port), str(timeout))
+    return out.stdout.strip()
+
+
+def xdp_on(host):
+    """The name of the XDP program attached to `host`, or None."""
+    m = re.search(r'prog/xdp id \d+ name (\S+)', sh('ip', '-d', 'link', 'show',
+                                                   host).stdout)
+    return m.group(1) if m else None
+
+
+def ctl(s, *args):
+    return subprocess.run([CTL, '-c', s.config, *args], capture_output=True,
+                          text=True, timeout=10)
+
+
+def xdp_stats(s):
+    """rlshimctl xdp stats: (counters, {address: dropped})."""
+    out = ctl(s, 'xdp', 'stats')
+    assert out.returncode == 0, out.stderr
+    counters, drops = {}, {}
+    for line in out.stdout.splitlines()[1:]:
+        f = line.split()
+        if len(f) == 2 and f[1].isdigit():
+            counters[f[0]] = int(f[1])
+        elif len(f) >= 3 and '/' in f[0]:
+            drops[f[0]] = int(f[1])
+    return counters, drops
+
+
+def agent_pid(s):
+    out = sh('pgrep', '-f', f'rlshimd -c {s.config}', check=False).stdout.split()
+    return int(out[0]) if out else None
+
+
+def stop_agent(s, sig=signal.SIGTERM):
+    pid = agent_pid(s)
+    if pid:
+        os.kill(pid, sig)
+        wait_for(lambda: agent_pid(s) is None, 5)
+
+
+def server(extra=''):
+    hosts = ' '.join(h for _, h, _, _ in NETS)
+    return F.Legacy(f'[xdp]\ninterfaces = {hosts}\nmode = generic\n'
+                    f'[limit:all]\nmatch = *\nrate = 100/s\n{extra}')
+
+
+def banned_in_xdp():
+    """A banned client's SYNs die in XDP: no answer at all, not even a
+    reset, while the other client is served; the counters say so; unban
+    lets it back."""
+    require_root('XDP in a network namespace')
+    nets_up()
+    s = server()
+    try:
+        # The first accept starts the agent, which attaches.
+        assert client(0, s.port) == '200'
+        assert wait_for(lambda: all(xdp_on(h) == 'rl_xdp' for _, h, _, _ in NETS), 5), \
+            'the agent did not attach'
+        bad = NETS[0][3]
+        assert ctl(s, 'ban', bad, '--for', '10m').returncode == 0
+        assert wait_for(lambda: f'{bad}/32' in xdp_stats(s)[1], 3), \
+            'the ban never reached the map'
+        before = xdp_stats(s)[0]
+        assert client(0, s.port) == 'timeout'
+        assert client(1, s.port) == '200'
+        counters, drops = xdp_stats(s)
+        # A 1 s connect() sends the SYN and at least one retransmission.
+        assert drops[f'{bad}/32'] >= 1, drops
+        assert counters['dropped'] - before['dropped'] >= 1, (before, counters)
+        assert counters['packets'] > before['packets']
+        # Nothing reached accept: the shim refused no connection for it.
+        row = [ln.split() for ln in ctl(s, 'bans').stdout.splitlines()
+               if ln.startswith(f'{bad}/32')]
+        assert row and row[0][4] == '0', row
+        # A /24 covers it too; lifting the /32 alone is not enough.
+        assert ctl(s, 'ban', '10.231.1.0/24').returncode == 0
+        assert ctl(s, 'unban', bad).returncode == 0
+        assert wait_for(lambda: list(xdp_stats(s)[1]) == ['10.231.1.0/24'], 3)
+        assert client(0, s.port) == 'timeout'
+        assert ctl(s, 'unban', '10.231.1.0/24').returncode == 0
+        assert wait_for(lambda: not xdp_stats(s)[1], 3)
+        assert client(0, s.port, timeout=3.0) == '200'
+        # The application saw the three allowed requests only.
+        assert len([e for e in s.log() if e['target'] == '/books']) == 3
+    finally:
+        s.stop()
+        stop_agent(s)
+        nets_down()
+
+
+def maxretry_reaches_xdp():
+    """A client that earns a ban through maxretry is then dropped in XDP."""
+    require_root('XDP in a network namespace')
+    nets_up()
+    s = server('maxretry = 3\nbantime = 1h\n'
+               '[limit:tight]\nmatch = * /books\nrate = 1/m\n'
+               'maxretry = 3\nbantime = 1h\n')
+    try:
+        assert client(0, s.port) == '200'
+        seen = [client(0, s.port) for _ in range(3)]
+        assert seen == ['429'] * 3, seen
+        bad = NETS[0][3]
+        assert wait_for(lambda: f'{bad}/32' in xdp_stats(s)[1], 3)
+        assert client(0, s.port) == 'timeout'
+        assert xdp_stats(s)[1][f'{bad}/32'] >= 1
+        assert client(1, s.port) == '200'
+    finally:
+        s.stop()
+        stop_agent(s)
+        nets_down()
+
+
+def nothing_left_behind():
+    """SIGTERM detaches and removes the pins; so does SIGKILL (the links
+    die with the process), and the next agent attaches again."""
+    require_root('XDP in a network namespace')
+    nets_up()
+    s = server()
+    hosts = [h for _, h, _, _ in NETS]
+    pins = f'/sys/fs/bpf/rlshim/{s.shm}'
+    try:
+        assert client(0, s.port) == '200'
+        assert wait_for(lambda: all(xdp_on(h) for h in hosts), 5)
+        assert os.path.exists(f'{pins}/rl_bans_v4')
+        stop_agent(s, signal.SIGTERM)
+        assert [xdp_on(h) for h in hosts] == [None, None]
+        assert not os.path.exists(pins)
+        # An accept once the old heartbeat is stale (1 s) and the last
+        # start is 5 s old starts another agent.
+        assert wait_for(lambda: client(1, s.port) == '200' and
+                        all(xdp_on(h) for h in hosts), 10, 0.5)
+        stop_agent(s, signal.SIGKILL)
+        assert wait_for(lambda: [xdp_on(h) for h in hosts] == [None, None], 3), \
+            'a killed agent left its program attached'
+        # ... and the one after it cleans the stale pins and attaches.
+        assert wait_for(lambda: client(1, s.port) == '200' and
+                        all(xdp_on(h) for h in hosts), 10, 0.5)
+        assert ctl(s, 'xdp', 'stats').returncode == 0
+    finally:
+        s.stop()
+        stop_agent(s)
+        nets_down()
+
+
+def unprivileged_says_so():
+    """An agent without CAP_BPF/CAP_NET_ADMIN says so once and goes on."""
+    require_root('dropping privileges')
+    d = tempfile.mkdtemp(prefix='rlshim-xdp-')
+    shm = f'rlshim-xdpnp-{os.getpid()}'
+    conf = os.path.join(d, 'rlshim.conf')
+    log = os.path.join(d, 'agent.log')
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nshm = {shm}\n[xdp]\ninterfaces = lo\n'
+                '[limit:all]\nmatch = *\nrate = 1/s\n')
+    os.chmod(d, 0o755)
+    os.chmod(conf, 0o644)
+    p = subprocess.Popen(['setpriv', '--reuid=65534', '--regid=65534',
+                          '--clear-groups', '--inh-caps=-all', AGENT, '-c', conf,
+                          '--foreground'], stderr=open(log, 'w'))
+    try:
+        assert wait_for(lambda: 'agent started' in open(log).read(), 5), open(log).read()
+        time.sleep(0.3)
+        text = open(log).read()
+        assert text.count('lacks CAP_BPF and CAP_NET_ADMIN') == 1, text
+        assert 'xdp=off' in text, text
+        assert p.poll() is None, 'the agent gave up'
+        assert xdp_on('lo') is None
+    finally:
+        p.terminate()
+        p.wait(5)
+        try:
+            os.unlink(f'/dev/shm/{shm}')
+        except FileNotFoundError:
+            pass
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def banned_in_xdp_v6():
+    """The same over IPv6: a ban of the client's /64 (the default
+    ipv6_prefix) drops its SYNs; the other namespace's /64 is served."""
+    require_root('XDP in a network namespace')
+    nets_up()
+    s = server()
+    try:
+        assert client(0, s.port, v6=True) == '200'
+        assert wait_for(lambda: all(xdp_on(h) == 'rl_xdp' for _, h, _, _ in NETS), 5)
+        assert ctl(s, 'ban', 'fd00:231:1::/64').returncode == 0
+        assert wait_for(lambda: 'fd00:231:1::/64' in xdp_stats(s)[1], 3)
+        assert client(0, s.port, v6=True) == 'timeout'
+        assert client(1, s.port, v6=True) == '200'
+        assert client(0, s.port) == '200', 'IPv4 of the same client is not banned'
+        assert xdp_stats(s)[1]['fd00:231:1::/64'] >= 1
+    finally:
+        s.stop()
+        stop_agent(s)
+        nets_down()
+
+
+TESTS = [banned_in_xdp, banned_in_xdp_v6, maxretry_reaches_xdp, nothing_left_behind,
+         unprivileged_says_so]
+
+
+def main():
+    try:
+        return run('xdp', [(f'xdp: {t.__name__}', t) for t in TESTS])
+    finally:
+        nets_down()
+        shutil.rmtree(F.TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
