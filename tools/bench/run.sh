@@ -57,3 +57,10 @@ else
 	echo "## XDP: ns per packet: skipped (needs root to load XDP programs)"
 	echo
 fi
+
+if [ "$(id -u)" = 0 ] && command -v hping3 >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/bench_flood.py"
+else
+	echo "## Floods: XDP against accept-level refusal: skipped (needs root and hping3)"
+	echo
+fi
