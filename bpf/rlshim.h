@@ -58,6 +58,14 @@ struct rl_xdp_host6 {
 	__u8 addr[16];
 };
 
+/* Any ban map's key, for code that writes to all four. */
+union rl_xdp_key {
+	struct rl_xdp_key4 k4;
+	struct rl_xdp_key6 k6;
+	struct rl_xdp_host4 h4;
+	struct rl_xdp_host6 h6;
+};
+
 /* RL_XDP_MAP_TRIES: one entry (index 0), entries in each trie. */
 struct rl_xdp_tries {
 	__u32 v4;

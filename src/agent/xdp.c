@@ -343,12 +343,7 @@ static int map_put(struct rl_xdp *x, const struct mirrored *m,
 	struct rl_xdp_ban val = { 0, m->id, 0 };
 	uint64_t exp_ns = m->expires_ms * RL_NS_PER_MS;
 	int v6 = m->family == RL_AF_INET6, fd, rc;
-	union {
-		struct rl_xdp_key4 k4;
-		struct rl_xdp_key6 k6;
-		struct rl_xdp_host4 h4;
-		struct rl_xdp_host6 h6;
-	} k;
+	union rl_xdp_key k;
 
 	/* Unix time to the program's clock (CLOCK_MONOTONIC). */
 	val.expires_ns = exp_ns > offset_ns ? exp_ns - offset_ns : 0;

@@ -221,12 +221,7 @@ static enum where put_ban(const char *cidr, uint64_t expires_ns, uint32_t id,
 	struct rl_xdp_tries t;
 	uint8_t addr[16];
 	char a[64];
-	union {
-		struct rl_xdp_key4 k4;
-		struct rl_xdp_key6 k6;
-		struct rl_xdp_host4 h4;
-		struct rl_xdp_host6 h6;
-	} k;
+	union rl_xdp_key k;
 	int fd, added;
 
 	assert_true(n < sizeof(a));
