@@ -177,6 +177,7 @@ struct rl_rule_stats {
 	struct rl_rate rate;
 	uint64_t allowed;
 	uint64_t denied;
+	uint64_t bans;      /* bans its maxretry issued */
 };
 int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 			struct rl_rule_stats *out);

@@ -28,9 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <ini.h>
 
+#include "hash.h"
 #include "path.h"
 #include "time.h"
 
@@ -1459,6 +1461,24 @@ const char *rl_config_path(void)
 	if (access(RL_CONFIG_DEFAULT_PATH, F_OK) == 0)
 		return RL_CONFIG_DEFAULT_PATH;
 	return NULL;
+}
+
+uint64_t rl_config_stamp(const char *path)
+{
+	struct stat st;
+	uint64_t v[5];
+
+	if (!path)
+		return 1;
+	if (stat(path, &st) < 0)
+		return 0;
+	v[0] = (uint64_t)st.st_dev;
+	v[1] = (uint64_t)st.st_ino;
+	v[2] = (uint64_t)st.st_size;
+	v[3] = (uint64_t)st.st_mtim.tv_sec;
+	v[4] = (uint64_t)st.st_mtim.tv_nsec;
+	/* 0 and 1 mean "none" and "built-in" */
+	return rl_hash_sip13(rl_hash_public_key, v, sizeof(v)) | 2;
 }
 
 void rl_config_free(struct rl_config *c)

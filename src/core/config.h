@@ -162,6 +162,15 @@ const char *rl_config_path(void);
  */
 void rl_config_remember_env(void);
 
+/*
+ * What the file at `path` is now, in 64 bits (device, inode, size and
+ * modification time, hashed): a change means the file was edited or
+ * replaced. 1 for NULL (the built-in default), 0 if it cannot be stat'ed.
+ * Every process computes the same stamp for the same file, so the segment
+ * can record which configuration is in force.
+ */
+uint64_t rl_config_stamp(const char *path);
+
 void rl_config_free(struct rl_config *c);
 
 /* Names for the enums, as the file spells them. */

@@ -599,6 +599,41 @@ int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 		out->denied += atomic_load_explicit(
 			&t->shards[i].rule[rule].denied, memory_order_relaxed);
 	}
+	out->bans = atomic_load_explicit(&t->rules[rule].bans,
+					 memory_order_relaxed);
 	return 0;
+}
+
+unsigned rl_table_summarise(struct rl_table *t, uint64_t now_ms,
+			    uint64_t interval_ms,
+			    void (*fn)(const char *rule, uint64_t denied,
+				       uint64_t over_ms, void *arg),
+			    void *arg)
+{
+	uint64_t last = atomic_load_explicit(&t->hdr->summary_ms,
+					     memory_order_relaxed);
+	unsigned lines = 0;
+
+	if (now_ms < last + interval_ms ||
+	    !atomic_compare_exchange_strong(&t->hdr->summary_ms, &last, now_ms))
+		return 0;
+	/* This process has the interval: no other one writes `summarised`
+	 * until summary_ms moves again, interval_ms from now. */
+	for (unsigned r = 0; r < RL_MAX_RULES; r++) {
+		struct rl_rule_stats st;
+		uint64_t before;
+
+		if (rl_table_rule_stats(t, r, &st))
+			continue;
+		before = atomic_exchange_explicit(&t->rules[r].summarised,
+						  st.denied,
+						  memory_order_relaxed);
+		if (st.denied > before) {
+			fn(st.name, st.denied - before, last ? now_ms - last : 0,
+			   arg);
+			lines++;
+		}
+	}
+	return lines;
 }
 

@@ -95,7 +95,11 @@ struct rl_shm_header {
 					 its client, the agent re-mirrors
 					 the bans into XDP, when it moves */
 	_Atomic uint64_t bans_issued; /* bans this host's maxretry issued */
-	uint8_t reserved1[16];        /* to 192 */
+	_Atomic uint64_t summary_ms;  /* CLOCK_MONOTONIC ms of the last denial
+					 summary: the process that moves it
+					 logs the next one */
+	_Atomic uint64_t config_reloads; /* configurations applied after the
+					    first (counted once per host) */
 	/* The host agent's (rlshimd) corner. */
 	_Atomic uint64_t agent_pid;
 	_Atomic uint64_t agent_heartbeat_ns; /* CLOCK_MONOTONIC */
@@ -109,7 +113,14 @@ struct rl_shm_header {
 	/* The prefix lengths bans use, per family (bit n: /n), so that a
 	 * lookup only tries lengths that exist. */
 	_Atomic uint64_t ban_lens[2][3];
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 304];
+	/* The configuration in force: the stamp (rl_config_stamp) of the file
+	 * the processes apply, and of one they refused, so that a change is
+	 * logged once per host however many processes see it. */
+	_Atomic uint64_t config_stamp;
+	_Atomic uint64_t config_since_ms;    /* Unix ms it came into force */
+	_Atomic uint64_t config_bad_stamp;
+	_Atomic uint64_t config_bad_since_ms;
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 336];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */
@@ -130,7 +141,9 @@ struct rl_shm_rule {
 	uint32_t nplans;
 	uint32_t reserved0;
 	struct rl_shm_plan plans[RL_MAX_PLANS]; /* per-key tariffs */
-	uint8_t reserved[56];         /* to 256 */
+	_Atomic uint64_t bans;        /* bans its maxretry issued */
+	_Atomic uint64_t summarised;  /* denials already in a summary line */
+	uint8_t reserved[40];         /* to 256 */
 };
 
 /* One shard of counters; a process adds to the shard of its CPU. */
@@ -290,6 +303,19 @@ int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
 int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
 		  size_t key_len, uint32_t maxretry, uint64_t findtime_ns,
 		  uint64_t now_ns, struct rl_slot_hint *hint);
+
+/*
+ * The denial summary: when `interval_ms` (CLOCK_MONOTONIC ms) has passed
+ * since the host's last one, this call takes the interval (one process in
+ * all those sharing the segment does) and calls `fn` once for each rule
+ * with denials since, with their number and the time they span (0 for the
+ * first summary). Otherwise one load and nothing. Returns the calls made.
+ */
+unsigned rl_table_summarise(struct rl_table *t, uint64_t now_ms,
+			    uint64_t interval_ms,
+			    void (*fn)(const char *rule, uint64_t denied,
+				       uint64_t over_ms, void *arg),
+			    void *arg);
 
 /* Rule `id` as this process has validated it, or NULL if it is not (yet)
  * a valid rule of the segment. */

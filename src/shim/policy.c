@@ -153,6 +153,8 @@ static void offend(const struct rl_policy *p, unsigned i,
 		return; /* banned already (another worker), or no room */
 	atomic_fetch_add_explicit(&p->table->hdr->bans_issued, 1,
 				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->table->rules[p->ids[i]].bans, 1,
+				  memory_order_relaxed);
 	rl_time_format_duration(dur, sizeof(dur),
 				(until - wall) * RL_NS_PER_MS);
 	rl_log(RL_LOG_WARN, "msg=\"banned\" client=%s rule=%s maxretry=%u "

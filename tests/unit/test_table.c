@@ -94,6 +94,8 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, ban_refusals), 152);
 	assert_int_equal(offsetof(struct rl_shm_header, ban_gen), 160);
 	assert_int_equal(offsetof(struct rl_shm_header, bans_issued), 168);
+	assert_int_equal(offsetof(struct rl_shm_header, summary_ms), 176);
+	assert_int_equal(offsetof(struct rl_shm_header, config_reloads), 184);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_pid), 192);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_heartbeat_ns), 200);
 	assert_int_equal(offsetof(struct rl_shm_header, agent_last_sync_ns), 208);
@@ -104,6 +106,10 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, hosts_alive), 248);
 	assert_int_equal(offsetof(struct rl_shm_header, sync_interval_ms), 252);
 	assert_int_equal(offsetof(struct rl_shm_header, ban_lens), 256);
+	assert_int_equal(offsetof(struct rl_shm_header, config_stamp), 304);
+	assert_int_equal(offsetof(struct rl_shm_header, config_since_ms), 312);
+	assert_int_equal(offsetof(struct rl_shm_header, config_bad_stamp), 320);
+	assert_int_equal(offsetof(struct rl_shm_header, config_bad_since_ms), 328);
 
 	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
@@ -115,6 +121,8 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_rule, name), 32);
 	assert_int_equal(offsetof(struct rl_shm_rule, nplans), 64);
 	assert_int_equal(offsetof(struct rl_shm_rule, plans), 72);
+	assert_int_equal(offsetof(struct rl_shm_rule, bans), 200);
+	assert_int_equal(offsetof(struct rl_shm_rule, summarised), 208);
 	assert_int_equal(sizeof(struct rl_shm_plan), 16);
 
 	assert_int_equal(sizeof(struct rl_shm_shard), RL_MAX_RULES * 16);
