@@ -32,6 +32,36 @@
 
 static volatile sig_atomic_t stopping;
 
+/*
+ * The configuration file changed: 1 if this agent should restart itself on
+ * the new one (it parses, and names the same segment), else 0; what is
+ * wrong with it is logged once per version of the file.
+ */
+static int config_changed(const char *path, const struct rl_config *cur,
+			  uint64_t *stamp)
+{
+	uint64_t now = rl_config_stamp(path);
+	struct rl_config *next;
+	char err[RL_ERR_MAX];
+	int ok;
+
+	if (!path || now == *stamp)
+		return 0;
+	*stamp = now;
+	if (rl_config_load(path, &next, err, sizeof(err))) {
+		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
+		       "one in force\" err=\"%s\"", err);
+		return 0;
+	}
+	ok = strcmp(next->shm, cur->shm) == 0;
+	if (!ok)
+		rl_log(RL_LOG_WARN, "msg=\"configuration names another segment; "
+		       "the servers keep this one until they restart\" shm=%s",
+		       next->shm);
+	rl_config_free(next);
+	return ok;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -88,6 +118,24 @@ static int detach(const char *logfile)
 	return 0;
 }
 
+/*
+ * Start again on the changed configuration: the same program, in the
+ * foreground now (it is detached already: same session, same log), with
+ * the file named. The segment lock went with close(); the heartbeat is
+ * only milliseconds old when the new image takes it over, so no shim
+ * starts another agent meanwhile.
+ */
+static void reexec(char **argv, const char *path)
+{
+	char *args[] = { argv[0], (char *)"--foreground", (char *)"-c",
+			 (char *)path, NULL };
+
+	execv("/proc/self/exe", args);
+	rl_log(RL_LOG_ERROR, "msg=\"cannot restart\" err=\"%s\"",
+	       strerror(errno));
+	_exit(1);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -102,7 +150,8 @@ int main(int argc, char **argv)
 	struct rl_agent agent;
 	char err[RL_ERR_MAX];
 	int foreground = 0, opt, lock, rc;
-	uint64_t next, last_sweep = 0;
+	uint64_t next, last_sweep = 0, stamp;
+	int restart = 0;
 	struct sigaction sa;
 
 	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -128,6 +177,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rlshimd: %s\n", err);
 		return 1;
 	}
+	stamp = rl_config_stamp(path);
 	rl_log_setup(cfg->log, cfg->log_level, "rlshimd");
 	rc = rl_table_open(cfg->shm, cfg->capacity, RL_TABLE_CREATE, &table);
 	if (rc) {
@@ -177,6 +227,10 @@ int main(int argc, char **argv)
 		if (now - last_sweep >= SWEEP_NS) {
 			rl_table_sweep(table, now);
 			last_sweep = now;
+			if (config_changed(path, cfg, &stamp)) {
+				restart = 1;
+				break;
+			}
 		}
 		next += agent.interval_ns;
 		now = rl_time_now_ns();
@@ -186,8 +240,9 @@ int main(int argc, char **argv)
 		ts.tv_nsec = (long)(next % RL_NS_PER_SEC);
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	}
-	/* Decisions stop counting for a sync that will not come. */
-	{
+	/* Decisions stop counting for a sync that will not come (a restart
+	 * syncs again within milliseconds: they go on counting). */
+	if (!restart) {
 		uint64_t f = atomic_load(&table->hdr->agent_flags);
 
 		while (!atomic_compare_exchange_weak(&table->hdr->agent_flags, &f,
@@ -196,11 +251,14 @@ int main(int argc, char **argv)
 	}
 	rl_agent_xdp_free(&agent);
 	atomic_store(&table->hdr->agent_pid, 0);
-	rl_log(RL_LOG_INFO, "msg=\"agent stopped\" rounds=%llu",
+	rl_log(RL_LOG_INFO, "msg=\"agent %s\" rounds=%llu",
+	       restart ? "restarting on the changed configuration" : "stopped",
 	       (unsigned long long)agent.rounds);
 	rl_agent_free(&agent);
 	rl_table_close(table);
 	rl_config_free(cfg);
 	close(lock);
+	if (restart)
+		reexec(argv, path);
 	return 0;
 }

@@ -1463,6 +1463,16 @@ const char *rl_config_path(void)
 	return NULL;
 }
 
+int rl_config_guards(const struct rl_config *c, uint16_t port)
+{
+	if (c->nports == 0)
+		return 1;
+	for (unsigned i = 0; i < c->nports; i++)
+		if (c->ports[i] == port)
+			return 1;
+	return 0;
+}
+
 uint64_t rl_config_stamp(const char *path)
 {
 	struct stat st;

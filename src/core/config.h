@@ -162,6 +162,9 @@ const char *rl_config_path(void);
  */
 void rl_config_remember_env(void);
 
+/* 1 if `port` is guarded by `c` (no ports = every port). */
+int rl_config_guards(const struct rl_config *c, uint16_t port);
+
 /*
  * What the file at `path` is now, in 64 bits (device, inode, size and
  * modification time, hashed): a change means the file was edited or

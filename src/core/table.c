@@ -618,19 +618,34 @@ unsigned rl_table_summarise(struct rl_table *t, uint64_t now_ms,
 	    !atomic_compare_exchange_strong(&t->hdr->summary_ms, &last, now_ms))
 		return 0;
 	/* This process has the interval: no other one writes `summarised`
-	 * until summary_ms moves again, interval_ms from now. */
+	 * until summary_ms moves again, interval_ms from now. A rule that a
+	 * reload redefined has entries under one name: one line for them. */
 	for (unsigned r = 0; r < RL_MAX_RULES; r++) {
-		struct rl_rule_stats st;
-		uint64_t before;
+		struct rl_rule_stats st, other;
+		uint64_t denied = 0;
+		int first = 1;
 
 		if (rl_table_rule_stats(t, r, &st))
 			continue;
-		before = atomic_exchange_explicit(&t->rules[r].summarised,
-						  st.denied,
-						  memory_order_relaxed);
-		if (st.denied > before) {
-			fn(st.name, st.denied - before, last ? now_ms - last : 0,
-			   arg);
+		for (unsigned o = 0; o < RL_MAX_RULES && first; o++)
+			if (o != r && !rl_table_rule_stats(t, o, &other) &&
+			    strcmp(other.name, st.name) == 0)
+				first = o > r;
+		if (!first)
+			continue; /* counted with the first of its name */
+		for (unsigned o = r; o < RL_MAX_RULES; o++) {
+			if (o != r && (rl_table_rule_stats(t, o, &other) ||
+				       strcmp(other.name, st.name) != 0))
+				continue;
+			if (o == r)
+				other = st;
+			denied += other.denied -
+				  atomic_exchange_explicit(&t->rules[o].summarised,
+							   other.denied,
+							   memory_order_relaxed);
+		}
+		if (denied) {
+			fn(st.name, denied, last ? now_ms - last : 0, arg);
 			lines++;
 		}
 	}

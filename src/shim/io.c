@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "proxy.h"
+#include "shim.h"
 #include "reply.h"
 #include "time.h"
 
@@ -66,6 +68,37 @@ static int owner_here(void)
 }
 
 
+/* Build a policy for `cfg` over `table` and put it in force. */
+static int publish(const struct rl_config *cfg, struct rl_table *table,
+		   char *err, size_t errlen)
+{
+	struct rl_policy *p = malloc(sizeof(*p));
+	int rc;
+
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = rl_policy_init(p, cfg, table, err, errlen);
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	__atomic_store_n(&rl_io.pol, p, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen)
+{
+	const struct rl_policy *old = rl_io_policy();
+
+	if (!old) {
+		snprintf(err, errlen, "not started");
+		return -EINVAL;
+	}
+	return publish(cfg, old->table, err, errlen);
+}
+
 int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 		struct rl_table *table, char *err, size_t errlen)
 {
@@ -77,7 +110,7 @@ int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 		snprintf(err, errlen, "cannot map the fd table");
 		return rc;
 	}
-	rc = rl_policy_init(&rl_io.policy, cfg, table, err, errlen);
+	rc = publish(cfg, table, err, errlen);
 	if (rc)
 		return rc;
 	rl_io.cfg = cfg;
@@ -173,7 +206,8 @@ static void deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 }
 
 /* Decide a parsed request. Returns 1 if allowed. */
-static int decide_req(struct rl_conn *c, const struct rl_http_req *req)
+static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
+		      const struct rl_http_req *req, uint64_t now)
 {
 	struct rl_verdict v;
 
@@ -187,8 +221,7 @@ static int decide_req(struct rl_conn *c, const struct rl_http_req *req)
 		deny(c, RL_REPLY_400, NULL, req, "HTTP/2 preface mid-connection");
 		return 0;
 	}
-	if (rl_policy_request_peer(&rl_io.policy, &c->peer, req,
-				   rl_time_now_ns(), &v)) {
+	if (rl_policy_request_peer(pol, &c->peer, req, now, &v)) {
 		deny(c, RL_REPLY_400, NULL, req, "ambiguous key header");
 		return 0;
 	}
@@ -216,8 +249,10 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 		  size_t he)
 {
 	const uint8_t *head = NULL;
+	const struct rl_policy *pol;
 	struct rl_http_req req;
 	size_t off = hs;
+	uint64_t now;
 
 	/* Contiguous in one segment? Else gather into the scratch. */
 	for (int i = 0; i < rg->cnt; i++) {
@@ -240,11 +275,14 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 		iov_gather(rg->iov, rg->cnt, hs, h->data, he - hs);
 		head = h->data;
 	}
-	if (rl_http_parse_head(head, he - hs, &rl_io.policy.want, &req)) {
+	now = rl_time_now_ns();
+	rl_shim_tick(now);
+	pol = rl_io_policy();
+	if (rl_http_parse_head(head, he - hs, &pol->want, &req)) {
 		deny(c, RL_REPLY_400, NULL, &req, req.error);
 		return 0;
 	}
-	return decide_req(c, &req);
+	return decide_req(c, pol, &req, now);
 }
 
 /*
@@ -257,14 +295,20 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 static int decide_whole(struct rl_conn *c, const uint8_t *p, size_t len,
 			size_t *used, int *allowed)
 {
+	const struct rl_policy *pol;
 	struct rl_http_req req;
+	uint64_t now;
 
 	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
-	    (c->http.requests == 0 && p[0] == 0x16) ||
-	    rl_http_parse_prefix(p, len, &rl_io.policy.want, &req, used))
+	    (c->http.requests == 0 && p[0] == 0x16))
+		return 0;
+	now = rl_time_now_ns();
+	rl_shim_tick(now);
+	pol = rl_io_policy();
+	if (rl_http_parse_prefix(p, len, &pol->want, &req, used))
 		return 0;
 	rl_http_took_head(&c->http);
-	*allowed = decide_req(c, &req);
+	*allowed = decide_req(c, pol, &req, now);
 	return 1;
 }
 /*
@@ -395,10 +439,11 @@ static ssize_t answer(struct rl_conn *c, int fd)
 		n = rl_reply_429(buf, sizeof(buf), &rr, NULL, &c->verdict.res,
 				 NULL, RL_HEADERS_NONE, 0, 0);
 	} else if (c->reply == RL_REPLY_429) {
-		const struct rl_rule_cfg *rule = &rl_io.cfg->rules[c->verdict.rule];
+		const struct rl_config *cfg = c->verdict.cfg;
+		const struct rl_rule_cfg *rule = &cfg->rules[c->verdict.rule];
 
 		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
-				 &c->verdict.res, &rule->rate, rl_io.cfg->headers,
+				 &c->verdict.res, &rule->rate, cfg->headers,
 				 rl_time_wall_ms(), c->verdict.store_down);
 	} else if (c->reply == RL_REPLY_400) {
 		n = rl_reply_400(buf, sizeof(buf), &rr,
@@ -483,9 +528,9 @@ static int hold_proxy(struct rl_conn *c)
 	h->len -= (uint32_t)pr.len;
 	c->proxy = 0;
 	if (!pr.local)
-		rl_policy_peer(&rl_io.policy, &pr.addr, &c->peer);
+		rl_policy_peer(rl_io_policy(), &pr.addr, &c->peer);
 	/* The accept-level rules, now that the client is known. */
-	rl_policy_accept(&rl_io.policy, &c->peer.addr, rl_time_now_ns(), &v);
+	rl_policy_accept(rl_io_policy(), &c->peer.addr, rl_time_now_ns(), &v);
 	if (!v.allowed) {
 		deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 		return -1;
@@ -786,7 +831,7 @@ int rl_io_listener(int lfd)
 	e->kind = RL_FD_LISTEN;
 	e->port = port;
 	e->guarded = (uint8_t)(rl_io.refuse || !rl_io.cfg ||
-			       rl_policy_guarded(&rl_io.policy, port));
+			       rl_config_guards(rl_io.cfg, port));
 	if (e->guarded)
 		remember_listener(port);
 	return e->guarded;
@@ -805,6 +850,7 @@ int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
 		   socklen_t peerlen)
 {
 	struct rl_fd *e = rl_fd_get(fd), *l = rl_fd_get(lfd);
+	const struct rl_policy *pol;
 	struct rl_verdict v;
 	struct rl_addr client;
 	struct rl_conn *c;
@@ -821,8 +867,9 @@ int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
 	}
 	if (e->kind == RL_FD_CONN)
 		rl_fd_forget(e); /* a stale entry: closed behind our back */
-	if (!rl_policy_expects_proxy(&rl_io.policy, &client)) {
-		rl_policy_accept(&rl_io.policy, &client, rl_time_now_ns(), &v);
+	pol = rl_io_policy();
+	if (!rl_policy_expects_proxy(pol, &client)) {
+		rl_policy_accept(pol, &client, rl_time_now_ns(), &v);
 		if (!v.allowed) {
 			refuse_close(fd);
 			return 0;
@@ -833,9 +880,9 @@ int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
 		refuse_close(fd);
 		return 0;
 	}
-	rl_policy_peer(&rl_io.policy, &client, &c->peer);
+	rl_policy_peer(pol, &client, &c->peer);
 	c->port = l ? l->port : 0;
-	c->proxy = (uint8_t)rl_policy_expects_proxy(&rl_io.policy, &client);
+	c->proxy = (uint8_t)rl_policy_expects_proxy(pol, &client);
 	return 1;
 }
 
@@ -847,6 +894,7 @@ void rl_io_adopt(int fd, struct rl_fd *e)
 	uint16_t port;
 	int known = 0, listening = 0;
 	socklen_t ll = sizeof(listening);
+	const struct rl_policy *pol;
 	struct rl_conn *c;
 
 	e->kind = RL_FD_IGNORED;
@@ -855,7 +903,7 @@ void rl_io_adopt(int fd, struct rl_fd *e)
 	/* With no ports configured, only ports this process has accepted on:
 	 * an outgoing connection (to a database, say) is never framed. */
 	if (rl_io.cfg->nports) {
-		known = rl_policy_guarded(&rl_io.policy, port);
+		known = rl_config_guards(rl_io.cfg, port);
 	} else {
 		unsigned n = __atomic_load_n(&rl_io.nlisten, __ATOMIC_ACQUIRE);
 
@@ -873,9 +921,10 @@ void rl_io_adopt(int fd, struct rl_fd *e)
 	c = rl_conn_new(e);
 	if (!c)
 		return;
-	rl_policy_peer(&rl_io.policy, &client, &c->peer);
+	pol = rl_io_policy();
+	rl_policy_peer(pol, &client, &c->peer);
 	c->port = port;
-	c->proxy = (uint8_t)rl_policy_expects_proxy(&rl_io.policy, &client);
+	c->proxy = (uint8_t)rl_policy_expects_proxy(pol, &client);
 }
 
 /* ---- close, dup, write --------------------------------------------------------------- */

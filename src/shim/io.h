@@ -27,11 +27,17 @@ struct rl_io_sys {
 	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
 };
 
-/* The active shim. Set up once by rl_io_start; read-only afterwards. */
+/*
+ * The active shim. Set up once by rl_io_start; afterwards only `pol`
+ * changes, when a reload publishes a new policy (and configuration). A
+ * policy is never freed: a thread may still be deciding with the one
+ * before, and a connection's verdict points into it.
+ */
 struct rl_io {
 	struct rl_io_sys sys;
-	const struct rl_config *cfg;
-	struct rl_policy policy;
+	const struct rl_config *cfg; /* the one started with: which ports are
+					guarded (a reload keeps them) */
+	const struct rl_policy *pol; /* rl_io_policy() to read it */
 	int refuse;       /* start failed with on_error = refuse */
 	unsigned nlisten; /* ports seen listening (adoption with no ports) */
 	uint16_t listen_ports[RL_MAX_PORTS];
@@ -45,6 +51,21 @@ extern struct rl_io rl_io;
  */
 int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 		struct rl_table *table, char *err, size_t errlen);
+
+/* The policy in force now (NULL before rl_io_start). */
+static inline const struct rl_policy *rl_io_policy(void)
+{
+	return __atomic_load_n(&rl_io.pol, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Put `cfg` (kept, never freed) in force in place of the current one, over
+ * the same table: rules whose definition is unchanged keep their ids and so
+ * their keys' state. Connections pick the new policy up at their next
+ * request. Returns 0, or a negative errno with `err` set (the old policy
+ * stays).
+ */
+int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen);
 
 /* Refuse every guarded connection from now on (on_error = refuse). */
 void rl_io_refuse(const struct rl_io_sys *sys);

@@ -72,16 +72,6 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 	return 0;
 }
 
-int rl_policy_guarded(const struct rl_policy *p, uint16_t port)
-{
-	if (p->cfg->nports == 0)
-		return 1;
-	for (unsigned i = 0; i < p->cfg->nports; i++)
-		if (p->cfg->ports[i] == port)
-			return 1;
-	return 0;
-}
-
 int rl_policy_expects_proxy(const struct rl_policy *p,
 			    const struct rl_addr *peer)
 {
@@ -89,9 +79,10 @@ int rl_policy_expects_proxy(const struct rl_policy *p,
 	       rl_cidr_set_contains(&p->cfg->trusted_proxies, peer);
 }
 
-static void verdict_allow(struct rl_verdict *v)
+static void verdict_allow(const struct rl_policy *p, struct rl_verdict *v)
 {
 	memset(v, 0, sizeof(*v));
+	v->cfg = p->cfg;
 	v->allowed = 1;
 	v->rule = -1;
 }
@@ -260,7 +251,7 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 	size_t iplen;
 	unsigned ndone = 0;
 
-	verdict_allow(v);
+	verdict_allow(p, v);
 	if (rl_cidr_set_contains(&cfg->allow, client))
 		return; /* never limited, never banned */
 	/* A ban: the cheapest refusal, before anything is read. */
@@ -356,6 +347,7 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 {
 	const struct rl_config *cfg = p->cfg;
 
+	out->pol = p;
 	out->addr = *a;
 	out->allowed = (uint8_t)rl_cidr_set_contains(&cfg->allow, a);
 	out->trusted = p->want_xff >= 0 &&
@@ -387,12 +379,22 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 	const uint8_t *ipkey = peer->key;
 	const struct rl_addr *client = &peer->addr;
 	struct rl_addr proxied;
-	size_t iplen = peer->key_len;
+	size_t iplen;
 	unsigned ndone = 0;
-	int allowed = peer->allowed;
+	int allowed;
 	uint64_t gen;
 
-	verdict_allow(v);
+	if (peer->pol != p) {
+		/* A reload since this connection's last request: what the
+		 * new configuration says of its peer (allow list, prefix),
+		 * and a ban check at the next step. */
+		proxied = peer->addr;
+		rl_policy_peer(p, &proxied, peer);
+		peer->ban_gen = ~0ull;
+	}
+	allowed = peer->allowed;
+	iplen = peer->key_len;
+	verdict_allow(p, v);
 	if (peer->trusted && req->nvalues[p->want_xff]) {
 		/* A proxy vouches for another client: key that one. */
 		rl_policy_client(p, &peer->addr, req, &proxied);

@@ -34,6 +34,7 @@ struct rl_policy {
 #define RL_PEER_HINTS 4 /* the first rules keyed by ip or global */
 
 struct rl_peer {
+	const struct rl_policy *pol; /* the policy that worked it out */
 	struct rl_addr addr;
 	uint8_t allowed;   /* on the allow list */
 	uint8_t trusted;   /* a trusted proxy whose client_ip_header counts */
@@ -49,6 +50,8 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 
 /* The outcome of a decision. */
 struct rl_verdict {
+	const struct rl_config *cfg; /* the configuration decided by (`rule`
+				      indexes its rules) */
 	int allowed;          /* 1: pass; 0: answer 429 (or refuse at accept) */
 	int banned;           /* refused by a ban: at accept, closed; a
 				 request, 429 with res.retry_after_ns the
@@ -67,9 +70,6 @@ struct rl_verdict {
  */
 int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		   struct rl_table *t, char *err, size_t errlen);
-
-/* 1 if `port` is guarded by the configuration (no ports = every port). */
-int rl_policy_guarded(const struct rl_policy *p, uint16_t port);
 
 /* 1 if `proxy_protocol` applies to connections from `peer`. */
 int rl_policy_expects_proxy(const struct rl_policy *p,

@@ -3,6 +3,7 @@
 #include "shim.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,12 +11,21 @@
 #include "spawn.h"
 #include "time.h"
 
+/* A reload is looked for, and the denial summary written, at most this
+ * often per process, at a request or an accept. */
+#define TICK_NS RL_NS_PER_SEC
+#define SUMMARY_MS 10000u
+
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum rl_shim_phase phase;
 static struct rl_io_sys io_sys;
-static struct rl_config *config;
+static struct rl_config *config;      /* in force; earlier ones are never
+					 freed (a thread may be using one) */
+static uint64_t config_stamp;        /* rl_config_stamp() of its file */
 static char config_err[RL_ERR_MAX];
 static struct rl_table *table_;
+
+uint64_t rl_shim_tick_at;
 
 enum rl_shim_phase rl_shim_phase(void)
 {
@@ -89,7 +99,6 @@ enum rl_shim_phase rl_shim_configure(const struct rl_io_sys *sys)
 	rl_log_setup(config->log, config->log_level, "rlshim");
 	/* The ports are known from here on; nothing is opened yet. */
 	rl_io.cfg = config;
-	rl_io.policy.cfg = config;
 	set_phase(RL_SHIM_CONFIGURED);
 out:
 	pthread_mutex_unlock(&start_lock);
@@ -131,6 +140,9 @@ enum rl_shim_phase rl_shim_activate(void)
 	       config->nrules, config->shm, n ? ports : "all",
 	       config->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce");
 	table_ = table;
+	config_stamp = rl_config_stamp(config->source[0] ? config->source : NULL);
+	if (atomic_exchange(&table->hdr->config_stamp, config_stamp) != config_stamp)
+		atomic_store(&table->hdr->config_since_ms, rl_time_wall_ms());
 	set_phase(RL_SHIM_ACTIVE);
 	rl_spawn_agent(config, table, rl_time_now_ns());
 out:
@@ -140,11 +152,127 @@ out:
 
 void rl_shim_watch(void)
 {
-	/* At every accept, two loads: is the agent we want alive? */
-	if (table_ && (config->redis || config->xdp)) {
-		uint64_t now = rl_time_now_ns();
+	uint64_t now = rl_time_now_ns();
 
-		if (!rl_agent_alive(table_, now))
-			rl_spawn_agent(config, table_, now);
+	rl_shim_tick(now);
+	/* At every accept, two loads: is the agent we want alive? */
+	if (table_ && (config->redis || config->xdp) &&
+	    !rl_agent_alive(table_, now))
+		rl_spawn_agent(config, table_, now);
+}
+
+/* ---- reload --------------------------------------------------------------- */
+
+/*
+ * What a reload cannot change in a running process: the segment (its name
+ * and size are the shared state itself) and the guarded ports (listeners
+ * are classified once). `next` keeps the values in force; `note` names
+ * what changed, for the log.
+ */
+static void keep_fixed(struct rl_config *next, const struct rl_config *cur,
+		       char *note, size_t len)
+{
+	size_t n = 0;
+
+	note[0] = '\0';
+	if (strcmp(next->shm, cur->shm) != 0)
+		n += (size_t)snprintf(note + n, len - n, "%sshm", n ? "," : "");
+	if (next->capacity != cur->capacity && n < len)
+		n += (size_t)snprintf(note + n, len - n, "%scapacity",
+				      n ? "," : "");
+	if ((next->nports != cur->nports ||
+	     memcmp(next->ports, cur->ports, sizeof(cur->ports[0]) *
+		    cur->nports) != 0) && n < len)
+		snprintf(note + n, len - n, "%sports", n ? "," : "");
+	memcpy(next->shm, cur->shm, sizeof(next->shm));
+	next->capacity = cur->capacity;
+	next->nports = cur->nports;
+	memcpy(next->ports, cur->ports, sizeof(next->ports));
+}
+
+/* The file at `stamp` is in force here; the first process of the host to
+ * say so logs it. */
+static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
+{
+	struct rl_shm_header *h = table_->hdr;
+
+	config = next;
+	rl_log_setup(next->log, next->log_level, "rlshim");
+	if (atomic_exchange(&h->config_stamp, stamp) == stamp)
+		return;
+	atomic_fetch_add(&h->config_reloads, 1);
+	atomic_store(&h->config_since_ms, rl_time_wall_ms());
+	rl_log(RL_LOG_INFO, "msg=\"configuration reloaded\" config=\"%s\" "
+	       "rules=%u mode=%s%s%s%s", next->source, next->nrules,
+	       next->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce",
+	       fixed[0] ? " restart_needed=\"" : "", fixed,
+	       fixed[0] ? "\"" : "");
+}
+
+/* The file at `stamp` cannot be used: said once per host. */
+static void refused(uint64_t stamp, const char *err)
+{
+	struct rl_shm_header *h = table_->hdr;
+
+	if (atomic_exchange(&h->config_bad_stamp, stamp) == stamp)
+		return;
+	atomic_store(&h->config_bad_since_ms, rl_time_wall_ms());
+	rl_log(RL_LOG_ERROR, "msg=\"configuration refused, the rules in force "
+	       "stay\" err=\"%s\"", err);
+}
+
+static void reload_check(void)
+{
+	const char *path = config->source;
+	struct rl_config *next;
+	char err[RL_ERR_MAX], fixed[32];
+	uint64_t stamp;
+
+	if (!path[0])
+		return; /* the built-in default: no file to watch */
+	stamp = rl_config_stamp(path);
+	if (stamp == config_stamp)
+		return;
+	config_stamp = stamp; /* this version of the file is dealt with */
+	if (rl_config_load(path, &next, err, sizeof(err)) == 0) {
+		keep_fixed(next, config, fixed, sizeof(fixed));
+		if (rl_io_reload(next, err, sizeof(err)) == 0) {
+			applied(next, stamp, fixed);
+			return;
+		}
+		rl_config_free(next);
 	}
+	refused(stamp, err);
+}
+
+static void log_denials(const char *rule, uint64_t denied, uint64_t over_ms,
+			void *arg)
+{
+	char over[32];
+
+	(void)arg;
+	rl_time_format_duration(over, sizeof(over),
+				(over_ms + 500) / 1000 * RL_NS_PER_SEC);
+	rl_log(RL_LOG_INFO, "msg=\"%s\" rule=%s count=%llu%s%s",
+	       config->mode == RL_MODE_DRY_RUN ? "dry-run: requests that would "
+						 "have been denied"
+					       : "requests denied",
+	       rule, (unsigned long long)denied, over_ms ? " over=" : "",
+	       over_ms ? over : "");
+}
+
+void rl_shim_tick_slow(uint64_t now_ns)
+{
+	uint64_t at = __atomic_load_n(&rl_shim_tick_at, __ATOMIC_RELAXED);
+
+	/* One thread of the process takes the tick. */
+	if (now_ns < at ||
+	    !__atomic_compare_exchange_n(&rl_shim_tick_at, &at, now_ns + TICK_NS,
+					 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	if (rl_shim_phase() != RL_SHIM_ACTIVE)
+		return;
+	reload_check();
+	rl_table_summarise(table_, now_ns / RL_NS_PER_MS, SUMMARY_MS,
+			   log_denials, NULL);
 }

@@ -9,6 +9,8 @@
 #ifndef RL_SHIM_H
 #define RL_SHIM_H
 
+#include <stdint.h>
+
 #include "io.h"
 
 enum rl_shim_phase {
@@ -33,5 +35,22 @@ enum rl_shim_phase rl_shim_activate(void);
 /* At each accept once active: restart the agent if it should run and its
  * heartbeat stopped. */
 void rl_shim_watch(void);
+
+/*
+ * At a request or an accept, with the time it was taken at: at most once a
+ * second per process, look whether the configuration file changed and put
+ * a valid new one in force (an invalid one is logged once per host and the
+ * rules in force stay), and write the host's denial summary when due (one
+ * line per rule with denials, every 10 s at most). Otherwise one load and
+ * a compare.
+ */
+extern uint64_t rl_shim_tick_at;
+void rl_shim_tick_slow(uint64_t now_ns);
+
+static inline void rl_shim_tick(uint64_t now_ns)
+{
+	if (now_ns >= __atomic_load_n(&rl_shim_tick_at, __ATOMIC_RELAXED))
+		rl_shim_tick_slow(now_ns);
+}
 
 #endif /* RL_SHIM_H */

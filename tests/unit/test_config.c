@@ -1152,6 +1152,40 @@ static void test_file(void **state)
 	assert_int_equal(unlink(path), 0);
 }
 
+/* The stamp changes when the file is rewritten, even to the same bytes
+ * (a rename over it), and is the same for every reader. */
+static void test_stamp(void **state)
+{
+	char path[] = "/tmp/rlshim-test-stamp-XXXXXX", tmp[64];
+	uint64_t s1, s2;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	assert_int_equal(rl_config_stamp(NULL), 1);
+	assert_int_equal(rl_config_stamp("/nonexistent/rlshim.conf"), 0);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	s1 = rl_config_stamp(path);
+	assert_true(s1 > 1);
+	assert_int_equal(rl_config_stamp(path), s1);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = fopen(tmp, "w");
+	assert_non_null(f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(rename(tmp, path), 0);
+	s2 = rl_config_stamp(path);
+	assert_true(s2 > 1);
+	assert_int_not_equal(s2, s1);
+	f = fopen(path, "a");
+	assert_non_null(f);
+	fputs("; edited in place\n", f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_not_equal(rl_config_stamp(path), s2);
+	assert_int_equal(unlink(path), 0);
+}
+
 static void test_missing_file(void **state)
 {
 	const char *path = "/nonexistent/rlshim.conf";
@@ -1260,6 +1294,7 @@ int main(void)
 		cmocka_unit_test(test_error_first_wins),
 		cmocka_unit_test(test_error_null_err),
 		cmocka_unit_test(test_file),
+		cmocka_unit_test(test_stamp),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_directory),
 		cmocka_unit_test(test_config_path),

@@ -769,14 +769,14 @@ static void test_guarded_and_proxy(void **state)
 			    "[limit:r]\nmatch = *\nrate = 1/s\n");
 	init_policy(&p2, fx.cfg2);
 	/* No ports: every port. */
-	assert_int_equal(rl_policy_guarded(&fx.p, 0), 1);
-	assert_int_equal(rl_policy_guarded(&fx.p, 80), 1);
-	assert_int_equal(rl_policy_guarded(&fx.p, 65535), 1);
-	assert_int_equal(rl_policy_guarded(&p2, 8080), 1);
-	assert_int_equal(rl_policy_guarded(&p2, 8443), 1);
-	assert_int_equal(rl_policy_guarded(&p2, 80), 0);
-	assert_int_equal(rl_policy_guarded(&p2, 8081), 0);
-	assert_int_equal(rl_policy_guarded(&p2, 0), 0);
+	assert_int_equal(rl_config_guards(fx.p.cfg, 0), 1);
+	assert_int_equal(rl_config_guards(fx.p.cfg, 80), 1);
+	assert_int_equal(rl_config_guards(fx.p.cfg, 65535), 1);
+	assert_int_equal(rl_config_guards(p2.cfg, 8080), 1);
+	assert_int_equal(rl_config_guards(p2.cfg, 8443), 1);
+	assert_int_equal(rl_config_guards(p2.cfg, 80), 0);
+	assert_int_equal(rl_config_guards(p2.cfg, 8081), 0);
+	assert_int_equal(rl_config_guards(p2.cfg, 0), 0);
 	/* PROXY only with proxy_protocol on, and only from a trusted peer. */
 	a = ip("10.1.2.3");
 	assert_int_equal(rl_policy_expects_proxy(&fx.p, &a), 0);
@@ -1021,12 +1021,52 @@ static void test_maxretry_proxied(void **state)
 	assert_int_equal(ban_left_ms("10.0.0.1"), 0);
 }
 
+/* A reload under an open connection: its next request is decided by the
+ * new policy, with what that says of the peer (here: now on the allow
+ * list), and the verdict names the new configuration's rules. */
+static void test_reload_peer(void **state)
+{
+	struct rl_policy p2;
+	struct rl_peer peer;
+	struct rl_verdict v;
+	struct rl_addr a = ip("192.0.2.7");
+	struct rq r;
+
+	(void)state;
+	load("[limit:a]\nmatch = *\nrate = 1/m\n");
+	fx.cfg2 = parse_cfg("[global]\nallow = 192.0.2.0/24\n"
+			    "[limit:a]\nmatch = *\nrate = 1/m\n"
+			    "[limit:b]\nmatch = GET /b\nrate = 1/m\n");
+	init_policy(&p2, fx.cfg2);
+	rl_policy_peer(&fx.p, &a, &peer);
+	mkreq(&r, &fx.p, "GET", "/", NULL);
+	assert_int_equal(rl_policy_request_peer(&fx.p, &peer, &r.req, T0, &v), 0);
+	assert_int_equal(v.allowed, 1);
+	assert_int_equal(rl_policy_request_peer(&fx.p, &peer, &r.req, T0, &v), 0);
+	assert_int_equal(v.allowed, 0);
+	assert_ptr_equal(v.cfg, fx.cfg);
+	/* The same connection, the new policy: allowed, and it knows. */
+	assert_int_equal(rl_policy_request_peer(&p2, &peer, &r.req, T0, &v), 0);
+	assert_int_equal(v.allowed, 1);
+	assert_ptr_equal(v.cfg, fx.cfg2);
+	assert_ptr_equal(peer.pol, &p2);
+	assert_int_equal(peer.allowed, 1);
+	/* Unchanged rule, same id: the state the old policy left is there. */
+	assert_int_equal(fx.p.ids[0], p2.ids[0]);
+	/* Back to the first: the verdict indexes the first one's rules. */
+	assert_int_equal(rl_policy_request_peer(&fx.p, &peer, &r.req, T0, &v), 0);
+	assert_int_equal(v.allowed, 0);
+	assert_int_equal(v.rule, 0);
+	assert_ptr_equal(v.cfg, fx.cfg);
+}
+
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		TEST(test_match),
+		TEST(test_reload_peer),
 		TEST(test_key_ipv4_prefix),
 		TEST(test_key_ipv6_prefix),
 		TEST(test_key_global),

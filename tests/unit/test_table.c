@@ -745,6 +745,81 @@ static int visit(const struct rl_slot_view *v, void *arg)
 	return 0;
 }
 
+/* ---- the denial summary ----------------------------------------------------- */
+
+struct lines {
+	unsigned n;
+	char rule[4][32];
+	uint64_t denied[4], over[4];
+};
+
+static void note_line(const char *rule, uint64_t denied, uint64_t over_ms,
+		      void *arg)
+{
+	struct lines *l = arg;
+
+	assert_true(l->n < 4);
+	snprintf(l->rule[l->n], sizeof(l->rule[0]), "%s", rule);
+	l->denied[l->n] = denied;
+	l->over[l->n++] = over_ms;
+}
+
+static void deny(struct rl_table *t, unsigned rule, const char *key, int n)
+{
+	struct rl_result r;
+
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(rl_table_take(t, rule, key, strlen(key), 1, T0, &r), 0);
+		assert_false(r.allowed);
+	}
+}
+
+/* One line per rule name and interval, with the denials since the last
+ * line; one process (table handle) takes each interval. */
+static void test_summarise(void **state)
+{
+	struct rl_table *a = open_new(64), *b = NULL;
+	unsigned sms = add_rule(a, "sms", 60 * SEC, 1, 1);
+	unsigned api = add_rule(a, "api", 60 * SEC, 1, 1);
+	unsigned sms2 = add_rule(a, "sms", 60 * SEC, 2, 2); /* reloaded */
+	struct rl_result r;
+	struct lines l = { 0 };
+	const uint64_t B = T0 / MS; /* monotonic ms, as the shim passes */
+
+	(void)state;
+	assert_int_equal(rl_table_open(seg, 0, 0, &b), 0);
+	assert_int_equal(rl_table_take(a, sms, "k", 1, 1, T0, &r), 0);
+	/* Nothing denied yet: the first interval says nothing. */
+	assert_int_equal(rl_table_summarise(a, B + 1000, 10000, note_line, &l), 0);
+	deny(a, sms, "k", 3);
+	deny(b, api, "j", 0);
+	assert_int_equal(rl_table_take(b, api, "j", 1, 1, T0, &r), 0);
+	deny(b, api, "j", 2);
+	/* Within the interval: nothing, from either process. */
+	assert_int_equal(rl_table_summarise(a, B + 10999, 10000, note_line, &l), 0);
+	assert_int_equal(rl_table_summarise(b, B + 10999, 10000, note_line, &l), 0);
+	assert_int_equal(rl_table_summarise(b, B + 11000, 10000, note_line, &l), 2);
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.rule[0], "sms");
+	assert_int_equal(l.denied[0], 3);
+	assert_int_equal(l.over[0], 10000);
+	assert_string_equal(l.rule[1], "api");
+	assert_int_equal(l.denied[1], 2);
+	/* The interval was taken: the other process says nothing. */
+	assert_int_equal(rl_table_summarise(a, B + 11000, 10000, note_line, &l), 0);
+	/* Both entries named sms: one line, their sum; only what is new. */
+	assert_int_equal(rl_table_take(a, sms2, "k", 1, 2, T0, &r), 0);
+	deny(a, sms2, "k", 4);
+	deny(a, sms, "k", 1);
+	l.n = 0;
+	assert_int_equal(rl_table_summarise(a, B + 30000, 10000, note_line, &l), 1);
+	assert_string_equal(l.rule[0], "sms");
+	assert_int_equal(l.denied[0], 5);
+	assert_int_equal(l.over[0], 19000);
+	rl_table_close(a);
+	rl_table_close(b);
+}
+
 static void test_foreach(void **state)
 {
 	struct rl_table *t = open_new(64);
@@ -790,6 +865,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summarise, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_count, setup, teardown),
 	};
 
