@@ -152,13 +152,14 @@ out:
 
 void rl_shim_watch(void)
 {
+	const struct rl_config *cfg;
 	uint64_t now = rl_time_now_ns();
 
 	rl_shim_tick(now);
-	/* At every accept, two loads: is the agent we want alive? */
-	if (table_ && (config->redis || config->xdp) &&
-	    !rl_agent_alive(table_, now))
-		rl_spawn_agent(config, table_, now);
+	/* At every accept, a few loads: is the agent we want alive? */
+	cfg = __atomic_load_n(&config, __ATOMIC_ACQUIRE);
+	if (table_ && (cfg->redis || cfg->xdp) && !rl_agent_alive(table_, now))
+		rl_spawn_agent(cfg, table_, now);
 }
 
 /* ---- reload --------------------------------------------------------------- */
@@ -196,7 +197,7 @@ static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
 {
 	struct rl_shm_header *h = table_->hdr;
 
-	config = next;
+	__atomic_store_n(&config, next, __ATOMIC_RELEASE);
 	rl_log_setup(next->log, next->log_level, "rlshim");
 	if (atomic_exchange(&h->config_stamp, stamp) == stamp)
 		return;
