@@ -49,8 +49,11 @@ static int config_changed(const char *path, const struct rl_config *cur,
 		return 0;
 	*stamp = now;
 	if (rl_config_load(path, &next, err, sizeof(err))) {
+		char q[RL_ERR_MAX];
+
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
-		       "one in force\" err=\"%s\"", err);
+		       "one in force\" err=\"%s\"",
+		       rl_log_quote(err, q, sizeof(q)));
 		return 0;
 	}
 	ok = strcmp(next->shm, cur->shm) == 0;
@@ -148,7 +151,7 @@ int main(int argc, char **argv)
 	struct rl_config *cfg;
 	struct rl_table *table;
 	struct rl_agent agent;
-	char err[RL_ERR_MAX];
+	char err[RL_ERR_MAX], q[RL_ERR_MAX];
 	int foreground = 0, opt, lock, rc;
 	uint64_t next, last_sweep = 0, stamp;
 	int restart = 0;
@@ -202,7 +205,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (rl_agent_init(&agent, cfg, table, err, sizeof(err))) {
-		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"", err);
+		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"",
+		       rl_log_quote(err, q, sizeof(q)));
 		return 1;
 	}
 	rl_agent_xdp_init(&agent);
@@ -213,7 +217,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	atomic_store(&table->hdr->agent_pid, (uint64_t)getpid());
 	rl_log(RL_LOG_INFO, "msg=\"agent started\" config=\"%s\" shm=%s redis=%s "
-	       "xdp=%s sync_interval=%llums", path ? path : "built-in default",
+	       "xdp=%s sync_interval=%llums",
+	       rl_log_quote(path ? path : "built-in default", q, sizeof(q)),
 	       cfg->shm, cfg->redis ? "on" : "off", agent.xdp ? "on" : "off",
 	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
 

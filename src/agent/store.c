@@ -222,8 +222,10 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 		s->down_since_ns = now_ns;
 	}
 	if (!s->logged_down) {
+		char q[256];
+
 		rl_log(RL_LOG_WARN, "msg=\"store unreachable\" store=%s err=\"%s\"",
-		       s->url_text, why);
+		       s->url_text, rl_log_quote(why, q, sizeof(q)));
 		s->logged_down = 1;
 	}
 	s->up = 0;

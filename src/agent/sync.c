@@ -353,7 +353,10 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	struct reply_plan *p = &r->plan[i];
 
 	if (rep->type == REDIS_REPLY_ERROR) {
-		rl_log(RL_LOG_WARN, "msg=\"store error\" err=\"%s\"", rep->str);
+		char q[256];
+
+		rl_log(RL_LOG_WARN, "msg=\"store error\" err=\"%s\"",
+		       rl_log_quote(rep->str, q, sizeof(q)));
 		r->failed = 1;
 		return 0;
 	}

@@ -26,6 +26,29 @@ const char *rl_log_level_name(enum rl_log_level level)
 	return level_names[level];
 }
 
+const char *rl_log_quote(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (!len)
+		return buf;
+	for (; *s && n + 3 <= len; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '\\' || c == '"') {
+			buf[n++] = '\\';
+			buf[n++] = (char)c;
+		} else if (c == '\n') {
+			buf[n++] = '\\';
+			buf[n++] = 'n';
+		} else {
+			buf[n++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+		}
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
 void rl_log_setup(enum rl_log_target target, enum rl_log_level level,
 		  const char *ident)
 {

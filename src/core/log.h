@@ -11,6 +11,8 @@
 #ifndef RL_LOG_H
 #define RL_LOG_H
 
+#include <stddef.h>
+
 enum rl_log_level {
 	RL_LOG_ERROR = 0,
 	RL_LOG_WARN = 1,
@@ -30,6 +32,14 @@ void rl_log_setup(enum rl_log_target target, enum rl_log_level level,
 
 void rl_log(enum rl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * `s` made safe inside a logfmt value's double quotes (\\ and \" escaped,
+ * a newline as \n, other control bytes as ?), in `buf`, cut to fit.
+ * Returns buf. For what comes from outside: file names, parse errors,
+ * Redis's error strings.
+ */
+const char *rl_log_quote(const char *s, char *buf, size_t len);
 
 /* "error", "warn", "info", "debug" */
 const char *rl_log_level_name(enum rl_log_level level);

@@ -63,9 +63,12 @@ static int wants_passthrough(const char *path)
 
 static void fail(const char *what, const char *err, int passthrough)
 {
+	char q[RL_ERR_MAX];
+
 	rl_log(RL_LOG_ERROR, "msg=\"%s, %s\" err=\"%s\"", what,
 	       passthrough ? "passing connections through unlimited"
-			   : "refusing guarded connections", err);
+			   : "refusing guarded connections",
+	       rl_log_quote(err, q, sizeof(q)));
 	if (passthrough) {
 		set_phase(RL_SHIM_OFF);
 	} else {
@@ -108,7 +111,7 @@ out:
 enum rl_shim_phase rl_shim_activate(void)
 {
 	struct rl_table *table = NULL;
-	char err[RL_ERR_MAX], ports[256];
+	char err[RL_ERR_MAX], ports[256], q[RL_PATH_MAX * 2];
 	size_t n = 0;
 	int rc;
 
@@ -135,8 +138,10 @@ enum rl_shim_phase rl_shim_activate(void)
 		n += (size_t)snprintf(ports + n, sizeof(ports) - n, "%s%u",
 				      i ? "," : "", config->ports[i]);
 	rl_log(RL_LOG_INFO, "msg=\"limiting\" config=\"%s\" rules=%u shm=%s "
-	       "ports=%s mode=%s", config->source[0] ? config->source
-						       : "built-in default",
+	       "ports=%s mode=%s",
+	       rl_log_quote(config->source[0] ? config->source
+					      : "built-in default",
+			    q, sizeof(q)),
 	       config->nrules, config->shm, n ? ports : "all",
 	       config->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce");
 	table_ = table;
@@ -196,6 +201,7 @@ static void keep_fixed(struct rl_config *next, const struct rl_config *cur,
 static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
 {
 	struct rl_shm_header *h = table_->hdr;
+	char q[RL_PATH_MAX * 2];
 
 	__atomic_store_n(&config, next, __ATOMIC_RELEASE);
 	rl_log_setup(next->log, next->log_level, "rlshim");
@@ -204,7 +210,8 @@ static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
 	atomic_fetch_add(&h->config_reloads, 1);
 	atomic_store(&h->config_since_ms, rl_time_wall_ms());
 	rl_log(RL_LOG_INFO, "msg=\"configuration reloaded\" config=\"%s\" "
-	       "rules=%u mode=%s%s%s%s", next->source, next->nrules,
+	       "rules=%u mode=%s%s%s%s",
+	       rl_log_quote(next->source, q, sizeof(q)), next->nrules,
 	       next->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce",
 	       fixed[0] ? " restart_needed=\"" : "", fixed,
 	       fixed[0] ? "\"" : "");
@@ -214,12 +221,13 @@ static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
 static void refused(uint64_t stamp, const char *err)
 {
 	struct rl_shm_header *h = table_->hdr;
+	char q[RL_ERR_MAX];
 
 	if (atomic_exchange(&h->config_bad_stamp, stamp) == stamp)
 		return;
 	atomic_store(&h->config_bad_since_ms, rl_time_wall_ms());
 	rl_log(RL_LOG_ERROR, "msg=\"configuration refused, the rules in force "
-	       "stay\" err=\"%s\"", err);
+	       "stay\" err=\"%s\"", rl_log_quote(err, q, sizeof(q)));
 }
 
 static void reload_check(void)
