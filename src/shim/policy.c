@@ -49,8 +49,11 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 
 		if (rc) {
 			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
-				 rc == -ENOSPC ? "the segment's rule table is "
-						 "full (64 rules)"
+				 rc == -ENOSPC ? "the segment holds 64 rule "
+						 "definitions already (a "
+						 "changed rule is a new one "
+						 "until the segment is "
+						 "removed)"
 					       : "cannot be registered");
 			return rc;
 		}
