@@ -140,9 +140,9 @@ $(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map
 
 # The agent: src/agent and the core; hiredis and libbpf stay out of the
 # shim. What includes the skeleton is built after it, with its flags.
-$(B)/src/agent/xdp.o $(B)/tools/rlshimctl.o: $(BPF_SKEL)
+$(B)/src/agent/xdp.o $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)): $(BPF_SKEL)
 # They include "bpf/rlshim.h" by that name: "rlshim.h" is include/'s.
-$(B)/src/agent/xdp.o $(B)/tools/rlshimctl.o: INIH_CFLAGS += -iquote build -I. \
+$(B)/src/agent/xdp.o $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)): INIH_CFLAGS += -iquote build -I. \
 	$(shell pkg-config --cflags libbpf 2>/dev/null)
 
 $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
@@ -150,9 +150,9 @@ $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
 		$(HIREDIS_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
-$(B)/rlshimctl: $(B)/tools/rlshimctl.o $(B)/librlcore.a
+$(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(BPF_LIBS) $(LDFLAGS)
+	$(Q)$(CC) -o $@ $(filter %.o,$^) $(B)/librlcore.a $(INIH_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
 $(B)/legacy_server: tools/legacy_server.c
 	@mkdir -p $(@D)
@@ -226,7 +226,9 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_bans.py" \
-	"python3 tests/integration/test_xdp.py"
+	"python3 tests/integration/test_ctl.py" \
+	"python3 tests/integration/test_xdp.py" \
+	"python3 tests/integration/test_install.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build
@@ -247,6 +249,64 @@ unit-build: $(UNIT_BINS)
 .PHONY: demo
 demo: $(SHIM) $(B)/legacy_server
 	$(Q)tools/demo.sh $(B)
+
+# ---- make install --------------------------------------------------------------
+# make install PREFIX=/usr/local DESTDIR=   (make uninstall takes the same and
+# removes exactly those files, then the rlshim directories left empty).
+# Nothing goes into /etc or a live systemd directory: the unit and the
+# drop-in are examples, under share/doc/rlshim/systemd.
+PREFIX ?= /usr/local
+DESTDIR ?=
+RLSHIM_VERSION := 0.6
+INST := $(DESTDIR)$(PREFIX)
+INST_EXAMPLES := $(notdir $(wildcard examples/*.conf))
+INST_SYSTEMD := rlshimd.service rlshim-preload.conf
+INST_MAN := man5/rlshim.conf.5 man7/librlshim.7 man8/rlshimd.8 man8/rlshimctl.8
+INST_FILES := lib/librlshim.so lib/librlcore.a include/rlshim.h \
+	lib/pkgconfig/rlcore.pc bin/rlshimctl sbin/rlshimd lib/rlshim/rlshim.bpf.o \
+	libexec/rlshim/legacy_server share/rlshim/demo.sh \
+	$(INST_EXAMPLES:%=share/doc/rlshim/examples/%) \
+	$(INST_SYSTEMD:%=share/doc/rlshim/systemd/%) \
+	$(INST_MAN:%=share/man/%)
+# Deepest first, so that each is empty when its turn comes.
+INST_DIRS := lib/rlshim libexec/rlshim share/rlshim share/doc/rlshim/examples \
+	share/doc/rlshim/systemd share/doc/rlshim
+
+.PHONY: install uninstall
+install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
+		tools/demo.sh $(addprefix docs/,$(notdir $(INST_MAN))) \
+		$(INST_SYSTEMD:%=examples/systemd/%)
+	@$(if $(Q),echo "  INSTALL $(INST)")
+	$(Q)install -D -m 0755 $(SHIM) $(INST)/lib/librlshim.so
+	$(Q)install -D -m 0644 $(B)/librlcore.a $(INST)/lib/librlcore.a
+	$(Q)install -D -m 0644 include/rlshim.h $(INST)/include/rlshim.h
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(RLSHIM_VERSION)|' \
+		docs/rlcore.pc.in > $(B)/rlcore.pc
+	$(Q)install -D -m 0644 $(B)/rlcore.pc $(INST)/lib/pkgconfig/rlcore.pc
+	$(Q)install -D -m 0755 $(B)/rlshimctl $(INST)/bin/rlshimctl
+	$(Q)install -D -m 0755 $(B)/rlshimd $(INST)/sbin/rlshimd
+	$(Q)install -D -m 0644 $(BPF_OBJ) $(INST)/lib/rlshim/rlshim.bpf.o
+	$(Q)install -D -m 0755 $(B)/legacy_server $(INST)/libexec/rlshim/legacy_server
+	$(Q)sed -e 's|^: # @RLSHIM_INSTALLED_PATHS@$$|: "$${RLSHIM_LIB:=$(PREFIX)/lib/librlshim.so}" "$${RLSHIM_LEGACY:=$(PREFIX)/libexec/rlshim/legacy_server}" "$${RLSHIM_EXAMPLES:=$(PREFIX)/share/doc/rlshim/examples}"|' \
+		tools/demo.sh > $(B)/demo.sh
+	$(Q)grep -q 'RLSHIM_LIB:=' $(B)/demo.sh
+	$(Q)install -D -m 0755 $(B)/demo.sh $(INST)/share/rlshim/demo.sh
+	$(Q)for f in $(INST_EXAMPLES); do \
+		install -D -m 0644 examples/$$f $(INST)/share/doc/rlshim/examples/$$f || exit 1; \
+	done
+	$(Q)for f in $(INST_SYSTEMD); do \
+		install -D -m 0644 examples/systemd/$$f $(INST)/share/doc/rlshim/systemd/$$f || exit 1; \
+	done
+	$(Q)for m in $(INST_MAN); do \
+		install -D -m 0644 docs/$${m#*/} $(INST)/share/man/$$m || exit 1; \
+	done
+
+uninstall:
+	@$(if $(Q),echo "  UNINSTALL $(INST)")
+	$(Q)for f in $(INST_FILES); do rm -f $(INST)/$$f; done
+	$(Q)for d in $(INST_DIRS); do \
+		[ ! -d $(INST)/$$d ] || rmdir --ignore-fail-on-non-empty $(INST)/$$d; \
+	done
 
 # ---- make bench --------------------------------------------------------------
 bench: $(BENCH_BINS)

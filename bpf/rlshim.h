@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bpf/rlshim.h - what the XDP program (bpf/rlshim.bpf.c) and the agent
- * (src/agent/xdp.c, tools/rlshimctl.c) share: map names, key and value
+ * (src/agent/xdp.c, tools/ctl/xdp.c) share: map names, key and value
  * layouts. Includes nothing: the includer provides __u8/__u32/__u64
  * (<linux/types.h> in user space, vmlinux.h or <linux/types.h> in BPF).
  *

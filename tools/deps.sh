@@ -13,7 +13,8 @@ libcmocka-dev libinih-dev libhiredis-dev
 libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
 redis-server redis-tools nginx lighttpd busybox python3 curl wrk
-iproute2 procps psmisc hping3 valgrind strace"
+iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client
+groff-base man-db"
 
 missing=""
 for p in $PKGS; do

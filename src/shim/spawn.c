@@ -91,7 +91,9 @@ int rl_agent_alive(struct rl_table *t, uint64_t now_ns)
 
 	if (stale < RL_NS_PER_SEC)
 		stale = RL_NS_PER_SEC;
-	return beat && now_ns >= beat && now_ns - beat < stale;
+	/* A beat after `now_ns` (written since the caller read its clock)
+	 * is as alive as it gets. */
+	return beat && (beat > now_ns || now_ns - beat < stale);
 }
 
 int rl_agent_dead(struct rl_table *t, uint64_t now_ns)

@@ -1,0 +1,548 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_ctl.py - rlshimctl status, top and metrics against what a client of
+legacy_server under the shim saw: the allowed and denied counts per rule
+equal the 200s and 429s the client got, top shows the client's address with
+nothing remaining, the metrics parse under a strict reading of the text
+exposition format 0.0.4; ban/unban through rlshimctl as the client sees it;
+usage errors, --help, a missing segment; a configuration edited on disk and
+not yet applied; the agent, Redis up and down, and XDP (as root, in network
+namespaces: see test_xdp.py) as status and metrics show them.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import REPO, refused, require_root, run, wait_for  # noqa: E402
+import test_features as F  # noqa: E402
+import test_redis as R  # noqa: E402
+import test_xdp as X  # noqa: E402
+
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
+
+TWO_RULES = ('[limit:api]\nmatch = *\nrate = 10/m\nkey = ip\n'
+             '[limit:sms]\nmatch = POST /sms\nrate = 3/m\nburst = 3\nkey = ip\n'
+             'maxretry = 10\nfindtime = 1m\nbantime = 15m\n')
+
+
+def ctl(config, *args, env=None):
+    return subprocess.run([CTL, '-c', config, *args], capture_output=True,
+                          text=True, timeout=20, env=env)
+
+
+def ok(config, *args):
+    out = ctl(config, *args)
+    assert out.returncode == 0, (args, out.returncode, out.stderr)
+    assert out.stderr == '', (args, out.stderr)
+    return out.stdout
+
+
+def status(s):
+    return json.loads(ok(s.config, 'status', '--json'))
+
+
+def rules_of(st):
+    return {r['name']: r for r in st['rules']}
+
+
+def drive(s):
+    """5 POST /sms then 9 GET /books, one connection each: sms (3/m) admits
+    3, api (10/m) what is left of its 10. Returns the statuses per path."""
+    seen = {'post': [], 'get': []}
+    for _ in range(5):
+        seen['post'].append(s.get('/sms', 'POST').status)
+    for _ in range(9):
+        seen['get'].append(s.get('/books').status)
+    return seen
+
+
+def count(codes, code):
+    return sum(1 for c in codes if c == code)
+
+
+# ---- a strict reading of the text exposition format 0.0.4 ---------------------------
+
+METRIC = r'[a-zA-Z_:][a-zA-Z0-9_:]*'
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*'
+VALUE = r'"((?:[^"\\\n]|\\[\\"n])*)"'
+SAMPLE = re.compile(rf'^({METRIC})(?:\{{(.*)\}})? (\S+)(?: (-?[0-9]+))?$')
+PAIR = re.compile(rf'({LABEL})={VALUE}(,|$)')
+TYPES = ('counter', 'gauge', 'histogram', 'summary', 'untyped')
+
+
+def unescape(v):
+    return re.sub(r'\\(.)', lambda m: {'n': '\n'}.get(m.group(1), m.group(1)), v)
+
+
+def parse_labels(text, line):
+    labels = {}
+    pos = 0
+    while pos < len(text):
+        m = PAIR.match(text, pos)
+        assert m, f'bad labels at {pos}: {line!r}'
+        name = m.group(1)
+        assert not name.startswith('__'), f'reserved label name: {line!r}'
+        assert name not in labels, f'label twice: {line!r}'
+        labels[name] = unescape(m.group(2))
+        pos = m.end()
+        if m.group(3) == '' and pos < len(text):
+            raise AssertionError(f'labels go on after the end: {line!r}')
+    return labels
+
+
+def check_exposition(text):
+    """Every line a HELP, a TYPE or a sample; each family one HELP and one
+    TYPE, both before its samples, its samples together; counters end in
+    _total; no series twice; values floats. Returns {(name, labels): value}
+    with labels a sorted tuple of pairs."""
+    assert text.endswith('\n'), 'the last line has no newline'
+    helped, typed, done = set(), {}, set()
+    current = None
+    series = {}
+    samples_of = {}
+    for line in text[:-1].split('\n'):
+        assert line, 'empty line'
+        if line.startswith('#'):
+            m = re.fullmatch(rf'# (HELP|TYPE) ({METRIC}) (.*)', line)
+            if not m:
+                assert not re.match(r'#\s*(HELP|TYPE)\b', line), f'malformed: {line!r}'
+                continue  # a plain comment
+            kind, name, rest = m.groups()
+            assert name not in done, f'{name} comes back after other families'
+            if current and current != name:
+                done.add(current)
+            current = name
+            if kind == 'HELP':
+                assert name not in helped, f'two HELP for {name}'
+                assert name not in samples_of, f'HELP after samples of {name}'
+                assert re.fullmatch(r'(?:[^\\]|\\[\\n])*', rest), f'HELP escapes: {line!r}'
+                helped.add(name)
+            else:
+                assert name not in typed, f'two TYPE for {name}'
+                assert name not in samples_of, f'TYPE after samples of {name}'
+                assert rest in TYPES, f'unknown type: {line!r}'
+                typed[name] = rest
+            continue
+        m = SAMPLE.match(line)
+        assert m, f'not a sample: {line!r}'
+        name, labels, value, _ts = m.groups()
+        assert name == current, f'{name} outside its family ({current})'
+        assert name in helped and name in typed, f'{name}: no HELP or TYPE before'
+        v = float(value)  # ValueError: not a float
+        assert not math.isnan(v), line
+        if typed[name] == 'counter':
+            assert name.endswith('_total'), f'counter {name} without _total'
+            assert v >= 0, line
+        key = (name, tuple(sorted(parse_labels(labels or '', line).items())))
+        assert key not in series, f'series twice: {line!r}'
+        series[key] = v
+        samples_of[name] = samples_of.get(name, 0) + 1
+    for name in helped | set(typed):
+        assert name in helped and name in typed, f'{name}: HELP and TYPE not both'
+        assert samples_of.get(name), f'family {name} without samples'
+    return series
+
+
+def prometheus_parse(text):
+    """Debian's python3-prometheus-client (tools/deps.sh) parses it too; it
+    is installed for the system's python3, which may not be this one."""
+    code = ('import sys\n'
+            'from prometheus_client.parser import text_string_to_metric_families as f\n'
+            'for fam in f(sys.stdin.read()):\n'
+            '    for s in fam.samples:\n'
+            '        print(fam.type, s.name, repr(sorted(s.labels.items())), s.value)\n')
+    for py in (sys.executable, '/usr/bin/python3'):
+        out = subprocess.run([py, '-c', code], input=text, capture_output=True,
+                             text=True, timeout=20)
+        if out.returncode == 0:
+            return out.stdout.splitlines()
+        if 'ModuleNotFoundError' not in out.stderr:
+            raise AssertionError(f'prometheus_client refused it: {out.stderr}')
+    if os.environ.get('CI'):
+        raise AssertionError('python3-prometheus-client is missing (tools/deps.sh)')
+    print('[  NOTE    ] prometheus_client not installed: strict checker only')
+    return None
+
+
+# ---- the tests -------------------------------------------------------------------------
+
+def status_counts():
+    """status --json says per rule exactly what the client saw, the human
+    status has a line per rule, and the fresh configuration is in force."""
+    s = F.Legacy(TWO_RULES)
+    try:
+        seen = drive(s)
+        assert seen['post'] == [200] * 3 + [429] * 2, seen
+        assert count(seen['get'], 429) > 0, seen
+        st = status(s)
+        r = rules_of(st)
+        ok200 = count(seen['post'], 200) + count(seen['get'], 200)
+        # A request sms denies gives back what api took: api counts it as
+        # neither.
+        assert r['api']['allowed'] == ok200, (r['api'], seen)
+        assert r['api']['denied'] == count(seen['get'], 429), (r['api'], seen)
+        assert r['sms']['allowed'] == count(seen['post'], 200), r['sms']
+        assert r['sms']['denied'] == count(seen['post'], 429), r['sms']
+        assert r['sms']['rate'] == '3/m' and r['sms']['burst'] == 3 and \
+            r['sms']['match'] == 'POST /sms' and r['sms']['key'] == 'ip' and \
+            r['sms']['algorithm'] == 'token-bucket' and \
+            r['sms']['maxretry'] == 10 and r['sms']['bantime_ms'] == 900000, r
+        assert not r['api']['retired'] and 'maxretry' not in r['api'], r
+        assert st['config']['path'] == s.config, st['config']
+        assert st['config']['state'] == 'in_force' and st['config']['in_force'], \
+            st['config']
+        assert st['mode'] == 'enforce' and st['shm'] == s.shm, st
+        assert st['table']['keys'] >= 2 and st['table']['capacity'] >= 65536, st
+        assert st['store']['state'] == 'local' and not st['agent']['alive'], st
+        assert not st['xdp']['configured'], st
+
+        text = ok(s.config, 'status')
+        a = r['api']
+        assert re.search(rf'^\s+api\s+\*\s+10/m\s+10\s+ip\s+token-bucket\s+-\s+'
+                         rf'{a["allowed"]}\s+{a["denied"]}\s+0$', text, re.M), text
+        assert re.search(r'^\s+sms\s+POST /sms\s+3/m\s+3\s+ip\s+token-bucket\s+'
+                         r'10 in 1m for 15m\s+3\s+2\s+0$', text, re.M), text
+        assert re.search(rf'^config:\s+{re.escape(s.config)}$', text, re.M), text
+        assert re.search(r'^\s+in force since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .*, '
+                         r'0 reloads$', text, re.M), text
+        assert re.search(rf'^segment:\s+/dev/shm/{re.escape(s.shm)}, ', text, re.M), text
+        assert re.search(r'^redis:\s+local only$', text, re.M), text
+    finally:
+        s.stop()
+
+
+def top_rows(config, *args):
+    lines = ok(config, 'top', *args).splitlines()
+    assert re.split(r'\s{2,}', lines[0].strip()) == \
+        ['RULE', 'KEY', 'REMAINING', 'LIMIT', 'RETRY', 'RESET'], lines
+    return [re.split(r'\s{2,}', line.strip()) for line in lines[1:]]
+
+
+def top_keys():
+    """top lists the limited client first, by its address, with nothing
+    remaining and a wait; an IPv6 client shows as its /64."""
+    s = F.Legacy(TWO_RULES)
+    try:
+        drive(s)
+        assert s.get('/books', family=socket.AF_INET6).status == 200
+        rows = top_rows(s.config)
+        assert rows[0][2] == '0', rows  # over the limit comes first
+        sms = [r for r in rows if r[0] == 'sms']
+        assert sms and sms[0][1] == '127.0.0.1' and sms[0][2] == '0' and \
+            sms[0][3] == '3' and sms[0][4] != '-', rows
+        api = [r for r in rows if r[0] == 'api']
+        assert {r[1] for r in api} == {'127.0.0.1', '::/64'}, rows
+        v6 = [r for r in api if r[1] == '::/64'][0]
+        assert v6[2] == '9' and v6[3] == '10' and v6[4] == '-', rows
+        # The least urgent is last; -n keeps the most urgent (RETRY and
+        # RESET count down meanwhile).
+        assert rows[-1] == v6, rows
+        assert [r[:4] for r in top_rows(s.config, '-n', '1')] == \
+            [r[:4] for r in rows[:1]]
+        assert [r[:4] for r in top_rows(s.config, '-n2')] == \
+            [r[:4] for r in rows[:2]]
+    finally:
+        s.stop()
+
+
+def metrics():
+    """The exposition is well-formed and its request counts are the
+    client's."""
+    s = F.Legacy(TWO_RULES)
+    try:
+        seen = drive(s)
+        text = ok(s.config, 'metrics')
+        series = check_exposition(text)
+
+        def val(name, **labels):
+            return series[(name, tuple(sorted(labels.items())))]
+        ok200 = count(seen['post'], 200) + count(seen['get'], 200)
+        assert val('rlshim_requests_total', rule='api', decision='allowed') == ok200
+        assert val('rlshim_requests_total', rule='api', decision='denied') == \
+            count(seen['get'], 429)
+        assert val('rlshim_requests_total', rule='sms', decision='allowed') == 3
+        assert val('rlshim_requests_total', rule='sms', decision='denied') == 2
+        assert val('rlshim_bans_issued_total', rule='sms') == 0
+        assert val('rlshim_bans_active') == 0
+        assert val('rlshim_table_capacity') >= 65536
+        assert val('rlshim_table_keys') >= 1
+        assert val('rlshim_config_in_force') == 1
+        assert val('rlshim_config_reloads_total') == 0
+        names = {k[0] for k in series}
+        # No agent, no [redis], no [xdp]: those families are left out.
+        for absent in ('rlshim_agent_up', 'rlshim_store_up',
+                       'rlshim_sync_lag_seconds', 'rlshim_xdp_packets_total',
+                       'rlshim_xdp_drops_total'):
+            assert absent not in names and absent not in text, absent
+        # Labels are per rule and decision, never per key.
+        assert not any(dict(k[1]).keys() - {'rule', 'decision'} for k in series)
+        parsed = prometheus_parse(text)
+        if parsed is not None:
+            assert any(line.startswith('counter rlshim_requests_total ') and
+                       "('decision', 'denied'), ('rule', 'sms')" in line and
+                       line.endswith(' 2.0') for line in parsed), parsed
+            assert len(parsed) == len(series), (parsed, series)
+    finally:
+        s.stop()
+
+
+def checker_is_strict():
+    """The checker itself refuses what the format does not allow."""
+    good = '# HELP a_total x\n# TYPE a_total counter\na_total{r="q\\"\\\\\\n"} 1\n'
+    assert check_exposition(good) == {('a_total', (('r', 'q"\\\n'),)): 1.0}
+    bad = [
+        'a_total 1\n',                                               # no HELP/TYPE
+        '# HELP a x\n# TYPE a counter\na 1\n',                       # no _total
+        '# HELP a x\n# TYPE a gauge\na 1\na 2\n',                    # twice
+        '# HELP a x\n# TYPE a gauge\na{r="x"y"} 1\n',                # bad escape
+        '# HELP a x\n# TYPE a gauge\na one\n',                       # not a float
+        '# HELP a x\n# TYPE a gauge\n',                              # no samples
+        '# HELP a x\n# TYPE a gauge\na 1',                           # no newline
+        '# HELP a x\n# TYPE a gauge\n# HELP a y\na 1\n',             # two HELP
+        '# HELP 1a x\n# TYPE 1a gauge\n1a 1\n',                      # bad name
+        '# HELP a x\n# TYPE a gauge\na 1\n# HELP b x\n# TYPE b gauge\nb 1\na 2\n',
+    ]
+    for text in bad:
+        try:
+            check_exposition(text)
+        except (AssertionError, ValueError):
+            continue
+        raise AssertionError(f'accepted: {text!r}')
+
+
+def ban_round_trip():
+    """ban through rlshimctl: the client's connections are refused at
+    accept, bans and status show it; unban: the next request is served."""
+    s = F.Legacy('[limit:all]\nmatch = *\nrate = 100/s\n')
+    try:
+        assert s.get().status == 200
+        out = ok(s.config, 'ban', '127.0.0.1', '--for', '10m')
+        assert out == 'banned 127.0.0.1/32 for 10m\n', out
+        assert refused(s.port)
+        assert refused(s.port)
+        rows = ok(s.config, 'bans').splitlines()
+        assert rows[0].split()[0] == 'ADDRESS' and len(rows) == 2, rows
+        f = rows[1].split()
+        assert f[0] == '127.0.0.1/32' and f[1] == 'manual' and f[4] == '2', rows
+        st = status(s)
+        assert st['bans'] == {'active': 1, 'refusals': 2, 'issued': 0}, st['bans']
+        assert re.search(r'^bans:\s+1 active, 2 refused', ok(s.config, 'status'),
+                         re.M)
+        series = check_exposition(ok(s.config, 'metrics'))
+        assert series[('rlshim_bans_active', ())] == 1
+        assert series[('rlshim_ban_refusals_total', ())] == 2
+        assert ok(s.config, 'unban', '127.0.0.1') == 'unbanned 127.0.0.1/32\n'
+        assert s.get().status == 200
+        assert status(s)['bans']['active'] == 0
+        assert ok(s.config, 'bans') == 'no bans\n'
+    finally:
+        s.stop()
+
+
+COMMANDS = {'status': '--json', 'top': '-n N', 'metrics': '', 'check': 'FILE',
+            'ban': 'ADDR[/LEN] [--for DUR]', 'unban': 'ADDR[/LEN]', 'bans': '',
+            'xdp': 'stats'}
+
+
+def one_line_error(out, code):
+    assert out.returncode == code, (out.returncode, out.stdout, out.stderr)
+    lines = out.stderr.splitlines()
+    assert lines and lines[0].startswith('rlshimctl: '), out.stderr
+    return lines
+
+
+def usage():
+    """Usage errors exit 2 with a usage line, failures 1 with one line,
+    --help 0 and names the arguments; a segment that does not exist yet is
+    a failure, said in one line."""
+    d = os.path.join(F.TMP, 'usage')
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, 'rlshim.conf')
+    shm = f'rlshim-ctl-none-{os.getpid()}'
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nshm = {shm}\n[limit:a]\nmatch = *\nrate = 1/s\n')
+    for args in (['frobnicate'], ['status', '--bogus'], ['top', '-n', 'x'],
+                 ['top', '-n', '0'], ['top', 'extra'], ['metrics', 'extra'],
+                 ['--bogus', 'status'], [], ['ban'], ['xdp']):
+        lines = one_line_error(ctl(conf, *args), 2)
+        assert len(lines) == 2 and lines[1].startswith('usage: rlshimctl '), \
+            (args, lines)
+    for cmd, args in COMMANDS.items():
+        for flag in ('--help', '-h'):
+            out = ctl(conf, cmd, flag)
+            assert out.returncode == 0 and out.stderr == '', (cmd, out)
+            assert out.stdout.startswith(f'usage: rlshimctl [-c FILE] {cmd}'), out.stdout
+            assert args in out.stdout.splitlines()[0], (cmd, out.stdout)
+    top = ctl(conf, '--help')
+    assert top.returncode == 0 and all(c in top.stdout for c in COMMANDS), top
+    helptext = ctl(conf, 'metrics', '--help').stdout
+    assert 'textfile_collector' in helptext and 'mv ' in helptext, helptext
+    for cmd in (['status'], ['status', '--json'], ['top'], ['metrics'],
+                ['bans'], ['ban', '192.0.2.1'], ['unban', '192.0.2.1']):
+        lines = one_line_error(ctl(conf, *cmd), 1)
+        assert len(lines) == 1 and shm in lines[0], (cmd, lines)
+        assert not os.path.exists(f'/dev/shm/{shm}'), 'rlshimctl created it'
+    lines = one_line_error(ctl(os.path.join(d, 'missing.conf'), 'status'), 1)
+    assert len(lines) == 1 and 'missing.conf' in lines[0], lines
+
+
+def config_changed():
+    """Fresh: in force. Edited on disk and no request since: "changed on
+    disk, not yet applied"; a broken edit still shows the segment, and the
+    message the servers will refuse it with."""
+    s = F.Legacy(TWO_RULES)
+    try:
+        assert s.get().status == 200
+        assert status(s)['config']['state'] == 'in_force'
+        with open(s.config, 'a') as f:
+            f.write('; an edit\n')
+        later = time.time_ns() + 2 * 10**9  # a different stamp, whatever
+        os.utime(s.config, ns=(later, later))  # the filesystem's mtime grain
+        st = status(s)
+        assert st['config']['state'] == 'changed' and not st['config']['in_force'] \
+            and st['config']['error'] is None, st['config']
+        text = ok(s.config, 'status')
+        assert re.search(r'^\s+changed on disk, not yet applied', text, re.M), text
+        assert check_exposition(ok(s.config, 'metrics'))[
+            ('rlshim_config_in_force', ())] == 0
+        with open(s.config, 'a') as f:
+            f.write('[limit:bad]\nrate = lots\n')
+        st = status(s)
+        assert st['config']['state'] == 'changed', st['config']
+        assert st['config']['error'].startswith(f'{s.config}:'), st['config']
+        assert st['mode'] is None
+        # The segment's rules, with their counts, are still shown.
+        assert rules_of(st)['api']['allowed'] == 1, st['rules']
+        assert 'will refuse it: ' + s.config in ok(s.config, 'status')
+        check_exposition(ok(s.config, 'metrics'))
+    finally:
+        s.stop()
+
+
+def shared_segment():
+    """Two servers with different files on one segment: a name's counts are
+    summed over its definitions (a reload that changes a rate leaves the
+    same trace), and a rule the file lacks is shown as retired."""
+    shm = f'rlshim-ctl-shared-{os.getpid()}'
+    a = F.Legacy('[limit:api]\nmatch = *\nrate = 10/m\n', shm=shm)
+    b = None
+    try:
+        b = F.Legacy('[limit:api]\nmatch = *\nrate = 20/m\n'
+                     '[limit:old]\nmatch = GET /books\nrate = 1/m\n', shm=shm)
+        codes_a = [a.get().status for _ in range(3)]
+        codes_b = [b.get('/books').status for _ in range(2)]
+        assert codes_a == [200] * 3 and codes_b == [200, 429], (codes_a, codes_b)
+        r = rules_of(status(a))
+        assert r['api']['allowed'] == 4 and not r['api']['retired'], r
+        assert r['api']['rate'] == '10/m', r['api']  # the file's
+        assert r['old']['retired'] and r['old']['allowed'] == 1 and \
+            r['old']['denied'] == 1 and r['old']['match'] is None, r
+        assert re.search(r'^\s+old\s+\(retired\)\s+1/m\s', ok(a.config, 'status'),
+                         re.M)
+        series = check_exposition(ok(a.config, 'metrics'))
+        assert series[('rlshim_requests_total',
+                       (('decision', 'allowed'), ('rule', 'api')))] == 4
+        assert series[('rlshim_requests_total',
+                       (('decision', 'denied'), ('rule', 'old')))] == 1
+    finally:
+        if b:
+            b.stop(unlink=False)
+        a.stop()
+
+
+def agent_and_redis():
+    """With [redis]: the agent the shim started is alive and syncing, Redis
+    is up; Redis killed: status and metrics say the store is down."""
+    redis = R.Redis()
+    h = R.Host(f'redis://127.0.0.1:{redis.port}/0',
+               '[limit:api]\nmatch = *\nrate = 100/s\n', 'ctl')
+    try:
+        R.started([h])
+        st = json.loads(ok(h.config, 'status', '--json'))
+        assert st['agent']['alive'] and st['agent']['expected'], st['agent']
+        assert [st['agent']['pid']] == h.agent_pids(), (st['agent'], h.agent_pids())
+        assert st['agent']['sync_interval_ms'] == 50 and \
+            st['agent']['last_sync_age_ms'] < 1000 and st['agent']['syncs'] > 0, st
+        assert st['store'] == {'state': 'up', 'down_for_ms': None,
+                               'url': f'redis://127.0.0.1:{redis.port}/0'}, st
+        text = ok(h.config, 'status')
+        assert re.search(rf'^redis:\s+up, redis://127.0.0.1:{redis.port}/0$', text,
+                         re.M), text
+        assert re.search(r'^sync:\s+last sync \d+ms ago, \d+ rounds every 50ms, '
+                         r'1 host alive$', text, re.M), text
+        series = check_exposition(ok(h.config, 'metrics'))
+        assert series[('rlshim_agent_up', ())] == 1
+        assert series[('rlshim_store_up', ())] == 1
+        assert 0 <= series[('rlshim_sync_lag_seconds', ())] < 1
+        redis.kill()
+        assert wait_for(lambda: json.loads(ok(h.config, 'status', '--json'))
+                        ['store']['state'] == 'down', 5), ok(h.config, 'status')
+        assert re.search(r'^redis:\s+down for [0-9.]+(ms|s), ', ok(h.config, 'status'),
+                         re.M)
+        series = check_exposition(ok(h.config, 'metrics'))
+        assert series[('rlshim_store_up', ())] == 0
+        assert series[('rlshim_agent_up', ())] == 1
+    finally:
+        h.stop()
+        redis.stop()
+
+
+def xdp_status():
+    """With [xdp]: status names the interfaces and the mode, says attached,
+    and the packet and drop totals; metrics has them as counters."""
+    require_root('XDP in a network namespace')
+    X.nets_up()
+    s = X.server()
+    hosts = [h for _, h, _, _ in X.NETS]
+    try:
+        assert X.client(0, s.port) == '200'
+        assert wait_for(lambda: all(X.xdp_on(h) == 'rl_xdp' for h in hosts), 5)
+        assert wait_for(lambda: json.loads(ok(s.config, 'status', '--json'))
+                        ['xdp']['attached'], 5)
+        bad = X.NETS[0][3]
+        ok(s.config, 'ban', bad)
+        assert wait_for(lambda: f'{bad}/32' in X.xdp_stats(s)[1], 3)
+        assert X.client(0, s.port) == 'timeout'
+        st = json.loads(ok(s.config, 'status', '--json'))
+        x = st['xdp']
+        assert x['configured'] and x['interfaces'] == hosts and \
+            x['mode'] == 'generic' and x['attached'], x
+        assert x['packets'] > 0 and x['dropped'] >= 1, x
+        assert st['store']['state'] == 'local' and st['agent']['alive'], st
+        text = ok(s.config, 'status')
+        assert re.search(rf'^xdp:\s+{" ".join(hosts)} \(generic\), attached, '
+                         r'\d+ packets, [1-9]\d* dropped$', text, re.M), text
+        series = check_exposition(ok(s.config, 'metrics'))
+        assert series[('rlshim_xdp_drops_total', ())] >= x['dropped']
+        assert series[('rlshim_xdp_packets_total', ())] >= x['packets']
+        assert series[('rlshim_agent_up', ())] == 1
+        assert not any(k[0] in ('rlshim_store_up', 'rlshim_sync_lag_seconds')
+                       for k in series)
+    finally:
+        s.stop()
+        X.stop_agent(s)
+        X.nets_down()
+
+
+TESTS = [status_counts, top_keys, metrics, checker_is_strict, ban_round_trip,
+         usage, config_changed, shared_segment, agent_and_redis, xdp_status]
+
+
+def main():
+    try:
+        return run('ctl', [(f'ctl: {t.__name__}', t) for t in TESTS])
+    finally:
+        X.nets_down()
+        for d in (F.TMP, R.TMP):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl.h - what the files of rlshimctl share: the invocation, opening the
+ * segment, the snapshot that status and metrics render, the XDP maps and
+ * a few formatters.
+ *
+ *   main.c      the table of commands, usage, check, opening the segment
+ *   bans.c      ban, unban, bans
+ *   xdp.c       the pinned maps: totals for status/metrics, xdp stats
+ *   snapshot.c  one consistent-enough reading of the segment and the file
+ *   status.c    status, for people and as JSON
+ *   top.c       the keys nearest their limit
+ *   metrics.c   the Prometheus text exposition
+ */
+#ifndef RL_CTL_H
+#define RL_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "table.h"
+
+/* ---- the invocation ------------------------------------------------------ */
+
+struct ctl {
+	const char *config_path;     /* -c, or NULL */
+	const char *path;            /* resolved: the file, NULL = built-in */
+	struct rl_config *cfg;       /* NULL when the file does not parse
+					(only with CTL_BAD_CONFIG_OK) */
+	char cfg_err[RL_ERR_MAX];    /* why it does not */
+	char shm[RL_SHM_NAME_MAX];   /* the segment's name */
+	struct rl_table *table;
+};
+
+/* ctl_open() flags */
+#define CTL_BAD_CONFIG_OK 0x1u /* a file that does not parse still names its
+				  segment: read what the servers keep using */
+
+/*
+ * Resolve and load the configuration and attach to its segment (never
+ * creating it). Returns 0, or 1 after printing the one-line reason.
+ */
+int ctl_open(struct ctl *c, unsigned flags);
+
+/* "rlshimctl: <reason>" on stderr; returns 1, the failure exit status. */
+__attribute__((format(printf, 1, 2)))
+int ctl_fail(const char *fmt, ...);
+
+/* A usage error: "rlshimctl: <reason>" on stderr; returns 2 (main prints
+ * the command's usage line). */
+__attribute__((format(printf, 1, 2)))
+int ctl_usage(const char *fmt, ...);
+
+/* stdout could not be written (a full disk under the textfile collector):
+ * 1 after saying so, else 0. */
+int ctl_flush(void);
+
+/* ---- commands ------------------------------------------------------------ */
+
+int ctl_cmd_check(struct ctl *c, int argc, char **argv);
+int ctl_cmd_ban(struct ctl *c, int argc, char **argv);
+int ctl_cmd_unban(struct ctl *c, int argc, char **argv);
+int ctl_cmd_bans(struct ctl *c, int argc, char **argv);
+int ctl_cmd_xdp(struct ctl *c, int argc, char **argv);
+int ctl_cmd_status(struct ctl *c, int argc, char **argv);
+int ctl_cmd_top(struct ctl *c, int argc, char **argv);
+int ctl_cmd_metrics(struct ctl *c, int argc, char **argv);
+
+/* ---- the XDP dropper's pinned maps --------------------------------------- */
+
+struct ctl_xdp {
+	char dir[RL_PATH_MAX];
+	int v4, v6, h4, h6, drops, stats; /* -1 when not open */
+	int ncpu;
+	void *percpu;                     /* one per-CPU value's buffer */
+};
+
+/*
+ * Open the maps the agent pinned for segment `shm`. Returns 0, or a
+ * negative errno when any is missing or unreadable (no agent, no XDP, not
+ * root); ctl_xdp_close() is needed either way.
+ */
+int ctl_xdp_open(const char *shm, struct ctl_xdp *m);
+void ctl_xdp_close(struct ctl_xdp *m);
+
+/* The program's counters summed over the CPUs. */
+struct ctl_xdp_totals {
+	uint64_t packets, dropped, expired, not_ip, truncated;
+};
+void ctl_xdp_totals(struct ctl_xdp *m, struct ctl_xdp_totals *out);
+
+/* ---- the snapshot -------------------------------------------------------- */
+
+enum ctl_config_state {
+	CTL_CONFIG_UNKNOWN = 0, /* no process has recorded what it applies */
+	CTL_CONFIG_IN_FORCE,    /* the file as it is now is applied */
+	CTL_CONFIG_REFUSED,     /* the servers refused it, keep the old rules */
+	CTL_CONFIG_CHANGED,     /* changed on disk, not yet applied */
+};
+
+enum ctl_store_state {
+	CTL_STORE_LOCAL = 0,    /* no [redis] */
+	CTL_STORE_UP,
+	CTL_STORE_DOWN,         /* the agent says so, since store_down_since */
+	CTL_STORE_NO_AGENT,     /* the agent died: the shim treats it as down */
+	CTL_STORE_UNKNOWN,      /* no agent has run yet */
+};
+
+/* A rule by name: its line of the file and its counters in the segment,
+ * summed over every id it had (a reload that changes a rate gives the
+ * name a new id). */
+struct ctl_rule {
+	char name[RL_RULE_NAME_MAX];
+	const struct rl_rule_cfg *cfg; /* NULL: not in the file */
+	enum rl_algorithm algorithm;   /* of its last entry, for retired */
+	struct rl_rate rate;           /* rules */
+	uint64_t allowed, denied, bans;
+};
+
+struct ctl_snapshot {
+	uint64_t now_ns;              /* CLOCK_MONOTONIC */
+	uint64_t wall_ms;             /* Unix ms */
+
+	enum ctl_config_state config;
+	uint64_t config_since_ms;
+	uint64_t config_reloads;
+	const char *config_err;       /* the file does not parse: why; or NULL */
+
+	unsigned nrules;              /* the file's in order, then retired */
+	struct ctl_rule rules[2 * RL_MAX_RULES];
+
+	uint64_t bans_active, ban_refusals, bans_issued;
+	struct rl_table_stats table;
+
+	int agent_expected;           /* [redis] or [xdp] wants one */
+	int agent_seen;               /* one has ever beaten */
+	int agent_alive;
+	uint64_t agent_pid;           /* 0 when it stopped cleanly */
+	uint64_t agent_beat_age_ns;
+	uint64_t agent_flags;
+	int synced;                   /* it has completed a sync round */
+	uint64_t sync_age_ns;
+	uint64_t syncs;
+	uint32_t hosts_alive;
+	uint32_t sync_interval_ms;
+
+	enum ctl_store_state store;
+	uint64_t store_down_ms;       /* for CTL_STORE_DOWN: how long */
+
+	int xdp_configured;           /* [xdp] (or, file unreadable: maps) */
+	int xdp_attached;             /* the agent's flag */
+	int xdp_maps;                 /* the totals below were read */
+	struct ctl_xdp_totals xdp;
+};
+
+/* Read everything status and metrics show. Allocates nothing. */
+void ctl_snapshot(struct ctl *c, struct ctl_snapshot *s);
+
+/* ---- formatting ---------------------------------------------------------- */
+
+/* A rate as the file spells it: "3/m", "100/s", else "N/<duration>". */
+void ctl_fmt_rate(char *buf, size_t len, const struct rl_rate *r);
+
+/* A rule's match: "*", "POST /sms", "* /api/" with a "*" after, "accept". */
+void ctl_fmt_match(char *buf, size_t len, const struct rl_rule_cfg *r);
+
+/* A rule's key: "ip", "header:X-Api-Key", "global". */
+void ctl_fmt_key(char *buf, size_t len, const struct rl_rule_cfg *r);
+
+/* A duration for people, to its two largest units: "450ms", "12.3s",
+ * "3m20s", "2h05m", "3d04h". */
+void ctl_fmt_dur(char *buf, size_t len, uint64_t ns);
+
+/* "4.0 MiB" */
+void ctl_fmt_bytes(char *buf, size_t len, uint64_t bytes);
+
+/* Unix ms as local time, "2025-01-31 14:02:03 CET". */
+void ctl_fmt_time(char *buf, size_t len, uint64_t unix_ms);
+
+/* The Redis URL with any password masked. */
+void ctl_fmt_url(char *buf, size_t len, const char *url);
+
+/*
+ * Columns for people: cells are added row by row and printed aligned,
+ * two spaces apart, the last column unpadded. Widths count characters,
+ * not bytes (keys may hold "…"). Cells are copied; rows beyond `maxrows`
+ * given to ctl_grid_init are dropped.
+ */
+struct ctl_grid {
+	unsigned ncols, nrows, maxrows, col;
+	char **cells;
+	unsigned *right;              /* per column: right-aligned */
+};
+int ctl_grid_init(struct ctl_grid *g, unsigned ncols, unsigned maxrows);
+__attribute__((format(printf, 2, 3)))
+void ctl_grid_add(struct ctl_grid *g, const char *fmt, ...);
+void ctl_grid_print(struct ctl_grid *g, FILE *f, const char *indent);
+void ctl_grid_free(struct ctl_grid *g);
+
+#endif /* RL_CTL_H */

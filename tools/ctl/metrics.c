@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.c - rlshimctl metrics: the snapshot (snapshot.c) in Prometheus'
+ * text exposition format 0.0.4. Every family has one HELP and one TYPE
+ * line before its samples; counters end in _total; labels are per rule and
+ * decision only, never per key, so the series are bounded by the rules. A
+ * family whose source is absent (no agent, no [redis], no readable XDP
+ * maps) is left out rather than sent without samples.
+ *
+ * There is no listener: node_exporter's textfile collector reads the
+ * output. Written to a temporary file and renamed, so that it never reads
+ * half of one, from cron every minute or a systemd timer:
+ *
+ *   rlshimctl metrics > /var/lib/node_exporter/textfile_collector/rlshim.prom.$$ &&
+ *     mv /var/lib/node_exporter/textfile_collector/rlshim.prom.$$ \
+ *        /var/lib/node_exporter/textfile_collector/rlshim.prom
+ */
+#include <stdio.h>
+
+#include "ctl.h"
+
+#include "time.h"
+
+static void family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void label(const char *name, const char *v, int last)
+{
+	printf("%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			printf("\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*v);
+	}
+	fputs(last ? "\"" : "\",", stdout);
+}
+
+static void sample(const char *name, uint64_t v)
+{
+	printf("%s %llu\n", name, (unsigned long long)v);
+}
+
+static void rules(const struct ctl_snapshot *s)
+{
+	if (!s->nrules)
+		return;
+	family("rlshim_requests_total", "counter",
+	       "Requests (and connections, for match = accept rules) decided "
+	       "by a rule, by decision; a request another rule denied counts "
+	       "as neither.");
+	for (unsigned i = 0; i < s->nrules; i++) {
+		for (int d = 0; d < 2; d++) {
+			fputs("rlshim_requests_total{", stdout);
+			label("rule", s->rules[i].name, 0);
+			label("decision", d ? "denied" : "allowed", 1);
+			printf("} %llu\n", (unsigned long long)(d ? s->rules[i].denied
+								  : s->rules[i].allowed));
+		}
+	}
+	family("rlshim_bans_issued_total", "counter",
+	       "Bans issued by a rule's maxretry on this host.");
+	for (unsigned i = 0; i < s->nrules; i++) {
+		fputs("rlshim_bans_issued_total{", stdout);
+		label("rule", s->rules[i].name, 1);
+		printf("} %llu\n", (unsigned long long)s->rules[i].bans);
+	}
+}
+
+static void agent(const struct ctl_snapshot *s)
+{
+	if (s->agent_expected || s->agent_seen) {
+		family("rlshim_agent_up", "gauge",
+		       "1 if the host agent (rlshimd) has a fresh heartbeat.");
+		sample("rlshim_agent_up", (uint64_t)s->agent_alive);
+	}
+	if (s->store == CTL_STORE_LOCAL)
+		return;
+	family("rlshim_store_up", "gauge",
+	       "1 if the agent reaches Redis, 0 if it does not or there is "
+	       "no agent.");
+	sample("rlshim_store_up", s->store == CTL_STORE_UP);
+	if (!s->synced)
+		return;
+	family("rlshim_sync_lag_seconds", "gauge",
+	       "Seconds since the agent's last completed sync with Redis.");
+	printf("rlshim_sync_lag_seconds %llu.%03llu\n",
+	       (unsigned long long)(s->sync_age_ns / RL_NS_PER_SEC),
+	       (unsigned long long)(s->sync_age_ns % RL_NS_PER_SEC / RL_NS_PER_MS));
+}
+
+int ctl_cmd_metrics(struct ctl *c, int argc, char **argv)
+{
+	struct ctl_snapshot s;
+	int rc;
+
+	if (argc > 1)
+		return ctl_usage("metrics: unknown argument '%s'", argv[1]);
+	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
+		return rc;
+	ctl_snapshot(c, &s);
+
+	rules(&s);
+	family("rlshim_bans_active", "gauge",
+	       "Live bans (addresses and prefixes) in the segment.");
+	sample("rlshim_bans_active", s.bans_active);
+	family("rlshim_ban_refusals_total", "counter",
+	       "Connections and requests refused because of a ban.");
+	sample("rlshim_ban_refusals_total", s.ban_refusals);
+
+	family("rlshim_table_capacity", "gauge", "Key slots in the segment.");
+	sample("rlshim_table_capacity", s.table.capacity);
+	family("rlshim_table_keys", "gauge", "Keys whose state is live.");
+	sample("rlshim_table_keys", s.table.keys);
+	family("rlshim_table_evictions_total", "counter",
+	       "Live keys displaced to make room for new ones.");
+	sample("rlshim_table_evictions_total", s.table.evictions);
+	family("rlshim_table_overflows_total", "counter",
+	       "Decisions made without a slot: every candidate was a key "
+	       "being limited.");
+	sample("rlshim_table_overflows_total", s.table.overflows);
+
+	agent(&s);
+
+	family("rlshim_config_reloads_total", "counter",
+	       "Configurations applied after the first, on this host.");
+	sample("rlshim_config_reloads_total", s.config_reloads);
+	if (s.config != CTL_CONFIG_UNKNOWN) {
+		family("rlshim_config_in_force", "gauge",
+		       "1 if the configuration file as it is now is the one "
+		       "the servers apply.");
+		sample("rlshim_config_in_force", s.config == CTL_CONFIG_IN_FORCE);
+	}
+
+	if (s.xdp_configured && s.xdp_maps) {
+		family("rlshim_xdp_packets_total", "counter",
+		       "Frames the XDP program saw.");
+		sample("rlshim_xdp_packets_total", s.xdp.packets);
+		family("rlshim_xdp_drops_total", "counter",
+		       "Frames the XDP program dropped for a live ban.");
+		sample("rlshim_xdp_drops_total", s.xdp.dropped);
+	}
+	return ctl_flush();
+}

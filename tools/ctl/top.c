@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * top.c - rlshimctl top [-n N]: the keys nearest (or over) their limit.
+ *
+ * One pass over the table (rl_table_foreach: every slot with live state)
+ * keeps the N most urgent keys in a heap whose root is the least urgent
+ * kept, so a table of millions of keys costs N views of memory and
+ * O(keys * log N) comparisons. Urgency: over the limit (nothing remaining)
+ * first, longest wait first; then fewest remaining, then most debt.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#include "addr.h"
+#include "time.h"
+
+#define TOP_DEFAULT 10
+
+struct entry {
+	struct rl_slot_view v;
+	uint64_t retry_ns;  /* the wait for the key's next request; 0: none */
+	int retry_bound;    /* retry_ns is an upper bound (sliding window) */
+};
+
+struct top {
+	struct ctl *c;
+	struct entry *e;    /* a heap of n, the least urgent at the root */
+	unsigned n, max;
+	unsigned long seen;
+};
+
+/*
+ * The wait for a cost-1 request. The view's peek is a cost-0 request,
+ * which passes even from an empty bucket, so its retry is always 0: the
+ * wait is worked out from the rule's algorithm. GCRA: the bucket is empty
+ * until one interval past TAT - depth, and the reset is TAT - now, so the
+ * wait is reset + interval - depth (the key's plan is the one whose burst
+ * is the view's limit). Fixed window: the window's end, which is the
+ * reset. Sliding window: the counts are not in the view; the reset (both
+ * windows gone) bounds the wait from above.
+ */
+static void retry_of(struct top *t, struct entry *e)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t->c->table, e->v.rule);
+	const struct rl_algo *a;
+
+	e->retry_ns = 0;
+	e->retry_bound = 0;
+	if (!rc || e->v.peek.remaining > 0)
+		return;
+	a = &rc->algo;
+	for (unsigned i = 0; i < rc->nplans && a->rate.burst != e->v.peek.limit; i++)
+		a = &rc->plans[i];
+	if (a->rate.burst != e->v.peek.limit)
+		a = &rc->algo;
+	switch (a->kind) {
+	case RL_ALGO_GCRA:
+		if (e->v.peek.reset_after_ns + a->interval_ns > a->depth_ns)
+			e->retry_ns = e->v.peek.reset_after_ns + a->interval_ns -
+				      a->depth_ns;
+		break;
+	case RL_ALGO_FIXED_WINDOW:
+		e->retry_ns = e->v.peek.reset_after_ns;
+		break;
+	case RL_ALGO_SLIDING_WINDOW:
+		e->retry_ns = e->v.peek.reset_after_ns;
+		e->retry_bound = 1;
+		break;
+	}
+	if (e->v.peek.retry_after_ns > e->retry_ns)
+		e->retry_ns = e->v.peek.retry_after_ns;
+}
+
+/* < 0 when `a` is more urgent than `b`. */
+static int urgency(const struct entry *a, const struct entry *b)
+{
+	int over_a = a->v.peek.remaining == 0, over_b = b->v.peek.remaining == 0;
+
+	if (over_a != over_b)
+		return over_a ? -1 : 1;
+	if (over_a && a->retry_ns != b->retry_ns)
+		return a->retry_ns > b->retry_ns ? -1 : 1;
+	if (a->v.peek.remaining != b->v.peek.remaining)
+		return a->v.peek.remaining < b->v.peek.remaining ? -1 : 1;
+	if (a->v.debt_ns != b->v.debt_ns)
+		return a->v.debt_ns > b->v.debt_ns ? -1 : 1;
+	return a->v.index < b->v.index ? -1 : a->v.index > b->v.index;
+}
+
+static int by_urgency(const void *a, const void *b)
+{
+	return urgency(a, b);
+}
+
+static void swap(struct entry *a, struct entry *b)
+{
+	struct entry x = *a;
+
+	*a = *b;
+	*b = x;
+}
+
+static void sift_down(struct top *t, unsigned i)
+{
+	for (;;) {
+		unsigned l = 2 * i + 1, r = l + 1, m = i;
+
+		/* the root is the least urgent: larger urgency() rises */
+		if (l < t->n && urgency(&t->e[l], &t->e[m]) > 0)
+			m = l;
+		if (r < t->n && urgency(&t->e[r], &t->e[m]) > 0)
+			m = r;
+		if (m == i)
+			return;
+		swap(&t->e[i], &t->e[m]);
+		i = m;
+	}
+}
+
+static void sift_up(struct top *t, unsigned i)
+{
+	while (i > 0 && urgency(&t->e[i], &t->e[(i - 1) / 2]) > 0) {
+		swap(&t->e[i], &t->e[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+}
+
+static int consider(const struct rl_slot_view *v, void *arg)
+{
+	struct top *t = arg;
+	struct entry e;
+
+	t->seen++;
+	e.v = *v;
+	retry_of(t, &e);
+	if (t->n < t->max) {
+		t->e[t->n++] = e;
+		sift_up(t, t->n - 1);
+	} else if (urgency(&e, &t->e[0]) < 0) {
+		t->e[0] = e;
+		sift_down(t, 0);
+	}
+	return 0;
+}
+
+/* ---- the key, printable -------------------------------------------------- */
+
+static const struct rl_rule_cfg *rule_cfg(struct ctl *c, const char *name)
+{
+	for (unsigned i = 0; c->cfg && i < c->cfg->nrules; i++)
+		if (strncmp(c->cfg->rules[i].name, name, RL_RULE_NAME_MAX) == 0)
+			return &c->cfg->rules[i];
+	return NULL;
+}
+
+/*
+ * An `ip` key is rl_addr_key()'s: the family byte, then the address
+ * masked to the configured prefix (4 or 16 bytes). It is shown as the
+ * address, with the prefix when it is not a host's.
+ */
+static int format_addr(struct ctl *c, const struct rl_slot_view *v, char *buf,
+		       size_t len)
+{
+	struct rl_addr a;
+	unsigned prefix, bits;
+	char text[RL_ADDR_STRLEN];
+
+	memset(&a, 0, sizeof(a));
+	if (v->truncated)
+		return -1;
+	if (v->key_len == 5 && v->key[0] == RL_AF_INET)
+		bits = 32;
+	else if (v->key_len == 17 && v->key[0] == RL_AF_INET6)
+		bits = 128;
+	else
+		return -1;
+	a.family = v->key[0];
+	memcpy(a.bytes, v->key + 1, bits / 8);
+	if (rl_addr_format(&a, text, sizeof(text)))
+		return -1;
+	prefix = !c->cfg ? bits : bits == 32 ? c->cfg->ipv4_prefix
+					      : c->cfg->ipv6_prefix;
+	if (prefix >= bits)
+		snprintf(buf, len, "%s", text);
+	else
+		snprintf(buf, len, "%s/%u", text, prefix);
+	return 0;
+}
+
+/* A header's value as text: printable ASCII as it is, the rest escaped,
+ * a truncated key's digest replaced by "…". */
+static void format_text(const struct rl_slot_view *v, char *buf, size_t len)
+{
+	size_t n = v->key_len, o = 0;
+
+	if (v->truncated && n >= 8)
+		n -= 8;
+	for (size_t i = 0; i < n && o + 5 < len; i++) {
+		uint8_t b = v->key[i];
+
+		if (b == '\\')
+			o += (size_t)snprintf(buf + o, len - o, "\\\\");
+		else if (b >= 0x20 && b < 0x7f)
+			buf[o++] = (char)b;
+		else
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", b);
+	}
+	buf[o] = '\0';
+	if (v->truncated)
+		snprintf(buf + o, len - o, "…");
+}
+
+static void format_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
+		       size_t len)
+{
+	const struct rl_rule_cfg *r = rule_cfg(c, c->table->rules[v->rule].name);
+
+	if (r && r->key == RL_KEY_GLOBAL)
+		snprintf(buf, len, "(global)");
+	else if (r && r->key == RL_KEY_HEADER)
+		format_text(v, buf, len);
+	else if (format_addr(c, v, buf, len) == 0)
+		;
+	else if (!r && v->key_len == 0)
+		snprintf(buf, len, "(global)");
+	else
+		format_text(v, buf, len);
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static int parse_n(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (!*s || *end || *s == '-' || v == 0 || v > 1000000)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int ctl_cmd_top(struct ctl *c, int argc, char **argv)
+{
+	struct top t;
+	struct ctl_grid g;
+	unsigned n = TOP_DEFAULT;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
+			if (parse_n(argv[++i], &n))
+				return ctl_usage("top: -n wants a count from 1 "
+						 "to 1000000, not '%s'", argv[i]);
+		} else if (strncmp(argv[i], "-n", 2) == 0 && argv[i][2]) {
+			if (parse_n(argv[i] + 2, &n))
+				return ctl_usage("top: -n wants a count from 1 "
+						 "to 1000000, not '%s'",
+						 argv[i] + 2);
+		} else {
+			return ctl_usage("top: unknown argument '%s'", argv[i]);
+		}
+	}
+	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
+		return rc;
+	/* No more rows than the table has slots. */
+	if (n > c->table->hdr->capacity)
+		n = c->table->hdr->capacity;
+	memset(&t, 0, sizeof(t));
+	t.c = c;
+	t.max = n;
+	t.e = calloc(n, sizeof(*t.e));
+	if (!t.e || ctl_grid_init(&g, 6, n + 1)) {
+		free(t.e);
+		return ctl_fail("out of memory");
+	}
+	rl_table_foreach(c->table, rl_time_now_ns(), consider, &t);
+	qsort(t.e, t.n, sizeof(*t.e), by_urgency);
+
+	g.right[2] = g.right[3] = g.right[4] = g.right[5] = 1;
+	ctl_grid_add(&g, "RULE");
+	ctl_grid_add(&g, "KEY");
+	ctl_grid_add(&g, "REMAINING");
+	ctl_grid_add(&g, "LIMIT");
+	ctl_grid_add(&g, "RETRY");
+	ctl_grid_add(&g, "RESET");
+	for (unsigned i = 0; i < t.n; i++) {
+		const struct entry *e = &t.e[i];
+		char key[RL_KEY_MAX * 4 + 8], retry[40] = "-", reset[32];
+
+		format_key(c, &e->v, key, sizeof(key));
+		if (e->retry_ns) {
+			ctl_fmt_dur(retry + 3, sizeof(retry) - 3, e->retry_ns);
+			/* "≤" is three bytes of UTF-8 */
+			memcpy(retry, "\xe2\x89\xa4", 3);
+		}
+		ctl_fmt_dur(reset, sizeof(reset), e->v.peek.reset_after_ns);
+		ctl_grid_add(&g, "%.*s", RL_RULE_NAME_MAX - 1,
+			     c->table->rules[e->v.rule].name);
+		ctl_grid_add(&g, "%s", key);
+		ctl_grid_add(&g, "%u", e->v.peek.remaining);
+		ctl_grid_add(&g, "%u", e->v.peek.limit);
+		ctl_grid_add(&g, "%s", e->retry_ns && !e->retry_bound
+					       ? retry + 3 : retry);
+		ctl_grid_add(&g, "%s", reset);
+	}
+	if (t.n)
+		ctl_grid_print(&g, stdout, "");
+	else
+		printf("no key holds any state: nothing is near its limit\n");
+	ctl_grid_free(&g);
+	free(t.e);
+	return ctl_flush();
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xdp.c - the XDP dropper's maps, as the agent pinned them under
+ * RL_XDP_PIN_DIR/<shm>: the totals that status and metrics show, and
+ * `rlshimctl xdp stats` (the totals and the drops per ban).
+ *
+ * Opening a pinned map needs the rights the agent had (root, or CAP_BPF
+ * and the bpffs's permissions): without them the maps are "not readable",
+ * which status says and metrics leaves out.
+ */
+#include <errno.h>
+#include <linux/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "ctl.h"
+
+#include "bpf/rlshim.h"
+#include "time.h"
+
+static int pinned(const char *dir, const char *name)
+{
+	char path[RL_PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = bpf_obj_get(path);
+	return fd < 0 ? -errno : fd;
+}
+
+int ctl_xdp_open(const char *shm, struct ctl_xdp *m)
+{
+	const size_t value = sizeof(struct rl_xdp_stats);
+
+	memset(m, 0, sizeof(*m));
+	m->v4 = m->v6 = m->h4 = m->h6 = m->drops = m->stats = -1;
+	snprintf(m->dir, sizeof(m->dir), "%s/%s", RL_XDP_PIN_DIR, shm);
+	if ((m->v4 = pinned(m->dir, RL_XDP_MAP_BANS_V4)) < 0)
+		return m->v4;
+	if ((m->v6 = pinned(m->dir, RL_XDP_MAP_BANS_V6)) < 0)
+		return m->v6;
+	if ((m->h4 = pinned(m->dir, RL_XDP_MAP_HOSTS_V4)) < 0)
+		return m->h4;
+	if ((m->h6 = pinned(m->dir, RL_XDP_MAP_HOSTS_V6)) < 0)
+		return m->h6;
+	if ((m->drops = pinned(m->dir, RL_XDP_MAP_DROPS)) < 0)
+		return m->drops;
+	if ((m->stats = pinned(m->dir, RL_XDP_MAP_STATS)) < 0)
+		return m->stats;
+	m->ncpu = libbpf_num_possible_cpus();
+	if (m->ncpu <= 0)
+		return m->ncpu < 0 ? m->ncpu : -EINVAL;
+	/* The largest per-CPU value read: the stats entry. */
+	m->percpu = calloc((size_t)m->ncpu, value);
+	return m->percpu ? 0 : -ENOMEM;
+}
+
+void ctl_xdp_close(struct ctl_xdp *m)
+{
+	int *fds[] = { &m->v4, &m->v6, &m->h4, &m->h6, &m->drops, &m->stats };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	free(m->percpu);
+	m->percpu = NULL;
+}
+
+/* Sum over the CPUs of the __u64 `word` of `words` at `key` of `fd`; 0 when
+ * the entry cannot be read. */
+static __u64 percpu_sum(struct ctl_xdp *m, int fd, __u32 key, unsigned word,
+			unsigned words)
+{
+	const __u64 *v = m->percpu;
+	__u64 sum = 0;
+
+	if (bpf_map_lookup_elem(fd, &key, m->percpu))
+		return 0;
+	for (int c = 0; c < m->ncpu; c++)
+		sum += v[(size_t)c * words + word];
+	return sum;
+}
+
+void ctl_xdp_totals(struct ctl_xdp *m, struct ctl_xdp_totals *out)
+{
+	const unsigned words = sizeof(struct rl_xdp_stats) / sizeof(__u64);
+
+	out->packets = percpu_sum(m, m->stats, 0, 0, words);
+	out->dropped = percpu_sum(m, m->stats, 0, 1, words);
+	out->expired = percpu_sum(m, m->stats, 0, 2, words);
+	out->not_ip = percpu_sum(m, m->stats, 0, 3, words);
+	out->truncated = percpu_sum(m, m->stats, 0, 4, words);
+}
+
+/* ---- xdp stats ----------------------------------------------------------- */
+
+/* One ban of a map: its address, what it dropped, its time left. */
+static void print_xdp_ban(struct ctl_xdp *m, uint8_t family, __u32 prefixlen,
+			  const __u8 *addr, const struct rl_xdp_ban *v,
+			  uint64_t mono_now)
+{
+	struct rl_cidr c;
+	char text[RL_CIDR_STRLEN], left[32] = "expired";
+
+	memset(&c, 0, sizeof(c));
+	c.addr.family = family;
+	memcpy(c.addr.bytes, addr, family == RL_AF_INET ? 4 : 16);
+	c.prefix = (uint8_t)prefixlen;
+	rl_cidr_format(&c, text, sizeof(text));
+	if (v->expires_ns > mono_now)
+		rl_time_format_duration(left, sizeof(left),
+					(v->expires_ns - mono_now) /
+						RL_NS_PER_SEC * RL_NS_PER_SEC);
+	printf("%-43s %-12llu %s\n", text,
+	       (unsigned long long)percpu_sum(m, m->drops, v->id, 0, 1), left);
+}
+
+/*
+ * The bans of one map. A trie's key starts with its prefix length; a hash
+ * map's key is the address alone, at the configured host prefix `host`.
+ */
+static unsigned list_map(struct ctl_xdp *m, int fd, uint8_t family,
+			 size_t keylen, int host, uint64_t mono_now)
+{
+	__u8 key[sizeof(struct rl_xdp_key6)], next[sizeof(struct rl_xdp_key6)];
+	void *prev = NULL;
+	unsigned n = 0;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		struct rl_xdp_ban v;
+		__u32 prefixlen = (__u32)host;
+
+		memcpy(key, next, keylen);
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, &v))
+			continue;
+		if (host < 0)
+			memcpy(&prefixlen, key, sizeof(prefixlen));
+		n++;
+		print_xdp_ban(m, family, prefixlen,
+			      host < 0 ? key + sizeof(__u32) : key, &v, mono_now);
+	}
+	return n;
+}
+
+int ctl_cmd_xdp(struct ctl *c, int argc, char **argv)
+{
+	static const char *const names[] = { "packets", "dropped", "expired",
+					     "not_ip", "truncated" };
+	struct ctl_xdp m;
+	struct ctl_xdp_totals t;
+	const uint64_t *tv[] = { &t.packets, &t.dropped, &t.expired,
+				 &t.not_ip, &t.truncated };
+	unsigned n;
+	int rc;
+
+	if (argc != 2 || strcmp(argv[1], "stats") != 0)
+		return ctl_usage("xdp: the one subcommand is 'stats'");
+	if ((rc = ctl_open(c, 0)))
+		return rc;
+	if (!c->cfg->xdp)
+		return ctl_fail("no [xdp] in %s: the dropper is not used",
+				c->cfg->source[0] ? c->cfg->source
+						  : "the configuration");
+	rc = ctl_xdp_open(c->shm, &m);
+	if (rc == -ENOMEM) {
+		ctl_xdp_close(&m);
+		return ctl_fail("out of memory");
+	}
+	if (rc) {
+		rc = ctl_fail("the XDP dropper is not running: no maps in %s "
+			      "(is rlshimd running, as root or with CAP_BPF and "
+			      "CAP_NET_ADMIN? see its log)", m.dir);
+		ctl_xdp_close(&m);
+		return rc;
+	}
+	printf("xdp: %s, mode %s, maps %s\n",
+	       atomic_load(&c->table->hdr->agent_flags) & RL_AGENT_XDP
+		       ? "attached" : "not attached",
+	       c->cfg->xdp_mode == RL_XDP_NATIVE ? "native"
+	       : c->cfg->xdp_mode == RL_XDP_GENERIC ? "generic" : "auto", m.dir);
+	ctl_xdp_totals(&m, &t);
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		printf("%-10s %llu\n", names[i], (unsigned long long)*tv[i]);
+	printf("\n%-43s %-12s %s\n", "ADDRESS", "DROPPED", "EXPIRES IN");
+	n = list_map(&m, m.h4, RL_AF_INET, sizeof(struct rl_xdp_host4),
+		     c->cfg->ipv4_prefix, rl_time_now_ns());
+	n += list_map(&m, m.v4, RL_AF_INET, sizeof(struct rl_xdp_key4), -1,
+		      rl_time_now_ns());
+	n += list_map(&m, m.h6, RL_AF_INET6, sizeof(struct rl_xdp_host6),
+		      c->cfg->ipv6_prefix, rl_time_now_ns());
+	n += list_map(&m, m.v6, RL_AF_INET6, sizeof(struct rl_xdp_key6), -1,
+		      rl_time_now_ns());
+	if (!n)
+		printf("(no bans in the maps)\n");
+	ctl_xdp_close(&m);
+	return 0;
+}
