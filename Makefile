@@ -227,6 +227,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \
+	"python3 tests/integration/test_reload.py" \
 	"python3 tests/integration/test_xdp.py" \
 	"python3 tests/integration/test_install.py"
 ifeq ($(SANITIZE),)
