@@ -5,9 +5,24 @@
 # status codes and the headers of the last answer. Everything it starts, it
 # stops; a fresh port and a fresh segment each run, so it shows the same thing
 # every time.
+#
+# The shim, the demo server and the examples come from the build tree
+# BUILD_DIR, unless RLSHIM_LIB, RLSHIM_LEGACY and RLSHIM_EXAMPLES name other
+# files. `make install` installs a copy as PREFIX/share/rlshim/demo.sh in which
+# the marker line below sets them to the installed files.
 set -eu
 B=${1:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
+: # @RLSHIM_INSTALLED_PATHS@
+lib=${RLSHIM_LIB:-$top/$B/librlshim.so}
+legacy=${RLSHIM_LEGACY:-$top/$B/legacy_server}
+examples=${RLSHIM_EXAMPLES:-$top/examples}
+# What the first line of output calls them: as before, relative to the tree.
+shown_lib=${RLSHIM_LIB:-$B/librlshim.so}
+shown_conf=${RLSHIM_EXAMPLES:-examples}/quickstart.conf
+for f in "$lib" "$legacy" "$examples/quickstart.conf"; do
+	[ -e "$f" ] || { echo "demo: $f: not found" >&2; exit 1; }
+done
 tmp=$(mktemp -d)
 shm="rlshim-demo-$$"
 port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::", 0)); print(s.getsockname()[1])')
@@ -20,9 +35,9 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 sed -e "s/^ports *=.*/ports = $port/" -e "s/^shm *=.*/shm = $shm/" \
-	"$top/examples/quickstart.conf" >"$tmp/quickstart.conf"
-RLSHIM_CONFIG="$tmp/quickstart.conf" LD_PRELOAD="$top/$B/librlshim.so" \
-	"$top/$B/legacy_server" -p "$port" >"$tmp/server.log" 2>&1 &
+	"$examples/quickstart.conf" >"$tmp/quickstart.conf"
+RLSHIM_CONFIG="$tmp/quickstart.conf" LD_PRELOAD="$lib" \
+	"$legacy" -p "$port" >"$tmp/server.log" 2>&1 &
 pid=$!
 i=0
 # A bare connect, not a request: nothing is counted before the demo's own.
@@ -32,7 +47,7 @@ until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 
 	sleep 0.05
 done
 
-echo "legacy_server on port $port, under LD_PRELOAD=$B/librlshim.so with examples/quickstart.conf"
+echo "legacy_server on port $port, under LD_PRELOAD=$shown_lib with $shown_conf"
 echo
 codes=""
 for n in 1 2 3 4 5; do
