@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -158,6 +159,28 @@ static struct rl_conn *tracked(int fd)
  * application passes NULL), the address copied out as accept(2) would:
  * truncated to *alen, *alen set to the real length.
  */
+/*
+ * After `refused` connections refused in a row on `lfd`: 0 to accept
+ * again, else the errno to fail this accept with. A nonblocking listener is
+ * accepted from again (EAGAIN when nothing waits), but a flood must not
+ * hold the server in here: EAGAIN after 64. A blocking listener is accepted
+ * from again only when a connection is already waiting: blocking in here
+ * would keep from the server a signal that came meanwhile (its handler has
+ * run, and the server's loop would not see its flag until the next
+ * connection). It gets ECONNABORTED, what accept says of a connection gone
+ * before it was accepted, which servers take as a reason to try again.
+ */
+static int again(int lfd, int refused)
+{
+	struct pollfd p = { lfd, POLLIN, 0 };
+
+	if (real_fcntl(lfd, F_GETFL) & O_NONBLOCK)
+		return refused >= 64 ? EAGAIN : 0;
+	if (refused < 64 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+		return 0;
+	return ECONNABORTED;
+}
+
 static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		     int flags, int four)
 {
@@ -196,14 +219,11 @@ static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 			if (rl_shim_phase() != RL_SHIM_OFF &&
 			    !rl_io_accepted(lfd, fd, (struct sockaddr *)&ss, sl)) {
 				/* Refused and closed: take the next one, as if
-				 * this connection had never come. A flood must
-				 * not hold a nonblocking server in here. */
+				 * this connection had never come. */
 				busy = 0;
-				if (++refused >= 64 &&
-				    (real_fcntl(lfd, F_GETFL) & O_NONBLOCK)) {
-					errno = EAGAIN;
+				errno = again(lfd, ++refused);
+				if (errno)
 					return -1;
-				}
 				errno = saved;
 				continue;
 			}

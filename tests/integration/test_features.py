@@ -8,6 +8,7 @@ unguarded ports, Upgrade, slow and oversized heads.
 """
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -85,6 +86,26 @@ def accept_rule():
         assert len(served(s, '/books')) == 3
     finally:
         s.stop()
+
+
+def signal_after_refusal():
+    """A blocking server that has just had a connection refused at accept
+    still sees the SIGTERM that comes right after: the shim does not block
+    in accept again on its behalf (the server gets ECONNABORTED, and its
+    loop looks at its flag)."""
+    for _ in range(5):
+        s = Legacy('[limit:conn]\nmatch = accept\nrate = 1/m\n')
+        try:
+            assert s.get().status == 200
+            assert refused(s.port)
+            s.server.proc.send_signal(signal.SIGTERM)
+            try:
+                s.server.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError('the server missed its SIGTERM, blocked '
+                                     'in accept') from None
+        finally:
+            s.stop()
 
 
 def allow_list():
@@ -409,7 +430,7 @@ def examples():
     assert p.returncode == 1 and p.stderr.startswith(f'{bad}:2: bad rate'), p.stderr
 
 
-TESTS = [examples, accept_rule, allow_list, dry_run, proxy_protocol, refund,
+TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
          client_gone_mid_head, smuggling, upgrade]
