@@ -14,6 +14,7 @@
  *                                                else somebody lifted it
  *                                                everywhere: lift it here
  *   ours, lifted here, still in the store        lift it there (ZREM)
+ *   remote, lifted here by hand, still there     lift it there (ZREM)
  *   in the store, not here                       ban it here (remote)
  *   remote here, gone from the store             lift it here
  *   expiries that differ                         the side that changed wins
@@ -291,6 +292,11 @@ void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns)
 			/* we pushed it and lifted it since: lift it there */
 			announce(a, &r->cidr, 0, 0);
 			map_del(&st->pushed, p);
+			changes++;
+		} else if (rl_ban_lifted(a->table, &r->cidr) == r->exp) {
+			/* somebody else's, lifted here by hand (rlshimctl
+			 * unban): lifted everywhere, not brought back */
+			announce(a, &r->cidr, 0, 0);
 			changes++;
 		} else {
 			rl_ban_add(a->table, &r->cidr, r->exp, RL_BAN_REMOTE,

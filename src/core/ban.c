@@ -259,6 +259,9 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 			break;
 		if (entry_is(b, tag, a.family, c->prefix, a.bytes, &exp)) {
 			found |= exp != 0;
+			if (exp)
+				atomic_store_explicit(&b->lifted_exp, exp,
+						      memory_order_relaxed);
 			atomic_store_explicit(&b->expires_ms, 0,
 					      memory_order_release);
 		}
@@ -266,6 +269,27 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 	if (found)
 		gen_bump(t);
 	return found ? 0 : -ENOENT;
+}
+
+uint64_t rl_ban_lifted(struct rl_table *t, const struct rl_cidr *c)
+{
+	struct rl_addr a = c->addr;
+	uint64_t tag, mask = RL_BANS - 1;
+
+	rl_addr_mask(&a, c->prefix);
+	tag = ban_tag(t, a.family, c->prefix, a.bytes);
+	for (unsigned i = 0; i < PROBE; i++) {
+		struct rl_shm_ban *b = &t->bans[(tag + i) & mask];
+		uint64_t exp;
+
+		if (atomic_load_explicit(&b->tag, memory_order_acquire) == 0)
+			break;
+		if (entry_is(b, tag, a.family, c->prefix, a.bytes, &exp) &&
+		    exp == 0)
+			return atomic_load_explicit(&b->lifted_exp,
+						    memory_order_relaxed);
+	}
+	return 0;
 }
 
 uint64_t rl_ban_lookup(struct rl_table *t, const struct rl_addr *a,

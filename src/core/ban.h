@@ -57,6 +57,10 @@ int rl_ban_offence(struct rl_table *t, const struct rl_cidr *c,
 /* Lift the ban of exactly `c`. Returns 0, or -ENOENT if there was none. */
 int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c);
 
+/* The expiry (Unix ms) the ban of exactly `c` had when it was lifted here,
+ * if it is lifted (not banned again since); else 0. */
+uint64_t rl_ban_lifted(struct rl_table *t, const struct rl_cidr *c);
+
 /*
  * 1 if `a` is inside a live ban (the ban's hit counter is incremented), else
  * 0. With no ban of `a`'s family in the segment, one load and no clock.

@@ -190,7 +190,11 @@ struct rl_shm_ban {
 	uint8_t addr[16];
 	uint64_t created_ms;          /* Unix ms */
 	_Atomic uint32_t offences;    /* maxretry bans of this prefix so far */
-	uint8_t reserved[12];
+	uint8_t reserved[4];
+	_Atomic uint64_t lifted_exp;  /* the expiry it had when lifted here
+					 (rl_ban_remove), so that the agent
+					 lifts it in the store too rather
+					 than bring it back */
 };
 
 _Static_assert(sizeof(struct rl_shm_header) == RL_SHM_HEADER_SIZE,

@@ -319,6 +319,19 @@ def ban_spreads():
         assert wait_for(lambda: all('203.0.113.9' not in h.ctl('bans').stdout
                                     for h in hosts), 5)
         assert not r.cli('ZSCORE', 'rlshim:bans', '203.0.113.9/32')
+        # A ban from elsewhere lifted by hand on one host is lifted
+        # everywhere, and stays lifted (not brought back from the store).
+        exp = int(time.time() * 1000) + 60000
+        r.cli('ZADD', 'rlshim:bans', exp, '198.51.100.0/24')
+        r.cli('PUBLISH', 'rlshim:bans', 'ban 198.51.100.0/24')
+        assert wait_for(lambda: all('198.51.100.0/24' in h.ctl('bans').stdout
+                                    for h in hosts), 5)
+        assert hosts[2].ctl('unban', '198.51.100.0/24').returncode == 0
+        assert wait_for(lambda: not r.cli('ZSCORE', 'rlshim:bans', '198.51.100.0/24'), 5)
+        assert wait_for(lambda: all('198.51.100.0/24' not in h.ctl('bans').stdout
+                                    for h in hosts), 5)
+        time.sleep(0.3)  # several rounds
+        assert all('198.51.100.0/24' not in h.ctl('bans').stdout for h in hosts)
     finally:
         for h in hosts:
             h.stop()

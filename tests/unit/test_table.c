@@ -151,6 +151,7 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_ban, addr), 24);
 	assert_int_equal(offsetof(struct rl_shm_ban, created_ms), 40);
 	assert_int_equal(offsetof(struct rl_shm_ban, offences), 48);
+	assert_int_equal(offsetof(struct rl_shm_ban, lifted_exp), 56);
 
 	/* 1,024 slots: header, rules, shards, slots, meta, bans, page-aligned. */
 	assert_int_equal(rl_table_layout_size(1024), 1200128);
