@@ -201,6 +201,25 @@ static void xdp_free(struct rl_xdp *x)
 	free(x);
 }
 
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_BPF_BIT 39
+
+/* 1 if the process has capability `bit` in its effective set. */
+static int has_cap(unsigned bit)
+{
+	char line[256];
+	unsigned long long eff = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff >> bit) & 1;
+}
+
 int rl_agent_xdp_init(struct rl_agent *a)
 {
 	const struct rl_config *cfg = a->cfg;
@@ -226,6 +245,16 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	x->nfree = RL_XDP_MAX_BANS;
 
 	rc = pin_dir(cfg->shm, x->pins, sizeof(x->pins));
+	if (rc == -EACCES && (has_cap(CAP_BPF_BIT) || has_cap(CAP_SYS_ADMIN_BIT))) {
+		/* systemd mounts /sys/fs/bpf 0700 root: CAP_BPF is not
+		 * enough to pin there. */
+		rl_log(RL_LOG_WARN, "msg=\"xdp: cannot pin the maps: %s is not "
+		       "writable by this user (add CAP_DAC_OVERRIDE, or mount a "
+		       "bpffs it can write); banned clients are refused at "
+		       "accept only\"", RL_XDP_PIN_DIR);
+		xdp_free(x);
+		return -1;
+	}
 	if (rc) {
 		if (rc == -EPERM || rc == -EACCES)
 			goto unprivileged;

@@ -466,6 +466,9 @@ wait $pid
         assert 'xdp detached' in results['unit'], results['unit']
         assert 'xdp attached' not in results['without CAP_DAC_OVERRIDE'], \
             results['without CAP_DAC_OVERRIDE']
+        # ... and it says why, not that it lacks CAP_BPF.
+        assert 'is not writable by this user (add CAP_DAC_OVERRIDE' in \
+            results['without CAP_DAC_OVERRIDE'], results['without CAP_DAC_OVERRIDE']
     finally:
         sh('ip', 'link', 'del', ifc)
         os.chmod(TMP, 0o700)
