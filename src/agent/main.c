@@ -41,26 +41,27 @@ static int config_changed(const char *path, const struct rl_config *cur,
 			  uint64_t *stamp)
 {
 	uint64_t now = rl_config_stamp(path);
-	struct rl_config *next;
-	char err[RL_ERR_MAX];
-	int ok;
+	struct rl_config *next = NULL;
+	char err[RL_ERR_MAX], q[RL_ERR_MAX];
+	int ok = 0;
 
 	if (!path || now == *stamp)
 		return 0;
 	*stamp = now;
-	if (rl_config_load(path, &next, err, sizeof(err))) {
-		char q[RL_ERR_MAX];
-
+	if (rl_config_load(path, &next, err, sizeof(err)) ||
+	    rl_config_reload_ok(next, err, sizeof(err))) {
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
 		       "one in force\" err=\"%s\"",
 		       rl_log_quote(err, q, sizeof(q)));
-		return 0;
-	}
-	ok = strcmp(next->shm, cur->shm) == 0;
-	if (!ok)
+	} else if (rl_config_stamp(path) != now) {
+		*stamp = 0; /* changed while read: again next time */
+	} else if (strcmp(next->shm, cur->shm) != 0) {
 		rl_log(RL_LOG_WARN, "msg=\"configuration names another segment; "
 		       "the servers keep this one until they restart\" shm=%s",
 		       next->shm);
+	} else {
+		ok = 1;
+	}
 	rl_config_free(next);
 	return ok;
 }

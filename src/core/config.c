@@ -1463,6 +1463,16 @@ const char *rl_config_path(void)
 	return NULL;
 }
 
+int rl_config_reload_ok(const struct rl_config *next, char *err,
+			size_t errlen)
+{
+	if (next->nrules > 0)
+		return 0;
+	snprintf(err, errlen, "%s: no [limit:*] rule (to lift every limit on "
+		 "purpose, set mode = dry-run)", next->source);
+	return -EINVAL;
+}
+
 int rl_config_guards(const struct rl_config *c, uint16_t port)
 {
 	if (c->nports == 0)

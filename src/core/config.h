@@ -162,6 +162,15 @@ const char *rl_config_path(void);
  */
 void rl_config_remember_env(void);
 
+/*
+ * May `next` replace a configuration in force (a reload)? 0 if so, else
+ * -EINVAL with the reason in `err`: a file with no rule at all is refused,
+ * being far more likely caught half-written than meant (mode = dry-run
+ * lifts every limit on purpose).
+ */
+int rl_config_reload_ok(const struct rl_config *next, char *err,
+			size_t errlen);
+
 /* 1 if `port` is guarded by `c` (no ports = every port). */
 int rl_config_guards(const struct rl_config *c, uint16_t port);
 

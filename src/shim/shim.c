@@ -244,8 +244,16 @@ static void reload_check(void)
 		return;
 	config_stamp = stamp; /* this version of the file is dealt with */
 	if (rl_config_load(path, &next, err, sizeof(err)) == 0) {
+		if (rl_config_stamp(path) != stamp) {
+			/* Changed while we read it: half-written, maybe.
+			 * The next tick reads it again. */
+			rl_config_free(next);
+			config_stamp = 0;
+			return;
+		}
 		keep_fixed(next, config, fixed, sizeof(fixed));
-		if (rl_io_reload(next, err, sizeof(err)) == 0) {
+		if (rl_config_reload_ok(next, err, sizeof(err)) == 0 &&
+		    rl_io_reload(next, err, sizeof(err)) == 0) {
 			applied(next, stamp, fixed);
 			return;
 		}

@@ -235,6 +235,22 @@ def unchanged_rules_keep_state():
         s.stop()
 
 
+def emptied_file_refused():
+    """A file emptied (or caught half-written, before its first rule) is
+    refused: the rules in force stay, the log says what is missing."""
+    s = F.Legacy('[limit:books]\nmatch = GET /books\nrate = 2/m\n')
+    try:
+        assert F.codes(s, 3) == [200, 200, 429]
+        rewrite(s.config, f'[global]\nports = {s.port}\nshm = {s.shm}\n')
+        time.sleep(RELOAD_S)
+        assert F.codes(s, 2) == [429, 429]
+        err = s.server.stderr_text()
+        assert 'no [limit:*] rule (to lift every limit on purpose, set ' \
+            'mode = dry-run)' in err, err
+    finally:
+        s.stop()
+
+
 def restart_needed():
     """shm and ports cannot change under a running server: the reload says
     they need a restart and keeps the ones in force; the rest applies."""
@@ -379,8 +395,10 @@ def syslog():
             pass
 
 
+
 TESTS = [reload_under_load, invalid_file_kept, unchanged_rules_keep_state,
-         restart_needed, agent_restarts, denials_summarised, syslog]
+         emptied_file_refused, restart_needed, agent_restarts,
+         denials_summarised, syslog]
 
 if __name__ == '__main__':
     sys.exit(run('reload', [(t.__name__, t) for t in TESTS]))

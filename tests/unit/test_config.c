@@ -1186,6 +1186,24 @@ static void test_stamp(void **state)
 	assert_int_equal(unlink(path), 0);
 }
 
+static void test_reload_ok(void **state)
+{
+	struct rl_config *c = NULL;
+	char err[RL_ERR_MAX];
+
+	(void)state;
+	assert_int_equal(rl_config_parse("[limit:a]\nrate = 1/s\n", "a.conf", &c,
+					 err, sizeof(err)), 0);
+	assert_int_equal(rl_config_reload_ok(c, err, sizeof(err)), 0);
+	rl_config_free(c);
+	assert_int_equal(rl_config_parse("[global]\nshm = x\n", "b.conf", &c,
+					 err, sizeof(err)), 0);
+	assert_int_equal(rl_config_reload_ok(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "b.conf: no [limit:*] rule (to lift every limit "
+			    "on purpose, set mode = dry-run)");
+	rl_config_free(c);
+}
+
 static void test_missing_file(void **state)
 {
 	const char *path = "/nonexistent/rlshim.conf";
@@ -1295,6 +1313,7 @@ int main(void)
 		cmocka_unit_test(test_error_null_err),
 		cmocka_unit_test(test_file),
 		cmocka_unit_test(test_stamp),
+		cmocka_unit_test(test_reload_ok),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_directory),
 		cmocka_unit_test(test_config_path),
