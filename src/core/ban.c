@@ -241,30 +241,45 @@ int rl_ban_offence(struct rl_table *t, const struct rl_cidr *c,
 	return ban_put(t, c, &rq, now_ms, expires_ms, offences);
 }
 
-int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
+/*
+ * The entries that hold exactly `c`, live or lifted (more than one if two
+ * processes added it at once), in `out` with their expiries. Returns how
+ * many.
+ */
+static unsigned entries_of(struct rl_table *t, const struct rl_cidr *c,
+			   struct rl_shm_ban *out[PROBE], uint64_t exp[PROBE])
 {
 	struct rl_addr a = c->addr;
 	uint64_t tag, mask = RL_BANS - 1;
-	int found = 0;
+	unsigned n = 0;
 
 	rl_addr_mask(&a, c->prefix);
 	tag = ban_tag(t, a.family, c->prefix, a.bytes);
-	/* Every copy: two processes adding the same ban at once may both
-	 * have taken an entry. */
 	for (unsigned i = 0; i < PROBE; i++) {
 		struct rl_shm_ban *b = &t->bans[(tag + i) & mask];
-		uint64_t exp;
 
 		if (atomic_load_explicit(&b->tag, memory_order_acquire) == 0)
 			break;
-		if (entry_is(b, tag, a.family, c->prefix, a.bytes, &exp)) {
-			found |= exp != 0;
-			if (exp)
-				atomic_store_explicit(&b->lifted_exp, exp,
-						      memory_order_relaxed);
-			atomic_store_explicit(&b->expires_ms, 0,
-					      memory_order_release);
+		if (entry_is(b, tag, a.family, c->prefix, a.bytes, &exp[n]))
+			out[n++] = b;
+	}
+	return n;
+}
+
+int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
+{
+	struct rl_shm_ban *b[PROBE];
+	uint64_t exp[PROBE];
+	unsigned n = entries_of(t, c, b, exp);
+	int found = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (exp[i]) {
+			found = 1;
+			atomic_store_explicit(&b[i]->lifted_exp, exp[i],
+					      memory_order_relaxed);
 		}
+		atomic_store_explicit(&b[i]->expires_ms, 0, memory_order_release);
 	}
 	if (found)
 		gen_bump(t);
@@ -273,22 +288,14 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 
 uint64_t rl_ban_lifted(struct rl_table *t, const struct rl_cidr *c)
 {
-	struct rl_addr a = c->addr;
-	uint64_t tag, mask = RL_BANS - 1;
+	struct rl_shm_ban *b[PROBE];
+	uint64_t exp[PROBE];
+	unsigned n = entries_of(t, c, b, exp);
 
-	rl_addr_mask(&a, c->prefix);
-	tag = ban_tag(t, a.family, c->prefix, a.bytes);
-	for (unsigned i = 0; i < PROBE; i++) {
-		struct rl_shm_ban *b = &t->bans[(tag + i) & mask];
-		uint64_t exp;
-
-		if (atomic_load_explicit(&b->tag, memory_order_acquire) == 0)
-			break;
-		if (entry_is(b, tag, a.family, c->prefix, a.bytes, &exp) &&
-		    exp == 0)
-			return atomic_load_explicit(&b->lifted_exp,
+	for (unsigned i = 0; i < n; i++)
+		if (exp[i] == 0)
+			return atomic_load_explicit(&b[i]->lifted_exp,
 						    memory_order_relaxed);
-	}
 	return 0;
 }
 
