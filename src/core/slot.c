@@ -309,9 +309,10 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 	}
 }
 
-int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
-		       size_t key_len, uint32_t cost, uint64_t now_ns,
-		       struct rl_result *out, struct rl_slot_hint *hint)
+static int take_in(struct rl_table *t, unsigned rule, const void *key,
+		   size_t key_len, uint32_t cost, uint64_t now_ns,
+		   struct rl_result *out, struct rl_slot_hint *hint,
+		   int count_allowed)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 	struct keyref k;
@@ -355,8 +356,29 @@ fresh:
 		rl_algo_step(&rc->algo, &st, cost, now_ns, out);
 	}
 decided:
-	count(t, rule, out->allowed);
+	if (count_allowed || !out->allowed)
+		count(t, rule, out->allowed);
 	return 0;
+}
+
+int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns,
+		       struct rl_result *out, struct rl_slot_hint *hint)
+{
+	return take_in(t, rule, key, key_len, cost, now_ns, out, hint, 1);
+}
+
+int rl_table_take_uncounted(struct rl_table *t, unsigned rule, const void *key,
+			    size_t key_len, uint32_t cost, uint64_t now_ns,
+			    struct rl_result *out, struct rl_slot_hint *hint)
+{
+	return take_in(t, rule, key, key_len, cost, now_ns, out, hint, 0);
+}
+
+void rl_table_count_allowed(struct rl_table *t, unsigned rule)
+{
+	if (rule < RL_MAX_RULES)
+		count(t, rule, 1);
 }
 
 /*
@@ -420,8 +442,8 @@ int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
 	return rl_table_take_hint(t, rule, key, key_len, cost, now_ns, out, NULL);
 }
 
-int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
-		    size_t key_len, uint32_t cost, uint64_t now_ns)
+static int refund_in(struct rl_table *t, unsigned rule, const void *key,
+		     size_t key_len, uint32_t cost, uint64_t now_ns, int counted)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 	struct rl_shm_counter *c;
@@ -447,8 +469,10 @@ int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
 			break;
 	}
 	/* The decision was counted as allowed; it was not, in the end. */
-	c = &t->shards[shard_of()].rule[rule];
-	atomic_fetch_sub_explicit(&c->allowed, 1, memory_order_relaxed);
+	if (counted) {
+		c = &t->shards[shard_of()].rule[rule];
+		atomic_fetch_sub_explicit(&c->allowed, 1, memory_order_relaxed);
+	}
 	{
 		/* Nor is it owed to the other hosts, unless already synced. */
 		uint32_t a = atomic_load_explicit(&s->sync_admitted,
@@ -460,6 +484,18 @@ int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
 			;
 	}
 	return 0;
+}
+
+int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
+		    size_t key_len, uint32_t cost, uint64_t now_ns)
+{
+	return refund_in(t, rule, key, key_len, cost, now_ns, 1);
+}
+
+int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns)
+{
+	return refund_in(t, rule, key, key_len, cost, now_ns, 0);
 }
 
 /* Read a slot's key and state consistently: the key bytes through the

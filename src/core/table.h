@@ -296,6 +296,21 @@ int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
 		       struct rl_result *out, struct rl_slot_hint *hint);
 
 /*
+ * For a caller that decides a request by several rules (the shim): take
+ * as rl_table_take_hint, but count only a denial. Once every rule allowed
+ * the request, rl_table_count_allowed() for each; if one denied, what the
+ * others took goes back with rl_table_give_back(), which touches no
+ * counter. So the allowed counters only ever grow, and count requests
+ * that passed, not units taken and returned.
+ */
+int rl_table_take_uncounted(struct rl_table *t, unsigned rule, const void *key,
+			    size_t key_len, uint32_t cost, uint64_t now_ns,
+			    struct rl_result *out, struct rl_slot_hint *hint);
+void rl_table_count_allowed(struct rl_table *t, unsigned rule);
+int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns);
+
+/*
  * Count a denial of `key` under rule `rule` towards a ban: `maxretry`
  * denials within `findtime_ns` of the first of them (the count starts with
  * a key's first denial and lasts findtime; one after that starts a new

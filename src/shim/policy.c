@@ -188,8 +188,16 @@ static void refund_all(const struct rl_policy *p, const struct taken *done,
 		       unsigned ndone, uint64_t now)
 {
 	for (unsigned k = 0; k < ndone; k++)
-		rl_table_refund(p->table, p->ids[done[k].rule], done[k].key,
-				done[k].len, 1, now);
+		rl_table_give_back(p->table, p->ids[done[k].rule], done[k].key,
+				   done[k].len, 1, now);
+}
+
+/* The request passed every rule: count it allowed by each that took. */
+static void count_all(const struct rl_policy *p, const struct taken *done,
+		      unsigned ndone)
+{
+	for (unsigned k = 0; k < ndone; k++)
+		rl_table_count_allowed(p->table, p->ids[done[k].rule]);
 }
 
 /* With [redis], is the store (or the agent that talks to it) down? */
@@ -219,8 +227,8 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 		res.reset_after_ns = RL_NS_PER_SEC;
 		v->store_down = 1;
 	} else {
-		rl_table_take_hint(p->table, p->ids[i], key, len, 1, now, &res,
-				   hint);
+		rl_table_take_uncounted(p->table, p->ids[i], key, len, 1, now,
+					&res, hint);
 	}
 	if (res.allowed) {
 		done[*ndone].rule = i;
@@ -278,6 +286,7 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 		if (rc == 1)
 			return;
 	}
+	count_all(p, done, ndone);
 }
 
 /* Parse one element of a comma-separated address list, trimmed. */
@@ -479,5 +488,6 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		if (rc == 1)
 			return 0;
 	}
+	count_all(p, done, ndone);
 	return 0;
 }

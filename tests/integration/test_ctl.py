@@ -184,8 +184,8 @@ def status_counts():
         st = status(s)
         r = rules_of(st)
         ok200 = count(seen['post'], 200) + count(seen['get'], 200)
-        # A request sms denies gives back what api took: api counts it as
-        # neither.
+        # A request sms denies gives back what api took: api does not count
+        # it allowed (nor denied).
         assert r['api']['allowed'] == ok200, (r['api'], seen)
         assert r['api']['denied'] == count(seen['get'], 429), (r['api'], seen)
         assert r['sms']['allowed'] == count(seen['post'], 200), r['sms']

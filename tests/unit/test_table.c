@@ -525,6 +525,39 @@ static void test_refund(void **state)
 	rl_table_close(t);
 }
 
+/* The shim's way: an allowance is counted once the whole request is
+ * allowed, a give-back touches no counter, so `allowed` never goes back
+ * (a Prometheus counter must not). A denial is counted at once. */
+static void test_uncounted(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = add_rule(t, "r", 60 * SEC, 2, 2);
+	struct rl_rule_stats rs;
+	struct rl_result r;
+
+	(void)state;
+	assert_int_equal(rl_table_take_uncounted(t, id, "k", 1, 1, T0, &r, NULL), 0);
+	assert_true(r.allowed);
+	assert_int_equal(rl_table_rule_stats(t, id, &rs), 0);
+	assert_int_equal(rs.allowed, 0);
+	assert_int_equal(rl_table_give_back(t, id, "k", 1, 1, T0), 0);
+	assert_int_equal(rl_table_rule_stats(t, id, &rs), 0);
+	assert_int_equal(rs.allowed, 0);
+	/* Given back: both units are there again. */
+	rl_table_take_uncounted(t, id, "k", 1, 1, T0, &r, NULL);
+	rl_table_count_allowed(t, id);
+	rl_table_take_uncounted(t, id, "k", 1, 1, T0, &r, NULL);
+	assert_true(r.allowed);
+	rl_table_count_allowed(t, id);
+	rl_table_take_uncounted(t, id, "k", 1, 1, T0, &r, NULL);
+	assert_false(r.allowed);
+	assert_int_equal(rl_table_rule_stats(t, id, &rs), 0);
+	assert_int_equal(rs.allowed, 2);
+	assert_int_equal(rs.denied, 1);
+	rl_table_count_allowed(t, RL_MAX_RULES); /* ignored */
+	rl_table_close(t);
+}
+
 /* maxretry: denials within findtime of the first, per key and rule. */
 static void test_fail_count(void **state)
 {
@@ -867,6 +900,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_summarise, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_uncounted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_count, setup, teardown),
 	};
 

@@ -52,8 +52,8 @@ static void rules(const struct ctl_snapshot *s)
 		return;
 	family("rlshim_requests_total", "counter",
 	       "Requests (and connections, for match = accept rules) decided "
-	       "by a rule, by decision; a request another rule denied counts "
-	       "as neither.");
+	       "by a rule: allowed once every rule allowed it, denied by the "
+	       "rule that denied it.");
 	for (unsigned i = 0; i < s->nrules; i++) {
 		for (int d = 0; d < 2; d++) {
 			fputs("rlshim_requests_total{", stdout);
