@@ -266,7 +266,7 @@ static unsigned entries_of(struct rl_table *t, const struct rl_cidr *c,
 	return n;
 }
 
-int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
+static int lift(struct rl_table *t, const struct rl_cidr *c, int by_hand)
 {
 	struct rl_shm_ban *b[PROBE];
 	uint64_t exp[PROBE];
@@ -276,7 +276,8 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 	for (unsigned i = 0; i < n; i++) {
 		if (exp[i]) {
 			found = 1;
-			atomic_store_explicit(&b[i]->lifted_exp, exp[i],
+			atomic_store_explicit(&b[i]->lifted_exp,
+					      by_hand ? exp[i] : 0,
 					      memory_order_relaxed);
 		}
 		atomic_store_explicit(&b[i]->expires_ms, 0, memory_order_release);
@@ -284,6 +285,16 @@ int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
 	if (found)
 		gen_bump(t);
 	return found ? 0 : -ENOENT;
+}
+
+int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c)
+{
+	return lift(t, c, 0);
+}
+
+int rl_ban_unban(struct rl_table *t, const struct rl_cidr *c)
+{
+	return lift(t, c, 1);
 }
 
 uint64_t rl_ban_lifted(struct rl_table *t, const struct rl_cidr *c)

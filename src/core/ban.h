@@ -57,8 +57,13 @@ int rl_ban_offence(struct rl_table *t, const struct rl_cidr *c,
 /* Lift the ban of exactly `c`. Returns 0, or -ENOENT if there was none. */
 int rl_ban_remove(struct rl_table *t, const struct rl_cidr *c);
 
-/* The expiry (Unix ms) the ban of exactly `c` had when it was lifted here,
- * if it is lifted (not banned again since); else 0. */
+/* The same, by an operator's hand (rlshimctl unban): remembered, so that
+ * the agent lifts it in the store too, wherever it came from, rather than
+ * bring it back from there. */
+int rl_ban_unban(struct rl_table *t, const struct rl_cidr *c);
+
+/* The expiry (Unix ms) the ban of exactly `c` had when rl_ban_unban()
+ * lifted it, if it is lifted (not banned again since); else 0. */
 uint64_t rl_ban_lifted(struct rl_table *t, const struct rl_cidr *c);
 
 /*

@@ -192,7 +192,7 @@ struct rl_shm_ban {
 	_Atomic uint32_t offences;    /* maxretry bans of this prefix so far */
 	uint8_t reserved[4];
 	_Atomic uint64_t lifted_exp;  /* the expiry it had when lifted here
-					 (rl_ban_remove), so that the agent
+					 by hand (rl_ban_unban), so that the agent
 					 lifts it in the store too rather
 					 than bring it back */
 };

@@ -332,6 +332,18 @@ def ban_spreads():
                                     for h in hosts), 5)
         time.sleep(0.3)  # several rounds
         assert all('198.51.100.0/24' not in h.ctl('bans').stdout for h in hosts)
+        # Redis flushed: the host that made a ban pushes it again, and the
+        # others, which had lifted it meanwhile, take it back; nobody
+        # mistakes their own lifting for an operator's unban.
+        assert hosts[0].ctl('ban', '192.0.2.77', '--for', '5m').returncode == 0
+        assert wait_for(lambda: all('192.0.2.77' in h.ctl('bans').stdout
+                                    for h in hosts), 5)
+        r.cli('FLUSHALL')
+        assert wait_for(lambda: r.cli('ZSCORE', 'rlshim:bans', '192.0.2.77/32'), 5)
+        time.sleep(0.5)  # several rounds
+        assert r.cli('ZSCORE', 'rlshim:bans', '192.0.2.77/32')
+        assert all('192.0.2.77' in h.ctl('bans').stdout for h in hosts), \
+            [h.ctl('bans').stdout for h in hosts]
     finally:
         for h in hosts:
             h.stop()

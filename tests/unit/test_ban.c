@@ -151,12 +151,16 @@ static void test_remove_and_renew(void **state)
 	rl_ban_add(t, &c, NOW + 5000, RL_BAN_LOCAL, 0, NOW);
 	assert_true(banned("203.0.113.5", NOW + 4000));
 	assert_int_equal(rl_ban_lifted(t, &c), 0); /* live: not lifted */
-	assert_int_equal(rl_ban_remove(t, &c), 0);
+	assert_int_equal(rl_ban_unban(t, &c), 0);
 	assert_false(banned("203.0.113.5", NOW));
 	/* What it was when lifted, for the agent to lift it in the store. */
 	assert_int_equal(rl_ban_lifted(t, &c), NOW + 5000);
 	assert_int_equal(rl_ban_remove(t, &c), -ENOENT);
 	assert_int_equal(rl_ban_lifted(t, &c), NOW + 5000);
+	/* Lifted by the agent's bookkeeping, not by hand: not remembered. */
+	rl_ban_add(t, &c, NOW + 7000, RL_BAN_REMOTE, 0, NOW);
+	assert_int_equal(rl_ban_remove(t, &c), 0);
+	assert_int_equal(rl_ban_lifted(t, &c), 0);
 	/* The lifted entry is reused, not leaked; banned again, not lifted. */
 	rl_ban_add(t, &c, NOW + 1000, RL_BAN_LOCAL, 0, NOW);
 	assert_true(banned("203.0.113.5", NOW));

@@ -61,7 +61,7 @@ int ctl_cmd_unban(struct ctl *c, int argc, char **argv)
 	if ((rc = ctl_open(c, 0)))
 		return rc;
 	rl_cidr_format(&cidr, text, sizeof(text));
-	if (rl_ban_remove(c->table, &cidr))
+	if (rl_ban_unban(c->table, &cidr))
 		return ctl_fail("%s is not banned", text);
 	printf("unbanned %s\n", text);
 	return 0;
