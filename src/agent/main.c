@@ -38,8 +38,9 @@ static volatile sig_atomic_t stopping;
  * wrong with it is logged once per version of the file.
  */
 static int config_changed(const char *path, const struct rl_config *cur,
-			  uint64_t *stamp)
+			  struct rl_table *table, uint64_t *stamp)
 {
+	unsigned ids[RL_MAX_RULES];
 	uint64_t now = rl_config_stamp(path);
 	struct rl_config *next = NULL;
 	char err[RL_ERR_MAX], q[RL_ERR_MAX];
@@ -59,6 +60,11 @@ static int config_changed(const char *path, const struct rl_config *cur,
 		rl_log(RL_LOG_WARN, "msg=\"configuration names another segment; "
 		       "the servers keep this one until they restart\" shm=%s",
 		       next->shm);
+	} else if (rl_config_register(next, table, ids, err, sizeof(err))) {
+		/* The new image could not start on it: stay. */
+		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
+		       "one in force\" err=\"%s\"",
+		       rl_log_quote(err, q, sizeof(q)));
 	} else {
 		ok = 1;
 	}
@@ -175,13 +181,13 @@ int main(int argc, char **argv)
 	 * started by hand finds the configuration as the shim does. */
 	if (!path)
 		path = rl_config_path();
+	stamp = rl_config_stamp(path); /* before: an edit meanwhile is seen */
 	rc = path ? rl_config_load(path, &cfg, err, sizeof(err))
 		  : rl_config_default(&cfg);
 	if (rc) {
 		fprintf(stderr, "rlshimd: %s\n", err);
 		return 1;
 	}
-	stamp = rl_config_stamp(path);
 	rl_log_setup(cfg->log, cfg->log_level, "rlshimd");
 	rc = rl_table_open(cfg->shm, cfg->capacity, RL_TABLE_CREATE, &table);
 	if (rc) {
@@ -205,6 +211,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rlshimd: cannot detach: %s\n", strerror(errno));
 		return 1;
 	}
+	/* A beat now: connecting to the store and loading XDP take time, and
+	 * the shims must not take the agent for dead meanwhile (nor start
+	 * another, after a restart on a new configuration). */
+	atomic_store(&table->hdr->agent_heartbeat_ns, rl_time_now_ns());
 	if (rl_agent_init(&agent, cfg, table, err, sizeof(err))) {
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"",
 		       rl_log_quote(err, q, sizeof(q)));
@@ -233,7 +243,7 @@ int main(int argc, char **argv)
 		if (now - last_sweep >= SWEEP_NS) {
 			rl_table_sweep(table, now);
 			last_sweep = now;
-			if (config_changed(path, cfg, &stamp)) {
+			if (config_changed(path, cfg, table, &stamp)) {
 				restart = 1;
 				break;
 			}
@@ -264,7 +274,7 @@ int main(int argc, char **argv)
 	rl_table_close(table);
 	rl_config_free(cfg);
 	close(lock);
-	if (restart)
+	if (restart && !stopping)
 		reexec(argv, path);
 	return 0;
 }

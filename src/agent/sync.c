@@ -108,21 +108,10 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	a->interval_ns = cfg->sync_interval_ns;
 	for (unsigned i = 0; i < RL_MAX_RULES; i++)
 		a->rule_of[i] = -1;
-	for (unsigned i = 0; i < cfg->nrules; i++) {
-		const struct rl_rule_cfg *r = &cfg->rules[i];
-		struct rl_rate plans[RL_MAX_PLANS];
-		struct rl_rule_def def = { r->name, r->algorithm, r->rate,
-					   r->nplans, plans };
-
-		for (unsigned k = 0; k < r->nplans; k++)
-			plans[k] = r->plans[k].rate;
-		if (rl_table_rule(table, &def, &a->ids[i])) {
-			snprintf(err, errlen, "rule [limit:%s] cannot be registered",
-				 r->name);
-			return -ENOSPC;
-		}
+	if (rl_config_register(cfg, table, a->ids, err, errlen))
+		return -ENOSPC;
+	for (unsigned i = 0; i < cfg->nrules; i++)
 		a->rule_of[a->ids[i]] = (int)i;
-	}
 	if (gethostname(host, sizeof(host)))
 		snprintf(host, sizeof(host), "host");
 	host[sizeof(host) - 1] = '\0';

@@ -1463,6 +1463,33 @@ const char *rl_config_path(void)
 	return NULL;
 }
 
+int rl_config_register(const struct rl_config *c, struct rl_table *t,
+		       unsigned ids[RL_MAX_RULES], char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < c->nrules; i++) {
+		const struct rl_rule_cfg *r = &c->rules[i];
+		struct rl_rate plans[RL_MAX_PLANS];
+		struct rl_rule_def def = { r->name, r->algorithm, r->rate,
+					   r->nplans, plans };
+		int rc;
+
+		for (unsigned k = 0; k < r->nplans; k++)
+			plans[k] = r->plans[k].rate;
+		rc = rl_table_rule(t, &def, &ids[i]);
+		if (rc) {
+			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
+				 rc == -ENOSPC ? "the segment holds 64 rule "
+						 "definitions already (a "
+						 "changed rule is a new one "
+						 "until the segment is "
+						 "removed)"
+					       : "cannot be registered");
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int rl_config_reload_ok(const struct rl_config *next, char *err,
 			size_t errlen)
 {

@@ -30,33 +30,20 @@ static int want_add(struct rl_http_want *w, const char *name)
 int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		   struct rl_table *t, char *err, size_t errlen)
 {
+	int rc;
+
 	memset(p, 0, sizeof(*p));
 	p->cfg = cfg;
 	p->table = t;
 	p->want_xff = -1;
 	if (cfg->trusted_proxies.n > 0 && cfg->client_ip_header[0])
 		p->want_xff = want_add(&p->want, cfg->client_ip_header);
+	rc = rl_config_register(cfg, t, p->ids, err, errlen);
+	if (rc)
+		return rc;
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
-		struct rl_rate plans[RL_MAX_PLANS];
-		struct rl_rule_def def = { r->name, r->algorithm, r->rate,
-					   r->nplans, plans };
-		int rc;
 
-		for (unsigned k = 0; k < r->nplans; k++)
-			plans[k] = r->plans[k].rate;
-		rc = rl_table_rule(t, &def, &p->ids[i]);
-
-		if (rc) {
-			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
-				 rc == -ENOSPC ? "the segment holds 64 rule "
-						 "definitions already (a "
-						 "changed rule is a new one "
-						 "until the segment is "
-						 "removed)"
-					       : "cannot be registered");
-			return rc;
-		}
 		p->want_key[i] = -1;
 		if (r->key == RL_KEY_HEADER) {
 			p->want_key[i] = want_add(&p->want, r->header);

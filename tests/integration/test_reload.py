@@ -316,6 +316,46 @@ def agent_restarts():
             pass
 
 
+def definitions_exhausted():
+    """A segment holds 64 rule definitions over its life: a reload that
+    would need more is refused by the servers and by rlshimd alike, each
+    saying why; both keep the rules in force (the agent keeps running,
+    rather than restart into a configuration it cannot serve)."""
+    import test_redis as R
+    redis = R.Redis()
+    rules = ''.join(f'[limit:r{i}]\nmatch = GET /r{i}\nrate = {{rate}}\n'
+                    for i in range(40))
+    conf = (f'[redis]\nurl = redis://127.0.0.1:{redis.port}/0\n'
+            '[limit:books]\nmatch = GET /books\nrate = 2/m\n' + rules)
+    s = F.Legacy(conf.replace('{rate}', '100/s'))
+    log = f'/tmp/rlshimd-{s.shm}.log'
+    try:
+        assert F.codes(s, 3) == [200, 200, 429]
+        assert wait_for(lambda: os.path.exists(log) and
+                        'agent started' in open(log).read(), 10)
+        text = open(s.config).read().replace('rate = 100/s', 'rate = 99/s')
+        rewrite(s.config, text)
+        time.sleep(RELOAD_S)
+        # Still the old rules (the books bucket kept its state).
+        assert F.codes(s, 2) == [429, 429]
+        time.sleep(1.2)  # the agent looks once a second
+        err = s.server.stderr_text()
+        want = 'the segment holds 64 rule definitions already'
+        assert err.count(want) == 1, err[-2000:]
+        t = open(log).read()
+        assert want in t, t
+        assert 'restarting' not in t, t
+        assert t.count('agent started') == 1, t
+    finally:
+        s.stop()
+        redis.stop()
+        subprocess.run(['pkill', '-f', f'rlshimd.*{s.config}'])
+        try:
+            os.unlink(log)
+        except FileNotFoundError:
+            pass
+
+
 def denials_summarised():
     """A client hammering a limited rule gets its 429s, and the log says
     so in one line for the rule and interval, with the exact count; not a
@@ -398,7 +438,7 @@ def syslog():
 
 TESTS = [reload_under_load, invalid_file_kept, unchanged_rules_keep_state,
          emptied_file_refused, restart_needed, agent_restarts,
-         denials_summarised, syslog]
+         definitions_exhausted, denials_summarised, syslog]
 
 if __name__ == '__main__':
     sys.exit(run('reload', [(t.__name__, t) for t in TESTS]))
