@@ -252,6 +252,14 @@ static void reload_check(void)
 			return;
 		}
 		keep_fixed(next, config, fixed, sizeof(fixed));
+		if (memcmp(next, config, sizeof(*next)) == 0) {
+			/* Touched, or rewritten the same (calloc'd, so
+			 * equal down to the padding): nothing to apply,
+			 * nothing to keep. */
+			rl_config_free(next);
+			atomic_store(&table_->hdr->config_stamp, stamp);
+			return;
+		}
 		if (rl_config_reload_ok(next, err, sizeof(err)) == 0 &&
 		    rl_io_reload(next, err, sizeof(err)) == 0) {
 			applied(next, stamp, fixed);

@@ -235,6 +235,26 @@ def unchanged_rules_keep_state():
         s.stop()
 
 
+def touched_file_is_no_reload():
+    """A file touched, or rewritten the same by a config manager, is not
+    a reload: nothing logged, nothing counted, and it is in force."""
+    s = F.Legacy('[limit:books]\nmatch = GET /books\nrate = 2/m\n')
+    try:
+        assert F.codes(s, 1) == [200]
+        rewrite(s.config, open(s.config).read())
+        time.sleep(RELOAD_S)
+        assert F.codes(s, 2) == [200, 429]
+        assert 'reloaded' not in s.server.stderr_text()
+        out = subprocess.run([os.path.join(REPO, 'build', 'rlshimctl'), '-c',
+                              s.config, 'status', '--json'],
+                             capture_output=True, text=True, timeout=10)
+        import json
+        st = json.loads(out.stdout)['config']
+        assert st['state'] == 'in_force' and st['reloads'] == 0, st
+    finally:
+        s.stop()
+
+
 def emptied_file_refused():
     """A file emptied (or caught half-written, before its first rule) is
     refused: the rules in force stay, the log says what is missing."""
@@ -437,7 +457,7 @@ def syslog():
 
 
 TESTS = [reload_under_load, invalid_file_kept, unchanged_rules_keep_state,
-         emptied_file_refused, restart_needed, agent_restarts,
+         touched_file_is_no_reload, emptied_file_refused, restart_needed, agent_restarts,
          definitions_exhausted, denials_summarised, syslog]
 
 if __name__ == '__main__':
