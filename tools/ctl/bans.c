@@ -88,6 +88,7 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 	struct list *l = arg;
 	char text[RL_CIDR_STRLEN], left[32], offences[16] = "-";
 	const char *rule = "-";
+	int rule_len = 1;
 
 	rl_cidr_format(&v->cidr, text, sizeof(text));
 	rl_time_format_duration(left, sizeof(left),
@@ -95,13 +96,15 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 	if (v->rule != RL_BAN_NO_RULE && v->rule < RL_MAX_RULES &&
 	    l->c->table->rules[v->rule].name[0])
 		rule = l->c->table->rules[v->rule].name;
+	if (rule[0] != '-') /* the segment's: bounded, whatever it holds */
+		rule_len = (int)strnlen(rule, RL_RULE_NAME_MAX);
 	if (v->offences)
 		snprintf(offences, sizeof(offences), "%u", v->offences);
 	if (!l->n++)
 		printf("%-43s %-9s %-16s %-8s %-10s %s\n", "ADDRESS", "REASON",
 		       "RULE", "OFFENCE", "REFUSED", "EXPIRES IN");
-	printf("%-43s %-9s %-16s %-8s %-10u %s\n", text, origin_name(v->origin),
-	       rule, offences, v->hits, left);
+	printf("%-43s %-9s %-16.*s %-8s %-10u %s\n", text,
+	       origin_name(v->origin), rule_len, rule, offences, v->hits, left);
 	return 0;
 }
 

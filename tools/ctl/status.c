@@ -83,7 +83,11 @@ static void human_rules(const struct ctl_snapshot *s)
 	struct ctl_grid g;
 	static const unsigned numeric[] = { 3, 7, 8, 9 };
 
-	printf("rules:\n");
+	if (s->config == CTL_CONFIG_IN_FORCE)
+		printf("rules:\n");
+	else
+		printf("rules:   as the file has them, which is not what the "
+		       "servers apply (see config); counts are the servers'\n");
 	if (!s->nrules) {
 		printf("  (none)\n");
 		return;
@@ -116,7 +120,9 @@ static void human_rules(const struct ctl_snapshot *s)
 			ctl_fmt_match(text, sizeof(text), r->cfg);
 			ctl_grid_add(&g, "%s", text);
 		} else {
-			ctl_grid_add(&g, "%s", s->config_err ? "?" : "(retired)");
+			ctl_grid_add(&g, "%s", s->config_err ? "?"
+					 : s->config == CTL_CONFIG_IN_FORCE
+					       ? "(retired)" : "(not in file)");
 		}
 		ctl_grid_add(&g, "%s", rate);
 		ctl_grid_add(&g, "%u", r->rate.burst);
