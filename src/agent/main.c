@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "kept.h"
 #include "log.h"
 #include "time.h"
 
@@ -159,7 +160,9 @@ int main(int argc, char **argv)
 	struct rl_table *table;
 	struct rl_agent agent;
 	char err[RL_ERR_MAX], q[RL_ERR_MAX];
-	int foreground = 0, opt, lock, rc;
+	int foreground = 0, opt, lock, rc, kept = 0;
+	char *text = NULL;
+	size_t text_len = 0;
 	uint64_t next, last_sweep = 0, stamp;
 	int restart = 0;
 	struct sigaction sa;
@@ -182,13 +185,19 @@ int main(int argc, char **argv)
 	if (!path)
 		path = rl_config_path();
 	stamp = rl_config_stamp(path); /* before: an edit meanwhile is seen */
-	rc = path ? rl_config_load(path, &cfg, err, sizeof(err))
+	rc = path ? rl_kept_config(path, &cfg, &text, &text_len, &kept, err,
+				   sizeof(err))
 		  : rl_config_default(&cfg);
 	if (rc) {
 		fprintf(stderr, "rlshimd: %s\n", err);
 		return 1;
 	}
+	free(text); /* the shims keep the text in force */
 	rl_log_setup(cfg->log, cfg->log_level, "rlshimd");
+	if (kept)
+		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
+		       "in force on this host\" err=\"%s\"",
+		       rl_log_quote(err, q, sizeof(q)));
 	rc = rl_table_open(cfg->shm, cfg->capacity, RL_TABLE_CREATE, &table);
 	if (rc) {
 		fprintf(stderr, "rlshimd: %s\n", rl_table_error());

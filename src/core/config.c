@@ -23,6 +23,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -943,7 +944,7 @@ static void rule_defaults(struct rl_rule_cfg *r)
 
 static void global_defaults(struct rl_config *c)
 {
-	snprintf(c->shm, sizeof(c->shm), "rlshim");
+	snprintf(c->shm, sizeof(c->shm), "%s", RL_SHM_DEFAULT);
 	c->capacity = RL_CAPACITY_DEFAULT;
 	c->mode = RL_MODE_ENFORCE;
 	c->headers = RL_HEADERS_RATELIMIT;
@@ -1400,6 +1401,65 @@ int rl_config_load(const char *path, struct rl_config **out, char *err,
 	rc = parse(&p, out, err, errlen);
 	fclose(p.file);
 	return rc;
+}
+
+int rl_config_read(const char *path, char **text, size_t *len, char *err,
+		   size_t errlen)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = NULL;
+	int fd, rc = 0;
+
+	*text = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		report_errno(path, -rc, err, errlen);
+		return rc;
+	}
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap || !buf) {
+			char *nb;
+
+			if (buf)
+				cap *= 2;
+			if (cap > RL_CONFIG_FILE_MAX) {
+				snprintf(err, errlen, "%s: larger than %u bytes",
+					 path, RL_CONFIG_FILE_MAX);
+				rc = -EFBIG;
+				break;
+			}
+			nb = realloc(buf, cap);
+			if (!nb) {
+				rc = -ENOMEM;
+				report_errno(path, ENOMEM, err, errlen);
+				break;
+			}
+			buf = nb;
+		}
+		r = read(fd, buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			report_errno(path, -rc, err, errlen);
+			break;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
 }
 
 int rl_config_parse(const char *text, const char *name,

@@ -138,6 +138,15 @@ struct rl_config {
 int rl_config_load(const char *path, struct rl_config **out, char *err,
 		   size_t errlen);
 
+#define RL_SHM_DEFAULT "rlshim"
+#define RL_CONFIG_FILE_MAX (1u << 20)
+
+/* The whole file at `path` in *text (NUL-terminated, free() it), its
+ * length in *len. Returns 0, or a negative errno with `path: reason` in
+ * `err`. */
+int rl_config_read(const char *path, char **text, size_t *len, char *err,
+		   size_t errlen);
+
 /* As rl_config_load, from text in memory; `name` stands for the path in
  * messages. */
 int rl_config_parse(const char *text, const char *name,

@@ -12,6 +12,10 @@
  *   | struct rl_slot [cap]      |   key tag + 64-bit state, 16 per bucket
  *   +---------------------------+
  *   | struct rl_slot_meta [cap] |   the key bytes, for rlshimctl and sync
+ *   +---------------------------+
+ *   | struct rl_shm_ban [16384] |   bans
+ *   +---------------------------+
+ *   | char [RL_KEPT_MAX]        |   the configuration text in force (kept.c)
  *   +---------------------------+ size
  *
  * Fixed-width fields only, regions page-aligned; the layout test pins every
@@ -43,7 +47,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 	       "32-bit atomics must always be lock-free");
 
 #define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
-#define RL_SHM_VERSION 2u
+#define RL_SHM_VERSION 3u
 #define RL_SHM_HEADER_SIZE 4096u
 #define RL_SHM_ALIGN 4096u
 #define RL_BUCKET_SLOTS 16u
@@ -51,6 +55,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 #define RL_BANS 16384u                   /* ban entries, a power of two: holds
 					    thousands at a low load */
 #define RL_MARK_TIMEOUT_NS 200000000ull /* 200 ms: a dead re-keyer */
+#define RL_KEPT_MAX 65536u              /* bytes of configuration text kept */
 
 /* agent_flags bits */
 #define RL_AGENT_SYNC 0x1ull       /* an agent syncs: count slot.sync_admitted */
@@ -120,7 +125,14 @@ struct rl_shm_header {
 	_Atomic uint64_t config_since_ms;    /* Unix ms it came into force */
 	_Atomic uint64_t config_bad_stamp;
 	_Atomic uint64_t config_bad_since_ms;
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 336];
+	/* The text of the configuration in force (kept.c): where, how long,
+	 * its stamp (0 while it is being written) and its hash. */
+	uint64_t kept_off;
+	uint32_t kept_cap;            /* RL_KEPT_MAX */
+	_Atomic uint32_t kept_len;
+	_Atomic uint64_t kept_stamp;
+	_Atomic uint64_t kept_hash;
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 368];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */
@@ -220,6 +232,7 @@ struct rl_table {
 	struct rl_slot *slots;
 	struct rl_slot_meta *meta;
 	struct rl_shm_ban *bans;
+	char *kept;
 	uint64_t bucket_mask;
 	uint64_t seed[2];
 	struct rl_rule_cache cache[RL_MAX_RULES];

@@ -5,8 +5,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kept.h"
 #include "log.h"
 #include "spawn.h"
 #include "time.h"
@@ -22,10 +24,27 @@ static struct rl_io_sys io_sys;
 static struct rl_config *config;      /* in force; earlier ones are never
 					 freed (a thread may be using one) */
 static uint64_t config_stamp;        /* rl_config_stamp() of its file */
+static char *config_text;            /* its text, until kept (kept.c) */
+static size_t config_len;
+static int config_kept;              /* the file was broken at the start:
+					the host's kept text is in force */
 static char config_err[RL_ERR_MAX];
 static struct rl_table *table_;
 
 uint64_t rl_shim_tick_at;
+
+static int in_force(uint64_t stamp, char **text, size_t len);
+static void refused(uint64_t stamp, const char *err, const char *instead);
+
+/* One reload at a time in a process, however long one takes; a child
+ * forked in the middle of one starts with none (and the stamp of what its
+ * policy is, so that it looks again). */
+static int reloading;
+
+static void reload_forked(void)
+{
+	reloading = 0;
+}
 
 enum rl_shim_phase rl_shim_phase(void)
 {
@@ -93,7 +112,10 @@ enum rl_shim_phase rl_shim_configure(const struct rl_io_sys *sys)
 		goto out;
 	}
 	path = rl_config_path();
-	rc = path ? rl_config_load(path, &config, config_err, sizeof(config_err))
+	/* Before the load: an edit made meanwhile shows at the first tick. */
+	config_stamp = rl_config_stamp(path);
+	rc = path ? rl_kept_config(path, &config, &config_text, &config_len,
+				   &config_kept, config_err, sizeof(config_err))
 		  : rl_config_default(&config);
 	if (rc) {
 		fail("bad configuration", config_err, wants_passthrough(path));
@@ -145,9 +167,15 @@ enum rl_shim_phase rl_shim_activate(void)
 	       config->nrules, config->shm, n ? ports : "all",
 	       config->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce");
 	table_ = table;
-	config_stamp = rl_config_stamp(config->source[0] ? config->source : NULL);
-	if (atomic_exchange(&table->hdr->config_stamp, config_stamp) != config_stamp)
-		atomic_store(&table->hdr->config_since_ms, rl_time_wall_ms());
+	pthread_atfork(NULL, NULL, reload_forked);
+	if (config_kept) {
+		/* Said by every process that starts so: each is news. */
+		atomic_store(&table->hdr->config_bad_stamp, config_stamp);
+		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
+		       "in force on this host\" err=\"%s\"",
+		       rl_log_quote(config_err, q, sizeof(q)));
+	} else
+		in_force(config_stamp, &config_text, config_len);
 	set_phase(RL_SHIM_ACTIVE);
 	rl_spawn_agent(config, table, rl_time_now_ns());
 out:
@@ -196,19 +224,42 @@ static void keep_fixed(struct rl_config *next, const struct rl_config *cur,
 	memcpy(next->ports, cur->ports, sizeof(next->ports));
 }
 
+/*
+ * The file at `stamp`, whose text is *text, is in force here: the host's
+ * record says so, and keeps the text for processes that start while the
+ * file is broken (the text is freed). Returns 1 if this process is the
+ * first of the host to apply it.
+ */
+static int in_force(uint64_t stamp, char **text, size_t len)
+{
+	struct rl_shm_header *h = table_->hdr;
+	int first = atomic_exchange(&h->config_stamp, stamp) != stamp;
+
+	if (first)
+		atomic_store(&h->config_since_ms, rl_time_wall_ms());
+	if (*text && atomic_load(&h->kept_stamp) != stamp &&
+	    rl_kept_store(table_, config->source, *text, len, stamp))
+		rl_log(RL_LOG_WARN, "msg=\"configuration too long to keep in "
+		       "the segment\" bytes=%zu", len);
+	free(*text);
+	*text = NULL;
+	return first;
+}
+
 /* The file at `stamp` is in force here; the first process of the host to
  * say so logs it. */
-static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
+static void applied(struct rl_config *next, uint64_t stamp, char **text,
+		    size_t len, const char *fixed)
 {
 	struct rl_shm_header *h = table_->hdr;
 	char q[RL_PATH_MAX * 2];
 
 	__atomic_store_n(&config, next, __ATOMIC_RELEASE);
+	config_kept = 0;
 	rl_log_setup(next->log, next->log_level, "rlshim");
-	if (atomic_exchange(&h->config_stamp, stamp) == stamp)
+	if (!in_force(stamp, text, len))
 		return;
 	atomic_fetch_add(&h->config_reloads, 1);
-	atomic_store(&h->config_since_ms, rl_time_wall_ms());
 	rl_log(RL_LOG_INFO, "msg=\"configuration reloaded\" config=\"%s\" "
 	       "rules=%u mode=%s%s%s%s",
 	       rl_log_quote(next->source, q, sizeof(q)), next->nrules,
@@ -217,8 +268,9 @@ static void applied(struct rl_config *next, uint64_t stamp, const char *fixed)
 	       fixed[0] ? "\"" : "");
 }
 
-/* The file at `stamp` cannot be used: said once per host. */
-static void refused(uint64_t stamp, const char *err)
+/* The file at `stamp` cannot be used: said once per host, with what
+ * stays in force. */
+static void refused(uint64_t stamp, const char *err, const char *instead)
 {
 	struct rl_shm_header *h = table_->hdr;
 	char q[RL_ERR_MAX];
@@ -226,30 +278,25 @@ static void refused(uint64_t stamp, const char *err)
 	if (atomic_exchange(&h->config_bad_stamp, stamp) == stamp)
 		return;
 	atomic_store(&h->config_bad_since_ms, rl_time_wall_ms());
-	rl_log(RL_LOG_ERROR, "msg=\"configuration refused, the rules in force "
-	       "stay\" err=\"%s\"", rl_log_quote(err, q, sizeof(q)));
+	rl_log(RL_LOG_ERROR, "msg=\"configuration refused, %s\" err=\"%s\"",
+	       instead, rl_log_quote(err, q, sizeof(q)));
 }
 
-static void reload_check(void)
+/* The new version of the file at `stamp`: put it in force, or say why
+ * not. Returns the stamp dealt with: `stamp`, or 0 to read it again. */
+static uint64_t reload(const char *path, uint64_t stamp)
 {
-	const char *path = config->source;
-	struct rl_config *next;
-	char err[RL_ERR_MAX], fixed[32];
-	uint64_t stamp;
+	struct rl_config *next = NULL;
+	char err[RL_ERR_MAX], fixed[32], *text = NULL;
+	size_t len = 0;
 
-	if (!path[0])
-		return; /* the built-in default: no file to watch */
-	stamp = rl_config_stamp(path);
-	if (stamp == config_stamp)
-		return;
-	config_stamp = stamp; /* this version of the file is dealt with */
-	if (rl_config_load(path, &next, err, sizeof(err)) == 0) {
+	if (rl_config_read(path, &text, &len, err, sizeof(err)) == 0 &&
+	    rl_config_parse(text, path, &next, err, sizeof(err)) == 0) {
 		if (rl_config_stamp(path) != stamp) {
-			/* Changed while we read it: half-written, maybe.
-			 * The next tick reads it again. */
+			/* Changed while we read it: half-written, maybe. */
 			rl_config_free(next);
-			config_stamp = 0;
-			return;
+			free(text);
+			return 0;
 		}
 		keep_fixed(next, config, fixed, sizeof(fixed));
 		if (memcmp(next, config, sizeof(*next)) == 0) {
@@ -257,17 +304,36 @@ static void reload_check(void)
 			 * equal down to the padding): nothing to apply,
 			 * nothing to keep. */
 			rl_config_free(next);
-			atomic_store(&table_->hdr->config_stamp, stamp);
-			return;
+			config_kept = 0;
+			in_force(stamp, &text, len);
+			return stamp;
 		}
 		if (rl_config_reload_ok(next, err, sizeof(err)) == 0 &&
 		    rl_io_reload(next, err, sizeof(err)) == 0) {
-			applied(next, stamp, fixed);
-			return;
+			applied(next, stamp, &text, len, fixed);
+			return stamp;
 		}
 		rl_config_free(next);
 	}
-	refused(stamp, err);
+	free(text);
+	refused(stamp, err, config_kept ? "using the one in force on this host"
+					: "the rules in force stay");
+	return stamp;
+}
+
+static void reload_check(void)
+{
+	const char *path = config->source;
+	uint64_t stamp;
+
+	if (!path[0])
+		return; /* the built-in default: no file to watch */
+	stamp = rl_config_stamp(path);
+	if (stamp == config_stamp ||
+	    __atomic_exchange_n(&reloading, 1, __ATOMIC_ACQUIRE))
+		return;
+	config_stamp = reload(path, stamp);
+	__atomic_store_n(&reloading, 0, __ATOMIC_RELEASE);
 }
 
 static void log_denials(const char *rule, uint64_t denied, uint64_t over_ms,

@@ -255,6 +255,44 @@ def touched_file_is_no_reload():
         s.stop()
 
 
+def new_process_keeps_rules():
+    """A server started while the file is broken (a worker respawned, a
+    restart after a bad edit) takes the rules the host keeps in force,
+    instead of refusing every connection; the file fixed, it applies."""
+    port2 = servers.free_port()
+    s = F.Legacy(f'!raw\n[global]\nports = {{port}} {port2}\n'
+                 f'shm = rlshim-reload-{os.getpid()}-keep\n'
+                 '[limit:books]\nmatch = GET /books\nrate = 2/m\n')
+    b = None
+    try:
+        assert F.codes(s, 3) == [200, 200, 429]
+        good = open(s.config).read()
+        rewrite(s.config, good + '[limit:bad]\nrate = lots\n')
+        time.sleep(RELOAD_S)
+        assert F.codes(s, 1) == [429]
+        d = os.path.join(TMP, f'keep{os.getpid()}')
+        os.makedirs(d, exist_ok=True)
+        b = servers.Server('legacy', d, SHIM, s.config, port2)
+        b.start()
+        r = one(port2)
+        # The same rule, the same bucket: this client is out of budget.
+        assert r.status == 429 and limit_of(r) == 2, r
+        err = b.stderr_text()
+        assert 'msg="configuration refused, using the one in force on this ' \
+            'host"' in err and "bad rate 'lots'" in err, err
+        assert 'msg="limiting"' in err, err
+        # Fixed (a new rate): both servers apply it.
+        rewrite(s.config, good.replace('rate = 2/m', 'rate = 5/m'))
+        time.sleep(RELOAD_S)
+        got = [one(p).status for p in (port2, s.port) * 3]
+        assert got == [200] * 5 + [429], got
+        assert limit_of(one(port2)) == 5 and limit_of(one(s.port)) == 5
+    finally:
+        if b:
+            b.stop()
+        s.stop()
+
+
 def emptied_file_refused():
     """A file emptied (or caught half-written, before its first rule) is
     refused: the rules in force stay, the log says what is missing."""
@@ -457,7 +495,8 @@ def syslog():
 
 
 TESTS = [reload_under_load, invalid_file_kept, unchanged_rules_keep_state,
-         touched_file_is_no_reload, emptied_file_refused, restart_needed, agent_restarts,
+         touched_file_is_no_reload, new_process_keeps_rules,
+         emptied_file_refused, restart_needed, agent_restarts,
          definitions_exhausted, denials_summarised, syslog]
 
 if __name__ == '__main__':

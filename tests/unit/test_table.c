@@ -110,6 +110,11 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, config_since_ms), 312);
 	assert_int_equal(offsetof(struct rl_shm_header, config_bad_stamp), 320);
 	assert_int_equal(offsetof(struct rl_shm_header, config_bad_since_ms), 328);
+	assert_int_equal(offsetof(struct rl_shm_header, kept_off), 336);
+	assert_int_equal(offsetof(struct rl_shm_header, kept_cap), 344);
+	assert_int_equal(offsetof(struct rl_shm_header, kept_len), 348);
+	assert_int_equal(offsetof(struct rl_shm_header, kept_stamp), 352);
+	assert_int_equal(offsetof(struct rl_shm_header, kept_hash), 360);
 
 	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
@@ -153,8 +158,9 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_ban, offences), 48);
 	assert_int_equal(offsetof(struct rl_shm_ban, lifted_exp), 56);
 
-	/* 1,024 slots: header, rules, shards, slots, meta, bans, page-aligned. */
-	assert_int_equal(rl_table_layout_size(1024), 1200128);
+	/* 1,024 slots: header, rules, shards, slots, meta, bans, the kept
+	 * configuration, page-aligned. */
+	assert_int_equal(rl_table_layout_size(1024), 1200128 + RL_KEPT_MAX);
 	assert_int_equal(rl_table_capacity_round(1), 16);
 	assert_int_equal(rl_table_capacity_round(1000), 1024);
 	assert_int_equal(rl_table_capacity_round(1025), 2048);
@@ -267,7 +273,7 @@ static void test_wrong_version(void **state)
 	close(fd);
 	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPROTO);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), "layout version 3"));
+	assert_non_null(strstr(rl_table_error(), "layout version 4"));
 }
 
 static void test_wrong_size(void **state)

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/* kept.c - the configuration in force on a host, kept in its segment. */
+#include "kept.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+
+/* The region holds the path, a NUL, then the text: kept_len counts both. */
+int rl_kept_store(struct rl_table *t, const char *path, const char *text,
+		  size_t len, uint64_t stamp)
+{
+	struct rl_shm_header *h = t->hdr;
+	size_t plen = strlen(path) + 1;
+
+	if (plen + len >= h->kept_cap)
+		return -E2BIG;
+	/* Stamp 0 while the bytes move: a reader meanwhile finds none. */
+	atomic_store_explicit(&h->kept_stamp, 0, memory_order_release);
+	atomic_thread_fence(memory_order_release);
+	memcpy(t->kept, path, plen);
+	memcpy(t->kept + plen, text, len);
+	atomic_store_explicit(&h->kept_len, (uint32_t)(plen + len),
+			      memory_order_relaxed);
+	atomic_store_explicit(&h->kept_hash,
+			      rl_hash_sip13(rl_hash_public_key, t->kept,
+					    plen + len),
+			      memory_order_relaxed);
+	atomic_store_explicit(&h->kept_stamp, stamp, memory_order_release);
+	return 0;
+}
+
+int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,
+		 uint64_t *stamp)
+{
+	struct rl_shm_header *h = t->hdr;
+	uint64_t s1 = atomic_load_explicit(&h->kept_stamp, memory_order_acquire);
+	uint32_t len = atomic_load_explicit(&h->kept_len, memory_order_relaxed);
+	uint64_t hash = atomic_load_explicit(&h->kept_hash, memory_order_relaxed);
+	size_t plen = strlen(path) + 1;
+
+	if (!s1 || len >= h->kept_cap || len >= cap || len < plen)
+		return -ENOENT;
+	memcpy(buf, t->kept, len);
+	buf[len] = '\0';
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&h->kept_stamp, memory_order_relaxed) != s1 ||
+	    rl_hash_sip13(rl_hash_public_key, buf, len) != hash)
+		return -ENOENT; /* torn: a writer was at work */
+	if (memcmp(buf, path, plen) != 0)
+		return -ENOENT; /* another server's file */
+	memmove(buf, buf + plen, len - plen + 1);
+	*stamp = s1;
+	return (int)(len - plen);
+}
+
+/*
+ * The value of `key` in [global] of a file that may not parse, as the
+ * parser would read the simple case; `def` if absent.
+ */
+static void global_value(const char *text, const char *key, const char *def,
+			 char *out, size_t cap)
+{
+	const char *p = text;
+	int global = 1; /* keys before any section count as global too */
+	size_t klen = strlen(key);
+
+	snprintf(out, cap, "%s", def);
+	while (*p) {
+		const char *e = strchr(p, '\n'), *q = p;
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		while (q < p + n && (*q == ' ' || *q == '\t'))
+			q++;
+		if (*q == '[') {
+			global = strncmp(q, "[global]", 8) == 0;
+		} else if (global && (size_t)(p + n - q) > klen &&
+			   strncmp(q, key, klen) == 0) {
+			const char *v = q + klen, *end = p + n;
+
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			if (v < end && *v == '=') {
+				size_t m;
+
+				v++;
+				while (v < end && (*v == ' ' || *v == '\t'))
+					v++;
+				for (m = 0; v + m < end && v[m] != ' ' &&
+				     v[m] != '\t' && v[m] != ';' &&
+				     v[m] != '#' && v[m] != '\r'; m++)
+					;
+				if (m && m < cap)
+					snprintf(out, cap, "%.*s", (int)m, v);
+			}
+		}
+		p += n + (e != NULL);
+	}
+}
+
+int rl_kept_config(const char *path, struct rl_config **out, char **text,
+		   size_t *len, int *kept, char *err, size_t errlen)
+{
+	char shm[RL_SHM_NAME_MAX];
+	struct rl_table *t = NULL;
+	uint64_t stamp;
+	char *buf;
+	int rc, n;
+
+	*kept = 0;
+	*text = NULL;
+	rc = rl_config_read(path, text, len, err, errlen);
+	if (rc == 0) {
+		rc = rl_config_parse(*text, path, out, err, errlen);
+		if (rc == 0)
+			return 0;
+	}
+	/* The file cannot be used: the host's kept text, if any. */
+	global_value(*text ? *text : "", "shm", RL_SHM_DEFAULT, shm, sizeof(shm));
+	free(*text);
+	*text = NULL;
+	if (rl_table_open(shm, 0, 0, &t))
+		return rc;
+	buf = malloc(RL_KEPT_MAX);
+	n = buf ? rl_kept_load(t, path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;
+	rl_table_close(t);
+	if (n >= 0) {
+		char ignored[RL_ERR_MAX];
+
+		if (rl_config_parse(buf, path, out, ignored, sizeof(ignored)) == 0) {
+			free(buf);
+			*kept = 1;
+			return 0;
+		}
+	}
+	free(buf);
+	return rc;
+}
