@@ -135,11 +135,13 @@ int rl_table_unlink(const char *name);
 const char *rl_table_error(void);
 
 /*
- * A rule's identity in the segment: a name plus the algorithm and rate.
- * Registering the same definition again (from any process) returns the same
- * id; a changed rate or algorithm under the same name gets a new id, so the
- * buckets of unchanged rules keep their state across reloads. Returns
- * -ENOSPC when all RL_MAX_RULES entries are used, -EINVAL for a bad rate.
+ * A rule's identity in the segment: its name and algorithm. Registering it
+ * again (from any process) returns the same id, so its keys keep their
+ * state across reloads; the rate (and plans) are the registering process's
+ * own, so a changed rate applies to what a key has already used (a key
+ * that used 3 of 3 a minute is still owed that minute under 4 a minute).
+ * A changed algorithm is another rule. Returns -ENOSPC when all
+ * RL_MAX_RULES entries are used, -EINVAL for a bad rate.
  */
 struct rl_rule_def {
 	const char *name;

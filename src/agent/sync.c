@@ -108,7 +108,8 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	a->interval_ns = cfg->sync_interval_ns;
 	for (unsigned i = 0; i < RL_MAX_RULES; i++)
 		a->rule_of[i] = -1;
-	if (rl_config_register(cfg, table, a->ids, err, errlen))
+	if (rl_config_register(cfg, table, a->ids, err, errlen) ||
+	    rl_config_use(cfg, table, a->ids, err, errlen))
 		return -ENOSPC;
 	for (unsigned i = 0; i < cfg->nrules; i++)
 		a->rule_of[a->ids[i]] = (int)i;

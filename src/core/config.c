@@ -35,6 +35,7 @@
 
 #include "hash.h"
 #include "path.h"
+#include "table.h"
 #include "time.h"
 
 #define LINE_MAX_BYTES 1024          /* longest line, without its newline */
@@ -1523,27 +1524,55 @@ const char *rl_config_path(void)
 	return NULL;
 }
 
+/* Rule `r` as the table's API takes it; `plans` is its storage. */
+static void rule_def(const struct rl_rule_cfg *r, struct rl_rate *plans,
+		     struct rl_rule_def *def)
+{
+	for (unsigned k = 0; k < r->nplans; k++)
+		plans[k] = r->plans[k].rate;
+	def->name = r->name;
+	def->algorithm = r->algorithm;
+	def->rate = r->rate;
+	def->nplans = r->nplans;
+	def->plans = plans;
+}
+
 int rl_config_register(const struct rl_config *c, struct rl_table *t,
 		       unsigned ids[RL_MAX_RULES], char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < c->nrules; i++) {
 		const struct rl_rule_cfg *r = &c->rules[i];
 		struct rl_rate plans[RL_MAX_PLANS];
-		struct rl_rule_def def = { r->name, r->algorithm, r->rate,
-					   r->nplans, plans };
+		struct rl_rule_def def;
 		int rc;
 
-		for (unsigned k = 0; k < r->nplans; k++)
-			plans[k] = r->plans[k].rate;
-		rc = rl_table_rule(t, &def, &ids[i]);
+		rule_def(r, plans, &def);
+		rc = rl_table_rule_claim(t, &def, &ids[i]);
 		if (rc) {
 			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
-				 rc == -ENOSPC ? "the segment holds 64 rule "
-						 "definitions already (a "
-						 "changed rule is a new one "
-						 "until the segment is "
-						 "removed)"
+				 rc == -ENOSPC ? "the segment holds 64 rules "
+						 "already (every name it has "
+						 "seen, until it is removed)"
 					       : "cannot be registered");
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int rl_config_use(const struct rl_config *c, struct rl_table *t,
+		  const unsigned ids[RL_MAX_RULES], char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < c->nrules; i++) {
+		struct rl_rate plans[RL_MAX_PLANS];
+		struct rl_rule_def def;
+		int rc;
+
+		rule_def(&c->rules[i], plans, &def);
+		rc = rl_table_rule_use(t, ids[i], &def);
+		if (rc) {
+			snprintf(err, errlen, "rule [limit:%s]: %s",
+				 c->rules[i].name, strerror(-rc));
 			return rc;
 		}
 	}

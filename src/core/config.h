@@ -181,12 +181,15 @@ int rl_config_reload_ok(const struct rl_config *next, char *err,
 			size_t errlen);
 
 /*
- * Register every rule of `c` in the segment `t` (see rl_table_rule): rule
+ * Claim every rule of `c` in the segment `t` (rl_table_rule_claim): rule
  * i's id in ids[i]. Returns 0, or a negative errno with a one-line reason
- * naming the rule in `err`.
+ * naming the rule in `err`. Nothing changes for this process's decisions
+ * until rl_config_use() puts the rules' rates in force.
  */
 int rl_config_register(const struct rl_config *c, struct rl_table *t,
 		       unsigned ids[RL_MAX_RULES], char *err, size_t errlen);
+int rl_config_use(const struct rl_config *c, struct rl_table *t,
+		  const unsigned ids[RL_MAX_RULES], char *err, size_t errlen);
 
 /* 1 if `port` is guarded by `c` (no ports = every port). */
 int rl_config_guards(const struct rl_config *c, uint16_t port);

@@ -649,7 +649,10 @@ int rl_table_check(struct rl_table *t, uint64_t now_ns,
 			}
 			if (rc->algo.kind == RL_ALGO_GCRA) {
 				/* Allow a second of clock difference between
-				 * the writer and us. */
+				 * the writer and us. (This checker's rates:
+				 * run it where no process has registered
+				 * slower ones, as after a reload, whose keys
+				 * may be owed more than this bucket holds.) */
 				if (st > now_ns + rc->algo.depth_ns + 1000000000ull)
 					VIOLATION("slot %llu: TAT beyond the "
 						  "bucket", (unsigned long long)idx);

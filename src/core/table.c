@@ -445,6 +445,16 @@ void rl_table_close(struct rl_table *t)
 		return;
 	if (t->hdr)
 		munmap(t->hdr, t->size);
+	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
+		struct rl_rule_cache *c = t->cache[i];
+
+		while (c && c != &t->from_segment[i]) {
+			struct rl_rule_cache *next = c->retired;
+
+			free(c);
+			c = next;
+		}
+	}
 	free(t);
 }
 
@@ -464,30 +474,43 @@ static uint64_t rule_ident(const struct rl_rule_def *def)
 {
 	struct {
 		char name[RL_RULE_NAME_MAX];
-		uint64_t period_ns;
-		uint32_t count, burst, algorithm, nplans;
-		struct rl_shm_plan plans[RL_MAX_PLANS];
+		uint32_t algorithm;
 	} id;
 
 	memset(&id, 0, sizeof(id));
 	strncpy(id.name, def->name, sizeof(id.name) - 1);
-	id.period_ns = def->rate.period_ns;
-	id.count = def->rate.count;
-	id.burst = def->rate.burst;
 	id.algorithm = (uint32_t)def->algorithm;
-	id.nplans = def->nplans;
-	for (unsigned i = 0; i < def->nplans; i++) {
-		id.plans[i].period_ns = def->plans[i].period_ns;
-		id.plans[i].count = def->plans[i].count;
-		id.plans[i].burst = def->plans[i].burst;
-	}
 	return rl_hash_sip13(rl_hash_public_key, &id, sizeof(id)) | 1;
 }
 
-/* Write a rule entry's fields. Any process that knows the definition may
- * do it, concurrently: they all write the same bytes. */
+/* Does entry `r` say what `def` says (rates, plans)? */
+static int rule_same(const struct rl_shm_rule *r, const struct rl_rule_def *def)
+{
+	if (r->period_ns != def->rate.period_ns || r->count != def->rate.count ||
+	    r->burst != def->rate.burst || r->nplans != def->nplans)
+		return 0;
+	for (unsigned i = 0; i < def->nplans; i++)
+		if (r->plans[i].period_ns != def->plans[i].period_ns ||
+		    r->plans[i].count != def->plans[i].count ||
+		    r->plans[i].burst != def->plans[i].burst)
+			return 0;
+	return 1;
+}
+
+/*
+ * Write a rule entry's fields: the rates of its latest registration, for
+ * the processes that did not register it (rlshimctl, the agent before it
+ * restarts on a reload). `seq` is odd while they change; a writer that
+ * finds another at work leaves the fields to it.
+ */
 static void rule_publish(struct rl_shm_rule *r, const struct rl_rule_def *def)
 {
+	uint32_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+
+	if ((seq & 1) ||
+	    !atomic_compare_exchange_strong(&r->seq, &seq, seq + 1))
+		return;
+	atomic_thread_fence(memory_order_release);
 	r->algorithm = (uint32_t)def->algorithm;
 	r->period_ns = def->rate.period_ns;
 	r->count = def->rate.count;
@@ -499,51 +522,119 @@ static void rule_publish(struct rl_shm_rule *r, const struct rl_rule_def *def)
 		r->plans[i].count = def->plans[i].count;
 		r->plans[i].burst = def->plans[i].burst;
 	}
+	atomic_store_explicit(&r->seq, seq + 2, memory_order_release);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
+}
+
+/* Fill `c` from `def`. 0, or -EINVAL for a rate no algorithm takes. */
+static int cache_fill(struct rl_rule_cache *c, enum rl_algorithm algorithm,
+		      const struct rl_rate *rate, unsigned nplans,
+		      const struct rl_rate *plans)
+{
+	if (rl_algo_init(&c->algo, algorithm, rate) || nplans > RL_MAX_PLANS)
+		return -EINVAL;
+	for (unsigned i = 0; i < nplans; i++)
+		if (rl_algo_init(&c->plans[i], algorithm, &plans[i]))
+			return -EINVAL;
+	c->nplans = nplans;
+	return 0;
+}
+
+/* What the segment says of rule `id`, read consistently, into `c`. */
+static int cache_from_segment(struct rl_table *t, unsigned id,
+			      struct rl_rule_cache *c)
+{
+	struct rl_shm_rule *r = &t->rules[id];
+	struct rl_rate rate, plans[RL_MAX_PLANS];
+	uint32_t algorithm, nplans;
+
+	for (int tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
+
+		if (s1 & 1)
+			continue;
+		algorithm = r->algorithm;
+		rate.period_ns = r->period_ns;
+		rate.count = r->count;
+		rate.burst = r->burst;
+		nplans = r->nplans;
+		for (unsigned i = 0; i < nplans && i < RL_MAX_PLANS; i++) {
+			plans[i].period_ns = r->plans[i].period_ns;
+			plans[i].count = r->plans[i].count;
+			plans[i].burst = r->plans[i].burst;
+		}
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&r->seq, memory_order_relaxed) != s1)
+			continue;
+		/* The segment is shared: what it says is checked before use. */
+		return cache_fill(c, (enum rl_algorithm)algorithm, &rate, nplans,
+				  plans);
+	}
+	return -EAGAIN;
 }
 
 const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id)
 {
-	struct rl_rule_cache *c;
+	struct rl_rule_cache *c, *expect = NULL;
 	struct rl_shm_rule *r;
-	struct rl_rate rate;
 
 	if (id >= RL_MAX_RULES)
 		return NULL;
-	c = &t->cache[id];
-	if (c->valid)
+	c = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
+	if (c)
 		return c;
+	/* A rule this process did not register: the segment's word, once.
+	 * Threads that race here write the same bytes. */
 	r = &t->rules[id];
 	if (!atomic_load_explicit(&r->ident, memory_order_acquire) ||
 	    !atomic_load_explicit(&r->ready, memory_order_acquire))
 		return NULL;
-	/* The segment is shared: what it says is checked before use. */
-	rate.period_ns = r->period_ns;
-	rate.count = r->count;
-	rate.burst = r->burst;
-	if (rl_algo_init(&c->algo, (enum rl_algorithm)r->algorithm, &rate) ||
-	    r->nplans > RL_MAX_PLANS)
+	c = &t->from_segment[id];
+	if (cache_from_segment(t, id, c))
 		return NULL;
-	for (unsigned i = 0; i < r->nplans; i++) {
-		rate.period_ns = r->plans[i].period_ns;
-		rate.count = r->plans[i].count;
-		rate.burst = r->plans[i].burst;
-		if (rl_algo_init(&c->plans[i], (enum rl_algorithm)r->algorithm,
-				 &rate))
-			return NULL;
-	}
-	c->nplans = r->nplans;
-	c->valid = 1;
+	if (!__atomic_compare_exchange_n(&t->cache[id], &expect, c, 0,
+					 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		return expect;
 	return c;
 }
 
-int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
-		  unsigned *id)
+static int same_plans(const struct rl_rule_cache *c,
+		      const struct rl_rule_def *def)
 {
-	uint64_t ident;
+	for (unsigned i = 0; i < def->nplans; i++)
+		if (memcmp(&c->plans[i].rate, &def->plans[i],
+			   sizeof(def->plans[i])))
+			return 0;
+	return 1;
+}
+
+/* This process's own rates for rule `id`, from `def`, in force from now
+ * for every thread (the one they replace is kept for a thread still
+ * using it). */
+static int cache_own(struct rl_table *t, unsigned id,
+		     const struct rl_rule_def *def)
+{
+	struct rl_rule_cache *c = calloc(1, sizeof(*c)), *old;
+
+	if (!c)
+		return -ENOMEM;
+	if (cache_fill(c, def->algorithm, &def->rate, def->nplans, def->plans)) {
+		free(c);
+		return -EINVAL;
+	}
+	old = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
+	if (old && old != &t->from_segment[id])
+		c->retired = old;
+	__atomic_store_n(&t->cache[id], c, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Validate `def`: 0 or -EINVAL. */
+static int def_valid(const struct rl_rule_def *def)
+{
 	size_t nlen;
 
-	if (!t || !def || !def->name)
+	if (!def || !def->name)
 		return -EINVAL;
 	nlen = strlen(def->name);
 	if (nlen == 0 || nlen >= RL_RULE_NAME_MAX ||
@@ -553,6 +644,16 @@ int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 	for (unsigned i = 0; i < def->nplans; i++)
 		if (rl_algo_init(NULL, def->algorithm, &def->plans[i]))
 			return -EINVAL;
+	return 0;
+}
+
+int rl_table_rule_claim(struct rl_table *t, const struct rl_rule_def *def,
+			unsigned *id)
+{
+	uint64_t ident;
+
+	if (!t || def_valid(def))
+		return -EINVAL;
 	ident = rule_ident(def);
 	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
 		struct rl_shm_rule *r = &t->rules[i];
@@ -571,17 +672,38 @@ int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
 		} else if (cur != ident) {
 			continue;
 		}
-		/* Ours, just claimed or registered before (maybe by a
-		 * process that died half-way): make sure it is complete. */
-		if (!atomic_load_explicit(&r->ready, memory_order_acquire))
+		/* Ours: just claimed, or registered before (maybe by a
+		 * process that died half-way, or with other rates). */
+		if (!atomic_load_explicit(&r->ready, memory_order_acquire) ||
+		    !rule_same(r, def))
 			rule_publish(r, def);
-		t->cache[i].valid = 0;
-		if (!rl_table_rule_get(t, i))
-			return -EPROTO;
 		*id = i;
 		return 0;
 	}
 	return -ENOSPC;
+}
+
+int rl_table_rule_use(struct rl_table *t, unsigned id,
+		      const struct rl_rule_def *def)
+{
+	const struct rl_rule_cache *mine;
+
+	if (!t || id >= RL_MAX_RULES || def_valid(def))
+		return -EINVAL;
+	mine = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
+	if (mine && mine != &t->from_segment[id] &&
+	    !memcmp(&mine->algo.rate, &def->rate, sizeof(def->rate)) &&
+	    mine->nplans == def->nplans && same_plans(mine, def))
+		return 0;
+	return cache_own(t, id, def);
+}
+
+int rl_table_rule(struct rl_table *t, const struct rl_rule_def *def,
+		  unsigned *id)
+{
+	int rc = rl_table_rule_claim(t, def, id);
+
+	return rc ? rc : rl_table_rule_use(t, *id, def);
 }
 
 /* ---- inspection ---------------------------------------------------------- */

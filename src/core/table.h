@@ -155,7 +155,9 @@ struct rl_shm_rule {
 	struct rl_shm_plan plans[RL_MAX_PLANS]; /* per-key tariffs */
 	_Atomic uint64_t bans;        /* bans its maxretry issued */
 	_Atomic uint64_t summarised;  /* denials already in a summary line */
-	uint8_t reserved[40];         /* to 256 */
+	_Atomic uint32_t seq;         /* odd while the rate fields above are
+					 rewritten (a reload changed them) */
+	uint8_t reserved[36];         /* to 256 */
 };
 
 /* One shard of counters; a process adds to the shard of its CPU. */
@@ -216,12 +218,18 @@ _Static_assert(sizeof(struct rl_slot) == 32, "slot size");
 _Static_assert(sizeof(struct rl_slot_meta) == 64, "slot meta size");
 _Static_assert(sizeof(struct rl_shm_ban) == 64, "ban entry size");
 
-/* The process-private handle. */
+/*
+ * The process-private handle. A rule's rates are this process's own: what
+ * it registered (its configuration), or, for a rule it did not, what the
+ * segment says. A process that registers a changed rate (a reload) swaps
+ * in a new cache; the old one stays until the handle is closed, for a
+ * thread still deciding with it.
+ */
 struct rl_rule_cache {
-	int valid;
 	unsigned nplans;
 	struct rl_algo algo;                 /* the rule's own rate */
 	struct rl_algo plans[RL_MAX_PLANS];  /* its tariffs */
+	struct rl_rule_cache *retired;       /* the one it replaced */
 };
 
 struct rl_table {
@@ -235,7 +243,8 @@ struct rl_table {
 	char *kept;
 	uint64_t bucket_mask;
 	uint64_t seed[2];
-	struct rl_rule_cache cache[RL_MAX_RULES];
+	struct rl_rule_cache *cache[RL_MAX_RULES];   /* read with acquire */
+	struct rl_rule_cache from_segment[RL_MAX_RULES];
 };
 
 /* ---- the agent's side (rlshimd) --------------------------------------------- */
@@ -307,6 +316,17 @@ struct rl_slot_hint {
 int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns,
 		       struct rl_result *out, struct rl_slot_hint *hint);
+
+/*
+ * rl_table_rule in two steps, for a caller that must check a whole
+ * configuration before any of it takes effect (a reload): claim the id of
+ * `def` (the segment's record of its rates follows), then, once everything
+ * else is right, use `def`'s rates in this process. Same returns.
+ */
+int rl_table_rule_claim(struct rl_table *t, const struct rl_rule_def *def,
+			unsigned *id);
+int rl_table_rule_use(struct rl_table *t, unsigned id,
+		      const struct rl_rule_def *def);
 
 /*
  * For a caller that decides a request by several rules (the shim): take

@@ -59,7 +59,8 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		if (r->match == RL_MATCH_REQUEST && r->path[0])
 			p->want.need_path = 1;
 	}
-	return 0;
+	/* All of it is right: its rates in force in this process. */
+	return rl_config_use(cfg, t, p->ids, err, errlen);
 }
 
 int rl_policy_expects_proxy(const struct rl_policy *p,

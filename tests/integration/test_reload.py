@@ -194,9 +194,7 @@ def invalid_file_kept():
         probe_limited(3, s.probe('a', 4))
         s.write('3/m', '\n[limit:bad]\nmatch = GET /x\nrate = lots\n')
         time.sleep(RELOAD_S)
-        rs = s.probe('b', 12)
-        probe_limited(3, rs)
-        assert len({r.headers.get('x-worker') for r in rs}) == 2
+        probe_limited(3, s.probe('b', 12))
         err = s.server.stderr_text()
         lines = [ln for ln in err.splitlines() if 'configuration refused' in ln]
         assert len(lines) == 1, lines
@@ -216,8 +214,10 @@ def invalid_file_kept():
 # ---- legacy_server -----------------------------------------------------------------
 
 def unchanged_rules_keep_state():
-    """A reload that changes one rule leaves the others' buckets as they
-    were: a client out of budget on an unchanged rule stays so."""
+    """A reload keeps every bucket: a client out of budget on an unchanged
+    rule stays so, and a changed rate applies to what clients have used
+    (the client that used 3 of 3 a minute is still owed under 4 a minute,
+    where a new client gets 4)."""
     s = F.Legacy('[limit:books]\nmatch = GET /books\nrate = 2/m\n'
                  '[limit:sms]\nmatch = POST /sms\nrate = 3/m\n')
     try:
@@ -228,9 +228,10 @@ def unchanged_rules_keep_state():
         time.sleep(RELOAD_S)
         r = s.get('/books')
         assert r.status == 429 and limit_of(r) == 2, r
-        # The changed rule is a new rule: its clients start afresh.
-        assert F.codes(s, 5, '/sms', 'POST') == [200] * 4 + [429]
-        assert s.get('/sms', 'POST').headers['ratelimit-limit'] == '4'
+        r = s.get('/sms', 'POST')
+        assert r.status == 429 and limit_of(r) == 4, r
+        assert F.codes(s, 5, '/sms', 'POST', family=socket.AF_INET6) == \
+            [200] * 4 + [429]
     finally:
         s.stop()
 
@@ -281,12 +282,12 @@ def new_process_keeps_rules():
         assert 'msg="configuration refused, using the one in force on this ' \
             'host"' in err and "bad rate 'lots'" in err, err
         assert 'msg="limiting"' in err, err
-        # Fixed (a new rate): both servers apply it.
+        # Fixed (a new rate): both servers apply it, to the same bucket.
         rewrite(s.config, good.replace('rate = 2/m', 'rate = 5/m'))
         time.sleep(RELOAD_S)
-        got = [one(p).status for p in (port2, s.port) * 3]
-        assert got == [200] * 5 + [429], got
-        assert limit_of(one(port2)) == 5 and limit_of(one(s.port)) == 5
+        for p in (port2, s.port):
+            r = one(p)
+            assert r.status == 429 and limit_of(r) == 5, r
     finally:
         if b:
             b.stop()
@@ -322,7 +323,8 @@ def restart_needed():
         text = text.replace('rate = 2/m', 'rate = 3/m')
         rewrite(s.config, text)
         time.sleep(RELOAD_S)
-        assert F.codes(s, 4) == [200, 200, 200, 429]
+        r = s.get()
+        assert r.status == 429 and limit_of(r) == 3, r
         assert not os.path.exists(f'/dev/shm/{other}')
         err = s.server.stderr_text()
         assert 'restart_needed="shm,ports"' in err, err
@@ -375,10 +377,11 @@ def agent_restarts():
 
 
 def definitions_exhausted():
-    """A segment holds 64 rule definitions over its life: a reload that
-    would need more is refused by the servers and by rlshimd alike, each
-    saying why; both keep the rules in force (the agent keeps running,
-    rather than restart into a configuration it cannot serve)."""
+    """A segment holds 64 rules (names, with their algorithm) over its
+    life: a reload that renames 40 of 41 needs more, and is refused by the
+    servers and by rlshimd alike, each saying why; both keep the rules in
+    force (the agent keeps running, rather than restart into a
+    configuration it cannot serve)."""
     import test_redis as R
     redis = R.Redis()
     rules = ''.join(f'[limit:r{i}]\nmatch = GET /r{i}\nrate = {{rate}}\n'
@@ -391,14 +394,14 @@ def definitions_exhausted():
         assert F.codes(s, 3) == [200, 200, 429]
         assert wait_for(lambda: os.path.exists(log) and
                         'agent started' in open(log).read(), 10)
-        text = open(s.config).read().replace('rate = 100/s', 'rate = 99/s')
+        text = open(s.config).read().replace('[limit:r', '[limit:s')
         rewrite(s.config, text)
         time.sleep(RELOAD_S)
         # Still the old rules (the books bucket kept its state).
         assert F.codes(s, 2) == [429, 429]
         time.sleep(1.2)  # the agent looks once a second
         err = s.server.stderr_text()
-        want = 'the segment holds 64 rule definitions already'
+        want = 'the segment holds 64 rules already'
         assert err.count(want) == 1, err[-2000:]
         t = open(log).read()
         assert want in t, t

@@ -390,9 +390,24 @@ static void test_rules(void **state)
 	assert_int_equal(rl_table_open(seg, 0, 0, &b), 0);
 	assert_int_equal(rl_table_rule(b, &def, &id2), 0);
 	assert_int_equal(id1, id2); /* same definition, same id */
+	/* A changed rate (a reload in b): the same rule, b's own rate; a
+	 * process that did not register it reads the latest from the
+	 * segment; a keeps its own until it registers the change too. */
 	def.rate.count = 30;
 	assert_int_equal(rl_table_rule(b, &def, &id3), 0);
-	assert_int_not_equal(id3, id1); /* changed rate: a new identity */
+	assert_int_equal(id3, id1);
+	assert_int_equal(rl_table_rule_get(b, id1)->algo.rate.count, 30);
+	assert_int_equal(rl_table_rule_get(a, id1)->algo.rate.count, 60);
+	{
+		struct rl_table *c = NULL;
+
+		assert_int_equal(rl_table_open(seg, 0, 0, &c), 0);
+		assert_int_equal(rl_table_rule_get(c, id1)->algo.rate.count, 30);
+		rl_table_close(c);
+	}
+	assert_int_equal(rl_table_rule(a, &def, &id3), 0);
+	assert_int_equal(rl_table_rule_get(a, id1)->algo.rate.count, 30);
+	/* A changed algorithm is another rule. */
 	def.algorithm = RL_ALGO_FIXED_WINDOW;
 	def.rate.burst = 30;
 	assert_int_equal(rl_table_rule(a, &def, &id4), 0);
@@ -410,7 +425,7 @@ static void test_rules(void **state)
 	def.name = "";
 	assert_int_equal(rl_table_rule(a, &def, &id4), -EINVAL);
 	/* 64 entries, then no room. */
-	for (unsigned i = 3; i < RL_MAX_RULES; i++) {
+	for (unsigned i = 2; i < RL_MAX_RULES; i++) {
 		snprintf(name, sizeof(name), "r%u", i);
 		def.name = name;
 		assert_int_equal(rl_table_rule(a, &def, &id4), 0);
@@ -426,6 +441,43 @@ static void test_rules(void **state)
 	}
 	rl_table_close(a);
 	rl_table_close(b);
+}
+
+/* Claiming a changed rate changes nothing here until it is used; keys
+ * keep their state across the change (a changed rate applies to what a
+ * key has used). */
+static void test_rule_claim_use(void **state)
+{
+	struct rl_table *t = open_new(64);
+	struct rl_rule_def def = { .name = "sms", .algorithm = RL_ALGO_GCRA,
+				   .rate = { 60 * SEC, 3, 3 } };
+	struct rl_result r;
+	unsigned id, id2;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	for (int i = 0; i < 3; i++)
+		rl_table_take(t, id, "k", 1, 1, T0, &r);
+	assert_false(rl_table_take(t, id, "k", 1, 1, T0, &r) == 0 && r.allowed);
+	def.rate.count = 4;
+	def.rate.burst = 4;
+	assert_int_equal(rl_table_rule_claim(t, &def, &id2), 0);
+	assert_int_equal(id2, id);
+	assert_int_equal(rl_table_rule_get(t, id)->algo.rate.count, 3);
+	assert_int_equal(rl_table_rule_use(t, id, &def), 0);
+	assert_int_equal(rl_table_rule_get(t, id)->algo.rate.count, 4);
+	/* 3 used of 3/m is a minute owed; under 4/m (15 s each, a bucket of
+	 * 60 s) the next one is due in 15 s, not now. */
+	assert_int_equal(rl_table_take(t, id, "k", 1, 1, T0, &r), 0);
+	assert_false(r.allowed);
+	assert_int_equal(r.limit, 4);
+	assert_int_equal(r.retry_after_ns, 15 * SEC);
+	assert_int_equal(rl_table_take(t, id, "k", 1, 1, T0 + 15 * SEC, &r), 0);
+	assert_true(r.allowed);
+	/* Using the same rates again is nothing new. */
+	assert_int_equal(rl_table_rule_use(t, id, &def), 0);
+	assert_int_equal(rl_table_rule_use(t, RL_MAX_RULES, &def), -EINVAL);
+	rl_table_close(t);
 }
 
 /* ---- decisions ---------------------------------------------------------------- */
@@ -821,12 +873,17 @@ static void test_summarise(void **state)
 	struct rl_table *a = open_new(64), *b = NULL;
 	unsigned sms = add_rule(a, "sms", 60 * SEC, 1, 1);
 	unsigned api = add_rule(a, "api", 60 * SEC, 1, 1);
-	unsigned sms2 = add_rule(a, "sms", 60 * SEC, 2, 2); /* reloaded */
+	struct rl_rule_def fixed = { .name = "sms",
+				     .algorithm = RL_ALGO_FIXED_WINDOW,
+				     .rate = { 60 * SEC, 2, 2 } };
+	unsigned sms2 = 99; /* reloaded with another algorithm: another rule */
 	struct rl_result r;
 	struct lines l = { 0 };
 	const uint64_t B = T0 / MS; /* monotonic ms, as the shim passes */
 
 	(void)state;
+	assert_int_equal(rl_table_rule(a, &fixed, &sms2), 0);
+	assert_int_not_equal(sms2, sms);
 	assert_int_equal(rl_table_open(seg, 0, 0, &b), 0);
 	assert_int_equal(rl_table_take(a, sms, "k", 1, 1, T0, &r), 0);
 	/* Nothing denied yet: the first interval says nothing. */
@@ -906,6 +963,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_summarise, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rule_claim_use, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_uncounted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_count, setup, teardown),
 	};
