@@ -428,8 +428,8 @@ def config_changed():
 
 def shared_segment():
     """Two servers with different files on one segment: a name's counts are
-    summed over its definitions (a reload that changes a rate leaves the
-    same trace), and a rule the file lacks is shown as retired."""
+    one series whatever rate each gives it, and a rule the file lacks is
+    shown as not in it."""
     shm = f'rlshim-ctl-shared-{os.getpid()}'
     a = F.Legacy('[limit:api]\nmatch = *\nrate = 10/m\n', shm=shm)
     b = None

@@ -60,7 +60,7 @@ static struct ctl_rule *rule_named(struct ctl_snapshot *s, const char *name)
 
 /*
  * The file's rules in its order, then the segment's other names. A name
- * may have several ids (its rate or algorithm changed by a reload): its
+ * may have several ids (its algorithm changed by a reload): its
  * counters are the sum, so that they never go backwards. A retired name is
  * kept only when it counted something.
  */
