@@ -332,6 +332,17 @@ def restart_needed():
         s.stop()
 
 
+def stop_with_agent(s, redis, log):
+    """Stop a server, its Redis and the agent its shim started."""
+    s.stop()
+    redis.stop()
+    subprocess.run(['pkill', '-f', f'rlshimd.*{s.config}'])
+    try:
+        os.unlink(log)
+    except FileNotFoundError:
+        pass
+
+
 def agent_restarts():
     """rlshimd, started by the shim for [redis], restarts itself on a
     changed file (a new pid, the new sync interval); the server goes on
@@ -367,13 +378,7 @@ def agent_restarts():
         assert set(statuses) <= {200}, statuses
         assert s.get().status == 200
     finally:
-        s.stop()
-        redis.stop()
-        subprocess.run(['pkill', '-f', f'rlshimd.*{s.config}'])
-        try:
-            os.unlink(log)
-        except FileNotFoundError:
-            pass
+        stop_with_agent(s, redis, log)
 
 
 def definitions_exhausted():
@@ -408,13 +413,7 @@ def definitions_exhausted():
         assert 'restarting' not in t, t
         assert t.count('agent started') == 1, t
     finally:
-        s.stop()
-        redis.stop()
-        subprocess.run(['pkill', '-f', f'rlshimd.*{s.config}'])
-        try:
-            os.unlink(log)
-        except FileNotFoundError:
-            pass
+        stop_with_agent(s, redis, log)
 
 
 def denials_summarised():
