@@ -1056,6 +1056,34 @@ static void end_file(struct parser *p)
 				c->ipv4_prefix == 0 ? "ipv4_prefix" : "ipv6_prefix",
 				c->ipv4_prefix == 0 ? "IPv4" : "IPv6");
 	}
+	/* The headers a request is parsed for: client_ip_header (where a
+	 * proxy is trusted) and each distinct key header. */
+	{
+		const char *names[RL_MAX_KEY_HEADERS + 1];
+		unsigned n = 0;
+
+		if (c->trusted_proxies.n > 0 && c->client_ip_header[0])
+			names[n++] = c->client_ip_header;
+		for (unsigned i = 0; i < c->nrules; i++) {
+			const struct rl_rule_cfg *r = &c->rules[i];
+			unsigned k = 0;
+
+			if (r->key != RL_KEY_HEADER)
+				continue;
+			while (k < n && strcasecmp(names[k], r->header) != 0)
+				k++;
+			if (k < n)
+				continue;
+			if (n == RL_MAX_KEY_HEADERS) {
+				perr_at(p, r->line, "[limit:%s]: too many distinct "
+					"key headers (%u at most, counting "
+					"client_ip_header)", r->name,
+					RL_MAX_KEY_HEADERS);
+				break;
+			}
+			names[n++] = r->header;
+		}
+	}
 }
 
 /* Once-only sections: true if this one is new. */

@@ -139,6 +139,8 @@ int rl_config_load(const char *path, struct rl_config **out, char *err,
 		   size_t errlen);
 
 #define RL_SHM_DEFAULT "rlshim"
+#define RL_MAX_KEY_HEADERS 8 /* distinct header names requests are parsed
+				for: key headers and client_ip_header */
 #define RL_CONFIG_FILE_MAX (1u << 20)
 
 /* The whole file at `path` in *text (NUL-terminated, free() it), its

@@ -16,9 +16,16 @@ int rl_kept_store(struct rl_table *t, const char *path, const char *text,
 {
 	struct rl_shm_header *h = t->hdr;
 	size_t plen = strlen(path) + 1;
+	uint64_t hash[2];
 
-	if (plen + len >= h->kept_cap)
+	/* The constant, not the header's kept_cap: what the segment says
+	 * may have changed since it was checked at open. */
+	if (plen + len >= RL_KEPT_MAX)
 		return -E2BIG;
+	/* Hashed from our own bytes, not from the region: a copy spliced
+	 * with another writer's then matches no hash, and is seen as none. */
+	hash[0] = rl_hash_sip13(rl_hash_public_key, path, plen);
+	hash[1] = rl_hash_sip13(rl_hash_public_key, text, len);
 	/* Stamp 0 while the bytes move: a reader meanwhile finds none. */
 	atomic_store_explicit(&h->kept_stamp, 0, memory_order_release);
 	atomic_thread_fence(memory_order_release);
@@ -27,8 +34,8 @@ int rl_kept_store(struct rl_table *t, const char *path, const char *text,
 	atomic_store_explicit(&h->kept_len, (uint32_t)(plen + len),
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->kept_hash,
-			      rl_hash_sip13(rl_hash_public_key, t->kept,
-					    plen + len),
+			      rl_hash_sip13(rl_hash_public_key, hash,
+					    sizeof(hash)),
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->kept_stamp, stamp, memory_order_release);
 	return 0;
@@ -42,17 +49,20 @@ int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,
 	uint32_t len = atomic_load_explicit(&h->kept_len, memory_order_relaxed);
 	uint64_t hash = atomic_load_explicit(&h->kept_hash, memory_order_relaxed);
 	size_t plen = strlen(path) + 1;
+	uint64_t mine[2];
 
-	if (!s1 || len >= h->kept_cap || len >= cap || len < plen)
+	if (!s1 || len >= RL_KEPT_MAX || len >= cap || len < plen)
 		return -ENOENT;
 	memcpy(buf, t->kept, len);
 	buf[len] = '\0';
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&h->kept_stamp, memory_order_relaxed) != s1 ||
-	    rl_hash_sip13(rl_hash_public_key, buf, len) != hash)
-		return -ENOENT; /* torn: a writer was at work */
-	if (memcmp(buf, path, plen) != 0)
-		return -ENOENT; /* another server's file */
+	    memcmp(buf, path, plen) != 0)
+		return -ENOENT; /* a writer at work, or another server's file */
+	mine[0] = rl_hash_sip13(rl_hash_public_key, buf, plen);
+	mine[1] = rl_hash_sip13(rl_hash_public_key, buf + plen, len - plen);
+	if (rl_hash_sip13(rl_hash_public_key, mine, sizeof(mine)) != hash)
+		return -ENOENT; /* torn */
 	memmove(buf, buf + plen, len - plen + 1);
 	*stamp = s1;
 	return (int)(len - plen);
@@ -106,6 +116,7 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 		   size_t *len, int *kept, char *err, size_t errlen)
 {
 	char shm[RL_SHM_NAME_MAX];
+	struct rl_config *mine = NULL;
 	struct rl_table *t = NULL;
 	uint64_t stamp;
 	char *buf;
@@ -113,18 +124,21 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 
 	*kept = 0;
 	*text = NULL;
+
 	rc = rl_config_read(path, text, len, err, errlen);
 	if (rc == 0) {
-		rc = rl_config_parse(*text, path, out, err, errlen);
-		if (rc == 0)
+		rc = rl_config_parse(*text, path, &mine, err, errlen);
+		if (rc == 0 && rl_config_reload_ok(mine, err, errlen) == 0) {
+			*out = mine;
 			return 0;
+		}
 	}
 	/* The file cannot be used: the host's kept text, if any. */
 	global_value(*text ? *text : "", "shm", RL_SHM_DEFAULT, shm, sizeof(shm));
 	free(*text);
 	*text = NULL;
 	if (rl_table_open(shm, 0, 0, &t))
-		return rc;
+		goto none;
 	buf = malloc(RL_KEPT_MAX);
 	n = buf ? rl_kept_load(t, path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;
 	rl_table_close(t);
@@ -133,10 +147,17 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 
 		if (rl_config_parse(buf, path, out, ignored, sizeof(ignored)) == 0) {
 			free(buf);
+			rl_config_free(mine);
 			*kept = 1;
 			return 0;
 		}
 	}
 	free(buf);
+none:
+	/* A file with no rule is taken as it is when nothing is kept. */
+	if (mine) {
+		*out = mine;
+		return 0;
+	}
 	return rc;
 }

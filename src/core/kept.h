@@ -36,9 +36,11 @@ int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,
 
 /*
  * The configuration to start with: the file at `path`, parsed from its
- * text; when it cannot be used and the host's segment (named by its
- * `[global] shm`, found even in a file that does not parse) keeps the text
- * in force, that, parsed under the same name. Returns 0 with *out set,
+ * text; when it cannot be used (or has no rule at all: emptied, or caught
+ * half-written) and the host's segment (named by its `[global] shm`, found
+ * even in a file that does not parse) keeps the text in force, that,
+ * parsed under the same name. A file with no rule is taken as it is when
+ * nothing is kept. Returns 0 with *out set,
  * *text the file's text to keep once in force (NULL when the kept one is
  * used: free() it) and *kept 1 when the kept text is used, with `err` then
  * saying what is wrong with the file; or a negative errno with `err` set.

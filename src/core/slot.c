@@ -159,6 +159,10 @@ static enum victim_kind victim_pick(struct rl_table *t, struct rl_slot *b,
 			marker_expire(t, &b[i], s, now_ns);
 			continue;
 		}
+		if (!rc && key && tag_rule(key) < RL_MAX_RULES &&
+		    atomic_load_explicit(&t->rules[tag_rule(key)].ident,
+					 memory_order_relaxed))
+			continue; /* a rule not readable yet: never guessed idle */
 		if (!rc || (free_at = rl_algo_free_at(slot_algo(rc, &b[i]), s,
 						      now_ns)) <= now_ns) {
 			/* Idle, or a rule this segment does not know. */

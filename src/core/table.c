@@ -500,16 +500,32 @@ static int rule_same(const struct rl_shm_rule *r, const struct rl_rule_def *def)
 /*
  * Write a rule entry's fields: the rates of its latest registration, for
  * the processes that did not register it (rlshimctl, the agent before it
- * restarts on a reload). `seq` is odd while they change; a writer that
- * finds another at work leaves the fields to it.
+ * restarts on a reload). `seq` is odd while they change. A writer that
+ * finds another at work leaves the fields to it, unless that one went odd
+ * longer than RL_MARK_TIMEOUT_NS ago: killed half-way, it is taken over.
  */
 static void rule_publish(struct rl_shm_rule *r, const struct rl_rule_def *def)
 {
-	uint32_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+	uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+	uint64_t now = rl_time_now_ns();
 
-	if ((seq & 1) ||
-	    !atomic_compare_exchange_strong(&r->seq, &seq, seq + 1))
+	if (seq & 1) {
+		uint64_t at = atomic_load_explicit(&r->seq_ns,
+						   memory_order_relaxed);
+
+		if (now < at || now - at < RL_MARK_TIMEOUT_NS)
+			return;
+		/* Taken over: stays odd while we write. */
+		if (!atomic_compare_exchange_strong(&r->seq, &seq, seq + 2))
+			return;
+		seq += 2;
+	} else if (!atomic_compare_exchange_strong(&r->seq, &seq, seq + 1)) {
 		return;
+	} else {
+		seq += 1;
+	}
+	/* seq is now the odd value in the entry */
+	atomic_store_explicit(&r->seq_ns, now, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 	r->algorithm = (uint32_t)def->algorithm;
 	r->period_ns = def->rate.period_ns;
@@ -522,7 +538,7 @@ static void rule_publish(struct rl_shm_rule *r, const struct rl_rule_def *def)
 		r->plans[i].count = def->plans[i].count;
 		r->plans[i].burst = def->plans[i].burst;
 	}
-	atomic_store_explicit(&r->seq, seq + 2, memory_order_release);
+	atomic_store_explicit(&r->seq, seq + 1, memory_order_release);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 }
 
@@ -540,61 +556,80 @@ static int cache_fill(struct rl_rule_cache *c, enum rl_algorithm algorithm,
 	return 0;
 }
 
-/* What the segment says of rule `id`, read consistently, into `c`. */
+/*
+ * What the segment says of rule `id`, into `c`: read between two equal
+ * even values of `seq` when it can be; after a few tries (a writer at work,
+ * or one killed half-way) as it stands. Either way every value is checked
+ * before use, so a torn read is at worst another valid rate.
+ */
 static int cache_from_segment(struct rl_table *t, unsigned id,
 			      struct rl_rule_cache *c)
 {
 	struct rl_shm_rule *r = &t->rules[id];
 	struct rl_rate rate, plans[RL_MAX_PLANS];
-	uint32_t algorithm, nplans;
+	uint32_t algorithm, nplans = 0;
 
-	for (int tries = 0; tries < 1000; tries++) {
+	for (int tries = 0; tries < 4; tries++) {
 		uint32_t s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
 
-		if (s1 & 1)
-			continue;
 		algorithm = r->algorithm;
 		rate.period_ns = r->period_ns;
 		rate.count = r->count;
 		rate.burst = r->burst;
 		nplans = r->nplans;
+		if (nplans > RL_MAX_PLANS)
+			nplans = RL_MAX_PLANS + 1; /* refused below */
 		for (unsigned i = 0; i < nplans && i < RL_MAX_PLANS; i++) {
 			plans[i].period_ns = r->plans[i].period_ns;
 			plans[i].count = r->plans[i].count;
 			plans[i].burst = r->plans[i].burst;
 		}
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&r->seq, memory_order_relaxed) != s1)
-			continue;
-		/* The segment is shared: what it says is checked before use. */
-		return cache_fill(c, (enum rl_algorithm)algorithm, &rate, nplans,
-				  plans);
+		if (!(s1 & 1) &&
+		    atomic_load_explicit(&r->seq, memory_order_relaxed) == s1)
+			break;
 	}
-	return -EAGAIN;
+	/* The segment is shared: what it says is checked before use. */
+	return cache_fill(c, (enum rl_algorithm)algorithm, &rate, nplans, plans);
 }
 
 const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id)
 {
-	struct rl_rule_cache *c, *expect = NULL;
+	struct rl_rule_cache *c;
 	struct rl_shm_rule *r;
+	int st = 0;
 
 	if (id >= RL_MAX_RULES)
 		return NULL;
 	c = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
 	if (c)
 		return c;
-	/* A rule this process did not register: the segment's word, once.
-	 * Threads that race here write the same bytes. */
+	/* A rule this process did not register: the segment's word, read
+	 * once, by one thread. */
 	r = &t->rules[id];
 	if (!atomic_load_explicit(&r->ident, memory_order_acquire) ||
 	    !atomic_load_explicit(&r->ready, memory_order_acquire))
 		return NULL;
+	if (!__atomic_compare_exchange_n(&t->from_segment_state[id], &st, 1, 0,
+					 __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+		/* Another thread is at it (or was, in the parent of this
+		 * fork): not known yet. Never a half-filled one. */
+		return __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
 	c = &t->from_segment[id];
-	if (cache_from_segment(t, id, c))
+	if (cache_from_segment(t, id, c)) {
+		__atomic_store_n(&t->from_segment_state[id], 0, __ATOMIC_RELEASE);
 		return NULL;
-	if (!__atomic_compare_exchange_n(&t->cache[id], &expect, c, 0,
-					 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
-		return expect;
+	}
+	{
+		struct rl_rule_cache *expect = NULL;
+
+		/* An own cache may have come meanwhile: it wins. */
+		if (!__atomic_compare_exchange_n(&t->cache[id], &expect, c, 0,
+						 __ATOMIC_RELEASE,
+						 __ATOMIC_ACQUIRE))
+			c = expect;
+	}
+	__atomic_store_n(&t->from_segment_state[id], 2, __ATOMIC_RELEASE);
 	return c;
 }
 
@@ -623,9 +658,11 @@ static int cache_own(struct rl_table *t, unsigned id,
 		return -EINVAL;
 	}
 	old = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
-	if (old && old != &t->from_segment[id])
-		c->retired = old;
-	__atomic_store_n(&t->cache[id], c, __ATOMIC_RELEASE);
+	do {
+		c->retired = old && old != &t->from_segment[id] ? old : NULL;
+	} while (!__atomic_compare_exchange_n(&t->cache[id], &old, c, 0,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_ACQUIRE));
 	return 0;
 }
 
@@ -672,11 +709,6 @@ int rl_table_rule_claim(struct rl_table *t, const struct rl_rule_def *def,
 		} else if (cur != ident) {
 			continue;
 		}
-		/* Ours: just claimed, or registered before (maybe by a
-		 * process that died half-way, or with other rates). */
-		if (!atomic_load_explicit(&r->ready, memory_order_acquire) ||
-		    !rule_same(r, def))
-			rule_publish(r, def);
 		*id = i;
 		return 0;
 	}
@@ -690,6 +722,11 @@ int rl_table_rule_use(struct rl_table *t, unsigned id,
 
 	if (!t || id >= RL_MAX_RULES || def_valid(def))
 		return -EINVAL;
+	/* The segment's record follows the latest registration (or a
+	 * process that died half-way through its own). */
+	if (!atomic_load_explicit(&t->rules[id].ready, memory_order_acquire) ||
+	    !rule_same(&t->rules[id], def))
+		rule_publish(&t->rules[id], def);
 	mine = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
 	if (mine && mine != &t->from_segment[id] &&
 	    !memcmp(&mine->algo.rate, &def->rate, sizeof(def->rate)) &&

@@ -157,7 +157,11 @@ struct rl_shm_rule {
 	_Atomic uint64_t summarised;  /* denials already in a summary line */
 	_Atomic uint32_t seq;         /* odd while the rate fields above are
 					 rewritten (a reload changed them) */
-	uint8_t reserved[36];         /* to 256 */
+	uint32_t reserved1;
+	_Atomic uint64_t seq_ns;      /* CLOCK_MONOTONIC when seq went odd: a
+					 writer killed mid-way is taken over
+					 after RL_MARK_TIMEOUT_NS */
+	uint8_t reserved[24];         /* to 256 */
 };
 
 /* One shard of counters; a process adds to the shard of its CPU. */
@@ -245,6 +249,8 @@ struct rl_table {
 	uint64_t seed[2];
 	struct rl_rule_cache *cache[RL_MAX_RULES];   /* read with acquire */
 	struct rl_rule_cache from_segment[RL_MAX_RULES];
+	int from_segment_state[RL_MAX_RULES];        /* 0 empty, 1 filling,
+							2 filled */
 };
 
 /* ---- the agent's side (rlshimd) --------------------------------------------- */

@@ -12,6 +12,9 @@
 #include "table.h"
 #include "time.h"
 
+_Static_assert(RL_WANT_MAX >= RL_MAX_KEY_HEADERS,
+	       "the parser asks for every header a valid configuration names");
+
 /* The index of `name` in `w`, adding it if new; -1 if `w` is full. */
 static int want_add(struct rl_http_want *w, const char *name)
 {

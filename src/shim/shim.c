@@ -237,7 +237,10 @@ static int in_force(uint64_t stamp, char **text, size_t len)
 
 	if (first)
 		atomic_store(&h->config_since_ms, rl_time_wall_ms());
+	/* Kept unless it is kept already, or the file has moved on since
+	 * (a slow process must not put an older version back). */
 	if (*text && atomic_load(&h->kept_stamp) != stamp &&
+	    rl_config_stamp(config->source) == stamp &&
 	    rl_kept_store(table_, config->source, *text, len, stamp))
 		rl_log(RL_LOG_WARN, "msg=\"configuration too long to keep in "
 		       "the segment\" bytes=%zu", len);

@@ -825,6 +825,33 @@ static void test_error_header_key_accept(void **state)
 	EXPECT_ERRORS(cases);
 }
 
+/* Requests are parsed for at most RL_MAX_KEY_HEADERS header names: the
+ * key headers and, where a proxy is trusted, client_ip_header. */
+static void test_error_key_headers(void **state)
+{
+	char text[2048];
+	size_t n = 0;
+	struct rl_config *c;
+
+	(void)state;
+	n += (size_t)snprintf(text + n, sizeof(text) - n,
+			      "[global]\ntrusted_proxies = 10.0.0.0/8\n");
+	for (int i = 0; i < 7; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n,
+				      "[limit:h%d]\nrate = 1/s\nkey = header:X-K%d\n",
+				      i, i);
+	/* 7 and X-Forwarded-For: 8, at the limit; the same name again in
+	 * another case is no new one. */
+	n += (size_t)snprintf(text + n, sizeof(text) - n,
+			      "[limit:again]\nrate = 1/s\nkey = header:x-k3\n");
+	c = parse_ok(text);
+	rl_config_free(c);
+	snprintf(text + n, sizeof(text) - n,
+		 "[limit:ninth]\nrate = 1/s\nkey = header:X-Nine\n");
+	expect_error(text, "x.conf:27: [limit:ninth]: too many distinct key "
+		     "headers (8 at most, counting client_ip_header)");
+}
+
 static void test_error_bad_match(void **state)
 {
 	static const struct error_case cases[] = {
@@ -1299,6 +1326,7 @@ int main(void)
 		cmocka_unit_test(test_error_duplicate_key),
 		cmocka_unit_test(test_error_burst_window),
 		cmocka_unit_test(test_error_header_key_accept),
+		cmocka_unit_test(test_error_key_headers),
 		cmocka_unit_test(test_error_bad_match),
 		cmocka_unit_test(test_error_too_many_rules),
 		cmocka_unit_test(test_error_long_line),

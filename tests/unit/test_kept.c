@@ -79,13 +79,18 @@ static void test_store_load(void **state)
 	assert_int_equal(rl_kept_load(t, "/a.conf", buf, RL_KEPT_MAX, &stamp),
 			 -ENOENT);
 	/* Too big for the region: nothing kept, the old one not damaged
-	 * either way (it is replaced only by a whole new one). */
+	 * either way (it is replaced only by a whole new one); whatever the
+	 * segment's header says of the region's size. */
 	free(buf);
-	buf = malloc(RL_KEPT_MAX + 1);
+	buf = malloc(RL_KEPT_MAX * 2);
 	assert_non_null(buf);
-	memset(buf, 'x', RL_KEPT_MAX);
+	memset(buf, 'x', RL_KEPT_MAX * 2);
 	assert_int_equal(rl_kept_store(t, "/a.conf", buf, RL_KEPT_MAX - 8, 78),
 			 -E2BIG);
+	t->hdr->kept_cap = 1u << 30;
+	assert_int_equal(rl_kept_store(t, "/a.conf", buf, RL_KEPT_MAX + 100, 78),
+			 -E2BIG);
+	t->hdr->kept_cap = RL_KEPT_MAX;
 	memset(big, 0, sizeof(big));
 	assert_int_equal(rl_kept_load(t, "/a.conf", big, sizeof(big), &stamp),
 			 -ENOENT); /* stamp 0 from above; and too long for big */
@@ -135,6 +140,28 @@ static void test_config_fallback(void **state)
 	assert_int_equal(c->rules[0].rate.count, 3);
 	assert_non_null(strstr(err, ":4: bad rate 'lots'"));
 	rl_config_free(c);
+	/* No rule at all (emptied, caught half-written): the kept one too. */
+	{
+		char empty[128];
+
+		snprintf(empty, sizeof(empty), "[global]\nshm = %s\n", seg);
+		write_file(empty);
+	}
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
+					sizeof(err)), 0);
+	assert_int_equal(kept, 1);
+	assert_int_equal(c->nrules, 1);
+	assert_non_null(strstr(err, "no [limit:*] rule"));
+	rl_config_free(c);
+	/* ... but taken as it is where nothing is kept. */
+	write_file("[global]\nshm = rlshim-tkept-none\n");
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
+					sizeof(err)), 0);
+	assert_int_equal(kept, 0);
+	assert_int_equal(c->nrules, 0);
+	rl_config_free(c);
+	free(text);
+	text = NULL;
 	/* Broken and naming a segment that keeps nothing: the error. */
 	write_file("[global]\nshm = rlshim-tkept-none\n[limit:a]\nrate = lots\n");
 	c = (struct rl_config *)err;

@@ -128,6 +128,8 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_rule, plans), 72);
 	assert_int_equal(offsetof(struct rl_shm_rule, bans), 200);
 	assert_int_equal(offsetof(struct rl_shm_rule, summarised), 208);
+	assert_int_equal(offsetof(struct rl_shm_rule, seq), 216);
+	assert_int_equal(offsetof(struct rl_shm_rule, seq_ns), 224);
 	assert_int_equal(sizeof(struct rl_shm_plan), 16);
 
 	assert_int_equal(sizeof(struct rl_shm_shard), RL_MAX_RULES * 16);
@@ -474,6 +476,32 @@ static void test_rule_claim_use(void **state)
 	assert_int_equal(r.retry_after_ns, 15 * SEC);
 	assert_int_equal(rl_table_take(t, id, "k", 1, 1, T0 + 15 * SEC, &r), 0);
 	assert_true(r.allowed);
+	/* A writer killed half-way through the record of the rates (seq
+	 * left odd): readers still read it; after RL_MARK_TIMEOUT_NS the
+	 * next writer takes over. */
+	{
+		struct rl_shm_rule *sr = &t->rules[id];
+		struct rl_table *o = NULL;
+		uint32_t odd = atomic_load(&sr->seq) + 1;
+
+		atomic_store(&sr->seq, odd);
+		atomic_store(&sr->seq_ns, rl_time_now_ns());
+		assert_int_equal(rl_table_open(seg, 0, 0, &o), 0);
+		assert_non_null(rl_table_rule_get(o, id));
+		assert_int_equal(rl_table_rule_get(o, id)->algo.rate.count, 4);
+		rl_table_close(o);
+		def.rate.count = 5;
+		assert_int_equal(rl_table_rule_use(t, id, &def), 0);
+		assert_int_equal(atomic_load(&sr->seq), odd); /* left to it */
+		assert_int_equal(sr->count, 4);
+		atomic_store(&sr->seq_ns, rl_time_now_ns() - 2 * RL_MARK_TIMEOUT_NS);
+		def.rate.count = 6;
+		assert_int_equal(rl_table_rule_use(t, id, &def), 0);
+		assert_int_equal(atomic_load(&sr->seq) & 1, 0);
+		assert_int_equal(sr->count, 6);
+		def.rate.count = 4;
+		assert_int_equal(rl_table_rule_use(t, id, &def), 0);
+	}
 	/* Using the same rates again is nothing new. */
 	assert_int_equal(rl_table_rule_use(t, id, &def), 0);
 	assert_int_equal(rl_table_rule_use(t, RL_MAX_RULES, &def), -EINVAL);
