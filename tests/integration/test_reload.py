@@ -261,9 +261,9 @@ def new_process_keeps_rules():
     restart after a bad edit) takes the rules the host keeps in force,
     instead of refusing every connection; the file fixed, it applies."""
     port2 = servers.free_port()
-    s = F.Legacy(f'!raw\n[global]\nports = {{port}} {port2}\n'
-                 f'shm = rlshim-reload-{os.getpid()}-keep\n'
-                 '[limit:books]\nmatch = GET /books\nrate = 2/m\n')
+    shm = f'rlshim-reload-{os.getpid()}-keep'
+    s = F.Legacy(f'!raw\n[global]\nports = {{port}} {port2}\nshm = {shm}\n'
+                 '[limit:books]\nmatch = GET /books\nrate = 2/m\n', shm=shm)
     b = None
     try:
         assert F.codes(s, 3) == [200, 200, 429]
