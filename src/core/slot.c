@@ -711,6 +711,19 @@ int rl_table_sync_collect(struct rl_table *t,
 	return 0;
 }
 
+/* The slot at `index` that the agent names with `tag`, and the rule the
+ * tag says: 0, -EINVAL for no such slot, -ESTALE for a rule unknown here
+ * (the caller then checks, under its CAS, that the slot still holds tag). */
+static int agent_slot(struct rl_table *t, uint32_t index, uint64_t tag,
+		      struct rl_slot **s, const struct rl_rule_cache **rc)
+{
+	if (index >= t->hdr->capacity)
+		return -EINVAL;
+	*s = &t->slots[index];
+	*rc = rl_table_rule_get(t, tag_rule(tag));
+	return *rc ? 0 : -ESTALE;
+}
+
 int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 			uint64_t debt_ns, uint64_t now_ns)
 {
@@ -718,13 +731,10 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 	const struct rl_rule_cache *rc;
 	const struct rl_algo *a;
 	uint64_t old, want;
+	int err = agent_slot(t, index, tag, &s, &rc);
 
-	if (index >= t->hdr->capacity)
-		return -EINVAL;
-	s = &t->slots[index];
-	rc = rl_table_rule_get(t, tag_rule(tag));
-	if (!rc)
-		return -ESTALE;
+	if (err)
+		return err;
 	a = slot_algo(rc, s);
 	if (a->kind != RL_ALGO_GCRA)
 		return 0; /* windows are enforced per host */
@@ -751,13 +761,10 @@ int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
 	uint64_t old, new;
+	int err = agent_slot(t, index, tag, &s, &rc);
 
-	if (index >= t->hdr->capacity)
-		return -EINVAL;
-	s = &t->slots[index];
-	rc = rl_table_rule_get(t, tag_rule(tag));
-	if (!rc)
-		return -ESTALE;
+	if (err)
+		return err;
 	if (slot_algo(rc, s)->kind != RL_ALGO_GCRA)
 		return 0;
 	old = atomic_load_explicit(&s->state, memory_order_acquire);
@@ -778,12 +785,11 @@ int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
 	const struct rl_rule_cache *rc;
 	const struct rl_algo *from, *to;
 	uint64_t old, new;
+	int err = agent_slot(t, index, tag, &s, &rc);
 
-	if (index >= t->hdr->capacity)
-		return -EINVAL;
-	s = &t->slots[index];
-	rc = rl_table_rule_get(t, tag_rule(tag));
-	if (!rc || plan > rc->nplans)
+	if (err)
+		return err;
+	if (plan > rc->nplans)
 		return -ESTALE;
 	if (atomic_load_explicit(&s->plan, memory_order_relaxed) == plan)
 		return 0;

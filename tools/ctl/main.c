@@ -103,16 +103,22 @@ static const struct command commands[] = {
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* One line on stderr: "rlshimctl: " and the message. */
+static void say(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "rlshimctl: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 int ctl_fail(const char *fmt, ...)
 {
 	va_list ap;
 
 	fflush(stdout);
-	fprintf(stderr, "rlshimctl: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 1;
 }
 
@@ -120,11 +126,9 @@ int ctl_usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "rlshimctl: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 2;
 }
 
