@@ -120,9 +120,10 @@ def _tail(path: Path, n: int = 4000) -> str:
     return data[-n:].decode('utf-8', 'replace')
 
 
-def _group_alive(pgid: int) -> list[int]:
-    """pids of non-zombie processes in process group pgid."""
-    alive = []
+def _procs_with(field: int, value: int) -> list[int]:
+    """pids of non-zombie processes whose /proc/PID/stat field `field`
+    (counted after the comm: 1 ppid, 2 pgrp) is `value`."""
+    out = []
     for d in os.listdir('/proc'):
         if not d.isdigit():
             continue
@@ -133,9 +134,20 @@ def _group_alive(pgid: int) -> list[int]:
             continue
         # pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
         fields = stat[stat.rfind(')') + 2:].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != 'Z':
-            alive.append(int(d))
-    return alive
+        if len(fields) > field and int(fields[field]) == value and \
+                fields[0] != 'Z':
+            out.append(int(d))
+    return out
+
+
+def group_alive(pgid: int) -> list[int]:
+    """pids of non-zombie processes in process group pgid."""
+    return _procs_with(2, pgid)
+
+
+def children_of(pid: int) -> list[int]:
+    """pids of the non-zombie children of pid."""
+    return _procs_with(1, pid)
 
 
 def _listeners(port: int) -> list[tuple[str, str]] | None:
@@ -164,7 +176,7 @@ def _listeners(port: int) -> list[tuple[str, str]] | None:
 
 def _group_owns(pgid: int, inodes: set[str]) -> bool:
     want = {f'socket:[{i}]' for i in inodes}
-    for pid in _group_alive(pgid):
+    for pid in group_alive(pgid):
         try:
             for fd in os.listdir(f'/proc/{pid}/fd'):
                 try:
@@ -390,7 +402,7 @@ class Server:
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             self.proc.poll()
-            if self.proc.returncode is not None and not _group_alive(pgid):
+            if self.proc.returncode is not None and not group_alive(pgid):
                 break
             time.sleep(0.02)
         else:
@@ -403,7 +415,7 @@ class Server:
         except subprocess.TimeoutExpired:
             pass
         t = time.monotonic() + 2.0
-        while _group_alive(pgid) and time.monotonic() < t:
+        while group_alive(pgid) and time.monotonic() < t:
             time.sleep(0.02)
         for f in self._files:
             f.close()
@@ -674,7 +686,7 @@ def _selfcheck_one(kind, shim, echo_port, root):
             notes.append('shim-limiting')
     finally:
         srv.stop()
-        left = _group_alive(srv.pid)
+        left = group_alive(srv.pid)
         if left:
             notes.append(f'LEFT RUNNING: {left}')
     shutil.rmtree(work, ignore_errors=True)

@@ -50,6 +50,11 @@ import tempfile
 import time
 from pathlib import Path
 
+# The tests' helpers for ports and process groups serve the benchmark too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', '..', 'tests', 'integration'))
+from servers import children_of, free_port, group_alive  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 SHIM = REPO / 'build' / 'librlshim.so'
 SHM_PREFIX = f'rlshim-bench-{os.getpid()}'
@@ -146,44 +151,6 @@ _made_segments: list[str] = []
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def children_of(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir('/proc'):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f'/proc/{d}/stat', 'rb') as f:
-                stat = f.read().decode('ascii', 'replace')
-        except OSError:
-            continue
-        fields = stat[stat.rfind(')') + 2:].split()
-        if len(fields) >= 2 and int(fields[1]) == pid and fields[0] != 'Z':
-            out.append(int(d))
-    return out
-
-
-def group_alive(pgid: int) -> list[int]:
-    alive = []
-    for d in os.listdir('/proc'):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f'/proc/{d}/stat', 'rb') as f:
-                stat = f.read().decode('ascii', 'replace')
-        except OSError:
-            continue
-        fields = stat[stat.rfind(')') + 2:].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != 'Z':
-            alive.append(int(d))
-    return alive
 
 
 class Nginx:
