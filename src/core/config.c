@@ -258,6 +258,11 @@ static const struct choices headers_choices = {
 	  { "none", RL_HEADERS_NONE } },
 };
 
+static const struct choices get_body_choices = {
+	"refuse or pass",
+	{ { "refuse", RL_GET_BODY_REFUSE }, { "pass", RL_GET_BODY_PASS } },
+};
+
 static const struct choices on_error_choices = {
 	"refuse or passthrough",
 	{ { "refuse", RL_ON_ERROR_REFUSE },
@@ -295,7 +300,8 @@ static const struct choices store_down_choices = {
 
 /* V_CHOICE stores through an int pointer. */
 _Static_assert(sizeof(enum rl_mode) == sizeof(int) &&
-	       sizeof(enum rl_algorithm) == sizeof(int),
+	       sizeof(enum rl_algorithm) == sizeof(int) &&
+	       sizeof(enum rl_get_body) == sizeof(int),
 	       "enums are int-sized");
 
 enum val_type {
@@ -846,6 +852,8 @@ static const struct key_def keys[] = {
 	{ SEC_GLOBAL, "mode", V_CHOICE, CFG(mode), .choices = &mode_choices },
 	{ SEC_GLOBAL, "headers", V_CHOICE, CFG(headers),
 	  .choices = &headers_choices },
+	{ SEC_GLOBAL, "get_body", V_CHOICE, CFG(get_body),
+	  .choices = &get_body_choices },
 	{ SEC_GLOBAL, "allow", V_FN, .fn = parse_allow, .list = true },
 	{ SEC_GLOBAL, "trusted_proxies", V_FN, .fn = parse_trusted,
 	  .list = true },
@@ -949,6 +957,7 @@ static void global_defaults(struct rl_config *c)
 	c->capacity = RL_CAPACITY_DEFAULT;
 	c->mode = RL_MODE_ENFORCE;
 	c->headers = RL_HEADERS_RATELIMIT;
+	c->get_body = RL_GET_BODY_REFUSE;
 	snprintf(c->client_ip_header, sizeof(c->client_ip_header),
 		 "X-Forwarded-For");
 	c->ipv4_prefix = 32;

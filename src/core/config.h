@@ -44,6 +44,9 @@ enum rl_headers {
 
 enum rl_on_error { RL_ON_ERROR_REFUSE = 0, RL_ON_ERROR_PASSTHROUGH = 1 };
 
+/* A GET or HEAD with a body: answered 400, or passed to the server. */
+enum rl_get_body { RL_GET_BODY_REFUSE = 0, RL_GET_BODY_PASS = 1 };
+
 enum rl_match {
 	RL_MATCH_REQUEST = 0, /* METHOD PATH, either may be a wildcard */
 	RL_MATCH_ACCEPT = 1,  /* new connections, at accept() */
@@ -101,6 +104,7 @@ struct rl_config {
 	uint32_t capacity;
 	enum rl_mode mode;
 	enum rl_headers headers;
+	enum rl_get_body get_body;
 	struct rl_cidr_set allow;
 	struct rl_cidr_set trusted_proxies;
 	char client_ip_header[RL_HEADER_NAME_MAX];

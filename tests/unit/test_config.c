@@ -25,6 +25,8 @@ static const char design_ini[] =
 	"capacity = 65536           ; keys the segment holds (memory is fixed at creation)\n"
 	"mode = enforce             ; enforce | dry-run (count and log, never deny)\n"
 	"headers = ratelimit        ; ratelimit | ietf | x-ratelimit | none  (Retry-After is always sent)\n"
+	"get_body = refuse          ; refuse | pass: a GET or HEAD with a body gets 400 (servers that never\n"
+	"                           ; read such bodies, e.g. Python's http.server, would take them as requests)\n"
 	"allow = 192.0.2.0/24 ::1   ; never limited, never banned (fail2ban's ignoreip); default none\n"
 	"trusted_proxies = 10.0.0.0/8   ; only from these peers is client_ip_header believed; default none\n"
 	"client_ip_header = X-Forwarded-For\n"
@@ -138,6 +140,7 @@ static void test_design_example(void **state)
 	assert_int_equal(c->capacity, 65536);
 	assert_int_equal(c->mode, RL_MODE_ENFORCE);
 	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
+	assert_int_equal(c->get_body, RL_GET_BODY_REFUSE);
 	assert_int_equal(c->allow.n, 2);
 	assert_cidr(&c->allow, 0, "192.0.2.0/24");
 	assert_cidr(&c->allow, 1, "::1/128");
@@ -168,7 +171,7 @@ static void test_design_example(void **state)
 
 	r = &c->rules[0];
 	assert_string_equal(r->name, "api");
-	assert_int_equal(r->line, 28);
+	assert_int_equal(r->line, 30);
 	assert_int_equal(r->match, RL_MATCH_REQUEST);
 	assert_string_equal(r->method, "");
 	assert_string_equal(r->path, "");
@@ -189,7 +192,7 @@ static void test_design_example(void **state)
 
 	r = &c->rules[1];
 	assert_string_equal(r->name, "sms");
-	assert_int_equal(r->line, 33);
+	assert_int_equal(r->line, 35);
 	assert_int_equal(r->match, RL_MATCH_REQUEST);
 	assert_string_equal(r->method, "POST");
 	assert_string_equal(r->path, "/sms");
@@ -217,7 +220,7 @@ static void test_design_example(void **state)
 
 	r = &c->rules[2];
 	assert_string_equal(r->name, "conn");
-	assert_int_equal(r->line, 46);
+	assert_int_equal(r->line, 48);
 	assert_int_equal(r->match, RL_MATCH_ACCEPT);
 	assert_int_equal(r->rate.period_ns, SEC);
 	assert_int_equal(r->rate.count, 20);
@@ -236,6 +239,7 @@ static void assert_global_defaults(const struct rl_config *c)
 	assert_int_equal(c->capacity, RL_CAPACITY_DEFAULT);
 	assert_int_equal(c->mode, RL_MODE_ENFORCE);
 	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
+	assert_int_equal(c->get_body, RL_GET_BODY_REFUSE);
 	assert_int_equal(c->allow.n, 0);
 	assert_int_equal(c->trusted_proxies.n, 0);
 	assert_string_equal(c->client_ip_header, "X-Forwarded-For");
@@ -338,6 +342,7 @@ static void test_global_values(void **state)
 		"capacity = 16\n"
 		"mode = dry-run\n"
 		"headers = x-ratelimit\n"
+		"get_body = pass\n"
 		"allow = none\n"
 		"trusted_proxies = 10.1.2.3/8,2001:db8::/32 127.0.0.1\n"
 		"client_ip_header = X-Real-IP\n"
@@ -357,6 +362,7 @@ static void test_global_values(void **state)
 	assert_int_equal(c->capacity, 16);
 	assert_int_equal(c->mode, RL_MODE_DRY_RUN);
 	assert_int_equal(c->headers, RL_HEADERS_XRATELIMIT);
+	assert_int_equal(c->get_body, RL_GET_BODY_PASS);
 	assert_int_equal(c->allow.n, 0);
 	assert_int_equal(c->trusted_proxies.n, 3);
 	assert_cidr(&c->trusted_proxies, 0, "10.0.0.0/8");
@@ -370,6 +376,54 @@ static void test_global_values(void **state)
 	assert_int_equal(c->log, RL_LOG_SYSLOG);
 	assert_int_equal(c->log_level, RL_LOG_DEBUG);
 	rl_config_free(c);
+}
+
+/* get_body: refuse by default, refuse or pass as given; a file changing
+ * only it is a new configuration (a reload compares the whole struct). */
+static void test_get_body(void **state)
+{
+	static const struct {
+		const char *text;
+		enum rl_get_body want;
+	} cases[] = {
+		{ "[limit:a]\nrate = 1/s\n", RL_GET_BODY_REFUSE },
+		{ "[global]\n; by default\n[limit:a]\nrate = 1/s\n",
+		  RL_GET_BODY_REFUSE },
+		{ "[global]\nget_body = refuse\n[limit:a]\nrate = 1/s\n",
+		  RL_GET_BODY_REFUSE },
+		{ "[global]\nget_body = pass\n[limit:a]\nrate = 1/s\n",
+		  RL_GET_BODY_PASS },
+		{ "[global]\nget_body=pass ; comment\n[limit:a]\nrate = 1/s\n",
+		  RL_GET_BODY_PASS },
+	};
+	struct rl_config *c[sizeof(cases) / sizeof(cases[0])];
+	struct rl_config *def = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		c[i] = parse_ok(cases[i].text);
+		assert_int_equal(c[i]->get_body, cases[i].want);
+	}
+	assert_int_equal(rl_config_default(&def), 0);
+	assert_int_equal(def->get_body, RL_GET_BODY_REFUSE);
+	rl_config_free(def);
+	/* Refuse given or by default is the same configuration; pass is a
+	 * change to apply. */
+	assert_memory_equal(c[1], c[2], sizeof(*c[0]));
+	assert_memory_not_equal(c[2], c[3], sizeof(*c[0]));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		rl_config_free(c[i]);
+
+	expect_error("[global]\nget_body = allow\n",
+		     "x.conf:2: bad get_body 'allow' (expected refuse or pass)");
+	expect_error("[global]\nmode = enforce\nget_body = Pass\n",
+		     "x.conf:3: bad get_body 'Pass' (expected refuse or pass)");
+	expect_error("[global]\nget_body =\n",
+		     "x.conf:2: bad get_body '' (expected refuse or pass)");
+	expect_error("[limit:a]\nrate = 1/s\nget_body = pass\n",
+		     "x.conf:3: unknown key 'get_body' in [limit:a]");
+	expect_error("[global]\nget_body = pass\nget_body = refuse\n",
+		     "x.conf:3: duplicate key 'get_body' (first at line 2)");
 }
 
 static void test_booleans(void **state)
@@ -1011,6 +1065,8 @@ static void test_error_enums(void **state)
 		  "x-ratelimit or none)" },
 		{ "[global]\nproxy_protocol = v2\n",
 		  "x.conf:2: bad proxy_protocol 'v2' (expected on or off)" },
+		{ "[global]\nget_body = ignore\n",
+		  "x.conf:2: bad get_body 'ignore' (expected refuse or pass)" },
 		{ "[global]\non_error = ignore\n",
 		  "x.conf:2: bad on_error 'ignore' (expected refuse or passthrough)" },
 		{ "[global]\nlog = file\n",
@@ -1308,6 +1364,7 @@ int main(void)
 		cmocka_unit_test(test_parse_defaults),
 		cmocka_unit_test(test_minimal_rule_defaults),
 		cmocka_unit_test(test_global_values),
+		cmocka_unit_test(test_get_body),
 		cmocka_unit_test(test_booleans),
 		cmocka_unit_test(test_redis_values),
 		cmocka_unit_test(test_xdp_values),
