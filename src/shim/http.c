@@ -159,6 +159,102 @@ static ssize_t trailer_check(struct rl_http *h, const uint8_t *p, size_t len,
 	return -1;
 }
 
+/*
+ * The rest of a chunk-size line after its digits, RFC 9112 7.1.1 exactly:
+ *
+ *   chunk-line     = chunk-size [ chunk-ext ] CRLF
+ *   chunk-ext      = *( BWS ";" BWS chunk-ext-name
+ *                       [ BWS "=" BWS chunk-ext-val ] )
+ *   chunk-ext-name = token
+ *   chunk-ext-val  = token / quoted-string
+ *
+ * BWS comes only before and after ";" and "=": whitespace before the CRLF
+ * ("a \r\n", "2;a \r\n") is not in the grammar, nor is an empty name or
+ * value. One byte at a time, with the state in h->ext.
+ */
+enum chunk_ext {
+	EXT_AFTER = 0, /* after the size, a value or its closing quote */
+	EXT_WS,        /* whitespace there: a ";" must follow */
+	EXT_NAME_BWS,  /* after ";": whitespace, then a name */
+	EXT_NAME,      /* in a name */
+	EXT_NAME_WS,   /* whitespace after a name: "=" or ";" must follow */
+	EXT_VAL_BWS,   /* after "=": whitespace, then a token or a quote */
+	EXT_TOKEN,     /* in a token value */
+	EXT_QUOTED,    /* in a quoted-string */
+	EXT_QPAIR,     /* after its backslash */
+};
+
+/* 1: the CR ending the line; 0: c is valid, more to come; -1: invalid. */
+static int chunk_ext_byte(struct rl_http *h, uint8_t c)
+{
+	int ws = c == ' ' || c == '\t';
+
+	switch ((enum chunk_ext)h->ext) {
+	case EXT_TOKEN:
+		if (tchar[c])
+			return 0;
+		/* fall through */
+	case EXT_AFTER:
+		if (c == '\r')
+			return 1;
+		/* fall through */
+	case EXT_WS:
+		if (c == ';')
+			h->ext = EXT_NAME_BWS;
+		else if (ws)
+			h->ext = EXT_WS;
+		else
+			return -1;
+		return 0;
+	case EXT_NAME_BWS:
+		if (tchar[c])
+			h->ext = EXT_NAME;
+		else if (!ws)
+			return -1;
+		return 0;
+	case EXT_NAME:
+		if (tchar[c])
+			return 0;
+		if (c == '\r')
+			return 1;
+		/* fall through */
+	case EXT_NAME_WS:
+		if (c == '=')
+			h->ext = EXT_VAL_BWS;
+		else if (c == ';')
+			h->ext = EXT_NAME_BWS;
+		else if (ws)
+			h->ext = EXT_NAME_WS;
+		else
+			return -1;
+		return 0;
+	case EXT_VAL_BWS:
+		if (tchar[c])
+			h->ext = EXT_TOKEN;
+		else if (c == '"')
+			h->ext = EXT_QUOTED;
+		else if (!ws)
+			return -1;
+		return 0;
+	case EXT_QUOTED:
+		/* qdtext: HTAB, SP, VCHAR but DQUOTE and "\", obs-text */
+		if (c == '"')
+			h->ext = EXT_AFTER;
+		else if (c == '\\')
+			h->ext = EXT_QPAIR;
+		else if (!value_byte(c))
+			return -1;
+		return 0;
+	case EXT_QPAIR:
+		/* quoted-pair: "\" ( HTAB / SP / VCHAR / obs-text ) */
+		if (!value_byte(c))
+			return -1;
+		h->ext = EXT_QUOTED;
+		return 0;
+	}
+	return -1;
+}
+
 void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 		  struct rl_http_feed *out)
 {
@@ -234,7 +330,7 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			if (st == LINES_MORE)
 				continue;
 			if (!head) {
-				h->phase = RL_HTTP_IDLE;
+				h->phase = h->last ? RL_HTTP_DONE : RL_HTTP_IDLE;
 				continue;
 			}
 			h->requests++;
@@ -247,7 +343,7 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			h->remaining -= take;
 			i += take;
 			if (h->remaining == 0)
-				h->phase = RL_HTTP_IDLE;
+				h->phase = h->last ? RL_HTTP_DONE : RL_HTTP_IDLE;
 			continue;
 		case RL_HTTP_CHUNK_SIZE:
 			v = rl_ascii_hexval(c);
@@ -269,15 +365,17 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			if (c != ';' && c != ' ' && c != '\t')
 				return fail(h, out, i, "bad chunk size");
 			h->phase = RL_HTTP_CHUNK_EXT;
+			h->ext = EXT_AFTER;
 			/* fall through */
 		case RL_HTTP_CHUNK_EXT:
-			if (c == '\r') {
+			v = chunk_ext_byte(h, c);
+			if (v < 0)
+				return fail(h, out, i, "bad chunk extension");
+			if (v > 0) {
 				h->phase = RL_HTTP_CHUNK_LF;
 				i++;
 				continue;
 			}
-			if (!value_byte(c))
-				return fail(h, out, i, "bad chunk extension");
 			if (++h->ext_len > RL_CHUNK_EXT_MAX)
 				return fail(h, out, i, "chunk extension too long");
 			i++;
@@ -319,6 +417,10 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 		case RL_HTTP_PASS:
 			i = len;
 			continue;
+		case RL_HTTP_DONE:
+			out->used = i;
+			out->event = RL_HTTP_EV_DONE;
+			return;
 		case RL_HTTP_ERROR:
 			out->used = i;
 			out->event = RL_HTTP_EV_ERROR;
@@ -344,6 +446,7 @@ void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req)
 {
 	h->remaining = 0;
 	h->ext_len = 0;
+	h->last = req->last;
 	if (req->chunked) {
 		h->phase = RL_HTTP_CHUNK_SIZE;
 	} else if (req->has_length && req->content_length > 0) {
@@ -351,7 +454,7 @@ void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req)
 		h->remaining = req->content_length;
 	} else {
 		/* RFC 9112 6.3: a request with neither has no body. */
-		h->phase = RL_HTTP_IDLE;
+		h->phase = req->last ? RL_HTTP_DONE : RL_HTTP_IDLE;
 	}
 }
 
@@ -481,9 +584,60 @@ static size_t name_end(const uint8_t *p, size_t i, size_t len)
 }
 
 /* A header the framer or the rules need? Dispatched by length first. */
+/*
+ * Call `fn` for each element of a comma-separated list (RFC 9110 5.6.1),
+ * whitespace around it dropped; stops early when it returns non-zero.
+ */
+static int each_token(const char *v, size_t n,
+		      int (*fn)(const char *t, size_t tlen, void *arg), void *arg)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t s, e;
+		int r;
+
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < n && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e > s && (r = fn(v + s, e - s, arg)))
+			return r;
+	}
+	return 0;
+}
+
+/* Connection: 1 for close, 2 for keep-alive (RFC 9112 9.3, 9.6). */
+static int connection_opt(const char *t, size_t n, void *arg)
+{
+	uint8_t *opts = arg;
+
+	if (rl_http_name_eq(t, n, "close", 5))
+		*opts |= 1;
+	else if (rl_http_name_eq(t, n, "keep-alive", 10))
+		*opts |= 2;
+	return 0;
+}
+
+/* Upgrade: where "h2c" is, if it is offered. */
+static int h2c_token(const char *t, size_t n, void *arg)
+{
+	const char **at = arg;
+
+	if (!rl_http_name_eq(t, n, "h2c", 3))
+		return 0;
+	*at = t;
+	return 1;
+}
+
 static int header(struct rl_http_req *req, const struct rl_http_want *want,
-		  const char *name, size_t nlen, const char *v, size_t vlen,
-		  uint8_t *te_seen, uint8_t *chunked_last, uint8_t *chunked_seen)
+		  const char *base, const char *name, size_t nlen,
+		  const char *v, size_t vlen, uint8_t *te_seen,
+		  uint8_t *chunked_last, uint8_t *chunked_seen, uint8_t *conn)
 {
 	if (nlen == 14 && rl_http_name_eq(name, nlen, "content-length", 14)) {
 		if (req->has_length)
@@ -497,7 +651,18 @@ static int header(struct rl_http_req *req, const struct rl_http_want *want,
 		if (parse_codings(v, vlen, chunked_last, chunked_seen))
 			return bad(req, "bad Transfer-Encoding");
 	} else if (nlen == 7 && rl_http_name_eq(name, nlen, "upgrade", 7)) {
+		const char *at = NULL;
+
 		req->upgrade = 1;
+		if (each_token(v, vlen, h2c_token, &at)) {
+			/* One offer is blanked where it stands; a second
+			 * one could only be there to get past that. */
+			if (req->h2c_at)
+				return bad(req, "h2c offered twice");
+			req->h2c_at = (uint32_t)(at - base);
+		}
+	} else if (nlen == 10 && rl_http_name_eq(name, nlen, "connection", 10)) {
+		each_token(v, vlen, connection_opt, conn);
 	}
 	for (unsigned w = 0; want && w < want->n; w++) {
 		unsigned k;
@@ -543,7 +708,7 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 {
 	const char *h = (const char *)p;
 	size_t i = 0, ms, me, ts, te;
-	uint8_t te_seen = 0, chunked_last = 0, chunked_seen = 0;
+	uint8_t te_seen = 0, chunked_last = 0, chunked_seen = 0, conn = 0;
 
 	/* Only what a head may leave unset: the path is written in full
 	 * below, the values only as counted. */
@@ -552,6 +717,8 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 	req->path_len = 0;
 	req->path_truncated = req->http10 = req->head = req->connect = 0;
 	req->upgrade = req->preface = req->chunked = req->has_length = 0;
+	req->last = 0;
+	req->h2c_at = 0;
 	req->content_length = 0;
 	req->error = NULL;
 	memset(req->nvalues, 0, sizeof(req->nvalues));
@@ -573,19 +740,23 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 	}
 	ts = ++i;
 	/* the target runs to the first space or control byte, eight at a
-	 * time (the first flagged byte of a word is a true one) */
+	 * time (the first flagged byte of a word is a true one). A '#' or a
+	 * byte beyond ASCII ends it too, as an error: no client sends them
+	 * (RFC 3986), and servers read them differently (busybox resolves
+	 * "/x#/../a" to /a, Python's split takes \xa0 and \x85 for spaces) */
 	while (i + 8 <= len) {
 		uint64_t w, m;
 
 		memcpy(&w, p + i, 8);
-		m = rl_ascii_ctl8(w) | rl_ascii_byte8(w, ' ');
+		m = rl_ascii_ctl8(w) | rl_ascii_byte8(w, ' ') |
+		    rl_ascii_byte8(w, '#') | (w & 0x8080808080808080ull);
 		if (m) {
 			i += (size_t)__builtin_ctzll(m) / 8;
 			break;
 		}
 		i += 8;
 	}
-	while (i < len && p[i] > 0x20 && p[i] != 0x7f)
+	while (i < len && p[i] > 0x20 && p[i] < 0x7f && p[i] != '#')
 		i++;
 	te = i;
 	if (i == len)
@@ -622,8 +793,9 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 	} else {
 		return bad(req, "unsupported HTTP version");
 	}
-	req->head = me - ms == 4 && memcmp(h + ms, "HEAD", 4) == 0;
-	req->connect = me - ms == 7 && memcmp(h + ms, "CONNECT", 7) == 0;
+	/* Methods are told apart in any letter case: some servers do. */
+	req->head = rl_http_name_eq(h + ms, me - ms, "HEAD", 4);
+	req->connect = rl_http_name_eq(h + ms, me - ms, "CONNECT", 7);
 	if (want && !want->need_path && h[ts] == '/') {
 		/* an origin-form target, and no rule looks at paths */
 		req->path[0] = '/';
@@ -676,8 +848,8 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 		i = ve + 2;
 		while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
 			ve--;
-		if (header(req, want, h + ns, ne - ns, h + vs, ve - vs, &te_seen,
-			   &chunked_last, &chunked_seen))
+		if (header(req, want, h, h + ns, ne - ns, h + vs, ve - vs,
+			   &te_seen, &chunked_last, &chunked_seen, &conn))
 			return -EINVAL;
 	}
 	if (i + 2 > RL_HEAD_MAX)
@@ -691,6 +863,7 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 			return bad(req, "Transfer-Encoding not ending in chunked");
 		req->chunked = 1;
 	}
+	req->last = (conn & 1) || (req->http10 && !(conn & 2));
 	*used = i + 2;
 	return 0;
 }

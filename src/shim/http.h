@@ -39,13 +39,17 @@ enum rl_http_phase {
 	RL_HTTP_HEAD,       /* inside a head */
 	RL_HTTP_BODY,       /* a Content-Length body: `remaining` bytes to go */
 	RL_HTTP_CHUNK_SIZE, /* hex digits of a chunk size */
-	RL_HTTP_CHUNK_EXT,  /* the rest of a chunk-size line */
+	RL_HTTP_CHUNK_EXT,  /* the rest of a chunk-size line: `ext` says
+			       where in the extension grammar */
 	RL_HTTP_CHUNK_LF,   /* the LF ending a chunk-size line */
 	RL_HTTP_CHUNK_DATA, /* chunk data: `remaining` bytes to go */
 	RL_HTTP_CHUNK_DCR,  /* the CR after chunk data */
 	RL_HTTP_CHUNK_DLF,  /* the LF after chunk data */
 	RL_HTTP_TRAILER,    /* trailer lines, up to an empty one */
 	RL_HTTP_PASS,       /* not HTTP/1.x: every byte passes, unframed */
+	RL_HTTP_DONE,       /* after a request that ends the connection
+			       (Connection: close, HTTP/1.0): nothing more
+			       is a request the application answers */
 	RL_HTTP_ERROR,      /* framing failed: nothing more is framed */
 };
 
@@ -54,6 +58,8 @@ struct rl_http {
 	uint8_t cr;           /* IDLE: a CR was seen, an LF must follow */
 	uint8_t prev;         /* HEAD/TRAILER: the byte before this chunk */
 	uint8_t blank_lines;  /* IDLE: empty lines skipped so far */
+	uint8_t last;         /* the request being framed ends the connection */
+	uint8_t ext;          /* CHUNK_EXT: the grammar's state (http.c) */
 	uint32_t head_len;    /* HEAD/TRAILER: bytes so far */
 	uint32_t line_len;    /* HEAD/TRAILER: bytes of the current line */
 	uint32_t ext_len;     /* CHUNK_SIZE/EXT: digits, then extension bytes */
@@ -67,6 +73,8 @@ enum rl_http_event {
 	RL_HTTP_EV_HEAD,     /* a head ends at `used`: parse it */
 	RL_HTTP_EV_PASS,     /* not HTTP/1.x: the connection passes through */
 	RL_HTTP_EV_ERROR,    /* see h->error; `used` stops before the bad byte */
+	RL_HTTP_EV_DONE,     /* the message that ends the connection ended at
+				`used`: what follows is not framed */
 };
 
 struct rl_http_feed {
@@ -113,8 +121,9 @@ struct rl_http_value {
 struct rl_http_req {
 	char method[RL_METHOD_MAX]; /* NUL-terminated; longer methods are
 				       valid but kept as "" (match only *) */
-	char path[RL_PATH_MAX];     /* decoded, dot segments removed, slashes
-				       merged; no query */
+	char path[RL_HEAD_MAX];     /* decoded, dot segments removed, slashes
+				       merged; no query; any length a head
+				       holds */
 	uint32_t path_len;
 	uint8_t path_truncated;     /* longer than RL_PATH_MAX - 1 */
 	uint8_t http10;             /* HTTP/1.0 */
@@ -122,6 +131,10 @@ struct rl_http_req {
 	uint8_t connect;            /* CONNECT (authority-form) */
 	uint8_t upgrade;            /* has an Upgrade header */
 	uint8_t preface;            /* the HTTP/2 connection preface */
+	uint8_t last;               /* ends the connection: Connection: close,
+				       or HTTP/1.0 without keep-alive */
+	uint32_t h2c_at;            /* offset in the head of an "h2c" in
+				       Upgrade, or 0 */
 	uint8_t chunked;            /* Transfer-Encoding ends in chunked */
 	uint8_t has_length;         /* Content-Length given */
 	uint64_t content_length;

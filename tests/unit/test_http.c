@@ -64,7 +64,9 @@ static void frame(const char *s, size_t len, const size_t *sizes,
 					return;
 				}
 				snprintf(t->method[t->n], 16, "%s", req.method);
-				memcpy(t->path[t->n], req.path, sizeof(req.path));
+				memcpy(t->path[t->n], req.path,
+				       sizeof(t->path[t->n]) - 1);
+				t->path[t->n][sizeof(t->path[t->n]) - 1] = '\0';
 				rl_http_begin_body(&h, &req);
 			}
 			t->n++;
@@ -72,7 +74,8 @@ static void frame(const char *s, size_t len, const size_t *sizes,
 				t->error = h.error;
 				return;
 			}
-			if (f.event == RL_HTTP_EV_PASS)
+			if (f.event == RL_HTTP_EV_PASS ||
+			    f.event == RL_HTTP_EV_DONE)
 				return;
 		}
 		off += n;
@@ -105,7 +108,7 @@ static const char pipelined[] =
 	"A\r\n0123456789\r\n"
 	"0\r\nTrailer: x\r\n\r\n"
 	"\r\n" /* a client's stray CRLF between requests */
-	"GET /d?x=1 HTTP/1.0\r\n\r\n"
+	"GET /d?x=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
 	"POST /e HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
 	"HEAD /f HTTP/1.1\r\n\r\n";
 
@@ -127,6 +130,49 @@ static void test_pipelined_whole(void **state)
 	assert_string_equal(t.path[4], "/e");
 	assert_string_equal(t.method[5], "HEAD");
 	assert_int_equal(t.at[5], strlen(pipelined));
+}
+
+/* A request that ends the connection (Connection: close, HTTP/1.0 without
+ * keep-alive) is the last one framed: the scanner says so where its
+ * message ends, however the bytes are split, and frames nothing after. */
+static void test_last_request(void **state)
+{
+	static const struct {
+		const char *s;
+		size_t at;
+		int heads;
+	} cases[] = {
+		{ "GET /a HTTP/1.0\r\n\r\nGET /b HTTP/1.0\r\n\r\n", 19, 1 },
+		{ "GET /a HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n"
+		  "GET /b HTTP/1.1\r\n\r\n", 50, 1 },
+		{ "POST /a HTTP/1.1\r\nConnection: close\r\nContent-Length: 3\r\n\r\n"
+		  "abcGET /b HTTP/1.1\r\n\r\n", 61, 1 },
+		{ "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.0\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /c HTTP/1.1\r\n\r\n", 0, 2 },
+		{ "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+		  "GET /b HTTP/1.0\r\n\r\nGET /c", 62, 2 },
+	};
+	static const size_t sizes[] = { 1, 2, 3, 5, 7, 11, 1000 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			struct trace t;
+			int heads = 0;
+
+			frame(cases[i].s, strlen(cases[i].s), &sizes[k], 1, &t);
+			for (int e = 0; e < t.n; e++)
+				heads += t.event[e] == RL_HTTP_EV_HEAD;
+			if (cases[i].at == 0) {
+				/* HTTP/1.0 with chunked: refused outright */
+				assert_int_equal(t.event[t.n - 1], RL_HTTP_EV_ERROR);
+				continue;
+			}
+			assert_int_equal(heads, cases[i].heads);
+			assert_int_equal(t.event[t.n - 1], RL_HTTP_EV_DONE);
+			assert_int_equal(t.at[t.n - 1], cases[i].at);
+		}
+	}
 }
 
 /* Every split in two, and every chunk size from 1 to 13. */
@@ -252,6 +298,190 @@ static void test_framing_errors(void **state)
 		     "0\r\nX: y\rz\r\n\r\n", "bare CR in trailer");
 	expect_error("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n"
 		     "\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n", "too many empty lines");
+}
+
+/* ---- chunk-size lines: RFC 9112 7.1.1's grammar, nothing looser ---------- */
+
+#define CHUNKED_HEAD "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+/* `s` printable, for failure messages: CR, LF and others escaped. */
+static const char *show(const char *s)
+{
+	static char buf[512];
+	size_t n = 0;
+
+	for (; *s && n + 5 < sizeof(buf); s++) {
+		uint8_t c = (uint8_t)*s;
+
+		if (c == '\r')
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\\r");
+		else if (c == '\n')
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\\n");
+		else if (c < 0x20 || c >= 0x7f)
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\\x%02x", c);
+		else
+			buf[n++] = (char)c;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* A chunked request whose first chunk-size line is `line` (its CRLF
+ * included), carrying "hi", then a GET: two heads, whole or byte by byte,
+ * framed the same. */
+static void expect_chunk_line_ok(const char *line)
+{
+	char s[512];
+	size_t one = 1, len;
+	struct trace whole, part;
+
+	len = (size_t)snprintf(s, sizeof(s), "%s%shi\r\n0\r\n\r\nGET /n HTTP/1.1\r\n\r\n",
+			       CHUNKED_HEAD, line);
+	frame_whole(s, &whole);
+	if (whole.error)
+		fail_msg("%s: refused: %s", show(line), whole.error);
+	assert_int_equal(whole.n, 2);
+	assert_string_equal(whole.path[1], "/n");
+	assert_int_equal(whole.at[1], len);
+	frame(s, len, &one, 1, &part);
+	if (part.error)
+		fail_msg("%s (1 byte at a time): refused: %s", show(line), part.error);
+	assert_same(&whole, &part);
+}
+
+/* A chunk-size line refused at byte `at` of it, whole and byte by byte,
+ * with "bad chunk extension" unless `why` says otherwise. */
+static void expect_chunk_line_bad(const char *line, size_t at, const char *why)
+{
+	char s[512];
+	size_t one = 1, len, head = strlen(CHUNKED_HEAD);
+	struct trace t;
+
+	if (!why)
+		why = "bad chunk extension";
+	len = (size_t)snprintf(s, sizeof(s), "%s%shi\r\n0\r\n\r\n", CHUNKED_HEAD, line);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0)
+			frame_whole(s, &t);
+		else
+			frame(s, len, &one, 1, &t);
+		if (!t.error)
+			fail_msg("%s%s: accepted, want '%s'", show(line),
+				 pass ? " (1 byte at a time)" : "", why);
+		if (strcmp(t.error, why) != 0)
+			fail_msg("%s%s: got '%s', want '%s'", show(line),
+				 pass ? " (1 byte at a time)" : "", t.error, why);
+		assert_int_equal(t.n, 2);
+		assert_int_equal(t.event[1], RL_HTTP_EV_ERROR);
+		if (t.at[1] != head + at)
+			fail_msg("%s%s: refused at %zu, want %zu", show(line),
+				 pass ? " (1 byte at a time)" : "",
+				 t.at[1] - head, at);
+	}
+}
+
+static void test_chunk_ext_valid(void **state)
+{
+	(void)state;
+	expect_chunk_line_ok("2\r\n");
+	expect_chunk_line_ok("02\r\n");
+	expect_chunk_line_ok("2;a\r\n");
+	expect_chunk_line_ok("2;a=b\r\n");
+	expect_chunk_line_ok("2 ; a = b\r\n");
+	expect_chunk_line_ok("2\t;\ta\t=\tb\r\n");
+	expect_chunk_line_ok("2  ;a\r\n");
+	expect_chunk_line_ok("2;a=\"x;y\\\"z\"\r\n");
+	expect_chunk_line_ok("2;a;b=c\r\n");
+	expect_chunk_line_ok("2;a=b;c\r\n");
+	expect_chunk_line_ok("2;a=\"\"\r\n");
+	expect_chunk_line_ok("2;a=\"x\" ;b\r\n");
+	expect_chunk_line_ok("2;a=\"x\";b=\"y\"\r\n");
+	expect_chunk_line_ok("2;a=\"\t \\\t\\ \\\\ \x80\xff\"\r\n");
+	expect_chunk_line_ok("2;a = \"x\"\r\n");
+	expect_chunk_line_ok("2;!#$%&'*+-.^_`|~09AZaz=!#$%&'*+-.^_`|~\r\n");
+}
+
+static void test_chunk_ext_invalid(void **state)
+{
+	(void)state;
+	/* Whitespace after the size leads to ";" only. */
+	expect_chunk_line_bad("2 erfrferferf\r\n", 2, NULL);
+	expect_chunk_line_bad("a \r\n", 2, NULL);
+	expect_chunk_line_bad("a\t\r\n", 2, NULL);
+	expect_chunk_line_bad("2 =b\r\n", 2, NULL);
+	/* Not a size, as before. */
+	expect_chunk_line_bad("2x\r\n", 1, "bad chunk size");
+	expect_chunk_line_bad("2=b\r\n", 1, "bad chunk size");
+	expect_chunk_line_bad(";a\r\n", 0, "bad chunk size");
+	/* A name is a token, never empty. */
+	expect_chunk_line_bad("2;\r\n", 2, NULL);
+	expect_chunk_line_bad("2; \r\n", 3, NULL);
+	expect_chunk_line_bad("2;=b\r\n", 2, NULL);
+	expect_chunk_line_bad("2;;a\r\n", 2, NULL);
+	expect_chunk_line_bad("2;a;\r\n", 4, NULL);
+	expect_chunk_line_bad("2;a(b)\r\n", 3, NULL);
+	expect_chunk_line_bad("2;a\"b\"\r\n", 3, NULL);
+	expect_chunk_line_bad("2;\"a\"\r\n", 2, NULL);
+	/* BWS comes before ";" or "=", never before the CRLF. */
+	expect_chunk_line_bad("2;a \r\n", 4, NULL);
+	expect_chunk_line_bad("2;a=b \r\n", 6, NULL);
+	expect_chunk_line_bad("2;a=\"b\" \r\n", 8, NULL);
+	expect_chunk_line_bad("2;a b\r\n", 4, NULL);
+	expect_chunk_line_bad("2;a=b c\r\n", 6, NULL);
+	/* A value is a token or a quoted-string, never empty. */
+	expect_chunk_line_bad("2;a=\r\n", 4, NULL);
+	expect_chunk_line_bad("2;a= \r\n", 5, NULL);
+	expect_chunk_line_bad("2;a=;b\r\n", 4, NULL);
+	expect_chunk_line_bad("2;a==b\r\n", 4, NULL);
+	expect_chunk_line_bad("2;a=b=c\r\n", 5, NULL);
+	expect_chunk_line_bad("2;a=b\"c\"\r\n", 5, NULL);
+	expect_chunk_line_bad("2;a=\"b\"c\r\n", 7, NULL);
+	expect_chunk_line_bad("2;a=\"b\"\"c\"\r\n", 7, NULL);
+	expect_chunk_line_bad("2;a=b/c\r\n", 5, NULL);
+	/* An unbalanced quote: the CR is inside the string. */
+	expect_chunk_line_bad("2;a=\"x\r\n", 6, NULL);
+	expect_chunk_line_bad("2;a=\"x\\\"\r\n", 8, NULL);
+	/* Control characters, in a quoted-string or a quoted-pair. */
+	expect_chunk_line_bad("2;a=\"x\x01\"\r\n", 6, NULL);
+	expect_chunk_line_bad("2;a=\"x\x7f\"\r\n", 6, NULL);
+	expect_chunk_line_bad("2;a=\"x\\\x01\"\r\n", 7, NULL);
+	expect_chunk_line_bad("2;a=\"x\\\x7f\"\r\n", 7, NULL);
+	expect_chunk_line_bad("2;a=\"x\\\r\n", 7, NULL);
+	expect_chunk_line_bad("2;a=\x01\r\n", 4, NULL);
+	expect_chunk_line_bad("2;a\x80\r\n", 3, NULL);
+	/* Only CRLF ends the line. */
+	expect_chunk_line_bad("2;a\n", 3, NULL);
+	expect_chunk_line_bad("2;a=b\n", 5, NULL);
+	expect_chunk_line_bad("2;a\r\r\n", 4, "bare CR in chunk size line");
+}
+
+/* Extensions are bounded: RL_CHUNK_EXT_MAX bytes after the digits, at the
+ * first byte past it however the line arrives. */
+static void test_chunk_ext_limit(void **state)
+{
+	size_t head = strlen(CHUNKED_HEAD);
+	size_t n = head + 1 + RL_CHUNK_EXT_MAX + 64;
+	char *s = malloc(n + 16);
+	size_t one = 1, len;
+	struct trace t;
+
+	(void)state;
+	memcpy(s, CHUNKED_HEAD "2;", head + 2);
+	memset(s + head + 2, 'a', n - head - 2);
+	memcpy(s + n, "\r\nhi\r\n0\r\n\r\n", 12);
+	len = n + 11;
+	frame_whole(s, &t);
+	assert_string_equal(t.error, "chunk extension too long");
+	assert_int_equal(t.at[1], head + 1 + RL_CHUNK_EXT_MAX);
+	frame(s, len, &one, 1, &t);
+	assert_string_equal(t.error, "chunk extension too long");
+	assert_int_equal(t.at[1], head + 1 + RL_CHUNK_EXT_MAX);
+	/* Exactly RL_CHUNK_EXT_MAX bytes of extension is still a line. */
+	memcpy(s + head + 1 + RL_CHUNK_EXT_MAX, "\r\nhi\r\n0\r\n\r\n", 12);
+	frame_whole(s, &t);
+	assert_null(t.error);
+	assert_int_equal(t.n, 1);
+	free(s);
 }
 
 static void test_head_too_large(void **state)
@@ -418,8 +648,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipelined_whole),
+		cmocka_unit_test(test_last_request),
 		cmocka_unit_test(test_every_split),
 		cmocka_unit_test(test_framing_errors),
+		cmocka_unit_test(test_chunk_ext_valid),
+		cmocka_unit_test(test_chunk_ext_invalid),
+		cmocka_unit_test(test_chunk_ext_limit),
 		cmocka_unit_test(test_head_too_large),
 		cmocka_unit_test(test_tls_passes),
 		cmocka_unit_test(test_h2_preface),
