@@ -326,20 +326,41 @@ void rl_policy_client(const struct rl_policy *p, const struct rl_addr *peer,
 	}
 }
 
+/* A path's length without its trailing slashes ("/" stays "/"). */
+static size_t unslashed(const char *p, size_t n)
+{
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	return n;
+}
+
+/*
+ * Methods match in any letter case (busybox httpd takes "get" for GET), and
+ * a GET rule covers HEAD, which servers answer as GET. An exact path
+ * matches with or without trailing slashes: Python's http.server serves
+ * "/a/." and "/a%2F" as the file /a.
+ */
 static int rule_matches(const struct rl_rule_cfg *r,
 			const struct rl_http_req *req)
 {
 	if (r->match != RL_MATCH_REQUEST)
 		return 0;
-	if (r->method[0] && strcmp(r->method, req->method) != 0)
-		return 0;
+	if (r->method[0]) {
+		size_t n = strlen(r->method), m = strlen(req->method);
+
+		if (!rl_http_name_eq(r->method, n, req->method, m) &&
+		    !(req->head && rl_http_name_eq(r->method, n, "GET", 3)))
+			return 0;
+	}
 	if (r->path[0]) {
 		size_t n = strlen(r->path);
 
 		if (r->path_prefix)
 			return req->path_len >= n &&
 			       memcmp(req->path, r->path, n) == 0;
-		return !req->path_truncated && req->path_len == n &&
+		n = unslashed(r->path, n);
+		return !req->path_truncated &&
+		       unslashed(req->path, req->path_len) == n &&
 		       memcmp(req->path, r->path, n) == 0;
 	}
 	return 1;

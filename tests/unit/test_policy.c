@@ -295,9 +295,13 @@ static void test_match(void **state)
 	match_is("POST", "/sms", B(R_ALL) | B(R_SMS));
 	match_is("PUT", "/sms", B(R_ALL));
 	match_is("POST", "/smsx", B(R_ALL));
-	/* Methods are case-sensitive (RFC 9110 9.1), paths too. */
-	match_is("post", "/sms", B(R_ALL));
-	match_is("get", "/path", B(R_ALL) | B(R_PATH));
+	/* Methods match in any letter case (busybox serves "get" as GET),
+	 * and a GET rule covers HEAD; paths are case-sensitive. */
+	match_is("post", "/sms", B(R_ALL) | B(R_SMS));
+	match_is("get", "/path", B(R_ALL) | B(R_PATH) | B(R_GET));
+	match_is("HEAD", "/path", B(R_ALL) | B(R_PATH) | B(R_GET));
+	match_is("head", "/path", B(R_ALL) | B(R_PATH) | B(R_GET));
+	match_is("HEAD", "/sms", B(R_ALL) | B(R_GET));
 	match_is("GET", "/API/v1", B(R_ALL) | B(R_GET));
 	/* Paths are matched as normalised, like the application sees them. */
 	match_is("POST", "/a/../sms", B(R_ALL) | B(R_SMS));
@@ -306,9 +310,22 @@ static void test_match(void **state)
 	match_is("POST", "/%73ms", B(R_ALL) | B(R_SMS));
 	match_is("POST", "/sms?to=1", B(R_ALL) | B(R_SMS));
 	match_is("POST", "http://h.example/sms?x", B(R_ALL) | B(R_SMS));
+	/* What Python's http.server serves as the file /sms. */
+	match_is("POST", "/sms/.", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms%2F", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms/x/..", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms/", B(R_ALL) | B(R_SMS));
+	/* A path of any length is resolved whole: a ".." far past the
+	 * first 255 bytes still brings it back to /sms. */
+	memset(target, 'a', 1200);
+	target[0] = '/';
+	memcpy(target + 1200, "/sms", 5);
+	match_is("POST", target, B(R_ALL));
+	memcpy(target + 1200, "/../sms", 8);
+	match_is("POST", target, B(R_ALL) | B(R_SMS));
 	/* A prefix "/api/ *" is "/api/" and below; "/api" is only that. */
 	match_is("GET", "/api", B(R_ALL) | B(R_GET) | B(R_API));
-	match_is("GET", "/api/", B(R_ALL) | B(R_GET) | B(R_APIPRE));
+	match_is("GET", "/api/", B(R_ALL) | B(R_GET) | B(R_APIPRE) | B(R_API));
 	match_is("GET", "/api/v1/users", B(R_ALL) | B(R_GET) | B(R_APIPRE));
 	match_is("GET", "/api?x=1", B(R_ALL) | B(R_GET) | B(R_API));
 	match_is("GET", "/apix", B(R_ALL) | B(R_GET));
@@ -320,15 +337,16 @@ static void test_match(void **state)
 	/* A 255-byte path is kept whole and matches the exact rule ... */
 	match_is("GET", long_path,
 		 B(R_ALL) | B(R_GET) | B(R_LONG) | B(R_LONGPRE));
-	/* ... one byte more is truncated to the same 255 bytes, which must
-	 * never match an exact rule, but still matches a prefix. */
+	/* ... one byte more is another path, kept whole: never the exact
+	 * rule, still the prefix. */
 	snprintf(target, sizeof(target), "%sy", long_path);
 	{
 		struct rq r;
 
 		mkreq(&r, &fx.p, "GET", target, NULL);
-		assert_int_equal(r.req.path_truncated, 1);
-		assert_memory_equal(r.req.path, long_path, RL_PATH_MAX - 1);
+		assert_int_equal(r.req.path_truncated, 0);
+		assert_int_equal(r.req.path_len, RL_PATH_MAX);
+		assert_memory_equal(r.req.path, target, RL_PATH_MAX);
 	}
 	match_is("GET", target, B(R_ALL) | B(R_GET) | B(R_LONGPRE));
 	memset(target, 'x', 1500);
