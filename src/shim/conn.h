@@ -43,7 +43,12 @@ enum rl_conn_state {
 			      are swallowed */
 };
 
-enum rl_reply_kind { RL_REPLY_NONE = 0, RL_REPLY_429 = 1, RL_REPLY_400 = 2 };
+enum rl_reply_kind {
+	RL_REPLY_NONE = 0,
+	RL_REPLY_429 = 1,
+	RL_REPLY_400 = 2,
+	RL_REPLY_H2 = 3, /* HTTP/2 refused: SETTINGS and GOAWAY */
+};
 
 /* What answer would hand the connection over to another protocol. */
 enum rl_switch { RL_SWITCH_NONE = 0, RL_SWITCH_UPGRADE = 1, RL_SWITCH_CONNECT = 2 };
@@ -69,6 +74,10 @@ struct rl_conn {
 	struct rl_peer peer;     /* the client: TCP peer or PROXY source */
 	struct rl_http http;
 	struct rl_hold *hold;
+	uint32_t skip;           /* bytes of a head decided from a peek that
+				    are still in the socket: they pass */
+	int32_t mask_at;         /* where decide() blanked an h2c offer in
+				    its region, or -1 */
 	/* the reply due in DENY */
 	struct rl_verdict verdict;
 	uint8_t reply_http10;

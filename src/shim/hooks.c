@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -51,6 +52,7 @@ static ssize_t (*real_sendto)(int, const void *, size_t, int,
 			      const struct sockaddr *, socklen_t);
 static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
 static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
+static int (*real_ioctl)(int, unsigned long, ...);
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -87,6 +89,7 @@ static void resolve_all(void)
 	RESOLVE(sendto);
 	RESOLVE(sendmsg);
 	RESOLVE(sendfile);
+	RESOLVE(ioctl);
 	if (!real_fcntl64)
 		real_fcntl64 = real_fcntl;
 }
@@ -537,6 +540,34 @@ HOOK int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	r = do_fcntl(real_fcntl64, fd, cmd, ap);
 	va_end(ap);
+	return r;
+}
+
+/* ---- ioctl: FIONREAD counts what the shim holds ------------------------------------ */
+
+/*
+ * Servers size their reads by FIONREAD, and nginx takes a read of more
+ * than it said for "drained" (and waits for an edge that never comes): the
+ * bytes the shim holds for the application are readable too.
+ */
+HOOK int ioctl(int fd, unsigned long req, ...)
+{
+	struct rl_conn *conn;
+	va_list ap;
+	void *arg;
+	int r;
+
+	resolve();
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = real_ioctl(fd, req, arg);
+	if (r == 0 && req == FIONREAD && arg && (conn = tracked(fd))) {
+		int saved = errno;
+
+		*(int *)arg += (int)rl_io_held(conn);
+		errno = saved;
+	}
 	return r;
 }
 

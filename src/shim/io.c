@@ -150,21 +150,27 @@ static void iov_gather(const struct iovec *iov, int cnt, size_t off, void *dst,
 	}
 }
 
-static size_t iov_scatter(const struct iovec *iov, int cnt, const void *src,
-			  size_t len)
+/* Write `len` bytes into the iovecs from offset `off`. */
+static void iov_put(const struct iovec *iov, int cnt, size_t off,
+		    const void *src, size_t len)
 {
 	const char *s = src;
-	size_t done = 0;
 
-	for (int i = 0; i < cnt && done < len; i++) {
+	for (int i = 0; i < cnt && len; i++) {
 		size_t n = iov[i].iov_len;
 
-		if (n > len - done)
-			n = len - done;
-		memcpy(iov[i].iov_base, s + done, n);
-		done += n;
+		if (off >= n) {
+			off -= n;
+			continue;
+		}
+		n -= off;
+		if (n > len)
+			n = len;
+		memcpy((char *)iov[i].iov_base + off, s, n);
+		s += n;
+		len -= n;
+		off = 0;
 	}
-	return done;
 }
 
 static size_t iov_total(const struct iovec *iov, int cnt)
@@ -188,7 +194,6 @@ struct region {
 struct outcome {
 	size_t deliver;  /* a prefix of the region that may go to the app */
 	ssize_t partial; /* start of a head still incomplete at the end */
-	size_t used;     /* how far the framer went */
 };
 
 /* Deny the request starting at `at`: the connection answers at the next
@@ -205,6 +210,14 @@ static void deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 	c->reply_why = why;
 }
 
+/* A method, whatever its letter case. */
+static int method_is(const char *m, const char *want)
+{
+	size_t n = strlen(want);
+
+	return rl_http_name_eq(m, strlen(m), want, n);
+}
+
 /* Decide a parsed request. Returns 1 if allowed. */
 static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 		      const struct rl_http_req *req, uint64_t now)
@@ -212,13 +225,18 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 	struct rl_verdict v;
 
 	if (req->preface) {
-		if (c->http.requests == 1) {
-			/* HTTP/2 with prior knowledge: not ours to frame. */
-			rl_http_pass(&c->http);
-			c->state = RL_CONN_PASS;
-			return 1;
-		}
-		deny(c, RL_REPLY_400, NULL, req, "HTTP/2 preface mid-connection");
+		/* HTTP/2 with prior knowledge: its streams are not framed
+		 * here, so it is refused the HTTP/2 way (a client retries
+		 * over HTTP/1.1), never passed uncounted. */
+		deny(c, RL_REPLY_H2, NULL, req, "HTTP/2 is not served here");
+		return 0;
+	}
+	if ((req->chunked || req->content_length > 0) &&
+	    pol->cfg->get_body == RL_GET_BODY_REFUSE &&
+	    (method_is(req->method, "GET") || req->head)) {
+		/* A server that never reads such a body would take it for
+		 * the next request, which nobody counted. */
+		deny(c, RL_REPLY_400, NULL, req, "GET or HEAD with a body");
 		return 0;
 	}
 	if (rl_policy_request_peer(pol, &c->peer, req, now, &v)) {
@@ -234,16 +252,23 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. */
 	if (req->connect)
 		c->upgrade_wait = RL_SWITCH_CONNECT;
-	else if (req->upgrade)
+	else if (req->upgrade && !req->h2c_at)
 		c->upgrade_wait = RL_SWITCH_UPGRADE;
 	return 1;
 }
+
+/* The bytes that stand for an h2c offer the server is not to see. */
+static const char no_h2c[3] = { ' ', ' ', ' ' };
 
 /*
  * Parse and decide the head at [hs, he) of `rg`. Returns 1 if allowed. A
  * head split over two of the application's buffers (readv) is gathered
  * into the connection's hold buffer, which is empty whenever the
- * application's buffers are being framed.
+ * application's buffers are being framed. An allowed head that offers an
+ * upgrade to h2c (cleartext HTTP/2, whose streams are not framed here)
+ * has the offer blanked where it stands: the server answers in HTTP/1.1,
+ * as RFC 9110 lets it, and every request stays counted. c->mask_at says
+ * where (in the region), or -1.
  */
 static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 		  size_t he)
@@ -253,7 +278,9 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 	struct rl_http_req req;
 	size_t off = hs;
 	uint64_t now;
+	int ok;
 
+	c->mask_at = -1;
 	/* Contiguous in one segment? Else gather into the scratch. */
 	for (int i = 0; i < rg->cnt; i++) {
 		size_t n = rg->iov[i].iov_len;
@@ -282,7 +309,12 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 		deny(c, RL_REPLY_400, NULL, &req, req.error);
 		return 0;
 	}
-	return decide_req(c, pol, &req, now);
+	ok = decide_req(c, pol, &req, now);
+	if (ok && req.h2c_at) {
+		c->mask_at = (int32_t)(hs + req.h2c_at);
+		iov_put(rg->iov, rg->cnt, hs + req.h2c_at, no_h2c, 3);
+	}
+	return ok;
 }
 
 /*
@@ -292,7 +324,7 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
  * frame these bytes (the head is incomplete or invalid: the scanner and the
  * full parse decide what to answer).
  */
-static int decide_whole(struct rl_conn *c, const uint8_t *p, size_t len,
+static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 			size_t *used, int *allowed)
 {
 	const struct rl_policy *pol;
@@ -309,24 +341,33 @@ static int decide_whole(struct rl_conn *c, const uint8_t *p, size_t len,
 		return 0;
 	rl_http_took_head(&c->http);
 	*allowed = decide_req(c, pol, &req, now);
+	if (*allowed && req.h2c_at)
+		memcpy(p + req.h2c_at, no_h2c, 3);
 	return 1;
 }
+
 /*
- * Frame rg[from, len). `head_start` is where an undecided head began (in
- * this region) or -1. Sets c->state to DENY or PASS as decided. With
- * `one_head`, stops right after the first head is decided (out->used says
- * where).
+ * Frame rg[from, len): first what is left of a head decided before
+ * (c->skip), then request by request. Sets c->state to DENY or PASS as
+ * decided. out->deliver is how much of the region the application may
+ * have; out->partial where a head that is not complete yet starts, or -1.
  */
 static void frame(struct rl_conn *c, const struct region *rg, size_t from,
-		  ssize_t head_start, int one_head, struct outcome *out)
+		  struct outcome *out)
 {
 	size_t pos = from, seg_off = 0;
+	ssize_t head_start = -1;
 	int seg = 0;
 
-	out->deliver = head_start >= 0 ? (size_t)head_start : from;
+	if (c->skip) {
+		size_t k = rg->len - pos < c->skip ? rg->len - pos : c->skip;
+
+		c->skip -= (uint32_t)k;
+		pos += k;
+	}
+	out->deliver = pos;
 	out->partial = -1;
-	out->used = rg->len;
-	/* find the segment holding `from` */
+	/* find the segment holding `pos` */
 	while (seg < rg->cnt && seg_off + rg->iov[seg].iov_len <= pos) {
 		seg_off += rg->iov[seg].iov_len;
 		seg++;
@@ -346,21 +387,14 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			size_t used;
 			int ok;
 
-			if (decide_whole(c, (const uint8_t *)rg->iov[seg].iov_base +
+			if (decide_whole(c, (uint8_t *)rg->iov[seg].iov_base +
 					 (pos - seg_off), end - pos, &used, &ok)) {
-				out->used = pos + used;
 				if (!ok) {
 					out->deliver = pos;
 					return;
 				}
 				pos += used;
-				if (c->state == RL_CONN_PASS) {
-					out->deliver = rg->len;
-					return;
-				}
 				out->deliver = pos;
-				if (one_head)
-					return;
 				continue;
 			}
 		}
@@ -378,18 +412,16 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 				out->deliver = pos;
 			continue;
 		case RL_HTTP_EV_HEAD:
-			out->used = pos;
 			if (!decide(c, rg, (size_t)head_start, pos))
 				return; /* deliver stays at the head's start */
 			head_start = -1;
-			if (c->state == RL_CONN_PASS) {
-				out->deliver = rg->len;
-				return;
-			}
 			out->deliver = pos;
-			if (one_head)
-				return;
 			continue;
+		case RL_HTTP_EV_DONE:
+			/* The last request the application will answer has
+			 * ended: nothing after it is delivered or counted. */
+			out->deliver = pos;
+			return;
 		case RL_HTTP_EV_PASS:
 			c->state = RL_CONN_PASS;
 			out->deliver = rg->len;
@@ -409,7 +441,9 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 
 /* ---- answering ------------------------------------------------------------------ */
 
-static void drain(int fd)
+/* Read and drop what the client sent, up to DRAIN_MAX. 0 if it has gone
+ * (end of file), 1 otherwise. */
+static int drain(int fd)
 {
 	char junk[4096];
 	size_t total = 0;
@@ -417,10 +451,13 @@ static void drain(int fd)
 	while (total < DRAIN_MAX) {
 		ssize_t n = rl_io.sys.recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
 
-		if (n <= 0)
+		if (n == 0)
+			return 0;
+		if (n < 0)
 			break;
 		total += (size_t)n;
 	}
+	return 1;
 }
 
 /* Answer a connection in DENY: the reply, a FIN, the rest of the request
@@ -445,6 +482,16 @@ static ssize_t answer(struct rl_conn *c, int fd)
 		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
 				 &c->verdict.res, &rule->rate, cfg->headers,
 				 rl_time_wall_ms(), c->verdict.store_down);
+	} else if (c->reply == RL_REPLY_H2) {
+		/* The server preface (an empty SETTINGS) and GOAWAY with
+		 * HTTP_1_1_REQUIRED, last stream 0 (RFC 9113 3.4, 6.8). */
+		static const uint8_t h2[] = {
+			0, 0, 0, 4, 0, 0, 0, 0, 0,
+			0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0d,
+		};
+
+		memcpy(buf, h2, sizeof(h2));
+		n = (int)sizeof(h2);
 	} else if (c->reply == RL_REPLY_400) {
 		n = rl_reply_400(buf, sizeof(buf), &rr,
 				 c->reply_why ? c->reply_why : "bad request");
@@ -538,12 +585,29 @@ static int hold_proxy(struct rl_conn *c)
 	return 1;
 }
 
-/* Give the application decided bytes from the hold buffer. */
-static ssize_t hold_deliver(struct rl_conn *c, struct rl_read *r)
+/* Take from the socket `n` bytes a peek has already copied to `dst`. */
+static int take(int fd, uint8_t *dst, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = rl_io.sys.recv(fd, dst, n, MSG_DONTWAIT);
+
+		if (k <= 0)
+			return -1;
+		dst += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Copy decided held bytes into the application's buffers at `at`.
+ * Returns how many. */
+static size_t hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
+			size_t total)
 {
 	struct rl_hold *h = c->hold;
-	size_t n = iov_scatter(r->iov, r->iovcnt, h->data, h->decided);
+	size_t n = h->decided < total - at ? h->decided : total - at;
 
+	iov_put(r->iov, r->iovcnt, at, h->data, n);
 	hold_shift(c, n);
 	if (r->msg) {
 		r->msg->msg_controllen = 0;
@@ -551,158 +615,190 @@ static ssize_t hold_deliver(struct rl_conn *c, struct rl_read *r)
 	}
 	if (h->len == 0)
 		rl_conn_unhold(c);
-	return (ssize_t)n;
-}
-
-/* Consume `n` bytes the hold buffer has a peeked copy of. */
-static int consume(int fd, size_t n)
-{
-	char junk[512];
-
-	while (n > 0) {
-		ssize_t k = rl_io.sys.recv(fd, junk,
-					   n < sizeof(junk) ? n : sizeof(junk),
-					   MSG_DONTWAIT);
-
-		if (k <= 0)
-			return -1;
-		n -= (size_t)k;
-	}
-	return 0;
+	return n;
 }
 
 /*
- * Look at what has arrived (MSG_PEEK) after the held bytes, and take from
- * the socket exactly what belongs to the held head: up to its end, or all
- * of it if the head is still incomplete. Nothing past a head is ever
- * consumed here, so bytes the application does not read itself (a CGI
- * child reading the body from the socket it inherits) are never stranded
- * in this process. Returns bytes taken, 0 at end of file, -1 with errno.
+ * More of the socket into the application's buffers at `at`, without
+ * blocking, until a segment is left short (the socket is drained) or all
+ * are full. Returns bytes, 0 at end of file, -1 with errno.
  */
-static ssize_t hold_more(struct rl_conn *c, int fd)
+static ssize_t recv_at(int fd, const struct iovec *iov, int cnt, size_t at)
+{
+	size_t got = 0;
+
+	for (int i = 0; i < cnt; i++) {
+		size_t n = iov[i].iov_len;
+		ssize_t k;
+
+		if (at >= n) {
+			at -= n;
+			continue;
+		}
+		k = rl_io.sys.recv(fd, (char *)iov[i].iov_base + at, n - at,
+				   MSG_DONTWAIT);
+		if (k <= 0)
+			return got ? (ssize_t)got : k;
+		got += (size_t)k;
+		if ((size_t)k < n - at)
+			break;
+		at = 0;
+	}
+	return (ssize_t)got;
+}
+
+enum held {
+	HELD_DECIDED, /* the held head is decided and allowed */
+	HELD_DENIED,  /* ... or refused: c->state is DENY */
+	HELD_MORE,    /* more of it was taken; still not complete */
+	HELD_WAIT,    /* nothing more has come */
+	HELD_EOF,     /* the client went away */
+	HELD_ERR,     /* errno */
+};
+
+/*
+ * The hold buffer has the start of a head that the application's read
+ * took from the socket (undecided, so not given to it). Look at what has
+ * come since (MSG_PEEK): if the head ends there, decide it and leave its
+ * tail in the socket (c->skip counts it through when the application reads
+ * it), so the socket stays readable for the server for every byte after
+ * the held ones; bytes past the head are never taken here (a CGI child
+ * reading the body from the socket it inherits finds them there). If the
+ * head does not end, take what came: it is all head, it waits for the
+ * client, and a level-triggered server is not woken for it again and again.
+ */
+static enum held held_advance(struct rl_conn *c, int fd)
 {
 	struct rl_hold *h = c->hold;
-	size_t before = h->len, take;
 	ssize_t n = rl_io.sys.recv(fd, h->data + h->len, RL_HOLD_SIZE - h->len,
 				   MSG_PEEK | MSG_DONTWAIT);
+	struct rl_http_feed f;
 
-	if (n <= 0)
-		return n;
-	h->len += (uint32_t)n;
-	if (c->proxy) {
-		struct rl_proxy_result pr;
+	if (n == 0)
+		return HELD_EOF;
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? HELD_WAIT : HELD_ERR;
+	rl_http_feed(&c->http, h->data + h->len, (size_t)n, &f);
+	switch (f.event) {
+	case RL_HTTP_EV_HEAD: {
+		struct iovec v = { h->data, h->len + f.used };
+		struct region rg = { &v, 1, h->len + f.used };
 
-		switch (rl_proxy_parse(h->data, h->len, &pr)) {
-		case RL_PROXY_MORE:
-			take = (size_t)n;
-			break;
-		case RL_PROXY_OK:
-			take = pr.len - before;
-			break;
-		default:
-			take = (size_t)n; /* refused below */
-			break;
+		if (!decide(c, &rg, 0, rg.len))
+			return HELD_DENIED;
+		if (c->mask_at >= 0) {
+			/* The head was changed (an h2c offer blanked): take
+			 * its tail too, so that the application gets the
+			 * changed bytes, and change them again over what
+			 * the socket gave. */
+			if (take(fd, h->data + h->len, f.used) < 0) {
+				deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+				return HELD_DENIED;
+			}
+			h->len += (uint32_t)f.used;
+			h->framed = h->len;
+			memcpy(h->data + c->mask_at, no_h2c, sizeof(no_h2c));
+		} else {
+			c->skip = (uint32_t)f.used;
 		}
-	} else {
-		struct iovec v = { h->data, h->len };
-		struct region rg = { &v, 1, h->len };
-		struct outcome o;
-
-		frame(c, &rg, h->framed,
-		      c->http.phase == RL_HTTP_HEAD ? (ssize_t)h->decided : -1, 1, &o);
-		take = o.used - before;
-		h->decided = (uint32_t)(o.deliver < before + take ? o.deliver
-								 : before + take);
+		h->decided = h->len;
+		return HELD_DECIDED;
 	}
-	h->len = (uint32_t)(before + take);
-	h->framed = h->len;
-	if (consume(fd, take) < 0) {
-		/* The peeked bytes vanished: cannot happen on a socket only we
-		 * read from now. Refuse rather than guess. */
-		deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+	case RL_HTTP_EV_ERROR:
+		deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
+		return HELD_DENIED;
+	default:
+		if (take(fd, h->data + h->len, (size_t)n) < 0) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			return HELD_DENIED;
+		}
+		h->len += (uint32_t)n;
+		h->framed = h->len;
+		return HELD_MORE;
 	}
-	return (ssize_t)take;
 }
 
 /*
- * The slow path: bytes are held. Deliver what is decided, else take more
- * into the hold buffer until something is.
+ * A PROXY header is expected: take exactly it into the hold buffer (never
+ * a byte past it), strip it, key the connection by its source. Returns 1
+ * when framing may go on, or what the read returns.
  */
-static ssize_t hold_path(struct rl_conn *c, struct rl_read *r, int saved)
+static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 {
-	for (;;) {
-		struct rl_hold *h = c->hold;
-		ssize_t n;
+	struct rl_hold *h = c->hold ? c->hold : rl_conn_hold(c);
 
-		if (h->decided > 0) {
-			errno = saved;
-			return hold_deliver(c, r);
+	while (c->proxy) {
+		struct rl_proxy_result pr;
+		size_t before, want;
+		ssize_t n;
+		int st;
+
+		if (!h) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			*ret = answer(c, r->fd);
+			return 0;
 		}
-		if (c->state == RL_CONN_DENY) {
-			errno = saved;
-			return answer(c, r->fd);
-		}
-		if (c->state == RL_CONN_PASS) {
-			h->decided = h->len;
-			if (h->len)
-				continue;
-			rl_conn_unhold(c);
-			errno = saved;
-			return r->real(r->ctx);
-		}
-		if (!c->proxy && h->len == h->decided && c->http.phase != RL_HTTP_HEAD) {
-			/* Nothing undecided is held: the application's own
-			 * read takes it from here. */
-			rl_conn_unhold(c);
-			errno = saved;
-			return rl_io_read(c, r);
-		}
-		n = hold_more(c, r->fd);
+		before = h->len;
+		n = rl_io.sys.recv(r->fd, h->data + h->len,
+				   RL_PROXY_MAX - h->len, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0) {
-			/* The client went away mid-head: the application
-			 * never sees the incomplete request. */
-			h->len = h->framed = h->decided = 0;
+			h->len = 0;
 			rl_conn_unhold(c);
-			errno = saved;
+			*ret = 0;
 			return 0;
 		}
 		if (n < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				return -1;
-			if (nonblocking(r)) {
-				errno = EAGAIN;
-				return -1;
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				*ret = -1;
+				return 0;
 			}
-			if (wait_readable(r->fd))
-				return -1;
+			if (nonblocking(r) || wait_readable(r->fd)) {
+				*ret = -1;
+				return 0;
+			}
 			continue;
 		}
-		if (c->proxy) {
-			int st = hold_proxy(c);
-
-			if (st < 0) {
-				errno = saved;
-				return answer(c, r->fd);
-			}
-			h->framed = 0;
-			h->decided = 0;
-			if (st > 0 && h->len == 0) {
-				rl_conn_unhold(c);
-				errno = saved;
-				return rl_io_read(c, r);
-			}
+		want = (size_t)n;
+		if (rl_proxy_parse(h->data, before + (size_t)n, &pr) == RL_PROXY_OK)
+			want = pr.len - before;
+		if (take(r->fd, h->data + before, want) < 0) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			*ret = answer(c, r->fd);
+			return 0;
+		}
+		h->len = (uint32_t)(before + want);
+		st = hold_proxy(c);
+		if (st < 0) {
+			*ret = answer(c, r->fd);
+			return 0;
+		}
+		if (st == 0 && h->len >= RL_PROXY_MAX) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			*ret = answer(c, r->fd);
+			return 0;
 		}
 	}
+	if (h) {
+		h->len = h->framed = h->decided = 0;
+		rl_conn_unhold(c);
+	}
+	return 1;
 }
 
 /* ---- the read path ----------------------------------------------------------------- */
 
+/*
+ * Fill the application's buffers as its own read would, with the held
+ * bytes first: decided held bytes, then what the socket has. A read comes
+ * back short only when the socket had no more (its last recv was short or
+ * would block), when what follows is the start of a head that waits for
+ * the client (taken into the hold buffer: the socket is empty), or before
+ * a denial (the read side is shut down, so the server is woken for it).
+ */
 ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 {
 	int saved = errno;
-	struct region rg;
-	struct outcome o;
-	ssize_t n;
+	size_t total, filled = 0;
 
 	if (r->flags & (MSG_PEEK | MSG_TRUNC | MSG_OOB)) {
 		/* The application's own peeks pass untouched, except while
@@ -718,65 +814,154 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	}
 	switch ((enum rl_conn_state)c->state) {
 	case RL_CONN_PASS:
-		if (c->hold)
-			return hold_path(c, r, saved);
-		return r->real(r->ctx);
+		break;
 	case RL_CONN_DENY:
 		return answer(c, r->fd);
 	case RL_CONN_DONE:
 		return 0;
 	case RL_CONN_HTTP:
+		if (c->proxy) {
+			ssize_t ret;
+
+			if (!proxy_read(c, r, &ret))
+				return ret;
+		}
 		break;
 	}
-	if (c->hold || c->proxy) {
-		if (!c->hold && !rl_conn_hold(c)) {
-			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
-			return answer(c, r->fd);
-		}
-		return hold_path(c, r, saved);
-	}
+	total = iov_total(r->iov, r->iovcnt);
+	if (total == 0)
+		return r->real(r->ctx);
+	for (;;) {
+		struct rl_hold *h = c->hold;
+		struct region rg;
+		struct outcome o;
+		size_t space;
+		ssize_t n;
 
-	/* The common path: the application's read, framed in place. */
-	n = r->real(r->ctx);
-	if (n <= 0)
-		return n;
-	rg.iov = r->iov;
-	rg.cnt = r->iovcnt;
-	rg.len = (size_t)n;
-	frame(c, &rg, 0, -1, 0, &o);
-	if (c->hold && o.partial < 0)
-		rl_conn_unhold(c); /* only used to gather a split head */
-	if (o.partial >= 0) {
-		struct rl_hold *h = rl_conn_hold(c);
-
-		if (!h) {
-			/* Too many heads in progress at once: refuse this
-			 * one rather than pass it unframed. */
-			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
-			o.deliver = (size_t)o.partial;
-		} else {
-			h->len = (uint32_t)((size_t)n - (size_t)o.partial);
-			iov_gather(r->iov, r->iovcnt, (size_t)o.partial, h->data,
-				   h->len);
-			h->framed = h->len;
-			h->decided = 0;
+		if (h && h->decided) {
+			filled += hold_give(c, r, filled, total);
+			if (filled == total)
+				break;
+			continue;
 		}
+		if (h && h->len && c->state == RL_CONN_PASS) {
+			h->decided = h->len;
+			continue;
+		}
+		if (h && h->len) {
+			switch (held_advance(c, r->fd)) {
+			case HELD_DECIDED:
+			case HELD_MORE:
+				continue;
+			case HELD_DENIED:
+				goto denied;
+			case HELD_EOF:
+				/* The client went away mid-head: the
+				 * application never sees the incomplete
+				 * request. */
+				h->len = h->framed = h->decided = 0;
+				rl_conn_unhold(c);
+				if (filled)
+					goto out;
+				errno = saved;
+				return 0;
+			case HELD_ERR:
+				if (filled)
+					goto out;
+				return -1;
+			case HELD_WAIT:
+				if (filled)
+					goto out;
+				if (nonblocking(r)) {
+					errno = EAGAIN;
+					return -1;
+				}
+				if (wait_readable(r->fd))
+					return -1;
+				continue;
+			}
+		}
+		if (h && h->len == 0)
+			rl_conn_unhold(c); /* only used to gather a split head */
+		/* Nothing held: the socket. */
+		space = total - filled;
+		n = filled ? recv_at(r->fd, r->iov, r->iovcnt, filled)
+			   : r->real(r->ctx);
+		if (n <= 0) {
+			if (filled)
+				goto out;
+			return n;
+		}
+		if (c->state == RL_CONN_PASS) {
+			filled += (size_t)n;
+			goto out;
+		}
+		rg.iov = r->iov;
+		rg.cnt = r->iovcnt;
+		rg.len = filled + (size_t)n;
+		frame(c, &rg, filled, &o);
+		if (c->hold && c->hold->len == 0 && o.partial < 0)
+			rl_conn_unhold(c);
+		if (o.partial >= 0) {
+			h = rl_conn_hold(c);
+			if (!h) {
+				/* Too many heads in progress at once: refuse
+				 * this one rather than pass it unframed. */
+				deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+				o.deliver = (size_t)o.partial;
+			} else {
+				h->len = (uint32_t)(rg.len - (size_t)o.partial);
+				iov_gather(r->iov, r->iovcnt, (size_t)o.partial,
+					   h->data, h->len);
+				h->framed = h->len;
+				h->decided = 0;
+			}
+		}
+		if (c->state == RL_CONN_DENY) {
+			filled = o.deliver;
+			goto denied;
+		}
+		if (c->state == RL_CONN_PASS) {
+			filled = rg.len;
+			goto out;
+		}
+		if (o.partial >= 0) {
+			/* Decide it now if the rest has come: every byte
+			 * before it is the application's already. */
+			filled = o.deliver;
+			continue;
+		}
+		if (c->http.phase == RL_HTTP_DONE && o.deliver == filled) {
+			/* Past the last request the application answers:
+			 * what came is nobody's. Read on as it would. */
+			if (filled)
+				goto out;
+			if (nonblocking(r)) {
+				if (drain(r->fd) == 0) {
+					errno = saved;
+					return 0;
+				}
+				errno = EAGAIN;
+				return -1;
+			}
+			continue;
+		}
+		filled = o.deliver;
+		if ((size_t)n < space || filled == total ||
+		    c->http.phase == RL_HTTP_DONE)
+			break;
 	}
-	if (c->state == RL_CONN_DENY) {
-		if (o.deliver == 0)
-			return answer(c, r->fd);
-		/* Requests before the denied one go first; a server waiting
-		 * for readiness is woken to read again and be answered. */
-		shutdown(r->fd, SHUT_RD);
-		errno = saved;
-		return (ssize_t)o.deliver;
-	}
-	if (o.deliver > 0) {
-		errno = saved;
-		return (ssize_t)o.deliver;
-	}
-	/* Nothing decided yet: only part of a head has come. */
-	return hold_path(c, r, saved);
+out:
+	errno = saved;
+	return (ssize_t)filled;
+denied:
+	if (filled == 0)
+		return answer(c, r->fd);
+	/* Requests before the denied one go first; a server waiting for
+	 * readiness is woken to read again and be answered. */
+	shutdown(r->fd, SHUT_RD);
+	errno = saved;
+	return (ssize_t)filled;
 }
 
 /* ---- sockets: listeners, accepted, adopted --------------------------------------- */

@@ -88,6 +88,13 @@ struct rl_read {
 };
 ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r);
 
+/* Bytes the shim holds that the application's reads will get first (for
+ * FIONREAD). */
+static inline size_t rl_io_held(const struct rl_conn *c)
+{
+	return c->hold ? c->hold->len : 0;
+}
+
 /*
  * Classify the listening socket `lfd` (cached in its entry). Returns 1 if
  * connections accepted on it are guarded, else 0.
