@@ -286,7 +286,8 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			}
 			if (c == '\n')
 				return fail(h, out, i, "bare LF before request");
-			if (h->requests == 0 && h->blank_lines == 0 && c == 0x16) {
+			if ((h->requests == 0 || h->tunnel) && h->blank_lines == 0 &&
+			    c == 0x16) {
 				/* A TLS handshake record: not ours to frame. */
 				h->phase = RL_HTTP_PASS;
 				out->used = i;
@@ -296,6 +297,7 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			if (!tchar[c])
 				return fail(h, out, i, "not an HTTP request");
 			h->phase = RL_HTTP_HEAD;
+			h->tunnel = 0;
 			h->blank_lines = 0;
 			h->head_len = 0;
 			h->line_len = 0;
@@ -433,6 +435,7 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 void rl_http_took_head(struct rl_http *h)
 {
 	h->requests++;
+	h->tunnel = 0;
 	h->blank_lines = 0;
 	h->phase = RL_HTTP_IDLE;
 }

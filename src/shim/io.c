@@ -249,10 +249,15 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 	}
 	rl_http_begin_body(&c->http, req);
 	/* Only the answer of the application can hand the connection to
-	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. */
-	if (req->connect)
+	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. And only
+	 * as the first request of its connection (browsers open one for a
+	 * WebSocket; clients send CONNECT first): then the first answer the
+	 * application writes is that request's, whatever was pipelined
+	 * after it. Later on, an earlier request's answer could be taken for
+	 * it, so such a request is framed on like any other. */
+	if (c->http.requests == 1 && req->connect)
 		c->upgrade_wait = RL_SWITCH_CONNECT;
-	else if (req->upgrade && !req->h2c_at)
+	else if (c->http.requests == 1 && req->upgrade && !req->h2c_at)
 		c->upgrade_wait = RL_SWITCH_UPGRADE;
 	return 1;
 }
@@ -332,7 +337,7 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	uint64_t now;
 
 	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
-	    (c->http.requests == 0 && p[0] == 0x16))
+	    ((c->http.requests == 0 || c->http.tunnel) && p[0] == 0x16))
 		return 0;
 	now = rl_time_now_ns();
 	rl_shim_tick(now);
@@ -1165,15 +1170,22 @@ int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt)
 		return 1;
 	if (c->upgrade_wait && c->state == RL_CONN_HTTP &&
 	    iov_total(iov, iovcnt) > 0) {
-		/* The first write after an Upgrade or CONNECT is the answer to
-		 * it (clients do not pipeline behind a protocol switch). */
+		/* The Upgrade or CONNECT was the connection's first request:
+		 * the first answer written is its own. */
 		int m = c->upgrade_wait == RL_SWITCH_CONNECT
 				? starts_with(iov, iovcnt, "HTTP/1.1 2") |
 					  starts_with(iov, iovcnt, "HTTP/1.0 2")
 				: starts_with(iov, iovcnt, "HTTP/1.1 101") |
 					  starts_with(iov, iovcnt, "HTTP/1.0 101");
 
-		if (m & 1) {
+		if ((m & 1) && c->upgrade_wait == RL_SWITCH_CONNECT) {
+			/* A tunnel: TLS in it passes untouched, but requests
+			 * the application may still read as HTTP/1.x (a
+			 * server that answers 200 and does not tunnel) are
+			 * framed and counted. */
+			c->http.tunnel = 1;
+			c->upgrade_wait = 0;
+		} else if (m & 1) {
 			c->state = RL_CONN_PASS;
 			rl_http_pass(&c->http);
 			if (c->hold)
