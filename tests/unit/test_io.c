@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -345,6 +346,109 @@ static void test_garbage_and_tls(void **state)
 	pair_close(&p);
 }
 
+/*
+ * An edge-triggered server (nginx) reads until a read comes back short,
+ * or longer than FIONREAD said (the hook counts what the shim holds), and
+ * then waits for an edge. With every byte of the stream already sent no
+ * edge comes: whatever it reads in, it must have had every byte by then.
+ */
+static size_t et_drain(struct pair *p, char *out, size_t cap, size_t first,
+		       size_t size, int fionread)
+{
+	size_t got = 0, want = first;
+
+	for (;;) {
+		int kernel = 0, avail = 0;
+		ssize_t n;
+
+		if (fionread) {
+			assert_int_equal(ioctl(p->fd, FIONREAD, &kernel), 0);
+			avail = kernel + (int)rl_io_held(p->conn);
+		}
+		if (want > cap - got)
+			want = cap - got;
+		if (want == 0)
+			break;
+		n = app_read(p, out + got, want, 0);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if ((size_t)n < want || (fionread && n > avail))
+			break;
+		want = size;
+	}
+	return got;
+}
+
+static void test_edge_triggered(void **state)
+{
+	static char stream[40000], got[40000];
+	static const struct {
+		size_t first, size;
+		int fionread;
+	} readers[] = {
+		{ 1024, 8192, 1 }, /* nginx: 1 KiB, then large buffers */
+		{ 1024, 1024, 0 }, { 7, 7, 0 }, { 4096, 4096, 1 },
+		{ 65536, 65536, 0 }, { 1, 1, 0 },
+	};
+	char cookie[9001];
+	size_t len;
+
+	(void)state;
+	memset(cookie, 'c', sizeof(cookie) - 1);
+	cookie[sizeof(cookie) - 1] = '\0';
+	for (int kind = 0; kind < 5; kind++) {
+		len = 0;
+		switch (kind) {
+		case 0: /* a browser's head with cookies */
+			len = (size_t)snprintf(stream, sizeof(stream),
+				"GET /a HTTP/1.1\r\nCookie: a=%.1500s\r\n\r\n", cookie);
+			break;
+		case 1: /* a small GET, then one with a 2,000-byte header */
+			len = (size_t)snprintf(stream, sizeof(stream),
+				"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nX: %.2000s\r\n\r\n",
+				cookie);
+			break;
+		case 2: /* 40 small pipelined GETs */
+			for (int i = 0; i < 40; i++)
+				len += (size_t)snprintf(stream + len, sizeof(stream) - len,
+					"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+			break;
+		case 3: /* a 1.5 KiB head and a 3,000-byte body */
+			len = (size_t)snprintf(stream, sizeof(stream),
+				"POST /up HTTP/1.1\r\nCookie: %.1500s\r\n"
+				"Content-Length: 3000\r\n\r\n%.3000s", cookie, cookie);
+			break;
+		case 4: /* a 9 KiB head in nine fields */
+			len = (size_t)snprintf(stream, sizeof(stream), "GET /big HTTP/1.1\r\n");
+			for (int i = 0; i < 9; i++)
+				len += (size_t)snprintf(stream + len, sizeof(stream) - len,
+					"X-%d: %.1000s\r\n", i, cookie);
+			len += (size_t)snprintf(stream + len, sizeof(stream) - len, "\r\n");
+			break;
+		}
+		for (size_t r = 0; r < sizeof(readers) / sizeof(readers[0]); r++) {
+			struct pair p;
+			size_t n;
+
+			pair_open(&p);
+			fcntl(p.fd, F_SETFL, O_NONBLOCK);
+			assert_int_equal(send(p.client, stream, len, 0), (ssize_t)len);
+			usleep(20000);
+			n = et_drain(&p, got, sizeof(got), readers[r].first,
+				     readers[r].size, readers[r].fionread);
+			if (n != len)
+				fail_msg("stream %d, reads of %zu then %zu%s: %zu of %zu "
+					 "bytes before the server would wait", kind,
+					 readers[r].first, readers[r].size,
+					 readers[r].fionread ? " (FIONREAD)" : "", n, len);
+			assert_memory_equal(got, stream, len);
+			assert_int_equal(p.conn->state, RL_CONN_HTTP);
+			pair_close(&p);
+		}
+	}
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -394,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_and_tls),
 		cmocka_unit_test(test_app_peek),
 		cmocka_unit_test(test_dup_close),
+		cmocka_unit_test(test_edge_triggered),
 	};
 
 	return cmocka_run_group_tests_name("io", tests, setup_all, teardown_all);
