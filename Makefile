@@ -224,6 +224,7 @@ SAN_DEFAULT := address,undefined
 SERVERS := legacy python nginx lighttpd busybox
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
+	"python3 tests/integration/test_edges.py" \
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \

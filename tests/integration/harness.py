@@ -13,7 +13,9 @@ import time
 import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHIM = os.path.join(REPO, 'build', 'librlshim.so')
+# RL_SHIM=/path/to/librlshim.so runs the suites against another build of the
+# shim (a baseline worktree, say); the default is this tree's.
+SHIM = os.environ.get('RL_SHIM') or os.path.join(REPO, 'build', 'librlshim.so')
 
 
 # ---- the runner --------------------------------------------------------------

@@ -19,6 +19,8 @@ Kinds and what they claim (`features`):
   python    http.server (ThreadingHTTPServer, dual stack on ::, CGI,
             HTTP/1.0: one request per connection). echo (/cgi-bin/echo,
             Content-Length bodies only), ipv6, access_log (stderr).
+            python_protocol='HTTP/1.1': http.server --protocol HTTP/1.1,
+            which adds keepalive and pipelining.
   nginx     master + 2 workers, epoll, reuseport on 127.0.0.1 and [::1].
             keepalive, pipelining, ipv6, workers, access_log; echo and
             chunked_echo (/echo, proxied to echo_port) when echo_port is given.
@@ -50,7 +52,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FIXTURES = HERE / 'fixtures'
 LEGACY_SERVER = REPO / 'build' / 'legacy_server'
-SHIM = REPO / 'build' / 'librlshim.so'
+# RL_SHIM overrides the shim under test (as in harness.py).
+SHIM = Path(os.environ.get('RL_SHIM') or REPO / 'build' / 'librlshim.so')
 PYTHON = '/usr/bin/python3'
 NGINX = shutil.which('nginx') or '/usr/sbin/nginx'
 LIGHTTPD = shutil.which('lighttpd') or '/usr/sbin/lighttpd'
@@ -192,7 +195,8 @@ def _group_owns(pgid: int, inodes: set[str]) -> bool:
 class Server:
     def __init__(self, kind: str, workdir: str, shim: str | None,
                  config: str | None, port: int,
-                 echo_port: int | None = None):
+                 echo_port: int | None = None,
+                 python_protocol: str | None = None):
         if kind not in KINDS:
             raise ValueError(f'unknown server kind {kind!r}; one of {KINDS}')
         self.kind = kind
@@ -201,6 +205,9 @@ class Server:
         self.config = config
         self.port = port
         self.echo_port = echo_port
+        # python only: 'HTTP/1.1' runs http.server with that protocol_version
+        # (keep-alive, requests read one after another from one connection).
+        self.python_protocol = python_protocol
         self.proc: subprocess.Popen | None = None
         self._stopped = True
         self._files = []
@@ -221,6 +228,8 @@ class Server:
         }[kind]
         if kind in ('nginx', 'lighttpd') and echo_port is not None:
             f |= {'echo', 'chunked_echo'}
+        if kind == 'python' and python_protocol == 'HTTP/1.1':
+            f |= {'keepalive', 'pipelining'}
         self.features: frozenset[str] = frozenset(f)
         self.echo_path: str | None = None
         if 'echo' in f:
@@ -255,8 +264,9 @@ class Server:
             return [str(LEGACY_SERVER), '-p', str(self.port)], w
         if self.kind == 'python':
             self._docroot(cgi=True)
+            proto = [self.python_protocol] if self.python_protocol else []
             return [PYTHON, str(FIXTURES / 'pyhttp.py'),
-                    str(self.port)], self.docroot
+                    str(self.port)] + proto, self.docroot
         if self.kind == 'busybox':
             self._docroot(cgi=True)
             return [BUSYBOX, 'httpd', '-f', '-vv', '-p',
