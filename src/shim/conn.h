@@ -78,6 +78,20 @@ struct rl_conn {
 				    are still in the socket: they pass */
 	int32_t mask_at;         /* where decide() blanked an h2c offer in
 				    its region, or -1 */
+	/* The application's answers, framed to know whose they are. */
+	struct rl_http ans;
+	uint32_t delivered;      /* requests given to the application */
+	uint32_t answered;       /* final answers it has written whole */
+	uint32_t switch_at;      /* the request (1-based) an answer of 101 or
+				    2xx hands over, with upgrade_wait */
+	uint64_t heads;          /* bit (i - 1) % 64: request i was HEAD */
+	uint8_t ans_final;       /* a final answer is being written */
+	uint8_t ans_broken;      /* answers not framed (any more): the reply
+				    to a denial goes at the next read */
+	uint8_t deny_wait;       /* DENY: the reply waits until the answers
+				    to the requests before it are written */
+	uint8_t reply_now;       /* DENY in a body: its request will never
+				    be answered, the reply cannot wait */
 	/* the reply due in DENY */
 	struct rl_verdict verdict;
 	uint8_t reply_http10;

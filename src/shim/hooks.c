@@ -571,27 +571,38 @@ HOOK int ioctl(int fd, unsigned long req, ...)
 	return r;
 }
 
-/* ---- the write family: only for connections the shim has answered ---------------- */
+/* ---- the write family: the answers ---------------------------------------------- */
 
-/* 1 if the write must be swallowed. Writes never adopt an fd: only what
- * is read is framed. */
-static int swallow(int fd, const struct iovec *iov, int iovcnt)
+/* The connection a write goes to, if the shim follows its answers (or has
+ * answered it: then the write is swallowed); NULL to pass. Writes never
+ * adopt an fd: only what is read is framed. */
+static struct rl_conn *written(int fd)
 {
 	struct rl_fd *e;
 	struct rl_conn *conn;
-	int r;
 
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
-		return 0;
+		return NULL;
 	e = rl_fd_get(fd);
 	conn = e ? rl_conn_of(e) : NULL;
-	if (!conn ||
-	    (conn->state == RL_CONN_HTTP && !conn->upgrade_wait) ||
-	    conn->state == RL_CONN_PASS)
-		return 0;
-	busy = 1;
-	r = rl_io_write(conn, iov, iovcnt);
-	busy = 0;
+	if (!conn || conn->state == RL_CONN_PASS ||
+	    (conn->ans_broken && conn->state != RL_CONN_DONE))
+		return NULL;
+	return conn;
+}
+
+/* After the real write: `r` bytes of `iov` went out. */
+static ssize_t wrote(int fd, struct rl_conn *conn, const struct iovec *iov,
+		     int iovcnt, ssize_t r)
+{
+	if (conn && r > 0) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_wrote(conn, fd, iov, iovcnt, (size_t)r);
+		busy = 0;
+		errno = saved;
+	}
 	return r;
 }
 
@@ -607,61 +618,85 @@ static ssize_t iov_len(const struct iovec *iov, int n)
 HOOK ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct iovec v = { (void *)buf, len };
+	struct rl_conn *conn;
 
 	resolve();
-	if (swallow(fd, &v, 1))
+	conn = written(fd);
+	if (conn && conn->state == RL_CONN_DONE)
 		return (ssize_t)len;
-	return real_write(fd, buf, len);
+	return wrote(fd, conn, &v, 1, real_write(fd, buf, len));
 }
 
 HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
+	struct rl_conn *conn;
+
 	resolve();
-	if (iovcnt >= 0 && swallow(fd, iov, iovcnt))
+	conn = iovcnt >= 0 ? written(fd) : NULL;
+	if (conn && conn->state == RL_CONN_DONE)
 		return iov_len(iov, iovcnt);
-	return real_writev(fd, iov, iovcnt);
+	return wrote(fd, conn, iov, iovcnt, real_writev(fd, iov, iovcnt));
 }
 
 HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	struct iovec v = { (void *)buf, len };
+	struct rl_conn *conn;
 
 	resolve();
-	if (swallow(fd, &v, 1))
+	conn = written(fd);
+	if (conn && conn->state == RL_CONN_DONE)
 		return (ssize_t)len;
-	return real_send(fd, buf, len, flags);
+	return wrote(fd, conn, &v, 1, real_send(fd, buf, len, flags));
 }
 
 HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		    const struct sockaddr *to, socklen_t tolen)
 {
 	struct iovec v = { (void *)buf, len };
+	struct rl_conn *conn;
 
 	resolve();
-	if (swallow(fd, &v, 1))
+	conn = written(fd);
+	if (conn && conn->state == RL_CONN_DONE)
 		return (ssize_t)len;
-	return real_sendto(fd, buf, len, flags, to, tolen);
+	return wrote(fd, conn, &v, 1, real_sendto(fd, buf, len, flags, to, tolen));
 }
 
 HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+	struct rl_conn *conn;
+
 	resolve();
-	if (msg && swallow(fd, msg->msg_iov, (int)msg->msg_iovlen))
+	conn = msg ? written(fd) : NULL;
+	if (conn && conn->state == RL_CONN_DONE)
 		return iov_len(msg->msg_iov, (int)msg->msg_iovlen);
-	return real_sendmsg(fd, msg, flags);
+	return wrote(fd, conn, msg ? msg->msg_iov : NULL,
+		     msg ? (int)msg->msg_iovlen : 0, real_sendmsg(fd, msg, flags));
 }
 
 HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
-	struct iovec none = { NULL, 0 };
+	struct rl_conn *conn;
+	ssize_t r;
 
 	resolve();
-	if (swallow(out, &none, 1)) {
+	conn = written(out);
+	if (conn && conn->state == RL_CONN_DONE) {
 		if (off)
 			*off += (off_t)count;
 		return (ssize_t)count;
 	}
-	return real_sendfile(out, in, off, count);
+	r = real_sendfile(out, in, off, count);
+	if (conn && r > 0) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_wrote_file(conn, out, (size_t)r);
+		busy = 0;
+		errno = saved;
+	}
+	return r;
 }
 
 HOOK ssize_t sendfile64(int out, int in, off_t *off, size_t count)

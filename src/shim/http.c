@@ -445,6 +445,25 @@ void rl_http_pass(struct rl_http *h)
 	h->phase = RL_HTTP_PASS;
 }
 
+void rl_http_begin_answer(struct rl_http *h, const struct rl_http_answer *a,
+			  int no_body)
+{
+	h->remaining = 0;
+	h->ext_len = 0;
+	h->last = 0;
+	if (no_body || (a->status >= 100 && a->status < 200) || a->status == 204 ||
+	    a->status == 304) {
+		h->phase = RL_HTTP_IDLE;
+	} else if (a->chunked) {
+		h->phase = RL_HTTP_CHUNK_SIZE;
+	} else if (a->has_length) {
+		h->phase = a->length ? RL_HTTP_BODY : RL_HTTP_IDLE;
+		h->remaining = a->length;
+	} else {
+		h->phase = RL_HTTP_PASS; /* to the end of the connection */
+	}
+}
+
 void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req)
 {
 	h->remaining = 0;
@@ -682,6 +701,75 @@ static int header(struct rl_http_req *req, const struct rl_http_want *want,
 		req->values[w][k].p = v;
 		req->values[w][k].len = (uint32_t)vlen;
 		req->nvalues[w]++;
+	}
+	return 0;
+}
+
+int rl_http_parse_answer(const uint8_t *p, size_t len, struct rl_http_answer *a)
+{
+	uint8_t chunked_last = 0, chunked_seen = 0, te = 0;
+	const uint8_t *nl;
+	size_t i;
+
+	a->status = 0;
+	a->chunked = a->has_length = 0;
+	a->length = 0;
+	/* status-line = HTTP-version SP 3DIGIT SP [ reason ] CRLF */
+	if (len < 14 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' ||
+	    p[8] != ' ')
+		return -EINVAL;
+	for (i = 9; i < 12; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -EINVAL;
+		a->status = a->status * 10 + (p[i] - '0');
+	}
+	nl = memchr(p, '\n', len);
+	if (!nl)
+		return -EINVAL;
+	i = (size_t)(nl - p) + 1;
+	while (i + 2 <= len && !(p[i] == '\r' && p[i + 1] == '\n')) {
+		size_t ns = i, ne, vs, ve;
+		ssize_t end;
+
+		ne = name_end(p, i, len);
+		if (ne == ns || ne >= len || p[ne] != ':')
+			return -EINVAL;
+		vs = ne + 1;
+		while (vs < len && (p[vs] == ' ' || p[vs] == '\t'))
+			vs++;
+		end = value_end(p, vs, len);
+		if (end < 0 || (size_t)end + 1 >= len || p[end + 1] != '\n')
+			return -EINVAL;
+		ve = (size_t)end;
+		i = ve + 2;
+		while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
+			ve--;
+		if (ne - ns == 14 &&
+		    rl_http_name_eq((const char *)p + ns, 14, "content-length", 14)) {
+			uint64_t n;
+
+			if (parse_length((const char *)p + vs, ve - vs, &n) ||
+			    (a->has_length && n != a->length))
+				return -EINVAL;
+			a->has_length = 1;
+			a->length = n;
+		} else if (ne - ns == 17 &&
+			   rl_http_name_eq((const char *)p + ns, 17,
+					   "transfer-encoding", 17)) {
+			te = 1;
+			if (parse_codings((const char *)p + vs, ve - vs,
+					  &chunked_last, &chunked_seen))
+				return -EINVAL;
+		}
+	}
+	if (i + 2 != len)
+		return -EINVAL;
+	if (te) {
+		/* RFC 9112 6.3: chunked last frames it; else to the end */
+		a->has_length = 0;
+		a->chunked = chunked_last;
+		if (!chunked_last)
+			a->length = 0;
 	}
 	return 0;
 }

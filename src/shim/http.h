@@ -178,6 +178,29 @@ void rl_http_begin_body(struct rl_http *h, const struct rl_http_req *req);
 /* Stop framing: the connection is upgraded or not HTTP. */
 void rl_http_pass(struct rl_http *h);
 
+/* ---- the answers ---------------------------------------------------------- */
+
+/*
+ * The application's answers are framed with the same scanner (a struct
+ * rl_http of their own): rl_http_feed() delimits each head, which
+ * rl_http_parse_answer() reads, and rl_http_begin_answer() frames the body
+ * that follows (by Content-Length, chunked, none, or to the end: PASS).
+ */
+struct rl_http_answer {
+	int status;
+	uint8_t chunked;
+	uint8_t has_length;
+	uint64_t length;
+};
+
+/* Parse the complete answer head p[0..len). 0, or -EINVAL. */
+int rl_http_parse_answer(const uint8_t *p, size_t len, struct rl_http_answer *a);
+
+/* Frame the body of answer `a`; `no_body` for an answer to HEAD, and
+ * RFC 9112 6.3's 1xx, 204 and 304 have none either. */
+void rl_http_begin_answer(struct rl_http *h, const struct rl_http_answer *a,
+			  int no_body);
+
 /* Header names are compared case-insensitively, ASCII only. */
 int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen);
 

@@ -248,17 +248,22 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 		return 0;
 	}
 	rl_http_begin_body(&c->http, req);
-	/* Only the answer of the application can hand the connection to
-	 * another protocol: 101 to an Upgrade, 2xx to a CONNECT. And only
-	 * as the first request of its connection (browsers open one for a
-	 * WebSocket; clients send CONNECT first): then the first answer the
-	 * application writes is that request's, whatever was pipelined
-	 * after it. Later on, an earlier request's answer could be taken for
-	 * it, so such a request is framed on like any other. */
-	if (c->http.requests == 1 && req->connect)
-		c->upgrade_wait = RL_SWITCH_CONNECT;
-	else if (c->http.requests == 1 && req->upgrade && !req->h2c_at)
-		c->upgrade_wait = RL_SWITCH_UPGRADE;
+	c->delivered++;
+	if (req->head)
+		c->heads |= 1ull << ((c->delivered - 1) % 64);
+	else
+		c->heads &= ~(1ull << ((c->delivered - 1) % 64));
+	if (c->delivered - c->answered >= 64)
+		c->ans_broken = 1; /* too far behind to tell answers apart */
+	/* Only the application's answer to this very request can hand the
+	 * connection to another protocol: 101 to an Upgrade, 2xx to a
+	 * CONNECT (rl_io_wrote() counts the answers). Where the answers are
+	 * not framed, nothing is handed over. */
+	if (!c->ans_broken && (req->connect || (req->upgrade && !req->h2c_at))) {
+		c->upgrade_wait = req->connect ? RL_SWITCH_CONNECT
+					       : RL_SWITCH_UPGRADE;
+		c->switch_at = c->delivered;
+	}
 	return 1;
 }
 
@@ -433,9 +438,12 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			return;
 		case RL_HTTP_EV_ERROR:
 			/* A bad head never reaches the application; a bad
-			 * body does up to the bad byte. */
-			if (head_start < 0)
+			 * body does up to the bad byte, and its request will
+			 * never be answered: the reply cannot wait for it. */
+			if (head_start < 0) {
 				out->deliver = pos;
+				c->reply_now = 1;
+			}
 			deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
 			return;
 		}
@@ -793,6 +801,23 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 /* ---- the read path ----------------------------------------------------------------- */
 
 /*
+ * A denial waits for the answers to the requests before it; the
+ * application reads meanwhile. Nothing is for it: what the client sends
+ * is dropped (a level-triggered server is not woken for it again), a
+ * nonblocking read says EAGAIN. A blocking server answers in order, so
+ * when it reads, its answers are out: it gets the reply now.
+ */
+static ssize_t deny_waiting(struct rl_conn *c, struct rl_read *r)
+{
+	if (!nonblocking(r))
+		return answer(c, r->fd);
+	if (drain(r->fd) == 0)
+		return 0; /* the client went away */
+	errno = EAGAIN;
+	return -1;
+}
+
+/*
  * Fill the application's buffers as its own read would, with the held
  * bytes first: decided held bytes, then what the socket has. A read comes
  * back short only when the socket had no more (its last recv was short or
@@ -821,6 +846,8 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	case RL_CONN_PASS:
 		break;
 	case RL_CONN_DENY:
+		if (c->deny_wait && !c->ans_broken && c->answered < c->delivered)
+			return deny_waiting(c, r);
 		return answer(c, r->fd);
 	case RL_CONN_DONE:
 		return 0;
@@ -960,10 +987,22 @@ out:
 	errno = saved;
 	return (ssize_t)filled;
 denied:
+	if (c->answered >= c->delivered && filled == 0)
+		return answer(c, r->fd);
+	if (!c->ans_broken && !c->reply_now) {
+		/* The requests before the denied one are the application's;
+		 * the reply goes once their answers are written (the write
+		 * hooks watch). */
+		c->deny_wait = 1;
+		if (filled)
+			goto out;
+		return deny_waiting(c, r);
+	}
 	if (filled == 0)
 		return answer(c, r->fd);
-	/* Requests before the denied one go first; a server waiting for
-	 * readiness is woken to read again and be answered. */
+	/* Answers not framed: the requests before the denied one go first;
+	 * a server waiting for readiness is woken to read again and be
+	 * answered then. */
 	shutdown(r->fd, SHUT_RD);
 	errno = saved;
 	return (ssize_t)filled;
@@ -1151,52 +1190,164 @@ void rl_io_dup(int oldfd, int newfd)
 		rl_fd_share(to, from);
 }
 
-/* 1 if the bytes start with `s`, 2 if they are a proper prefix of it,
- * else 0. */
-static int starts_with(const struct iovec *iov, int cnt, const char *s)
-{
-	char head[16];
-	size_t n = strlen(s), have = iov_total(iov, cnt);
-
-	if (have < n)
-		n = have;
-	iov_gather(iov, cnt, 0, head, n);
-	return memcmp(head, s, n) == 0 ? (have < strlen(s) ? 2 : 1) : 0;
-}
+/* ---- the answers ---------------------------------------------------------------------- */
 
 int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt)
 {
-	if (c->state == RL_CONN_DONE)
-		return 1;
-	if (c->upgrade_wait && c->state == RL_CONN_HTTP &&
-	    iov_total(iov, iovcnt) > 0) {
-		/* The Upgrade or CONNECT was the connection's first request:
-		 * the first answer written is its own. */
-		int m = c->upgrade_wait == RL_SWITCH_CONNECT
-				? starts_with(iov, iovcnt, "HTTP/1.1 2") |
-					  starts_with(iov, iovcnt, "HTTP/1.0 2")
-				: starts_with(iov, iovcnt, "HTTP/1.1 101") |
-					  starts_with(iov, iovcnt, "HTTP/1.0 101");
+	(void)iov;
+	(void)iovcnt;
+	return c->state == RL_CONN_DONE;
+}
 
-		if ((m & 1) && c->upgrade_wait == RL_SWITCH_CONNECT) {
+/* The answers can no longer be told apart: a denial that waited for them
+ * is answered at the next read, which the shut-down read side wakes the
+ * server for. */
+static void ans_fail(struct rl_conn *c, int fd)
+{
+	c->ans_broken = 1;
+	c->upgrade_wait = 0;
+	if (c->state == RL_CONN_DENY && c->deny_wait) {
+		c->deny_wait = 0;
+		shutdown(fd, SHUT_RD);
+	}
+}
+
+/* The head of an answer, complete at [0, len). */
+static void answer_head(struct rl_conn *c, int fd, const uint8_t *p, size_t len)
+{
+	struct rl_http_answer a;
+	uint32_t k;
+	int head_req;
+
+	if (rl_http_parse_answer(p, len, &a)) {
+		ans_fail(c, fd);
+		return;
+	}
+	if (c->ans_final) {
+		c->answered++; /* the one before has ended */
+		c->ans_final = 0;
+	}
+	if (a.status < 200 && a.status != 101) {
+		rl_http_begin_answer(&c->ans, &a, 1); /* interim: 100, 103 */
+		return;
+	}
+	k = c->answered + 1;
+	if (k > c->delivered) {
+		ans_fail(c, fd); /* an answer to no request it was given */
+		return;
+	}
+	head_req = (int)((c->heads >> ((k - 1) % 64)) & 1);
+	if (c->upgrade_wait && k == c->switch_at) {
+		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
+
+		c->upgrade_wait = 0;
+		if (sw == RL_SWITCH_UPGRADE && a.status == 101) {
+			c->state = RL_CONN_PASS;
+			rl_http_pass(&c->http);
+			if (c->hold)
+				c->hold->decided = c->hold->len;
+			c->ans_broken = 1;
+			return;
+		}
+		if (sw == RL_SWITCH_CONNECT && a.status / 100 == 2) {
 			/* A tunnel: TLS in it passes untouched, but requests
 			 * the application may still read as HTTP/1.x (a
 			 * server that answers 200 and does not tunnel) are
 			 * framed and counted. */
 			c->http.tunnel = 1;
-			c->upgrade_wait = 0;
-		} else if (m & 1) {
-			c->state = RL_CONN_PASS;
-			rl_http_pass(&c->http);
-			if (c->hold)
-				c->hold->decided = c->hold->len;
-			c->upgrade_wait = 0;
-		} else if (!m) {
-			c->upgrade_wait = 0; /* refused: framing goes on */
+			ans_fail(c, fd);
+			return;
 		}
-		/* m == 2: a prefix of the status line so far; wait */
-	} else if (c->upgrade_wait && c->state != RL_CONN_HTTP) {
-		c->upgrade_wait = 0;
 	}
-	return 0;
+	if (a.status == 101) {
+		ans_fail(c, fd); /* a switch nobody was allowed: stop here */
+		return;
+	}
+	c->ans_final = 1;
+	rl_http_begin_answer(&c->ans, &a, head_req);
+	if (c->ans.phase == RL_HTTP_PASS)
+		ans_fail(c, fd); /* to the end: no answer after it */
+}
+
+void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
+		 size_t n)
+{
+	uint8_t gather[RL_ANSWER_HEAD_MAX];
+	size_t pos = 0, seg_off = 0;
+	ssize_t head_start = -1;
+
+	if (c->ans_broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
+		return;
+	if (c->ans.phase == RL_HTTP_HEAD) {
+		/* A head written in more than one call: not followed. */
+		ans_fail(c, fd);
+		return;
+	}
+	for (int seg = 0; seg < iovcnt && pos < n && !c->ans_broken; seg++) {
+		size_t end = seg_off + iov[seg].iov_len;
+
+		if (end > n)
+			end = n;
+		while (pos < end && !c->ans_broken) {
+			const uint8_t *b = (const uint8_t *)iov[seg].iov_base;
+			struct rl_http_feed f;
+
+			rl_http_feed(&c->ans, b + (pos - seg_off), end - pos, &f);
+			if (f.head_begin >= 0)
+				head_start = (ssize_t)(pos + (size_t)f.head_begin);
+			pos += f.used;
+			if (f.event == RL_HTTP_EV_NONE)
+				continue;
+			if (f.event != RL_HTTP_EV_HEAD || head_start < 0 ||
+			    pos - (size_t)head_start > sizeof(gather)) {
+				ans_fail(c, fd);
+				break;
+			}
+			if ((size_t)head_start >= seg_off) {
+				answer_head(c, fd, b + (head_start - (ssize_t)seg_off),
+					    pos - (size_t)head_start);
+			} else {
+				iov_gather(iov, iovcnt, (size_t)head_start, gather,
+					   pos - (size_t)head_start);
+				answer_head(c, fd, gather, pos - (size_t)head_start);
+			}
+			head_start = -1;
+		}
+		seg_off += iov[seg].iov_len;
+	}
+	if (c->ans_broken)
+		return;
+	if (c->ans.phase == RL_HTTP_HEAD) {
+		ans_fail(c, fd);
+		return;
+	}
+	if (c->ans.phase == RL_HTTP_IDLE && c->ans_final) {
+		c->answered++;
+		c->ans_final = 0;
+	}
+	if (c->state == RL_CONN_DENY && c->deny_wait &&
+	    c->answered >= c->delivered)
+		answer(c, fd); /* the last answer before the denial is out */
+}
+
+void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
+{
+	if (c->ans_broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
+		return;
+	/* A file's bytes can only be a body with a length. */
+	if (c->ans.phase != RL_HTTP_BODY || c->ans.remaining < n) {
+		ans_fail(c, fd);
+		return;
+	}
+	c->ans.remaining -= n;
+	if (c->ans.remaining)
+		return;
+	c->ans.phase = RL_HTTP_IDLE;
+	if (c->ans_final) {
+		c->answered++;
+		c->ans_final = 0;
+	}
+	if (c->state == RL_CONN_DENY && c->deny_wait &&
+	    c->answered >= c->delivered)
+		answer(c, fd);
 }

@@ -120,11 +120,25 @@ void rl_io_close(int fd);
 void rl_io_dup(int oldfd, int newfd);
 
 /*
- * The application writes `len` bytes to a tracked connection. Returns 1 if
- * the write is to be swallowed (the shim answered and shut the connection
- * down: report success, write nothing), else 0. Watches the answer to an
- * Upgrade.
+ * The application writes to a tracked connection. Returns 1 if the write
+ * is to be swallowed (the shim answered and shut the connection down:
+ * report success, write nothing), else 0.
  */
 int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt);
+
+#define RL_ANSWER_HEAD_MAX 8192 /* an answer head split over iovecs, gathered */
+
+/*
+ * The application wrote the first `n` bytes of `iov` to `fd` (or, with
+ * rl_io_wrote_file, `n` bytes of a file): frame its answers, so that the
+ * reply to a pipelined denial goes after the answers to the requests
+ * before it, and a 101 or 2xx hands the connection over only when it
+ * answers that Upgrade or CONNECT. Answers that cannot be framed (a head
+ * written in pieces, a body to the end of the connection) stop it, and the
+ * shim falls back to answering a denial at the next read.
+ */
+void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
+		 size_t n);
+void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n);
 
 #endif /* RL_IO_H */

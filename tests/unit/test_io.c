@@ -239,6 +239,122 @@ static void test_denied_after_allowed(void **state)
 	pair_close(&p);
 }
 
+/* The same with a nonblocking server whose answers the write hooks see:
+ * the 429 goes right after the answer to the last request before it, and
+ * reads meanwhile find nothing (the denied request's bytes are dropped). */
+static void app_write(struct pair *p, const char *s)
+{
+	struct iovec v = { (void *)s, strlen(s) };
+	ssize_t n = send(p->fd, s, strlen(s), 0);
+
+	assert_int_equal(n, (ssize_t)strlen(s));
+	rl_io_wrote(p->conn, p->fd, &v, 1, (size_t)n);
+}
+
+static void test_denied_waits_for_answers(void **state)
+{
+	static const char a1[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nA1";
+	struct pair p;
+	char buf[4096], all[3 * sizeof(sms)];
+
+	(void)state;
+	snprintf(all, sizeof(all), "%s%s%s", "GET /x HTTP/1.1\r\n\r\n",
+		 "HEAD /y HTTP/1.1\r\n\r\n", sms);
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, all);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 39);
+	assert_int_equal(p.conn->state, RL_CONN_DENY);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	/* The first answer, its head and body in two writes. */
+	app_write(&p, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n");
+	app_write(&p, "A1");
+	assert_int_equal(p.conn->state, RL_CONN_DENY);
+	/* The answer to HEAD has no body, whatever its Content-Length. */
+	app_write(&p, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n");
+	assert_int_equal(p.conn->state, RL_CONN_DONE);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_memory_equal(buf, a1, sizeof(a1) - 1);
+	assert_non_null(strstr(buf, "Content-Length: 9\r\n\r\nHTTP/1.1 429"));
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	pair_close(&p);
+}
+
+/* Only the answer to that very request hands a connection over. */
+static void test_switch_on_its_answer(void **state)
+{
+	static const char two[] = "GET /a HTTP/1.1\r\n\r\nCONNECT /b HTTP/1.1\r\n\r\n";
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	put(&p, two);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), (ssize_t)strlen(two));
+	app_write(&p, ok); /* GET /a's: nothing changes */
+	assert_int_equal(p.conn->http.tunnel, 0);
+	put(&p, "GET /c HTTP/1.1\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 19);
+	app_write(&p, ok); /* the CONNECT's: a tunnel */
+	assert_int_equal(p.conn->http.tunnel, 1);
+	assert_int_equal(p.conn->state, RL_CONN_HTTP);
+	/* HTTP/1.x in it is still framed (and counted) ... */
+	put(&p, "GET /d HTTP/1.1\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 19);
+	assert_int_equal(p.conn->http.requests, 4);
+	pair_close(&p);
+
+	/* ... and TLS in a tunnel passes. */
+	pair_open(&p);
+	put(&p, "CONNECT h:443 HTTP/1.1\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 26);
+	app_write(&p, "HTTP/1.1 200 Connection established\r\n\r\n");
+	assert_int_equal(send(p.client, "\x16\x03\x01\x00\x01x", 6, 0), 6);
+	usleep(20000);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 6);
+	assert_int_equal(p.conn->state, RL_CONN_PASS);
+	pair_close(&p);
+
+	/* A 101 to a WebSocket upgrade: passed, after its answer only. */
+	pair_open(&p);
+	put(&p, "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+	assert_true(app_read(&p, buf, sizeof(buf), 0) > 0);
+	app_write(&p, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n");
+	assert_int_equal(p.conn->state, RL_CONN_PASS);
+	pair_close(&p);
+}
+
+/* HTTP/2: prior knowledge refused the HTTP/2 way; an h2c offer blanked. */
+static void test_http2(void **state)
+{
+	static const char up[] = "GET /u HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+				 "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+	ssize_t n;
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	n = (ssize_t)client_got(&p, buf, sizeof(buf), 200);
+	assert_int_equal(n, 26);
+	assert_memory_equal(buf, "\0\0\0\4\0\0\0\0\0\0\0\x08\x07", 13);
+	assert_int_equal(buf[25], 0x0d); /* HTTP_1_1_REQUIRED */
+	pair_close(&p);
+
+	pair_open(&p);
+	put(&p, up);
+	n = app_read(&p, buf, sizeof(buf) - 1, 0);
+	assert_int_equal(n, (ssize_t)strlen(up));
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "\r\nUpgrade:    \r\n"));
+	assert_int_equal(p.conn->upgrade_wait, 0);
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -492,6 +608,9 @@ int main(void)
 		cmocka_unit_test(test_allowed_in_place),
 		cmocka_unit_test(test_denied_first),
 		cmocka_unit_test(test_denied_after_allowed),
+		cmocka_unit_test(test_denied_waits_for_answers),
+		cmocka_unit_test(test_switch_on_its_answer),
+		cmocka_unit_test(test_http2),
 		cmocka_unit_test(test_partial_head),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
