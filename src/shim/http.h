@@ -196,6 +196,16 @@ struct rl_http_answer {
 /* Parse the complete answer head p[0..len). 0, or -EINVAL. */
 int rl_http_parse_answer(const uint8_t *p, size_t len, struct rl_http_answer *a);
 
+/*
+ * The common case in one pass: an answer head at the start of p[0..len),
+ * which may run on (the body) or stop short. 0 with *used its length,
+ * -EAGAIN if it goes on past len, -EINVAL if it is not one. Looks only at
+ * what frames the body: lines are found by their LF, and only those that
+ * can be Content-Length or Transfer-Encoding are read.
+ */
+int rl_http_answer_prefix(const uint8_t *p, size_t len,
+			  struct rl_http_answer *a, size_t *used);
+
 /* Frame the body of answer `a`; `no_body` for an answer to HEAD, and
  * RFC 9112 6.3's 1xx, 204 and 304 have none either. */
 void rl_http_begin_answer(struct rl_http *h, const struct rl_http_answer *a,

@@ -1212,17 +1212,14 @@ static void ans_fail(struct rl_conn *c, int fd)
 	}
 }
 
-/* The head of an answer, complete at [0, len). */
-static void answer_head(struct rl_conn *c, int fd, const uint8_t *p, size_t len)
+/* An answer whose head the application has written: whose is it, and
+ * what follows it. */
+static void answer_begun(struct rl_conn *c, int fd, const struct rl_http_answer *ap)
 {
-	struct rl_http_answer a;
+	struct rl_http_answer a = *ap;
 	uint32_t k;
 	int head_req;
 
-	if (rl_http_parse_answer(p, len, &a)) {
-		ans_fail(c, fd);
-		return;
-	}
 	if (c->ans_final) {
 		c->answered++; /* the one before has ended */
 		c->ans_final = 0;
@@ -1290,8 +1287,36 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 			end = n;
 		while (pos < end && !c->ans_broken) {
 			const uint8_t *b = (const uint8_t *)iov[seg].iov_base;
+			struct rl_http_answer a;
 			struct rl_http_feed f;
+			size_t used;
+			int rc;
 
+			if (c->ans.phase == RL_HTTP_BODY) {
+				size_t t = end - pos;
+
+				if (t > c->ans.remaining)
+					t = (size_t)c->ans.remaining;
+				c->ans.remaining -= t;
+				pos += t;
+				if (c->ans.remaining == 0)
+					c->ans.phase = RL_HTTP_IDLE;
+				continue;
+			}
+			if (c->ans.phase == RL_HTTP_IDLE && !c->ans.cr) {
+				/* A head whole in this buffer: one pass. */
+				rc = rl_http_answer_prefix(b + (pos - seg_off),
+							   end - pos, &a, &used);
+				if (rc == 0) {
+					pos += used;
+					answer_begun(c, fd, &a);
+					continue;
+				}
+				if (rc == -EINVAL) {
+					ans_fail(c, fd);
+					break;
+				}
+			}
 			rl_http_feed(&c->ans, b + (pos - seg_off), end - pos, &f);
 			if (f.head_begin >= 0)
 				head_start = (ssize_t)(pos + (size_t)f.head_begin);
@@ -1303,13 +1328,20 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 				ans_fail(c, fd);
 				break;
 			}
-			if ((size_t)head_start >= seg_off) {
-				answer_head(c, fd, b + (head_start - (ssize_t)seg_off),
-					    pos - (size_t)head_start);
-			} else {
-				iov_gather(iov, iovcnt, (size_t)head_start, gather,
-					   pos - (size_t)head_start);
-				answer_head(c, fd, gather, pos - (size_t)head_start);
+			{
+				const uint8_t *hp = gather;
+				struct rl_http_answer a2;
+
+				if ((size_t)head_start >= seg_off)
+					hp = b + (head_start - (ssize_t)seg_off);
+				else
+					iov_gather(iov, iovcnt, (size_t)head_start,
+						   gather, pos - (size_t)head_start);
+				if (rl_http_parse_answer(hp, pos - (size_t)head_start,
+							 &a2))
+					ans_fail(c, fd);
+				else
+					answer_begun(c, fd, &a2);
 			}
 			head_start = -1;
 		}

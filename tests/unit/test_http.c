@@ -175,6 +175,65 @@ static void test_last_request(void **state)
 	}
 }
 
+/* Answers: the one-pass reader and the scanner with the full parse agree
+ * on every head, and frame the body as a client would. */
+static void test_answers(void **state)
+{
+	static const struct {
+		const char *s;
+		int rc, status, chunked, has_length;
+		uint64_t length;
+	} cases[] = {
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", 0, 200, 0, 1, 12 },
+		{ "HTTP/1.1 200 OK\r\nServer: x\r\ncontent-length:7 \r\nDate: y\r\n\r\n", 0, 200, 0, 1, 7 },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 0, 200, 1, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n", 0, 200, 0, 0, 0 },
+		{ "HTTP/1.0 404 Not Found\r\n\r\n", 0, 404, 0, 0, 0 },
+		{ "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", 0, 101, 0, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", 0, 200, 0, 1, 1 },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", -EINVAL, 0, 0, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", -EINVAL, 0, 0, 0, 0 },
+		{ "HTTP/1.1 200 OK\nContent-Length: 1\r\n\r\n", -EINVAL, 0, 0, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nX: 1\n\r\n", -EINVAL, 0, 0, 0, 0 },
+		{ "HTTP/2 200\r\n\r\n", -EINVAL, 0, 0, 0, 0 },
+		{ "HTTP/1.1 2x0 OK\r\n\r\n", -EINVAL, 0, 0, 0, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const uint8_t *p = (const uint8_t *)cases[i].s;
+		size_t len = strlen(cases[i].s), used = 0;
+		struct rl_http_answer a, b;
+		int rc = rl_http_answer_prefix(p, len, &a, &used);
+
+		assert_int_equal(rc, cases[i].rc);
+		if (rc)
+			continue;
+		assert_int_equal(used, len);
+		assert_int_equal(rl_http_parse_answer(p, len, &b), 0);
+		assert_int_equal(a.status, cases[i].status);
+		assert_int_equal(b.status, cases[i].status);
+		assert_int_equal(a.chunked, cases[i].chunked);
+		assert_int_equal(b.chunked, cases[i].chunked);
+		assert_int_equal(a.has_length, cases[i].has_length);
+		assert_int_equal(b.has_length, cases[i].has_length);
+		assert_int_equal(a.length, cases[i].length);
+		assert_int_equal(b.length, cases[i].length);
+		/* Cut short anywhere, it says so; with a body after, the head
+		 * is where it ends. */
+		for (size_t cut = 0; cut < len; cut++)
+			assert_int_equal(rl_http_answer_prefix(p, cut, &a, &used), -EAGAIN);
+		{
+			char more[256];
+
+			snprintf(more, sizeof(more), "%sBODYBODYBODYBODY", cases[i].s);
+			assert_int_equal(rl_http_answer_prefix((const uint8_t *)more,
+							       strlen(more), &a, &used), 0);
+			assert_int_equal(used, len);
+		}
+	}
+}
+
 /* Every split in two, and every chunk size from 1 to 13. */
 static void test_every_split(void **state)
 {
@@ -649,6 +708,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipelined_whole),
 		cmocka_unit_test(test_last_request),
+		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_every_split),
 		cmocka_unit_test(test_framing_errors),
 		cmocka_unit_test(test_chunk_ext_valid),
