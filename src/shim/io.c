@@ -128,49 +128,46 @@ void rl_io_refuse(const struct rl_io_sys *sys)
 
 /* ---- iovec helpers ------------------------------------------------------------ */
 
-static void iov_gather(const struct iovec *iov, int cnt, size_t off, void *dst,
-		       size_t len)
+/* Copy `len` bytes between the iovecs, from offset `off`, and `buf`: out
+ * of them, or into them with `into`. */
+static void iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf,
+		     size_t len, int into)
 {
-	char *d = dst;
+	char *b = buf;
 
 	for (int i = 0; i < cnt && len; i++) {
 		size_t n = iov[i].iov_len;
+		char *at;
 
 		if (off >= n) {
 			off -= n;
 			continue;
 		}
+		at = (char *)iov[i].iov_base + off;
 		n -= off;
 		if (n > len)
 			n = len;
-		memcpy(d, (char *)iov[i].iov_base + off, n);
-		d += n;
+		if (into)
+			memcpy(at, b, n);
+		else
+			memcpy(b, at, n);
+		b += n;
 		len -= n;
 		off = 0;
 	}
+}
+
+static void iov_gather(const struct iovec *iov, int cnt, size_t off, void *dst,
+		       size_t len)
+{
+	iov_copy(iov, cnt, off, dst, len, 0);
 }
 
 /* Write `len` bytes into the iovecs from offset `off`. */
 static void iov_put(const struct iovec *iov, int cnt, size_t off,
 		    const void *src, size_t len)
 {
-	const char *s = src;
-
-	for (int i = 0; i < cnt && len; i++) {
-		size_t n = iov[i].iov_len;
-
-		if (off >= n) {
-			off -= n;
-			continue;
-		}
-		n -= off;
-		if (n > len)
-			n = len;
-		memcpy((char *)iov[i].iov_base + off, s, n);
-		s += n;
-		len -= n;
-		off = 0;
-	}
+	iov_copy(iov, cnt, off, (void *)src, len, 1);
 }
 
 static size_t iov_total(const struct iovec *iov, int cnt)
