@@ -355,6 +355,66 @@ static void test_http2(void **state)
 	pair_close(&p);
 }
 
+/* After a request that ends the connection, nothing more reaches the
+ * application or is counted: a nonblocking read says EAGAIN (the bytes
+ * are dropped, nothing is left to wake a level-triggered server), a
+ * blocking one waits for more as its own would, and sees the end. */
+static void test_after_last_request(void **state)
+{
+	static const char two[] = "GET /a HTTP/1.0\r\n\r\nGET /b HTTP/1.0\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+	int kernel = -1;
+
+	(void)state;
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, two);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 19);
+	assert_memory_equal(buf, "GET /a HTTP/1.0\r\n\r\n", 19);
+	assert_int_equal(p.conn->http.requests, 1);
+	put(&p, "GET /c HTTP/1.1\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(ioctl(p.fd, FIONREAD, &kernel), 0);
+	assert_int_equal(kernel, 0);
+	assert_int_equal(p.conn->http.requests, 1);
+	shutdown(p.client, SHUT_WR);
+	usleep(20000);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	pair_close(&p);
+
+	/* Blocking: the read waits, drops, and ends with the client. */
+	pair_open(&p);
+	put(&p, "POST /a HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhiGET /x HTTP/1.1\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 60);
+	shutdown(p.client, SHUT_WR);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	assert_int_equal(p.conn->http.requests, 1);
+	pair_close(&p);
+}
+
+/* FIONREAD counts what the shim holds for the application. */
+static void test_fionread_counts_held(void **state)
+{
+	struct pair p;
+	char buf[64];
+
+	(void)state;
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, "GET /held HTTP/1.1\r\nX: 1");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(rl_io_held(p.conn), 24);
+	put(&p, "\r\n\r\n");
+	assert_int_equal(app_read(&p, buf, 10, 0), 10);
+	/* 14 of the head held, the tail's 4 bytes still in the socket */
+	assert_int_equal(rl_io_held(p.conn), 14);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 18);
+	assert_int_equal(rl_io_held(p.conn), 0);
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -611,6 +671,8 @@ int main(void)
 		cmocka_unit_test(test_denied_waits_for_answers),
 		cmocka_unit_test(test_switch_on_its_answer),
 		cmocka_unit_test(test_http2),
+		cmocka_unit_test(test_after_last_request),
+		cmocka_unit_test(test_fionread_counts_held),
 		cmocka_unit_test(test_partial_head),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
