@@ -40,6 +40,20 @@ static inline uint64_t rl_ascii_ctl8(uint64_t x)
 	return below | ((del - ones) & ~del & high);
 }
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+/* Sixteen bytes at a time: a bit for each control character (below 0x20,
+ * or DEL), exactly. */
+static inline uint32_t rl_ascii_ctl16(const uint8_t *p)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+
+	return (uint32_t)_mm_movemask_epi8(
+		_mm_or_si128(low, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
+}
+#endif
+
 /* Nonzero if any of the eight bytes is `c` (the lowest flagged is). */
 static inline uint64_t rl_ascii_byte8(uint64_t x, uint8_t c)
 {

@@ -92,6 +92,8 @@ struct rl_conn {
 				    to the requests before it are written */
 	uint8_t reply_now;       /* DENY in a body: its request will never
 				    be answered, the reply cannot wait */
+	uint8_t raw;             /* the held head is not scanned yet: parsed
+				    whole once the rest has come */
 	/* the reply due in DENY */
 	struct rl_verdict verdict;
 	uint8_t reply_http10;

@@ -553,6 +553,22 @@ static int parse_codings(const char *v, size_t n, uint8_t *chunked_last,
  */
 static ssize_t value_end(const uint8_t *p, size_t i, size_t len)
 {
+#ifdef __SSE2__
+	while (i + 16 <= len) {
+		uint32_t m = rl_ascii_ctl16(p + i);
+
+		if (!m) {
+			i += 16;
+			continue;
+		}
+		i += (size_t)__builtin_ctz(m);
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (p[i] != '\t')
+			return -1;
+		i++;
+	}
+#endif
 	while (i + 8 <= len) {
 		uint64_t w, m;
 

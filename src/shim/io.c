@@ -337,6 +337,7 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	const struct rl_policy *pol;
 	struct rl_http_req req;
 	uint64_t now;
+	int rc;
 
 	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
 	    ((c->http.requests == 0 || c->http.tunnel) && p[0] == 0x16))
@@ -344,12 +345,16 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	now = rl_time_now_ns();
 	rl_shim_tick(now);
 	pol = rl_io_policy();
-	if (rl_http_parse_prefix(p, len, &pol->want, &req, used))
-		return 0;
+	rc = rl_http_parse_prefix(p, len, &pol->want, &req, used);
+	if (rc)
+		return rc == -EAGAIN ? 2 : 0;
 	rl_http_took_head(&c->http);
 	*allowed = decide_req(c, pol, &req, now);
-	if (*allowed && req.h2c_at)
+	c->mask_at = -1;
+	if (*allowed && req.h2c_at) {
 		memcpy(p + req.h2c_at, no_h2c, 3);
+		c->mask_at = (int32_t)req.h2c_at;
+	}
 	return 1;
 }
 
@@ -394,8 +399,17 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			size_t used;
 			int ok;
 
-			if (decide_whole(c, (uint8_t *)rg->iov[seg].iov_base +
-					 (pos - seg_off), end - pos, &used, &ok)) {
+			int st = decide_whole(c, (uint8_t *)rg->iov[seg].iov_base +
+					      (pos - seg_off), end - pos, &used, &ok);
+
+			if (st == 2 && end == rg->len) {
+				/* A head that is valid so far runs to the end:
+				 * held unscanned, to be parsed once whole. */
+				c->raw = 1;
+				out->partial = (ssize_t)pos;
+				return;
+			}
+			if (st == 1) {
 				if (!ok) {
 					out->deliver = pos;
 					return;
@@ -657,6 +671,15 @@ static ssize_t recv_at(int fd, const struct iovec *iov, int cnt, size_t at)
 	return (ssize_t)got;
 }
 
+/*
+ * The held head was allowed; its last `tail` bytes are still in the
+ * socket (peeked). They pass when the application reads them, unless the
+ * head was changed (an h2c offer blanked): then they are taken too, so
+ * that the application gets the changed bytes, changed again over what
+ * the socket gave.
+ */
+static int held_decided(struct rl_conn *c, int fd, size_t tail);
+
 enum held {
 	HELD_DECIDED, /* the held head is decided and allowed */
 	HELD_DENIED,  /* ... or refused: c->state is DENY */
@@ -665,6 +688,25 @@ enum held {
 	HELD_EOF,     /* the client went away */
 	HELD_ERR,     /* errno */
 };
+
+static int held_decided(struct rl_conn *c, int fd, size_t tail)
+{
+	struct rl_hold *h = c->hold;
+
+	if (c->mask_at >= 0 && (size_t)c->mask_at + sizeof(no_h2c) > h->len) {
+		if (take(fd, h->data + h->len, tail) < 0) {
+			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			return HELD_DENIED;
+		}
+		h->len += (uint32_t)tail;
+		h->framed = h->len;
+		memcpy(h->data + c->mask_at, no_h2c, sizeof(no_h2c));
+	} else {
+		c->skip = (uint32_t)tail;
+	}
+	h->decided = h->len;
+	return HELD_DECIDED;
+}
 
 /*
  * The hold buffer has the start of a head that the application's read
@@ -688,6 +730,33 @@ static enum held held_advance(struct rl_conn *c, int fd)
 		return HELD_EOF;
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? HELD_WAIT : HELD_ERR;
+	if (c->raw) {
+		/* Held unscanned: parse it once, whole if the rest has come
+		 * (a browser's head that straddles nginx's first 1 KiB read
+		 * is parsed one time, not scanned twice and parsed again). */
+		size_t used;
+		uint8_t *p = h->data;
+		int ok, st;
+
+		c->raw = 0;
+		st = decide_whole(c, p, h->len + (size_t)n, &used, &ok);
+		if (st == 1) {
+			if (!ok)
+				return HELD_DENIED;
+			if (c->state == RL_CONN_PASS) {
+				h->decided = h->len;
+				return HELD_DECIDED;
+			}
+			return held_decided(c, fd, used - h->len);
+		}
+		/* Not whole yet (or not valid): the scanner takes it from
+		 * here, over what is held, then what came. */
+		rl_http_feed(&c->http, p, h->len, &f);
+		if (f.event == RL_HTTP_EV_ERROR) {
+			deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
+			return HELD_DENIED;
+		}
+	}
 	rl_http_feed(&c->http, h->data + h->len, (size_t)n, &f);
 	switch (f.event) {
 	case RL_HTTP_EV_HEAD: {
@@ -696,23 +765,7 @@ static enum held held_advance(struct rl_conn *c, int fd)
 
 		if (!decide(c, &rg, 0, rg.len))
 			return HELD_DENIED;
-		if (c->mask_at >= 0) {
-			/* The head was changed (an h2c offer blanked): take
-			 * its tail too, so that the application gets the
-			 * changed bytes, and change them again over what
-			 * the socket gave. */
-			if (take(fd, h->data + h->len, f.used) < 0) {
-				deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
-				return HELD_DENIED;
-			}
-			h->len += (uint32_t)f.used;
-			h->framed = h->len;
-			memcpy(h->data + c->mask_at, no_h2c, sizeof(no_h2c));
-		} else {
-			c->skip = (uint32_t)f.used;
-		}
-		h->decided = h->len;
-		return HELD_DECIDED;
+		return held_decided(c, fd, f.used);
 	}
 	case RL_HTTP_EV_ERROR:
 		deny(c, RL_REPLY_400, NULL, NULL, c->http.error);

@@ -353,6 +353,25 @@ static void test_http2(void **state)
 	assert_non_null(strstr(buf, "\r\nUpgrade:    \r\n"));
 	assert_int_equal(p.conn->upgrade_wait, 0);
 	pair_close(&p);
+
+	/* The same offer past the end of a small first read (in the part of
+	 * the head still in the socket when it is decided), and in one that
+	 * ends right before it: blanked all the same. */
+	for (size_t first = 20; first < 90; first += 7) {
+		size_t got = 0;
+
+		pair_open(&p);
+		put(&p, up);
+		while (got < strlen(up)) {
+			n = app_read(&p, buf + got, got ? 50 : first, 0);
+			assert_true(n > 0);
+			got += (size_t)n;
+		}
+		assert_int_equal(got, strlen(up));
+		buf[got] = '\0';
+		assert_non_null(strstr(buf, "\r\nUpgrade:    \r\n"));
+		pair_close(&p);
+	}
 }
 
 /* After a request that ends the connection, nothing more reaches the
