@@ -221,7 +221,7 @@ $(B)/bench/bench_xdp: tools/bench/bench_xdp.c $(BPF_SKEL) build/bench/xdp_pass.s
 # Unit tests run twice: as built, and under ASan/UBSan (a separate tree in
 # build/san). With SANITIZE set, only the sanitized unit tests run.
 SAN_DEFAULT := address,undefined
-SERVERS := legacy python nginx lighttpd busybox
+SERVERS := legacy python nginx lighttpd busybox apache apache-prefork
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_edges.py" \

@@ -12,7 +12,7 @@ PKGS="gcc make pkg-config libc6-dev
 libcmocka-dev libinih-dev libhiredis-dev
 libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
-redis-server redis-tools nginx lighttpd busybox python3 curl wrk
+redis-server redis-tools nginx lighttpd busybox apache2 python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client
 groff-base man-db"
 
@@ -42,8 +42,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 echo "rlshim: installing Debian packages:$missing" >&2
-# Packages such as nginx and redis-server start their service on install;
-# keep them from binding ports here (the tests start their own instances).
+# Packages such as nginx, apache2 and redis-server start their service on
+# install; keep them from binding ports here (the tests start their own
+# instances).
 policy=/usr/sbin/policy-rc.d
 had_policy=0
 [ -e "$policy" ] && had_policy=1
@@ -51,7 +52,7 @@ if [ "$had_policy" = 0 ]; then
 	printf '#!/bin/sh\nexit 101\n' >"$policy"
 	chmod 755 "$policy"
 fi
-restore() { [ "$had_policy" = 0 ] && rm -f "$policy"; }
+restore() { if [ "$had_policy" = 0 ]; then rm -f "$policy"; fi; }
 trap restore EXIT
 export DEBIAN_FRONTEND=noninteractive
 apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 || {

@@ -27,9 +27,25 @@ Kinds and what they claim (`features`):
   lighttpd  single process, linux-sysepoll, 127.0.0.1 and [::1]. keepalive,
             pipelining, ipv6, access_log; echo and chunked_echo (/echo,
             mod_proxy to echo_port) when echo_port is given.
+            lighttpd_extra='...': lines appended to its configuration (e.g.
+            debug.log-request-header, which logs every request head it
+            reads to error.log, also those its access log leaves out).
   busybox   busybox httpd -f, forks a child per connection, one request per
             connection, listens on [::] (dual stack). echo (/cgi-bin/echo),
             ipv6, access_log (partial: no method; no status for CGI).
+  apache    Apache httpd (Debian 12's apache2), its own ServerRoot and
+            config in the work directory (fixtures/apache2.conf.in; nothing
+            of /etc/apache2), -DFOREGROUND, on 127.0.0.1 and [::1].
+            apache_mpm='event' (default, Debian's), 'prefork' or 'worker',
+            two child processes either way. As root the children run as
+            www-data (httpd refuses to serve as root), so the work
+            directory, docroot and RLSHIM_CONFIG must be reachable by
+            www-data: directories above them inside the temp dir get o+x,
+            docroot files o+r; the shim's segment is then created by the
+            first child that accepts (www-data, 0600). keepalive,
+            pipelining, ipv6, workers (X-Worker: the child's pid, from
+            mod_lua), access_log; echo and chunked_echo (/echo, mod_proxy
+            to echo_port) when echo_port is given. POST /sms: 200 (mod_lua).
 
 POST /sms: legacy and nginx answer 200 with {"sent":true}; lighttpd serves
 a static file `sms` (200, same body); python and busybox have no handler
@@ -46,7 +62,7 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = ('legacy', 'python', 'nginx', 'lighttpd', 'busybox')
+KINDS = ('legacy', 'python', 'nginx', 'lighttpd', 'busybox', 'apache')
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -58,12 +74,17 @@ PYTHON = '/usr/bin/python3'
 NGINX = shutil.which('nginx') or '/usr/sbin/nginx'
 LIGHTTPD = shutil.which('lighttpd') or '/usr/sbin/lighttpd'
 BUSYBOX = shutil.which('busybox') or '/bin/busybox'
+APACHE = shutil.which('apache2') or '/usr/sbin/apache2'
+APACHE_MODULES = Path('/usr/lib/apache2/modules')
+APACHE_MPMS = ('event', 'prefork', 'worker')
+# The user apache's children run as when it is started as root.
+APACHE_USER = 'www-data'
 
 BOOKS = b'{"books":["SICP","TAOCP","K&R"]}'
 
 # What each kind answers to POST /sms (the body is never looked at).
 SMS_STATUS = {'legacy': 200, 'nginx': 200, 'python': 501, 'busybox': 501,
-              'lighttpd': 200}
+              'lighttpd': 200, 'apache': 200}
 
 _given_ports: set[int] = set()
 
@@ -71,7 +92,9 @@ _given_ports: set[int] = set()
 def available(kind: str) -> bool:
     """Whether the program behind `kind` is installed (for skipping)."""
     prog = {'legacy': str(LEGACY_SERVER), 'python': PYTHON, 'nginx': NGINX,
-            'lighttpd': LIGHTTPD, 'busybox': BUSYBOX}[kind]
+            'lighttpd': LIGHTTPD, 'busybox': BUSYBOX, 'apache': APACHE}[kind]
+    if kind == 'apache' and not (APACHE_MODULES / 'mod_lua.so').exists():
+        return False
     return os.access(prog, os.X_OK)
 
 
@@ -196,7 +219,9 @@ class Server:
     def __init__(self, kind: str, workdir: str, shim: str | None,
                  config: str | None, port: int,
                  echo_port: int | None = None,
-                 python_protocol: str | None = None):
+                 python_protocol: str | None = None,
+                 lighttpd_extra: str | None = None,
+                 apache_mpm: str = 'event'):
         if kind not in KINDS:
             raise ValueError(f'unknown server kind {kind!r}; one of {KINDS}')
         self.kind = kind
@@ -208,14 +233,21 @@ class Server:
         # python only: 'HTTP/1.1' runs http.server with that protocol_version
         # (keep-alive, requests read one after another from one connection).
         self.python_protocol = python_protocol
+        # lighttpd only: appended to the generated lighttpd.conf.
+        self.lighttpd_extra = lighttpd_extra
+        # apache only: which MPM module it loads.
+        if apache_mpm not in APACHE_MPMS:
+            raise ValueError(f'unknown apache_mpm {apache_mpm!r}; one of '
+                             f'{APACHE_MPMS}')
+        self.apache_mpm = apache_mpm
         self.proc: subprocess.Popen | None = None
         self._stopped = True
         self._files = []
         self.docroot = self.workdir / 'docroot'
         self.stdout_path = self.workdir / f'{kind}.stdout'
         self.stderr_path = self.workdir / f'{kind}.stderr'
-        self.error_log_path: Path | None = None   # nginx, lighttpd
-        self.access_log_path: Path | None = None  # nginx, lighttpd
+        self.error_log_path: Path | None = None   # nginx, lighttpd, apache
+        self.access_log_path: Path | None = None  # nginx, lighttpd, apache
 
         f = {
             'legacy': {'echo', 'chunked_echo', 'keepalive', 'pipelining',
@@ -225,8 +257,10 @@ class Server:
                       'access_log'},
             'lighttpd': {'keepalive', 'pipelining', 'ipv6', 'access_log'},
             'busybox': {'echo', 'ipv6', 'access_log'},
+            'apache': {'keepalive', 'pipelining', 'ipv6', 'workers',
+                       'access_log'},
         }[kind]
-        if kind in ('nginx', 'lighttpd') and echo_port is not None:
+        if kind in ('nginx', 'lighttpd', 'apache') and echo_port is not None:
             f |= {'echo', 'chunked_echo'}
         if kind == 'python' and python_protocol == 'HTTP/1.1':
             f |= {'keepalive', 'pipelining'}
@@ -235,7 +269,8 @@ class Server:
         if 'echo' in f:
             self.echo_path = {'legacy': '/echo', 'nginx': '/echo',
                               'lighttpd': '/echo', 'python': '/cgi-bin/echo',
-                              'busybox': '/cgi-bin/echo'}[kind]
+                              'busybox': '/cgi-bin/echo',
+                              'apache': '/echo'}[kind]
 
     # -- setup --------------------------------------------------------------
 
@@ -304,11 +339,114 @@ class Server:
             conf = w / 'lighttpd.conf'
             conf.write_text(self._subst('lighttpd.conf.in', WORKDIR=w,
                                         DOCROOT=self.docroot, PORT=self.port,
-                                        ECHO=echo))
+                                        ECHO=echo)
+                            + (self.lighttpd_extra or ''))
             self.error_log_path = w / 'error.log'
             self.access_log_path = w / 'access.log'
             return [LIGHTTPD, '-D', '-f', str(conf)], w
+        if self.kind == 'apache':
+            return self._prepare_apache()
         raise AssertionError(self.kind)
+
+    def _prepare_apache(self) -> tuple[list[str], Path]:
+        w = self.workdir
+        self._docroot(cgi=False)
+        (w / 'run').mkdir(exist_ok=True)
+        shutil.copyfile(FIXTURES / 'apache.lua', w / 'rlshim.lua')
+        echo = ''
+        if self.echo_port is not None:
+            # disablereuse: a connection per request, as nginx's and
+            # lighttpd's proxies do; the echo server (legacy_server) serves
+            # one connection at a time, and a backend connection a child
+            # kept alive would stall the other child's requests.
+            echo = (f'ProxyPass /echo http://127.0.0.1:{self.echo_port}/echo'
+                    ' disablereuse=On\n'
+                    'LimitRequestBody 0\n')
+        # Two child processes, whatever the load: the workers scenario
+        # wants both to answer, and no third one to appear. event and
+        # worker: otherwise Debian's mpm_event.conf values.
+        mpm = {
+            'event': 'StartServers 2\nServerLimit 2\nThreadsPerChild 25\n'
+                     'ThreadLimit 64\nMaxRequestWorkers 50\n'
+                     'MinSpareThreads 25\nMaxSpareThreads 75\n'
+                     'MaxConnectionsPerChild 0\n',
+            'worker': 'StartServers 2\nServerLimit 2\nThreadsPerChild 25\n'
+                      'ThreadLimit 64\nMaxRequestWorkers 50\n'
+                      'MinSpareThreads 25\nMaxSpareThreads 75\n'
+                      'MaxConnectionsPerChild 0\n',
+            'prefork': 'StartServers 2\nServerLimit 2\nMinSpareServers 2\n'
+                       'MaxSpareServers 2\nMaxRequestWorkers 2\n'
+                       'MaxConnectionsPerChild 0\n',
+        }[self.apache_mpm]
+        ncpu = os.cpu_count() or 1
+        if self.apache_mpm == 'prefork' and ncpu >= 2 and \
+                ncpu // (ncpu // 2) == 2:
+            # prefork serialises accept() across its children with a mutex,
+            # and the child that just answered takes the next connection
+            # too: one-at-a-time clients would all meet the same child.
+            # Two SO_REUSEPORT buckets (a child each) let the kernel spread
+            # connections over both, as nginx's reuseport does.
+            mpm += f'ListenCoresBucketsRatio {ncpu // 2}\n'
+        user = ''
+        if os.geteuid() == 0:
+            # httpd will not serve as root (its children setuid to User;
+            # "User root" is refused unless built with BIG_SECURITY_HOLE).
+            user = f'User {APACHE_USER}\nGroup {APACHE_USER}'
+            self._apache_reachable()
+        conf = w / 'apache2.conf'
+        conf.write_text(self._subst('apache2.conf.in', WORKDIR=w,
+                                    DOCROOT=self.docroot, PORT=self.port,
+                                    USER=user, MPM=self.apache_mpm,
+                                    MPMCONF=mpm, ECHO=echo))
+        self.error_log_path = w / 'error.log'
+        self.access_log_path = w / 'access.log'
+        # The master opens the logs (as root) before it forks; the children
+        # write through those descriptors, and their stderr, so the shim's
+        # lines too, goes to error.log (as with nginx).
+        return [APACHE, '-d', str(w), '-f', str(conf), '-DFOREGROUND'], w
+
+    def _apache_reachable(self) -> None:
+        """Let apache's children (APACHE_USER) reach what they read at
+        request time: the docroot's files, rlshim.lua in the work directory
+        and the shim's RLSHIM_CONFIG (read at the child's first accept and
+        looked at for reloads). Directories above them inside the temp dir
+        (the tests' 0700 mkdtemp dirs) get o+x, no more; anything outside it
+        that is not reachable is an error, not changed."""
+        import stat
+        import tempfile
+        tmp = Path(tempfile.gettempdir()).resolve()
+        need = [self.docroot, self.workdir / 'rlshim.lua']
+        if self.config:
+            need.append(Path(self.config))
+        for target in need:
+            target = target.resolve()
+            chain = list(reversed(target.parents))
+            if target.is_dir():
+                chain.append(target)
+            for d in chain:
+                if d == Path('/'):
+                    continue
+                st = d.stat()
+                if st.st_mode & stat.S_IXOTH:
+                    continue
+                if tmp not in d.parents:
+                    raise RuntimeError(
+                        f'apache: its children run as {APACHE_USER} and '
+                        f'cannot traverse {d} (mode '
+                        f'{stat.S_IMODE(st.st_mode):04o}): use a work '
+                        f'directory under {tmp}')
+                d.chmod(stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
+        for root, dirs, files in os.walk(self.docroot):
+            for n in dirs:
+                p = Path(root) / n
+                p.chmod(stat.S_IMODE(p.stat().st_mode) | stat.S_IXOTH
+                        | stat.S_IROTH)
+            for n in files:
+                p = Path(root) / n
+                p.chmod(stat.S_IMODE(p.stat().st_mode) | stat.S_IROTH)
+        for p in need[1:]:
+            if p.exists():
+                p.chmod(stat.S_IMODE(p.stat().st_mode) | stat.S_IROTH)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -460,7 +598,8 @@ class Server:
 
         nginx redirects its stderr (so the shim's lines from the workers)
         into error.log; lighttpd's own messages go to error.log while the
-        shim's go to stderr. Both files are included.
+        shim's go to stderr. apache's children write their stderr, so the
+        shim's lines, to error.log, as nginx's do. Both files are included.
         """
         text = ''
         for p in (self.stderr_path, self.error_log_path):
@@ -485,11 +624,13 @@ class Server:
 
         Each entry: client (ip, ::ffff: folded), method, target, status
         (int, or None when not logged), bytes_in, pid.
-          bytes_in: legacy = request body bytes; nginx = $request_length and
-            lighttpd = %I (whole request: line, headers and body);
+          bytes_in: legacy = request body bytes; nginx = $request_length,
+            lighttpd and apache = %I (whole request: line, headers and
+            body);
             python, busybox = None (not logged).
-          pid: nginx = the worker's $pid; legacy, python, lighttpd = the one
-            server process; busybox = None (a child per connection, unlogged).
+          pid: nginx = the worker's $pid, apache = the child's %P; legacy,
+            python, lighttpd = the one server process; busybox = None (a
+            child per connection, unlogged).
           busybox logs no method (None) and no status for CGI requests (None).
         Servers write their line after the response, so this waits until the
         log has at least min_entries entries and has not grown for 100 ms (at
@@ -511,6 +652,7 @@ class Server:
         'python': re.compile(r'^(\S+) - - \[[^\]]*\] "(.*)" (\d{3}) \S+$'),
         'nginx': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+) (\d+)$'),
         'lighttpd': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+)$'),
+        'apache': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+) (\d+)$'),
     }
     _BB = re.compile(r'^\[?([0-9A-Fa-f:.]+?)\]?:(\d+): (url|response):(.*)$')
 
@@ -554,9 +696,9 @@ class Server:
             method, target = _split_request(g[1])
             e = {'client': _fold_ip(g[0]), 'method': method, 'target': target,
                  'status': int(g[2]), 'bytes_in': None, 'pid': one_pid}
-            if self.kind in ('legacy', 'nginx', 'lighttpd'):
+            if self.kind in ('legacy', 'nginx', 'lighttpd', 'apache'):
                 e['bytes_in'] = int(g[3])
-            if self.kind == 'nginx':
+            if self.kind in ('nginx', 'apache'):
                 e['pid'] = int(g[4])
             out.append(e)
         return out

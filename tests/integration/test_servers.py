@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 """test_servers.py KIND - the shim in front of a real, unmodified server.
 
-KIND is one of legacy, python, nginx, lighttpd, busybox (servers.py starts
-them). Each scenario asserts what a client sees, and where the server keeps
-an access log, what reached the application. One server per run, one
-configuration with a rule per scenario (each its own budget).
+KIND is one of legacy, python, nginx, lighttpd, busybox, apache (servers.py
+starts them; apache-prefork and apache-worker are apache with that MPM
+instead of Debian's event). Each scenario asserts what a client sees, and
+where the server keeps an access log, what reached the application. One
+server per run, one configuration with a rule per scenario (each its own
+budget).
 """
 import os
 import random
@@ -72,9 +74,15 @@ rate = 20/m
 """
 
 
+# apache-MPM: the apache kind with that MPM module.
+APACHE_MPM = {'apache': 'event', 'apache-prefork': 'prefork',
+              'apache-worker': 'worker'}
+
+
 class Env:
     def __init__(self, kind):
         self.kind = kind
+        real = 'apache' if kind in APACHE_MPM else kind
         self.dir = tempfile.mkdtemp(prefix=f'rlshim-it-{kind}-')
         self.shm = f'rlshim-it-{kind}-{os.getpid()}'
         self.port = servers.free_port()
@@ -83,7 +91,7 @@ class Env:
             f.write(CONFIG.format(port=self.port, shm=self.shm))
         self.echo = None
         echo_port = None
-        if kind in ('nginx', 'lighttpd'):
+        if real in ('nginx', 'lighttpd', 'apache'):
             # The proxies forward /echo to a legacy_server without the shim:
             # the body the client gets back is what the proxied server read.
             echo_port = servers.free_port()
@@ -93,8 +101,11 @@ class Env:
             self.echo.start()
         wd = os.path.join(self.dir, 'server')
         os.makedirs(wd, exist_ok=True)
-        self.server = servers.Server(kind, wd, SHIM, self.config, self.port,
-                                     echo_port)
+        extra = {}
+        if real == 'apache':
+            extra['apache_mpm'] = APACHE_MPM[kind]
+        self.server = servers.Server(real, wd, SHIM, self.config, self.port,
+                                     echo_port, **extra)
         self.server.start()
 
     def echo_dir(self):
@@ -295,8 +306,8 @@ def ipv6(env):
 
 
 def workers(env):
-    """nginx's two workers share one budget: of 40 parallel requests exactly
-    20 pass, and both workers answered some."""
+    """nginx's two workers (apache's two children) share one budget: of 40
+    parallel requests exactly 20 pass, and both workers answered some."""
     results = []
     lock = threading.Lock()
 
