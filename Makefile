@@ -193,8 +193,9 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/proxy.h src/c
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS)
 
 .PHONY: fuzz
-fuzz: $(FUZZ_BINS)
+fuzz: $(FUZZ_BINS) $(SHIM) $(PROGS)
 	$(Q)tests/fuzz/run.sh 600 $(FUZZ_BINS)
+	$(Q)RL_DIFF_STREAMS=5000 RL_DIFF_SEED=random python3 tests/integration/test_diff.py
 
 $(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
 	@mkdir -p $(@D)
@@ -225,6 +226,7 @@ SERVERS := legacy python nginx lighttpd busybox apache apache-prefork
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_edges.py" \
+	"python3 tests/integration/test_diff.py" \
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \

@@ -88,10 +88,11 @@ struct rl_conn {
 	uint8_t ans_final;       /* a final answer is being written */
 	uint8_t ans_broken;      /* answers not framed (any more): the reply
 				    to a denial goes at the next read */
-	uint8_t deny_wait;       /* DENY: the reply waits until the answers
-				    to the requests before it are written */
+	uint8_t deny_wait;       /* DENY: the reply waits until `owed`
+				    answers are written */
 	uint8_t reply_now;       /* DENY in a body: its request will never
-				    be answered, the reply cannot wait */
+				    be answered, the reply cannot wait for it */
+	uint32_t owed;           /* answers the reply to a denial follows */
 	uint8_t raw;             /* the held head is not scanned yet: parsed
 				    whole once the rest has come */
 	/* the reply due in DENY */

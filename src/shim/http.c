@@ -47,6 +47,11 @@ static inline int value_byte(uint8_t c)
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
+int rl_http_is_token(uint8_t c)
+{
+	return tchar[c];
+}
+
 int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
 	if (alen != blen)
@@ -67,6 +72,7 @@ void rl_http_init(struct rl_http *h)
 static void fail(struct rl_http *h, struct rl_http_feed *out, size_t at,
 		 const char *why)
 {
+	h->in_body = h->phase >= RL_HTTP_BODY && h->phase <= RL_HTTP_TRAILER;
 	h->phase = RL_HTTP_ERROR;
 	h->error = why;
 	out->used = at;
@@ -350,7 +356,12 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 		case RL_HTTP_CHUNK_SIZE:
 			v = rl_ascii_hexval(c);
 			if (v >= 0) {
-				if (++h->ext_len > 15)
+				/* Leading zeros are digits like any (RFC 9112
+				 * 7.1: 1*HEXDIG), so only the value is bounded
+				 * (below 2^60), and the line's length. */
+				if (++h->ext_len > RL_CHUNK_EXT_MAX)
+					return fail(h, out, i, "chunk size too long");
+				if (h->remaining >= (1ull << 56))
 					return fail(h, out, i, "chunk size too large");
 				h->remaining = (h->remaining << 4) | (uint64_t)v;
 				i++;
@@ -909,8 +920,7 @@ int rl_http_parse_answer(const uint8_t *p, size_t len, struct rl_http_answer *a)
 		/* RFC 9112 6.3: chunked last frames it; else to the end */
 		a->has_length = 0;
 		a->chunked = chunked_last;
-		if (!chunked_last)
-			a->length = 0;
+		a->length = 0;
 	}
 	return 0;
 }
@@ -1048,8 +1058,12 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 		ssize_t end;
 
 		if (i + 2 > len) {
-			if (i < len && p[i] != '\r' && p[i] != ' ' &&
-			    p[i] != '\t' && !tchar[p[i]])
+			/* one byte of the next line: refused only if no
+			 * name can start with it (as name_end() reads
+			 * names), so that a prefix is never refused where
+			 * the whole head is not */
+			if (i < len && (p[i] == ':' || p[i] >= 0x7f ||
+					(p[i] < 0x20 && p[i] != '\r' && p[i] != '\t')))
 				return bad(req, "bad header name");
 			return i + 2 > RL_HEAD_MAX + 2 ? bad(req, "request head too large")
 						       : more(req);

@@ -68,6 +68,7 @@ struct rl_http {
 	uint32_t requests;    /* heads completed on this connection */
 	uint64_t remaining;   /* BODY/CHUNK_DATA; CHUNK_SIZE: the size so far */
 	const char *error;    /* ERROR: why, a static string */
+	uint8_t in_body;      /* ERROR: it was in a body (after its head) */
 };
 
 enum rl_http_event {
@@ -210,6 +211,9 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
  * RFC 9112 6.3's 1xx, 204 and 304 have none either. */
 void rl_http_begin_answer(struct rl_http *h, const struct rl_http_answer *a,
 			  int no_body);
+
+/* 1 if `c` may be in a token (RFC 9110 tchar): a method's first byte. */
+int rl_http_is_token(uint8_t c);
 
 /* Header names are compared case-insensitively, ASCII only. */
 int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen);

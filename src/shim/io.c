@@ -332,7 +332,7 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
  * full parse decide what to answer).
  */
 static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
-			size_t *used, int *allowed)
+			size_t *used, int *allowed, const char **why)
 {
 	const struct rl_policy *pol;
 	struct rl_http_req req;
@@ -346,6 +346,12 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	rl_shim_tick(now);
 	pol = rl_io_policy();
 	rc = rl_http_parse_prefix(p, len, &pol->want, &req, used);
+	if (rc == -EINVAL && rl_http_is_token(p[0])) {
+		/* A head already wrong, complete or not: 400 now, not once
+		 * the rest has come (it may never). */
+		*why = req.error;
+		return 3;
+	}
 	if (rc)
 		return rc == -EAGAIN ? 2 : 0;
 	rl_http_took_head(&c->http);
@@ -399,9 +405,16 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			size_t used;
 			int ok;
 
+			const char *why = NULL;
 			int st = decide_whole(c, (uint8_t *)rg->iov[seg].iov_base +
-					      (pos - seg_off), end - pos, &used, &ok);
+					      (pos - seg_off), end - pos, &used, &ok,
+					      &why);
 
+			if (st == 3) {
+				out->deliver = pos;
+				deny(c, RL_REPLY_400, NULL, NULL, why);
+				return;
+			}
 			if (st == 2 && end == rg->len) {
 				/* A head that is valid so far runs to the end:
 				 * held unscanned, to be parsed once whole. */
@@ -453,7 +466,7 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			 * never be answered: the reply cannot wait for it. */
 			if (head_start < 0) {
 				out->deliver = pos;
-				c->reply_now = 1;
+				c->reply_now = c->http.in_body;
 			}
 			deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
 			return;
@@ -491,7 +504,8 @@ static ssize_t answer(struct rl_conn *c, int fd)
 {
 	int saved = errno;
 	char buf[RL_REPLY_MAX];
-	struct rl_reply_req rr = { c->reply_http10, c->reply_head };
+	struct rl_reply_req rr = { c->reply_http10, c->reply_head,
+				   rl_time_wall_ms() };
 	int n = 0;
 
 	if (c->reply == RL_REPLY_429 && c->verdict.banned) {
@@ -734,12 +748,17 @@ static enum held held_advance(struct rl_conn *c, int fd)
 		/* Held unscanned: parse it once, whole if the rest has come
 		 * (a browser's head that straddles nginx's first 1 KiB read
 		 * is parsed one time, not scanned twice and parsed again). */
+		const char *why = NULL;
 		size_t used;
 		uint8_t *p = h->data;
 		int ok, st;
 
 		c->raw = 0;
-		st = decide_whole(c, p, h->len + (size_t)n, &used, &ok);
+		st = decide_whole(c, p, h->len + (size_t)n, &used, &ok, &why);
+		if (st == 3) {
+			deny(c, RL_REPLY_400, NULL, NULL, why);
+			return HELD_DENIED;
+		}
 		if (st == 1) {
 			if (!ok)
 				return HELD_DENIED;
@@ -896,7 +915,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	case RL_CONN_PASS:
 		break;
 	case RL_CONN_DENY:
-		if (c->deny_wait && !c->ans_broken && c->answered < c->delivered)
+		if (c->deny_wait && !c->ans_broken && c->answered < c->owed)
 			return deny_waiting(c, r);
 		return answer(c, r->fd);
 	case RL_CONN_DONE:
@@ -938,15 +957,13 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 			case HELD_DENIED:
 				goto denied;
 			case HELD_EOF:
-				/* The client went away mid-head: the
+				/* The client stopped sending mid-head: the
 				 * application never sees the incomplete
-				 * request. */
-				h->len = h->framed = h->decided = 0;
-				rl_conn_unhold(c);
-				if (filled)
-					goto out;
-				errno = saved;
-				return 0;
+				 * request, the client gets a 400 (it may
+				 * still be reading). */
+				deny(c, RL_REPLY_400, NULL, NULL,
+				     "incomplete request head");
+				goto denied;
 			case HELD_ERR:
 				if (filled)
 					goto out;
@@ -1037,11 +1054,21 @@ out:
 	errno = saved;
 	return (ssize_t)filled;
 denied:
-	if (c->answered >= c->delivered && filled == 0)
+	/* The reply follows the answers to the requests before the denied
+	 * one; a request whose body was refused is never answered. */
+	c->owed = c->delivered - (c->reply_now && c->delivered ? 1 : 0);
+	if (c->answered >= c->owed && filled == 0)
 		return answer(c, r->fd);
-	if (!c->ans_broken && !c->reply_now) {
-		/* The requests before the denied one are the application's;
-		 * the reply goes once their answers are written (the write
+	if (!c->ans_broken) {
+		if (c->answered >= c->owed) {
+			/* Those answers are out: the reply goes now, the
+			 * application gets what came before the bad byte,
+			 * then the end. */
+			answer(c, r->fd);
+			errno = saved;
+			return (ssize_t)filled;
+		}
+		/* The reply goes once the answers are written (the write
 		 * hooks watch). */
 		c->deny_wait = 1;
 		if (filled)
@@ -1407,8 +1434,7 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		c->answered++;
 		c->ans_final = 0;
 	}
-	if (c->state == RL_CONN_DENY && c->deny_wait &&
-	    c->answered >= c->delivered)
+	if (c->state == RL_CONN_DENY && c->deny_wait && c->answered >= c->owed)
 		answer(c, fd); /* the last answer before the denial is out */
 }
 
@@ -1429,7 +1455,6 @@ void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
 		c->answered++;
 		c->ans_final = 0;
 	}
-	if (c->state == RL_CONN_DENY && c->deny_wait &&
-	    c->answered >= c->delivered)
+	if (c->state == RL_CONN_DENY && c->deny_wait && c->answered >= c->owed)
 		answer(c, fd);
 }

@@ -131,13 +131,53 @@ static void put_status(struct out *o, const struct rl_reply_req *req,
 	put(o, "\r\n", 2);
 }
 
+static void put_2(struct out *o, unsigned v)
+{
+	put_char(o, (char)('0' + v / 10 % 10));
+	put_char(o, (char)('0' + v % 10));
+}
+
+/* Date: IMF-fixdate (RFC 9110 5.6.7), "Sun, 06 Nov 1994 08:49:37 GMT",
+ * from the epoch without the C library's locale or time zone. */
+static void put_date(struct out *o, uint64_t wall_ms)
+{
+	static const char wd[] = "ThuFriSatSunMonTueWed";
+	static const char mon[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	uint64_t secs = wall_ms / 1000, days = secs / 86400, sod = secs % 86400;
+	/* civil from days (H. Hinnant), for days since 1970-01-01 */
+	uint64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+	uint64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	uint64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	uint64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1;
+	uint64_t m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2);
+
+	put_str(o, "Date: ");
+	put(o, wd + 3 * (days % 7), 3);
+	put_str(o, ", ");
+	put_2(o, (unsigned)d);
+	put_char(o, ' ');
+	put(o, mon + 3 * (m - 1), 3);
+	put_char(o, ' ');
+	put_u64(o, y);
+	put_char(o, ' ');
+	put_2(o, (unsigned)(sod / 3600));
+	put_char(o, ':');
+	put_2(o, (unsigned)(sod / 60 % 60));
+	put_char(o, ':');
+	put_2(o, (unsigned)(sod % 60));
+	put_str(o, " GMT\r\n");
+}
+
 /* The headers both replies share: a JSON body of `body_len` bytes on a
  * connection that is about to close, which no cache may keep. */
-static void put_fixed_fields(struct out *o, size_t body_len)
+static void put_fixed_fields(struct out *o, const struct rl_reply_req *req,
+			     size_t body_len)
 {
 	put_str(o, "Content-Type: application/json\r\n");
 	put_field_u64(o, "Content-Length", body_len);
 	put_str(o, "Connection: close\r\n");
+	if (req && req->wall_ms)
+		put_date(o, req->wall_ms);
 	put_str(o, "Cache-Control: no-store\r\n");
 }
 
@@ -197,7 +237,7 @@ int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 	retry = retry_after_sec(res, store_down);
 
 	put_status(&o, req, "429 Too Many Requests");
-	put_fixed_fields(&o, sizeof(body_429) - 1);
+	put_fixed_fields(&o, req, sizeof(body_429) - 1);
 	put_field_u64(&o, "Retry-After", retry);
 
 	switch (style) {
@@ -290,7 +330,7 @@ int rl_reply_400(char *buf, size_t len, const struct rl_reply_req *req,
 			  sizeof(body_400_tail) - 1;
 
 	put_status(&o, req, "400 Bad Request");
-	put_fixed_fields(&o, body_len);
+	put_fixed_fields(&o, req, body_len);
 	put(&o, "\r\n", 2);
 	if (!(req && req->head)) {
 		put(&o, body_400_head, sizeof(body_400_head) - 1);

@@ -18,6 +18,7 @@
 struct rl_reply_req {
 	int http10;          /* the request was HTTP/1.0: answer HTTP/1.0 */
 	int head;            /* HEAD: headers only, no body */
+	uint64_t wall_ms;    /* CLOCK_REALTIME in ms, for Date (0: none) */
 };
 
 /*

@@ -8,6 +8,7 @@
  * frames differently is a way past the limiter). Every complete head is
  * parsed. Sanitizers catch any read past a length.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,5 +149,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	rl_proxy_parse(data, size, &pr);
 	answers(data, size);
+	{
+		/* A head refused before it is whole must be wrong already:
+		 * every prefix of one that parses is "more". */
+		struct rl_http_req req;
+		size_t used = 0, u2;
+
+		if (rl_http_parse_prefix(data, size, &want, &req, &used) == 0)
+			for (size_t cut = used > 600 ? used - 600 : 1; cut < used; cut++)
+				if (rl_http_parse_prefix(data, cut, &want, &req, &u2) !=
+				    -EAGAIN)
+					abort();
+	}
 	return 0;
 }

@@ -234,6 +234,43 @@ static void test_answers(void **state)
 	}
 }
 
+static const char *show(const char *s);
+
+/* A head refused before it is complete (the shim answers 400 at once)
+ * must be wrong already: every prefix of a good head is "more". */
+static void test_prefixes_of_good_heads(void **state)
+{
+	static const char *heads[] = {
+		"GET / HTTP/1.1\r\n\r\n",
+		"GET /a/b?c=d&e HTTP/1.0\r\nHost: x\r\nX-Empty:\r\nX-Tab:\tv\t\r\n\r\n",
+		"POST http://h.example:8080/sms HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
+		"CONNECT h.example:443 HTTP/1.1\r\nHost: h.example:443\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /%73ms HTTP/1.1\r\nCookie: a=\xc3\xa9\x80\r\nUser-Agent: curl/8\r\n\r\n",
+		"GET /u HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n\r\n",
+		"PRI * HTTP/2.0\r\n\r\n",
+		"M-SEARCH * HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+	};
+	struct rl_http_req req;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		size_t len = strlen(heads[i]), used = 0;
+
+		assert_int_equal(rl_http_parse_prefix((const uint8_t *)heads[i], len,
+						      NULL, &req, &used), 0);
+		assert_int_equal(used, len);
+		for (size_t cut = 1; cut < len; cut++) {
+			int rc = rl_http_parse_prefix((const uint8_t *)heads[i], cut,
+						      NULL, &req, &used);
+
+			if (rc != -EAGAIN)
+				fail_msg("%s cut at %zu: %d (%s)", show(heads[i]), cut,
+					 rc, req.error ? req.error : "");
+		}
+	}
+}
+
 /* Every split in two, and every chunk size from 1 to 13. */
 static void test_every_split(void **state)
 {
@@ -709,6 +746,7 @@ int main(void)
 		cmocka_unit_test(test_pipelined_whole),
 		cmocka_unit_test(test_last_request),
 		cmocka_unit_test(test_answers),
+		cmocka_unit_test(test_prefixes_of_good_heads),
 		cmocka_unit_test(test_every_split),
 		cmocka_unit_test(test_framing_errors),
 		cmocka_unit_test(test_chunk_ext_valid),

@@ -473,10 +473,40 @@ static void test_worst_case_fits(void **state)
 	}
 }
 
+/* Date (RFC 9110 6.6.1) on both replies, as IMF-fixdate, whatever the
+ * process's locale and time zone. */
+static void test_date(void **state)
+{
+	static const struct {
+		uint64_t ms;
+		const char *date;
+	} cases[] = {
+		{ 1796115600000ull, "Date: Tue, 01 Dec 2026 09:00:00 GMT\r\n" },
+		{ 951782400000ull, "Date: Tue, 29 Feb 2000 00:00:00 GMT\r\n" },
+		{ 4102444799999ull, "Date: Thu, 31 Dec 2099 23:59:59 GMT\r\n" },
+		{ 1709296496000ull, "Date: Fri, 01 Mar 2024 12:34:56 GMT\r\n" },
+	};
+	char buf[RL_REPLY_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rl_reply_req r = { .wall_ms = cases[i].ms };
+
+		assert_true(rl_reply_429(buf, sizeof(buf), &r, "sms", &sms_res,
+					 &sms_rate, RL_HEADERS_RATELIMIT,
+					 cases[i].ms, 0) > 0);
+		assert_non_null(strstr(buf, cases[i].date));
+		assert_non_null(strstr(buf, "Connection: close\r\nDate: "));
+		assert_true(rl_reply_400(buf, sizeof(buf), &r, "bad") > 0);
+		assert_non_null(strstr(buf, cases[i].date));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_design_example),
+		cmocka_unit_test(test_date),
 		cmocka_unit_test(test_styles),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_retry_after),

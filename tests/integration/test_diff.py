@@ -1,0 +1,1425 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_diff.py - differential: the same byte streams to each real server
+with and without the shim, side by side.
+
+For every server kind (nginx with 2 workers, lighttpd, python's http.server
+with --protocol HTTP/1.1, busybox httpd) two servers run at once on
+different ports, one with the shim and one without, serving one document
+root. Each stream goes to both at the same time, cut into the same 1-8
+sends with the same tiny pauses, from a loopback source address of its own
+(127.2.x.y), and is compared:
+
+  (a) counted   the shim's rules never limit (`*` 100000/s and `* /secret*`
+                100000/s), so the shim's allowed count for `*`, read from
+                `rlshimctl status --json` before and after the stream, must
+                equal the requests the shim server read from that address
+                by its own log: every request the server handled was
+                counted exactly once, nothing it logged is missing from the
+                count. The log is the access log; python's also has a line
+                for a handler that raised (no access line then); lighttpd's
+                access log leaves out a request the client left in its body,
+                so its error log (debug.log-request-header) counts the heads
+                it read. A log line with no request line (nginx and lighttpd
+                log a 400 for blank lines and then the end) is no request.
+                Every answer carrying the secret file must have been counted
+                by `* /secret*`. At the end the totals of the whole run must
+                agree too. A stream starting with a TLS record byte passes
+                uncounted by design: then the server may only refuse it.
+  (b) same      the bytes each server sends back, with Date, Last-Modified,
+                ETag, Expires, nginx's X-Worker (pid) and the servers' ports
+                blanked, are the same with and without the shim; except that
+                the shim may refuse what it cannot frame for certain: then
+                the shim server's stream is the bare server's answers up to
+                a response boundary, followed by the shim's own 400 (its
+                JSON body) or, for the HTTP/2 preface, its SETTINGS + GOAWAY
+                (DESIGN.md: "every stream is counted ... or the connection
+                is refused"), and nothing after it. The refused request must
+                not have reached the server: the server read only the
+                requests answered before it ("refused but logged" if it read
+                the refused one too, its head having gone through before its
+                body was found bad; "answers lost" if it read more, whose
+                answers never came). The shim blanks an `Upgrade: h2c` offer
+                (so that no server switches to HTTP/2 uncounted): the bare
+                server is sent the stream blanked the same way.
+
+The streams: a corpus from the request-smuggling literature (CL.TE, TE.CL,
+TE.TE obfuscations, repeated and odd Content-Length, chunk-size spellings,
+bare LF, obs-fold, NUL and high bytes), every spelling of a path to
+/secret, GETs with bodies, HEAD, pipelines of 2-50 with Connection: close
+and HTTP/1.0 in them, big heads, the HTTP/2 preface; then random mutations
+of those (byte flips, inserted CR/LF/SP/TAB/;/", deletions, duplicated
+lines) from a seeded RNG. Most streams half-close after the last send; the
+others, and every stream to /echo (nginx and lighttpd proxy it, and give
+up on a request whose client half-closed meanwhile as the timing falls),
+keep the connection open until the server has been quiet for QUIET, then
+half-close.
+
+    python3 tests/integration/test_diff.py               # RL_DIFF_STREAMS=800
+    RL_DIFF_STREAMS=5000 RL_DIFF_SEED=random python3 tests/integration/test_diff.py
+    python3 tests/integration/test_diff.py nginx         # only these kinds
+    RL_DIFF_SEED=7 RL_DIFF_ONLY=123,140 python3 tests/integration/test_diff.py
+    RL_DIFF_REPLAY="[b'GET / HTTP/1.1\\r\\n', b'\\r\\n']" python3 tests/integration/test_diff.py
+        # one stream, as printed by a failure (a list of sends, or bytes)
+    RL_SHIM=/other/librlshim.so ...                      # another build
+
+A failure prints the seed, the stream's number, the stream as a Python
+bytes literal and its sends, and a shrunk stream that still fails the same
+way.
+"""
+import ast
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import REPO, SHIM, run  # noqa: E402
+import servers  # noqa: E402
+
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
+TMP = None          # the work directory, made by main()
+STREAMS = int(os.environ.get('RL_DIFF_STREAMS') or 800)
+_seed = os.environ.get('RL_DIFF_SEED') or '1'
+SEED = random.SystemRandom().randrange(1 << 32) if _seed == 'random' else int(_seed)
+ONLY = {int(x) for x in (os.environ.get('RL_DIFF_ONLY') or '').split(',') if x}
+REPLAY = os.environ.get('RL_DIFF_REPLAY')
+IDLE = 1.0          # s without a byte after a half-close: give up
+QUIET = 0.15        # s without a byte before a keep-alive stream half-closes
+SETTLE = 2.0        # s at most for a server's log to catch up with the shim
+SHRINK_TRIES = 150  # re-runs spent shrinking one failing stream, at most
+SHRINK_MAX = 6      # failing streams shrunk per kind, at most ...
+SHRINK_SECONDS = float(os.environ.get('RL_DIFF_SHRINK_SECONDS') or 20)
+                    # ... and seconds spent shrinking per kind
+
+SECRET = b'secret file 9d2e41: counted by the secret rule\n'
+PUB = b'public file\n'
+MTIME = 1700000000   # every docroot file's mtime: same Last-Modified
+
+KINDS = ('nginx', 'lighttpd', 'python11', 'busybox')
+KIND_OF = {'nginx': 'nginx', 'lighttpd': 'lighttpd', 'python11': 'python',
+           'busybox': 'busybox'}
+LABEL = {'python11': 'python --protocol HTTP/1.1'}
+
+RULES = ('[limit:all]\nmatch = *\nrate = 100000/s\n'
+         '[limit:secret]\nmatch = * /secret*\nrate = 100000/s\n')
+
+
+# ---- the corpus -------------------------------------------------------------------
+
+H = b'Host: t\r\n'
+
+
+def rq(method=b'GET', target=b'/books', headers=b'', body=b'',
+       version=b'HTTP/1.1', host=True):
+    return (method + b' ' + target + b' ' + version + b'\r\n'
+            + (H if host else b'') + headers + b'\r\n' + body)
+
+
+def get(target=b'/books', extra=b'', close=False, version=b'HTTP/1.1'):
+    return rq(b'GET', target, extra + (b'Connection: close\r\n' if close else b''),
+              version=version)
+
+
+def post(target, body, headers=b''):
+    return rq(b'POST', target, headers, body)
+
+
+def chunk(data, ext=b''):
+    return b'%x' % len(data) + ext + b'\r\n' + data + b'\r\n'
+
+
+LAST = b'0\r\n\r\n'
+PATHS = (b'/secret', b'/%73ecret', b'/%73%65%63%72%65%74', b'/./secret',
+         b'/x/../secret', b'//secret', b'///secret', b'/secret/.',
+         b'/secret/', b'/secret%2F', b'/secret%2f', b'/%2e%2e/secret',
+         b'/x/%2e%2e/secret', b'/x/%2E%2E/secret', b'/x/..%2fsecret',
+         b'/x%2f..%2fsecret', b'/.%2e/secret', b'/%2e/secret',
+         b'/secret?x=1', b'/secret;x=1', b'/SECRET', b'/Secret',
+         b'/secret%00', b'/secret%20', b'/secret.', b'/secret%2e',
+         b'/s%65cret', b'/%253cret', b'/x/./../secret', b'/x/y/../../secret',
+         b'/secret/x/..', b'/secret/..', b'/x/..', b'/..', b'/../secret',
+         b'/x\\..\\secret', b'\\secret', b'secret', b'*',
+         b'http://t/secret', b'HTTP://t/%73ecret', b'http://t//secret',
+         b'/' + b'a' * 300 + b'/../secret',
+         b'/' + b'x/' * 400 + b'../' * 400 + b'secret',
+         b'/' + b'x/' * 800 + b'../' * 800 + b'secret',
+         b'/x/' + b'%2e%2e/' * 3 + b'secret', b'/%2e%2e%2fsecret',
+         b'/secret#frag', b'/x#/../secret', b'/secret\xa0', b'/secret\x85',
+         b'/secr\xc3\xa9t', b'/books', b'/pub', b'/x/', b'/x', b'/')
+
+TE_SPELLINGS = (
+    b'Transfer-Encoding: chunked\r\n',
+    b'Transfer-Encoding : chunked\r\n',
+    b'Transfer-Encoding:chunked\r\n',
+    b'Transfer-Encoding:\tchunked\r\n',
+    b'Transfer-Encoding: xchunked\r\n',
+    b'Transfer-Encoding: chunked, identity\r\n',
+    b'Transfer-Encoding: identity, chunked\r\n',
+    b'Transfer-Encoding: chunked,\r\n',
+    b'Transfer-Encoding: ,chunked\r\n',
+    b'Transfer-Encoding: CHUNKED\r\n',
+    b'Transfer-Encoding: "chunked"\r\n',
+    b'Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n',
+    b'Transfer-Encoding: x\r\nTransfer-Encoding: chunked\r\n',
+    b'Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n',
+    b'Transfer-Encoding: chunked \r\n',
+    b'Transfer-Encoding:\x0bchunked\r\n',
+    b'Transfer-Encoding: \x00chunked\r\n',
+    b'Transfer-Encoding\r\n : chunked\r\n',
+    b'X: y\r\n Transfer-Encoding: chunked\r\n',
+    b'X: y\nTransfer-Encoding: chunked\r\n',
+    b'Transfer-Encoding: chunked\n',
+    b'Transfer_Encoding: chunked\r\n',
+    b'Transfer-Encoding: gzip, chunked\r\n',
+    b'Transfer-Encoding: identity\r\n',
+    b'Transfer-Encoding: cow\r\n',
+    b'transfer-encoding: chunked\r\n',
+    b'Transfer-\xc9ncoding: chunked\r\n',
+)
+
+CL_SPELLINGS = (b'5', b'005', b'+5', b'-5', b' 5', b'5 ', b'5\t', b'0x5',
+                b'5.0', b'5e0', b'5, 5', b'5,5', b'5, 6', b'', b'abc',
+                b'99999999999999999999', b'18446744073709551621', b'\x005',
+                b'5\x00', b'\xff5')
+
+CHUNK_SIZES = (b'5', b'05', b'0005', b'000000000000000000005', b'A', b'a',
+               b'0x5', b'5;ext=1', b'5 ;ext=1', b'5;ext="q;x"', b'5;', b'5 ',
+               b'5\t', b'-5', b'+5', b' 5', b'5;e\x00', b'5;\xff',
+               b'ffffffffffffffffff5', b'5\n')
+
+
+def corpus():
+    """(name, bytes): the hand-written streams, before any mutation."""
+    c = []
+    add = lambda name, data: c.append((name, data))  # noqa: E731
+    body5 = b'hello'
+    smug = get(b'/secret')
+    # plain requests, the controls
+    add('GET /books', get())
+    add('GET /books close', get(close=True))
+    add('GET /books HTTP/1.0', get(version=b'HTTP/1.0'))
+    add('HEAD /books', rq(b'HEAD', b'/books'))
+    add('HEAD /secret', rq(b'HEAD', b'/secret'))
+    add('OPTIONS *', rq(b'OPTIONS', b'*'))
+    add('get /books (lower case)', rq(b'get', b'/books'))
+    add('CONNECT', rq(b'CONNECT', b't:80'))
+    add('no Host', rq(host=False))
+    add('two Host', rq(headers=H))
+    add('HTTP/0.9', b'GET /books\r\n')
+    add('HTTP/1.2', get(version=b'HTTP/1.2'))
+    add('HTTP/2.0 request line', get(version=b'HTTP/2.0'))
+    add('HTTP/1.10', get(version=b'HTTP/1.10'))
+    add('http/1.1 lower', get(version=b'http/1.1'))
+    add('double space', b'GET  /books HTTP/1.1\r\n' + H + b'\r\n')
+    add('tab separator', b'GET\t/books HTTP/1.1\r\n' + H + b'\r\n')
+    add('trailing space', b'GET /books HTTP/1.1 \r\n' + H + b'\r\n')
+    add('leading CRLF', b'\r\n' + get())
+    add('leading CRLF x3', b'\r\n\r\n\r\n' + get())
+    add('leading LF', b'\n' + get())
+    add('leading SP', b' ' + get())
+    add('empty', b'')
+    add('just CRLF', b'\r\n\r\n')
+    add('garbage', b'\x16\x03\x01\x00\x05hello')
+    add('incomplete head', b'GET /secret HTTP/1.1\r\n' + H)
+    add('incomplete line', b'GET /secret HTT')
+    # every spelling of /secret, as HTTP/1.1 and in a pipeline
+    for p in PATHS:
+        add(f'path {p[:40]!r}', get(p))
+    add('paths pipelined', b''.join(get(p) for p in PATHS[:20]) + get(close=True))
+    add('paths pipelined HTTP/1.0 last', b''.join(get(p) for p in PATHS[20:40])
+        + get(b'/secret', version=b'HTTP/1.0'))
+    # CL.TE, TE.CL, TE.TE
+    add('CL.TE', post(b'/echo', b'0\r\n\r\n' + smug,
+                      b'Content-Length: %d\r\nTransfer-Encoding: chunked\r\n'
+                      % (5 + len(smug))))
+    add('TE.CL', post(b'/echo', b'%x\r\n' % len(smug) + smug + b'\r\n' + LAST,
+                      b'Content-Length: 4\r\nTransfer-Encoding: chunked\r\n'))
+    add('CL.CL different', post(b'/echo', body5 + smug,
+                                b'Content-Length: 5\r\nContent-Length: %d\r\n'
+                                % (5 + len(smug))))
+    add('CL.CL same', post(b'/echo', body5, b'Content-Length: 5\r\n'
+                           b'Content-Length: 5\r\n') + smug)
+    for te in TE_SPELLINGS:
+        body = chunk(body5) + LAST + smug
+        add(f'TE {te[:36]!r}', post(b'/echo', body, te))
+        add(f'TE+CL {te[:32]!r}', post(b'/echo', body, te
+                                       + b'Content-Length: 3\r\n'))
+    for cl in CL_SPELLINGS:
+        add(f'CL {cl!r}', post(b'/echo', body5 + smug,
+                               b'Content-Length: ' + cl + b'\r\n'))
+    add('Content-Length : 5', post(b'/echo', body5 + smug,
+                                   b'Content-Length : 5\r\n'))
+    add('CL 0 then body', post(b'/echo', smug, b'Content-Length: 0\r\n'))
+    add('CL short body, then EOF', post(b'/echo', b'he', b'Content-Length: 5\r\n'))
+    for cs in CHUNK_SIZES:
+        add(f'chunk size {cs!r}', post(b'/echo', cs + b'\r\n' + body5 + b'\r\n'
+                                       + LAST + smug,
+                                       b'Transfer-Encoding: chunked\r\n'))
+    add('chunked with trailer', post(b'/echo', chunk(body5) + b'0\r\nX-T: 1\r\n\r\n'
+                                     + smug, b'Transfer-Encoding: chunked\r\n'))
+    add('chunked, bare LF after data', post(b'/echo', b'5\r\nhello\n0\r\n\r\n'
+                                            + smug, b'Transfer-Encoding: chunked\r\n'))
+    add('chunked, data longer than size', post(b'/echo', b'3\r\nhello\r\n'
+                                               + LAST + smug,
+                                               b'Transfer-Encoding: chunked\r\n'))
+    add('chunked, no last chunk then EOF', post(b'/echo', chunk(body5),
+                                                b'Transfer-Encoding: chunked\r\n'))
+    add('chunked, many small chunks', post(b'/echo', b''.join(
+        chunk(bytes([65 + i % 26])) for i in range(200)) + LAST + get(close=True),
+        b'Transfer-Encoding: chunked\r\n'))
+    add('chunked HTTP/1.0', post(b'/echo', chunk(body5) + LAST,
+                                 b'Transfer-Encoding: chunked\r\n').replace(
+                                     b'HTTP/1.1', b'HTTP/1.0', 1))
+    # bare LF, obs-fold, NUL and high bytes
+    add('bare LF everywhere', b'GET /secret HTTP/1.1\nHost: t\n\n')
+    add('bare LF request line', b'GET /secret HTTP/1.1\nHost: t\r\n\r\n')
+    add('bare LF header', b'GET /secret HTTP/1.1\r\nHost: t\nX: y\r\n\r\n')
+    add('bare LF end of head', b'GET /secret HTTP/1.1\r\nHost: t\r\n\n')
+    add('bare CR', b'GET /secret HTTP/1.1\r\nHost: t\rX: y\r\n\r\n')
+    add('obs-fold', get(b'/secret', b'X-A: a\r\n b\r\n'))
+    add('obs-fold tab', get(b'/secret', b'X-A: a\r\n\tb\r\n'))
+    add('obs-fold first line', b'GET /secret HTTP/1.1\r\n Host: t\r\n\r\n')
+    add('NUL in name', get(b'/secret', b'X-\x00: a\r\n'))
+    add('NUL in value', get(b'/secret', b'X-A: a\x00b\r\n'))
+    add('NUL in target', get(b'/sec\x00ret'))
+    add('high byte in name', get(b'/secret', b'X-\xff: a\r\n'))
+    add('high bytes in value', get(b'/secret', b'X-A: \xff\xfe\x80\r\n'))
+    add('DEL in value', get(b'/secret', b'X-A: a\x7fb\r\n'))
+    add('space in name', get(b'/secret', b'X A: a\r\n'))
+    add('space before colon', get(b'/secret', b'X-A : a\r\n'))
+    add('empty name', get(b'/secret', b': a\r\n'))
+    add('no colon', get(b'/secret', b'X-A a\r\n'))
+    add('CR in value', get(b'/secret', b'X-A: a\rb\r\n'))
+    add('Connection: close, then more', get(close=True) + smug)
+    add('HTTP/1.0 keep-alive, then more',
+        get(version=b'HTTP/1.0', extra=b'Connection: keep-alive\r\n') + smug)
+    # GET/HEAD with bodies
+    add('GET with CL body', rq(b'GET', b'/books', b'Content-Length: %d\r\n'
+                               % len(smug), smug))
+    add('GET with chunked body', rq(b'GET', b'/books',
+                                    b'Transfer-Encoding: chunked\r\n',
+                                    chunk(smug) + LAST))
+    add('HEAD with CL body', rq(b'HEAD', b'/books', b'Content-Length: %d\r\n'
+                                % len(smug), smug))
+    add('GET CL 0', rq(b'GET', b'/secret', b'Content-Length: 0\r\n'))
+    add('POST /echo', post(b'/echo', body5, b'Content-Length: 5\r\n'))
+    add('POST /secret', post(b'/secret', body5, b'Content-Length: 5\r\n'))
+    add('POST chunked /echo', post(b'/echo', chunk(body5) + chunk(b'world') + LAST,
+                                   b'Transfer-Encoding: chunked\r\n'))
+    add('POST Expect 100-continue', post(b'/echo', body5, b'Content-Length: 5\r\n'
+                                         b'Expect: 100-continue\r\n'))
+    add('PUT /books', rq(b'PUT', b'/books', b'Content-Length: 5\r\n', body5))
+    add('DELETE /secret', rq(b'DELETE', b'/secret'))
+    # pipelines
+    for n in (2, 5, 10, 20, 50):
+        add(f'pipeline {n}', b''.join(get(b'/secret' if i % 3 == 1 else b'/books',
+                                          close=i == n - 1) for i in range(n)))
+    add('pipeline 50, no close', b''.join(get() for _ in range(50)))
+    add('pipeline with HEAD', get() + rq(b'HEAD', b'/secret') + get(b'/secret')
+        + rq(b'HEAD', b'/books') + get(close=True))
+    add('pipeline, close in the middle', get() + get(close=True) + get(b'/secret')
+        + get(b'/secret'))
+    add('pipeline, HTTP/1.0 in the middle', get() + get(version=b'HTTP/1.0')
+        + get(b'/secret'))
+    add('pipeline with POSTs', get() + post(b'/echo', body5, b'Content-Length: 5\r\n')
+        + get(b'/secret') + post(b'/echo', chunk(body5) + LAST,
+                                 b'Transfer-Encoding: chunked\r\n') + get(close=True))
+    add('pipeline, proxied POST then a bad chunk',
+        post(b'/echo', body5, b'Content-Length: 5\r\n') + get()
+        + post(b'/echo', b'5\r\n' + chunk(body5) + LAST,
+               b'Transfer-Encoding: chunked\r\n'))
+    add('pipeline, bad request third', get() + get(b'/secret')
+        + b'GET /secret HTTP/1.1\r\nHost: t\r\nX: a\x00\r\n\r\n' + get())
+    add('pipeline, CL+TE second', get() + post(b'/echo', chunk(body5) + LAST,
+                                               b'Content-Length: 10\r\n'
+                                               b'Transfer-Encoding: chunked\r\n')
+        + get(b'/secret'))
+    add('pipeline, GET body second', get() + rq(b'GET', b'/books',
+                                                b'Content-Length: %d\r\n' % len(smug),
+                                                smug) + get())
+    # big heads
+    for kib in (1, 2, 4, 8, 9, 15, 17):
+        cookie = b'Cookie: a=' + b'c' * (kib * 1024 - 60) + b'\r\n'
+        add(f'{kib} KiB cookie', get(b'/secret', cookie))
+    add('big heads pipelined', b''.join(get(b'/secret', b'Cookie: a=' + b'c' * n
+                                            + b'\r\n')
+                                        for n in (100, 1500, 3000, 7000, 200)))
+    add('many headers', get(b'/secret', b''.join(b'X-%d: %d\r\n' % (i, i)
+                                                 for i in range(300))))
+    add('long target', get(b'/books?' + b'q' * 9000))
+    # HTTP/2
+    preface = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
+    settings = b'\x00\x00\x00\x04\x00\x00\x00\x00\x00'
+    add('HTTP/2 preface', preface + settings)
+    add('HTTP/2 preface only', preface)
+    add('HTTP/2 preface after a GET', get() + preface + settings)
+    add('h2c upgrade', get(b'/secret', b'Connection: Upgrade, HTTP2-Settings\r\n'
+                           b'Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n'))
+    add('websocket upgrade', get(b'/books', b'Connection: Upgrade\r\nUpgrade: websocket\r\n'
+                                 b'Sec-WebSocket-Version: 13\r\n'
+                                 b'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n')
+        + get(b'/secret'))
+    return c
+
+
+# ---- mutations and streams ----------------------------------------------------------
+
+INSERTS = (b'\r', b'\n', b' ', b'\t', b';', b'"', b'\r\n', b'\x00', b'\xff',
+           b',', b':', b'0')
+
+
+def mutate(rng, data):
+    """One random change; returns (bytes, what was done)."""
+    if not data:
+        return rng.choice(INSERTS), 'insert into empty'
+    op = rng.randrange(7)
+    i = rng.randrange(len(data))
+    if op == 0:
+        bit = 1 << rng.randrange(8)
+        return (data[:i] + bytes([data[i] ^ bit]) + data[i + 1:],
+                f'flip bit {bit:#x} @{i}')
+    if op == 1:
+        ins = rng.choice(INSERTS)
+        return data[:i] + ins + data[i:], f'insert {ins!r} @{i}'
+    if op == 2:
+        n = rng.choice((1, 1, 1, 2, 4))
+        return data[:i] + data[i + n:], f'delete {n} @{i}'
+    if op == 3:
+        lines = data.split(b'\n')
+        k = rng.randrange(len(lines))
+        lines.insert(k, lines[k])
+        return b'\n'.join(lines), f'duplicate line {k}'
+    if op == 4:
+        lines = data.split(b'\n')
+        k = rng.randrange(len(lines))
+        del lines[k]
+        return b'\n'.join(lines), f'delete line {k}'
+    if op == 5:
+        c = data[i:i + 1]
+        return (data[:i] + bytes([rng.choice(b'\r\n \t;"0aA:,/.%')]) + data[i + 1:],
+                f'replace {c!r} @{i}')
+    # swap the case of a byte, or a digit for another
+    c = data[i]
+    if 48 <= c <= 57:
+        r = bytes([48 + (c - 48 + rng.randrange(1, 10)) % 10])
+    else:
+        r = bytes([c ^ 0x20]) if 65 <= (c & ~0x20) <= 90 else bytes([c])
+    return data[:i] + r + data[i + 1:], f'change {bytes([c])!r} to {r!r} @{i}'
+
+
+class Stream:
+    def __init__(self, idx, name, pieces, gaps, shut):
+        self.idx = idx
+        self.name = name
+        self.pieces = pieces      # list of bytes, sent one by one
+        self.gaps = gaps          # seconds before each piece after the first
+        self.shut = shut          # half-close right after the last piece
+
+    @property
+    def data(self):
+        return b''.join(self.pieces)
+
+    def replay(self):
+        return repr(self.pieces) if len(self.pieces) > 1 else repr(self.data)
+
+    def __repr__(self):
+        return f'#{self.idx} {self.name}'
+
+
+def split(rng, data):
+    if len(data) < 2:
+        return [data]
+    n = rng.randint(1, 8)
+    cuts = sorted(rng.sample(range(1, len(data)), min(n - 1, len(data) - 1)))
+    return [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+
+
+def make_streams(seed, count):
+    """The corpus once, unmutated, then mutations of it, up to `count`
+    streams; each cut at random places. Depends on the seed only."""
+    rng = random.Random(seed)
+    base = corpus()
+    out = []
+    for i in range(count):
+        if i < len(base):
+            name, data = base[i]
+        else:
+            name, data = base[rng.randrange(len(base))]
+            what = []
+            for _ in range(rng.choice((1, 1, 1, 2, 3))):
+                data, w = mutate(rng, data)
+                what.append(w)
+            name = f'{name}; ' + ', '.join(what)
+        pieces = split(rng, data)
+        gaps = [rng.choice((0, 0, 0.001, 0.002, 0.005)) for _ in pieces[1:]]
+        # a proxied /echo is answered after an upstream round trip, and
+        # nginx and lighttpd give up on (or close after) a request whose
+        # client half-closed meanwhile, as the timing falls: those streams
+        # half-close only once the server has been quiet for QUIET
+        shut = rng.random() < 0.75 and b'/echo' not in data
+        out.append(Stream(i, name, pieces, gaps, shut))
+    return out
+
+
+# ---- the servers ------------------------------------------------------------------------
+
+_PY_CRASH = re.compile(r"^Exception occurred during processing of request "
+                       r"from \('([^']+)'")
+
+
+# lighttpd writes %I as '-' for a head it refused before reading it whole
+# (431), which servers.Server's pattern does not take.
+_LOG_RE = {'lighttpd': re.compile(r'^(\S+) "(.*)" (\d{3}) (\S+)$')}
+
+
+class LogTail:
+    """A server's access log read as it grows: entries per client address."""
+
+    def __init__(self, server):
+        self.server = server
+        self.kind = server.kind
+        self.pos = 0
+        self.rest = b''
+        self.by_ip = {}
+        self.total = 0
+        self._bb_open = {}
+
+    def _path(self):
+        s = self.server
+        return {'python': s.stderr_path, 'busybox': s.stderr_path}.get(
+            self.kind, s.access_log_path)
+
+    def poll(self):
+        try:
+            with open(self._path(), 'rb') as f:
+                f.seek(self.pos)
+                new = f.read()
+        except OSError:
+            return
+        self.pos += len(new)
+        lines = (self.rest + new).split(b'\n')
+        self.rest = lines.pop()
+        for raw in lines:
+            self._line(raw.decode('utf-8', 'replace').rstrip('\r'))
+
+    def _add(self, ip, e):
+        self.by_ip.setdefault(ip, []).append(e)
+        self.total += 1
+
+    def _line(self, line):
+        if self.kind == 'busybox':
+            m = servers.Server._BB.match(line)
+            if not m:
+                return
+            ip, cport, what, val = m.groups()
+            ip = servers._fold_ip(ip)
+            if what == 'url':
+                e = {'target': val, 'status': None, 'line': line}
+                self._bb_open[(ip, cport)] = e
+                self._add(ip, e)
+            else:
+                e = self._bb_open.pop((ip, cport), None)
+                st = int(val) if val.strip().isdigit() else None
+                if e is None:    # an error answered before the url
+                    self._add(ip, {'target': None, 'status': st, 'line': line})
+                else:
+                    e['status'] = st
+            return
+        m = _LOG_RE.get(self.kind, servers.Server._RE[self.kind]).match(line)
+        if not m and self.kind == 'python':
+            # a handler that raised: the request was read, never logged
+            m = _PY_CRASH.match(line)
+            if m:
+                self._add(servers._fold_ip(m.group(1)),
+                          {'target': None, 'status': None, 'line': line})
+            return
+        if not m:
+            return
+        g = m.groups()
+        self._add(servers._fold_ip(g[0]),
+                  {'target': g[1], 'status': int(g[2]), 'line': line})
+
+    def entries(self, ip):
+        return self.by_ip.get(ip, [])
+
+
+# lighttpd logs each request head it reads to error.log with this; its access
+# log has no line for a request whose body the client never finished.
+LIGHTTPD_HEADS = '\ndebug.log-request-header = "enable"\n'
+_HEAD_LINE = re.compile(rb'^\S+ \S+ \(connections\.c\.\d+\) fd:\d+ rqst: (.*)$')
+
+
+class HeadLog:
+    """lighttpd's error.log with debug.log-request-header: the request heads
+    it has read (one line per header line; a head starts after a line
+    that is not one of those, or after the empty line ending the last)."""
+
+    def __init__(self, server):
+        self.path = server.error_log_path
+        self.pos = 0
+        self.rest = b''
+        self.total = 0
+        self.in_head = False
+
+    def poll(self):
+        try:
+            with open(self.path, 'rb') as f:
+                f.seek(self.pos)
+                new = f.read()
+        except OSError:
+            return
+        self.pos += len(new)
+        lines = (self.rest + new).split(b'\n')
+        self.rest = lines.pop()
+        for ln in lines:
+            m = _HEAD_LINE.match(ln)
+            if not m:
+                self.in_head = False
+                continue
+            if not self.in_head:
+                self.total += 1
+            self.in_head = m.group(1) != b''
+
+
+class Pair:
+    """One kind, twice: without the shim and with it, one document root."""
+
+    def __init__(self, kind, echo_port):
+        self.kind = kind
+        self.dir = os.path.join(TMP, kind)
+        self.docroot = os.path.join(self.dir, 'docroot')
+        self.shm = f'rlshim-diff-{os.getpid()}-{kind}'
+        proto = 'HTTP/1.1' if kind == 'python11' else None
+        real = KIND_OF[kind]
+        extra = LIGHTTPD_HEADS if kind == 'lighttpd' else None
+        self.bare = servers.Server(real, os.path.join(self.dir, 'bare'), None,
+                                   None, servers.free_port(), echo_port,
+                                   python_protocol=proto, lighttpd_extra=extra)
+        port = servers.free_port()
+        self.config = os.path.join(self.dir, 'rlshim.conf')
+        os.makedirs(self.dir, exist_ok=True)
+        with open(self.config, 'w') as f:
+            f.write(f'[global]\nports = {port}\nshm = {self.shm}\n' + RULES)
+        self.shim = servers.Server(real, os.path.join(self.dir, 'shim'),
+                                   str(SHIM), self.config, port, echo_port,
+                                   python_protocol=proto, lighttpd_extra=extra)
+        # one document root for both (the fixture writes its files into
+        # whatever docroot is, at start)
+        self.bare.docroot = self.shim.docroot = servers.Path(self.docroot)
+        self.shim_heads = None
+        try:
+            self.bare.start()
+            self.shim.start()
+        except Exception:
+            self.stop()
+            raise
+        self._files()
+        self.bare_log = LogTail(self.bare)
+        self.shim_log = LogTail(self.shim)
+        if kind == 'lighttpd':
+            self.shim_heads = HeadLog(self.shim)
+        self.counts = None
+
+    def mark(self):
+        """Where the logs stand before a stream (see logged())."""
+        if self.shim_heads:
+            self.shim_heads.poll()
+            return self.shim_heads.total
+        return None
+
+    def logged(self, ip, mark):
+        """How many requests the shim server read from `ip` since `mark`,
+        by its own logs: the access log's entries, or for lighttpd, whose
+        access log leaves out a request the client left in its body, the
+        heads it logged on receipt in the window, when those are more (its
+        access log has a 431 for a head too big to log)."""
+        self.shim_log.poll()
+        n = len(requests(self.shim_log.entries(ip)))
+        if self.shim_heads:
+            self.shim_heads.poll()
+            n = max(n, self.shim_heads.total - mark)
+        return n
+
+    def _files(self):
+        d = self.docroot
+        os.makedirs(os.path.join(d, 'x', 'y'), exist_ok=True)
+        for name, data in (('secret', SECRET), ('pub', PUB), ('x/pub', PUB)):
+            with open(os.path.join(d, name), 'wb') as f:
+                f.write(data)
+        for root, dirs, files in os.walk(d):
+            for n in dirs + files:
+                os.utime(os.path.join(root, n), (MTIME, MTIME))
+        os.utime(d, (MTIME, MTIME))
+
+    def ctl(self):
+        """{rule: allowed} of the shim's segment, or {} before its first
+        accept."""
+        for attempt in range(50):
+            try:
+                p = subprocess.run([CTL, '-c', self.config, 'status', '--json'],
+                                   capture_output=True, timeout=10)
+            except OSError:     # rebuilt under us (make while running)
+                time.sleep(0.1)
+                continue
+            if p.returncode == 0:
+                return {r['name']: r['allowed']
+                        for r in json.loads(p.stdout)['rules']}
+            if b'no server under the shim has accepted' in p.stderr:
+                return {}
+            time.sleep(0.1)
+        raise AssertionError(f'rlshimctl status: {p.stderr.decode()}')
+
+    def stop(self):
+        for s in (self.bare, self.shim):
+            try:
+                s.stop()
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            os.unlink(f'/dev/shm/{self.shm}')
+        except FileNotFoundError:
+            pass
+
+
+_UPGRADE = re.compile(rb'(?im)^(upgrade[ \t]*:)([^\r\n]*)')
+_H2C = re.compile(rb'(?i)(?<![!#$%&\'*+.^_`|~0-9a-z-])h2c(?![!#$%&\'*+.^_`|~0-9a-z-])')
+
+
+def blank_h2c(st):
+    """The stream as the shim passes it on: an `h2c` offered in Upgrade is
+    blanked (three spaces), so that no server switches to HTTP/2, whose
+    streams the shim does not frame. The bare server is sent this, the
+    shim server the stream itself."""
+    data = st.data
+    if b'h2c' not in data.lower():
+        return st
+    new = _UPGRADE.sub(lambda m: m.group(1) + _H2C.sub(b'   ', m.group(2)), data)
+    if new == data:
+        return st
+    pieces, at = [], 0
+    for p in st.pieces:
+        pieces.append(new[at:at + len(p)])
+        at += len(p)
+    return Stream(st.idx, st.name, pieces, st.gaps, st.shut)
+
+
+# ---- the client -------------------------------------------------------------------------
+
+def exchange(port, src, st):
+    """Send the stream from `src`, then read until the server closes.
+    Returns (bytes, how it ended)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    out = bytearray()
+    how = 'closed'
+    try:
+        s.bind((src, 0))
+        s.settimeout(5)
+        try:
+            s.connect(('127.0.0.1', port))
+        except OSError as e:
+            return b'', f'connect: {e}'
+        shut = False
+        try:
+            for i, p in enumerate(st.pieces):
+                if i and st.gaps[i - 1]:
+                    time.sleep(st.gaps[i - 1])
+                s.sendall(p)
+            if st.shut:
+                s.shutdown(socket.SHUT_WR)
+                shut = True
+        except OSError:     # EPIPE, ECONNRESET, ENOTCONN: it closed first
+            how = 'closed while sending'
+            shut = True
+        s.settimeout(IDLE if shut else QUIET)
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                if shut:
+                    how = 'timeout'
+                    break
+                try:
+                    s.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                shut = True
+                s.settimeout(IDLE)
+                continue
+            except ConnectionResetError:
+                how = 'reset'
+                break
+            if not b:
+                break
+            out += b
+    finally:
+        s.close()
+    return bytes(out), how
+
+
+_NORM = re.compile(rb'(?im)^(date|last-modified|etag|expires|x-worker):[^\r\n]*')
+
+
+def normalise(raw, ports):
+    """Blank what differs by time or by server process, and the servers'
+    own ports (in Location)."""
+    raw = _NORM.sub(lambda m: m.group(1) + b': *', raw)
+    for p in ports:
+        raw = raw.replace(b':%d' % p, b':PORT')
+    return raw
+
+
+# The shim's own 400 (src/shim/reply.c): these fields in any order, maybe
+# with others (Date), and its JSON body, or none after a HEAD.
+_OWN_400 = re.compile(rb'HTTP/1\.[01] 400 Bad Request\r\n((?:[!-9;-~]+:[^\r\n]*\r\n)*)\r\n')
+_OWN_FIELDS = (b'content-type: application/json', b'connection: close',
+               b'cache-control: no-store')
+_OWN_BODY = re.compile(rb'\{"error":\{"code":"bad_request","message":"[^"\\]*(?:\\.[^"\\]*)*"\}\}')
+_OWN_H2 = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0,
+                 0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0d])
+
+
+def responses(raw):
+    """Split what a server sent into responses: [(start, end, status)], and
+    the offset where that stopped being possible (len(raw) if never). A
+    Content-Length response followed at once by a status line while its
+    body would not be is taken for a HEAD answer."""
+    out = []
+    pos = 0
+    while pos < len(raw):
+        if not raw.startswith(b'HTTP/', pos):
+            return out, pos
+        end = raw.find(b'\r\n\r\n', pos)
+        if end < 0:
+            return out, pos
+        lines = raw[pos:end].split(b'\r\n')
+        try:
+            status = int(lines[0].split(b' ')[1][:3])
+        except (IndexError, ValueError):
+            return out, pos
+        hdr = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(b':')
+            hdr[k.strip().lower()] = v.strip()
+        at = end + 4
+        if 100 <= status < 200 or status in (204, 304):
+            nxt = at
+        elif hdr.get(b'transfer-encoding', b'').lower() == b'chunked':
+            p = at
+            nxt = None
+            while True:
+                le = raw.find(b'\r\n', p)
+                if le < 0:
+                    break
+                try:
+                    n = int(raw[p:le].split(b';')[0], 16)
+                except ValueError:
+                    break
+                p = le + 2
+                if n == 0:
+                    te = raw.find(b'\r\n\r\n', p - 2)
+                    nxt = te + 4 if te >= 0 else None
+                    break
+                p += n + 2
+            if nxt is None:
+                return out, pos
+        elif b'content-length' in hdr:
+            try:
+                n = int(hdr[b'content-length'])
+            except ValueError:
+                return out, pos
+            if n and raw.startswith(b'HTTP/1.', at) and \
+                    not raw.startswith(b'HTTP/1.', at + n):
+                nxt = at          # a HEAD answer
+            else:
+                nxt = min(at + n, len(raw))
+        else:
+            nxt = len(raw)
+        out.append((pos, nxt, status))
+        pos = nxt
+    return out, pos
+
+
+def own_refusal(raw):
+    """Where the shim's own refusal starts, if `raw` ends with one (and
+    nothing follows it): its 400 with the JSON body (none after a HEAD), or
+    HTTP/2 SETTINGS + GOAWAY. None otherwise."""
+    if raw.endswith(_OWN_H2):
+        return len(raw) - len(_OWN_H2), 'h2'
+    at = raw.rfind(b'HTTP/1.')
+    while at >= 0:
+        m = _OWN_400.match(raw, at)
+        if m:
+            fields = [f.strip().lower() for f in m.group(1).split(b'\r\n') if f]
+            fields = [b': '.join(x.strip() for x in f.split(b':', 1)) for f in fields]
+            lengths = [f[16:] for f in fields if f.startswith(b'content-length: ')]
+            rest = raw[m.end():]
+            if all(f in fields for f in _OWN_FIELDS) and len(lengths) == 1 and (
+                    rest == b'' or (rest.isascii() and len(rest) == int(lengths[0])
+                                    and _OWN_BODY.fullmatch(rest))):
+                return at, '400'
+            return None
+        at = raw.rfind(b'HTTP/1.', 0, at)
+    return None
+
+
+def in_body(refusal):
+    """Whether the shim's own 400 says it refused a body, not a head."""
+    return b'chunk' in refusal or b'trailer' in refusal
+
+
+def final_count(raw, upto):
+    """Final (non-1xx) responses in raw[:upto]."""
+    rs, _ = responses(raw[:upto])
+    return sum(1 for _, _, st in rs if st >= 200)
+
+
+class Outcome:
+    """What one stream did on one kind: its problems, each (class, how,
+    message); `how` tells findings of one class apart (which answer stood
+    against which), for grouping and shrinking."""
+
+    def __init__(self, st, kind):
+        self.st = st
+        self.kind = kind
+        self.problems = []
+        self.overcharged = 0  # charged, never served: the server closed
+
+    def add(self, cls, how, msg):
+        self.problems.append((cls, how, msg))
+
+    def keys(self):
+        return {(c, h) for c, h, _ in self.problems}
+
+
+def first_diff(a, b):
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def answer_at(raw, at):
+    """The status of the answer holding byte `at`: '200', 'nothing' past
+    the end, 'bytes' where no answer can be read."""
+    if at >= len(raw):
+        return 'nothing'
+    rs, _ = responses(raw)
+    for a, e, stt in rs:
+        if a <= at < e:
+            return str(stt)
+    return 'bytes'
+
+
+def show(raw, at=None, width=600):
+    if at is None or at < 150 or len(raw) <= width:
+        return repr(raw[:width]) + (f'... ({len(raw)} bytes)' if len(raw) > width else '')
+    a = at - 150
+    return f'({len(raw)} bytes) ...{raw[a:a + width]!r}...'
+
+
+def log_lines(entries):
+    return ''.join(f'\n      log: {e["line"][:300]}' for e in entries[:12])
+
+
+def requests(entries):
+    """The log entries that are requests. A 400 without a request line is
+    none: nginx ("") and lighttpd ("  ", or " <the last target> " from its
+    buffer) log one for a connection that sent bytes but no request line
+    (blank lines, a lone CR, then a bad line or the end), which nothing could
+    have counted. lighttpd's 431 with a blank line is a request: a head too
+    big for it to log."""
+    def request_line(e):
+        t = e['target']
+        return t is None or not (t == '' or t[0].isspace()) or e['status'] != 400
+    return [e for e in entries if request_line(e)]
+
+
+def server_closed(raw, kind):
+    """Whether the server ended the connection with its last answer in
+    `raw`: Connection: close, HTTP/1.0 without keep-alive, or a server that
+    answers one request per connection."""
+    rs, _ = responses(raw)
+    if not rs:
+        return False
+    if kind == 'busybox':
+        return True
+    start, end, _ = rs[-1]
+    head = raw[start:raw.find(b'\r\n\r\n', start)].lower()
+    conn = b''
+    for ln in head.split(b'\r\n')[1:]:
+        k, _, v = ln.partition(b':')
+        if k.strip() == b'connection':
+            conn += v
+    if b'close' in conn:
+        return True
+    return head.startswith(b'http/1.0') and b'keep-alive' not in conn
+
+
+def judge(pair, st, ip, bare, shim, before, after, nlogged):
+    """The checks of one stream; returns an Outcome. nlogged: the requests
+    the server read by its logs (Pair.logged)."""
+    o = Outcome(st, pair.kind)
+    (braw, bhow), (sraw, show_) = bare, shim
+    ports = (pair.bare.port, pair.shim.port)
+    nb, ns = normalise(braw, ports), normalise(sraw, ports)
+    refused = None
+    counted = after.get('all', 0) - before.get('all', 0)
+    if nb != ns:
+        own = own_refusal(ns)
+        if own is None:
+            at = first_diff(nb, ns)
+            b_at, s_at = answer_at(nb, at), answer_at(ns, at)
+            o.add('answers differ',
+                  ('no answer with the shim, ' +
+                   ('to requests it counted' if counted > final_count(ns, len(ns))
+                    else 'to what it never counted'))
+                  if s_at == 'nothing' else f'bare {b_at}, shim {s_at}',
+                  f'the answers differ at byte {at} (bare: {bhow}, shim: {show_}):'
+                  f'\n      bare: {show(nb, at)}\n      shim: {show(ns, at)}')
+        else:
+            at, what = own
+            rs, stop = responses(ns[:at])
+            bounds = {0} | {e for _, e, _ in rs}
+            if at not in bounds or stop < at:
+                o.add('refusal mid-answer', what,
+                      f'the shim\'s own {what} starts at byte {at}, inside an '
+                      f'answer of the application:\n      shim: {show(ns, at)}')
+            elif not nb.startswith(ns[:at]):
+                d = first_diff(nb, ns)
+                o.add('answers differ',
+                      f'bare {answer_at(nb, d)}, shim {answer_at(ns, d)} '
+                      f'before its own {what}',
+                      f'the answers before the shim\'s own {what} differ at '
+                      f'byte {d}:\n      bare: {show(nb, d)}\n      shim: {show(ns, d)}')
+            else:
+                refused = (at, what)
+    # (a) counted
+    logged = requests(pair.shim_log.entries(ip))
+    o.logged = logged
+    delta = {r: after.get(r, 0) - before.get(r, 0) for r in ('all', 'secret')}
+    if st.data[:1] == b'\x16':
+        # a TLS record: the connection passes untouched (DESIGN.md, "What
+        # bad input gets"), uncounted; the server may only refuse it
+        served = [e for e in logged if e['status'] is None or e['status'] < 400]
+        if delta['all'] or served:
+            o.add('count', 'TLS pass-through',
+                  f'a stream starting with a TLS record byte: the shim counted '
+                  f'{delta["all"]}, the server served {len(served)}'
+                  + log_lines(logged))
+    elif delta['all'] > nlogged and server_closed(ns, pair.kind):
+        # Requests pipelined behind an answer with which the server ended
+        # the connection (an error, Connection: close, one request per
+        # connection) were read and charged by the shim, which decides
+        # before the server sees them, but never served. Charged, never
+        # passed uncounted: the safe side, and a known limit (README).
+        o.overcharged = delta['all'] - nlogged
+    elif delta['all'] != nlogged:
+        o.add('count', 'shim counted more' if delta['all'] > nlogged
+              else 'server logged more',
+              f'the shim counted {delta["all"]} request(s) (rule *), the server '
+              f'logged {nlogged}' + log_lines(logged))
+    secrets = sraw.count(SECRET)
+    if secrets > delta['secret']:
+        o.add('secret uncounted', '',
+              f'the secret file was served {secrets} time(s), the rule '
+              f'* /secret* counted {delta["secret"]}')
+    if refused:
+        # the requests answered before the refusal are all the server may
+        # have read: one more is the refused request itself (its head went
+        # through before its body was found bad), more than that are
+        # requests it read and answered, whose answers never came
+        k = final_count(ns, refused[0])
+        n = max(nlogged, len(logged))
+        served = [e for e in logged[k:] if e['status'] is None or e['status'] < 400]
+        if n > k + 1:
+            o.add('answers lost', refused[1],
+                  f'the shim refused with its own {refused[1]} after {k} '
+                  f'answer(s), but the server had read {n} request(s); the '
+                  f'answers without the shim:\n      bare: {show(nb)}'
+                  + log_lines(logged))
+        elif n > k and not served and in_body(ns[refused[0]:]):
+            # A bad chunked body is found after its head went through: the
+            # server read that request, but never served it (DESIGN.md: a
+            # bad body reaches the application up to the bad byte).
+            pass
+        elif n > k:
+            o.add('refused but served' if served else 'refused but logged',
+                  refused[1],
+                  f'the shim refused with its own {refused[1]} after {k} '
+                  f'answer(s), yet the server read the refused request too '
+                  f'(by its logs):' + log_lines(logged))
+    return o
+
+
+_ip = [0]
+_ip_lock = threading.Lock()
+
+
+def fresh_ip():
+    """A loopback source address no stream has used yet."""
+    with _ip_lock:
+        _ip[0] += 1
+        n = _ip[0]
+    return f'127.{2 + n // 62500}.{n // 250 % 250}.{1 + n % 250}'
+
+
+def run_one(pair, st):
+    """Send `st` to both servers at once, wait for the shim's count and the
+    server's log to settle; return the Outcome."""
+    t_start = time.monotonic()
+    ip = fresh_ip()
+    if pair.counts is None:
+        pair.counts = pair.ctl()
+    before = pair.counts
+    mark = pair.mark()
+    bare_st = blank_h2c(st)
+    res = {}
+
+    def one(which, port, stream):
+        try:
+            res[which] = exchange(port, ip, stream)
+        except Exception as e:  # noqa: BLE001
+            res[which] = (b'', f'client error: {e!r}')
+
+    t = threading.Thread(target=one, args=('bare', pair.bare.port, bare_st))
+    t.start()
+    one('shim', pair.shim.port, st)
+    t.join()
+    # the count and the log agree, or have not moved for a while
+    t0 = time.monotonic()
+    prev, since = None, t0
+    while True:
+        after = pair.ctl()
+        n = pair.logged(ip, mark)
+        now = (after.get('all', 0), n)
+        t = time.monotonic()
+        if now != prev:
+            prev, since = now, t
+        elif now[0] - before.get('all', 0) == n or t - since > 0.3:
+            break
+        if t - t0 > SETTLE:
+            break
+        time.sleep(0.02)
+    pair.bare_log.poll()
+    pair.counts = after
+    o = judge(pair, st, ip, res['bare'], res['shim'], before, after, n)
+    if REPLAY:      # one stream by hand: show what came back
+        print(f'# {pair.kind} bare ({res["bare"][1]}): {res["bare"][0]!r}\n'
+              f'# {pair.kind} shim ({res["shim"][1]}): {res["shim"][0]!r}\n'
+              f'# {pair.kind} shim counted {after.get("all", 0) - before.get("all", 0)}, '
+              f'logged {n}', flush=True)
+    o.ip = ip
+    o.delta = after.get('all', 0) - before.get('all', 0)
+    o.nlogged = n
+    o.heads = pair.shim_heads.total - mark if pair.shim_heads else None
+    o.seconds = time.monotonic() - t_start
+    return o
+
+
+# ---- shrinking -----------------------------------------------------------------------------
+
+def _candidates(st):
+    """Smaller variants of a stream, biggest cuts first."""
+    data = st.data
+    if len(st.pieces) > 1:
+        yield Stream(st.idx, st.name, [data], [], st.shut)
+    if not st.shut and b'/echo' not in data:
+        yield Stream(st.idx, st.name, st.pieces, st.gaps, True)
+    # whole requests (cut after each empty line), then lines, then bytes
+    for sep in (b'\r\n\r\n', b'\n'):
+        parts = []
+        rest = data
+        while sep in rest:
+            i = rest.index(sep) + len(sep)
+            parts.append(rest[:i])
+            rest = rest[i:]
+        if rest:
+            parts.append(rest)
+        for i in range(len(parts)):
+            if len(parts) > 1:
+                yield _one(st, b''.join(parts[:i] + parts[i + 1:]))
+    n = len(data) // 2
+    while n >= 1:
+        for i in range(0, len(data), n):
+            yield _one(st, data[:i] + data[i + n:])
+        n //= 2
+
+
+def _one(st, data):
+    """One send; half-closed at once unless it goes to a proxied /echo (see
+    make_streams)."""
+    return Stream(st.idx, st.name, [data], [], b'/echo' not in data)
+
+
+def shrink(pair, st, keys, until):
+    """The smallest stream found, within SHRINK_TRIES re-runs and before
+    `until` (monotonic), that still fails in one of the ways `keys`
+    (Outcome.keys()); and its Outcome."""
+    best, best_o = st, None
+    tries = 0
+    improved = True
+    while improved and tries < SHRINK_TRIES:
+        improved = False
+        for cand in _candidates(best):
+            if tries >= SHRINK_TRIES or time.monotonic() > until:
+                break
+            if len(cand.data) > len(best.data) or (
+                    len(cand.data) == len(best.data) and
+                    len(cand.pieces) >= len(best.pieces) and cand.shut == best.shut):
+                continue
+            tries += 1
+            o = run_one(pair, cand)
+            if o.keys() & keys:
+                best, best_o = cand, o
+                improved = True
+                break
+    return best, best_o
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+class KindRun:
+    def __init__(self, kind):
+        self.kind = kind
+        self.outcomes = []     # every stream's Outcome
+        self.failed = []       # Outcomes with problems
+        self.shrunk = {}       # (class, how) -> (Stream, Outcome)
+        self.ran = 0
+        self.error = None
+        self.totals = None     # (allowed, logged) over the whole run, the
+                               # requests charged behind a closing answer
+                               # counted with the logged
+        self.seconds = 0.0
+        self.seconds_streams = 0.0
+
+    def groups(self, classes):
+        """{(class, how): [(Outcome, message)]} for the given classes."""
+        g = {}
+        for o in self.failed:
+            for cls, how, msg in o.problems:
+                if cls in classes:
+                    g.setdefault((cls, how), []).append((o, msg))
+        return g
+
+
+def run_kind(kr, pair, streams):
+    t0 = time.monotonic()
+    try:
+        for st in streams:
+            o = run_one(pair, st)
+            kr.ran += 1
+            kr.outcomes.append(o)
+            if o.problems:
+                kr.failed.append(o)
+        # the whole run, once every log has caught up: the shim's total,
+        # and each stream's requests by the logs as they are now (a line
+        # written after its stream was judged is found here)
+        def final(o):
+            if o.st.data[:1] == b'\x16':   # passed through, uncounted
+                return o.delta
+            n = len(requests(pair.shim_log.entries(o.ip)))
+            return max(n, o.heads) if o.heads is not None else n
+
+        deadline = time.monotonic() + SETTLE
+        while True:
+            pair.shim_log.poll()
+            allowed = pair.ctl().get('all', 0)
+            logged = sum(final(o) + o.overcharged for o in kr.outcomes)
+            if allowed == logged or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        kr.totals = (allowed, logged)
+        for o in kr.outcomes:
+            n = final(o)
+            if o.st.data[:1] == b'\x16':
+                continue
+            if n != o.nlogged and not any(c == 'count' for c, _, _ in o.problems):
+                o.add('count', 'logged late',
+                      f'the shim counted {o.delta} request(s) (rule *), the '
+                      f'server logged {o.nlogged} by the time the stream was '
+                      f'judged and {n} by the end of the run'
+                      + log_lines(pair.shim_log.entries(o.ip)))
+                if o not in kr.failed:
+                    kr.failed.append(o)
+        kr.seconds_streams = time.monotonic() - t0
+        # one shrunk stream for each way of failing (the first streams to
+        # fail each way), a few per kind
+        until = time.monotonic() + SHRINK_SECONDS
+        for key, found in kr.groups(ANSWER_CLASSES | COUNT_CLASSES).items():
+            if len(kr.shrunk) >= SHRINK_MAX or time.monotonic() > until:
+                break
+            kr.shrunk[key] = shrink(pair, found[0][0].st, {key}, until)
+    except Exception:  # noqa: BLE001
+        import traceback
+        kr.error = traceback.format_exc()
+    kr.seconds = time.monotonic() - t0
+
+
+def describe(o, st=None):
+    st = st or o.st
+    return (f'stream {st!r} (RL_DIFF_SEED={SEED} RL_DIFF_ONLY={st.idx}), '
+            f'{"half-closed" if st.shut else "kept open"} after '
+            f'{len(st.pieces)} send(s), from {o.ip}:\n'
+            f'      RL_DIFF_REPLAY="{st.replay()}"')
+
+
+def report(kr, classes):
+    """The failures of one kind in `classes`, grouped by how they failed:
+    up to two streams of each, and the shrunk one."""
+    out = []
+    groups = kr.groups(classes)
+    n = len({id(o) for found in groups.values() for o, _ in found})
+    for (cls, how), found in groups.items():
+        out.append(f'  {cls}{": " + how if how else ""}: {len(found)} stream(s)'
+                   f' ({" ".join(str(o.st.idx) for o, _ in found[:40])}'
+                   f'{" ..." if len(found) > 40 else ""})')
+        for o, msg in found[:2]:
+            out.append(f'    {describe(o)}\n      {msg}')
+        small, so = kr.shrunk.get((cls, how), (None, None))
+        if so is not None:
+            msg = [m for c, h, m in so.problems if (c, h) == (cls, how)][0]
+            out.append(f'    shrunk to {len(small.data)} bytes: '
+                       f'{describe(so, small)}\n      {msg}')
+    return f'{n} of {kr.ran} streams:\n' + '\n'.join(out)
+
+
+ANSWER_CLASSES = {'answers differ', 'refusal mid-answer', 'answers lost'}
+COUNT_CLASSES = {'count', 'secret uncounted', 'refused but logged',
+                 'refused but served'}
+
+
+def replay_streams():
+    v = REPLAY
+    if os.path.exists(v):
+        v = open(v).read()
+    obj = ast.literal_eval(v.strip())
+    pieces = [obj] if isinstance(obj, bytes) else list(obj)
+    # half-closed at once unless it goes to a proxied /echo (make_streams)
+    shut = os.environ.get('RL_DIFF_SHUT', '1' if b'/echo' not in b''.join(pieces)
+                          else '0') == '1'
+    return [Stream(0, 'replay', pieces, [0.002] * (len(pieces) - 1), shut)]
+
+
+def main():
+    global TMP
+    TMP = tempfile.mkdtemp(prefix='rlshim-diff-')
+    words = [w.lower() for w in sys.argv[1:]]
+    kinds = [k for k in KINDS if not words or any(w in k for w in words)]
+    for k in kinds:
+        if not servers.available(KIND_OF[k]):
+            print(f'[  FAILED  ] 1 test(s): {KIND_OF[k]} is not installed '
+                  f'(tools/deps.sh installs it)')
+            return 1
+    for f in (SHIM, CTL):
+        if not os.path.exists(f):
+            print(f'[  FAILED  ] 1 test(s): {f} missing: run make')
+            return 1
+    if REPLAY:
+        streams = replay_streams()
+    else:
+        streams = make_streams(SEED, STREAMS)
+        if ONLY:
+            streams = [s for s in streams if s.idx in ONLY]
+    # RL_DIFF_REPEAT=N: every stream N times (is a difference steady?)
+    streams = streams * int(os.environ.get('RL_DIFF_REPEAT') or 1)
+    print(f'# seed {SEED}, {len(streams)} stream(s), kinds: {" ".join(kinds)}',
+          flush=True)
+    t0 = time.monotonic()
+    echo = servers.Server('legacy', os.path.join(TMP, 'echo'), None, None,
+                          servers.free_port())
+    echo.start()
+    pairs = {}
+    runs = {k: KindRun(k) for k in kinds}
+    state = {'done': False}
+
+    def run_all():
+        if state['done']:
+            return
+        state['done'] = True
+        threads = []
+        for k in kinds:
+            try:
+                pairs[k] = Pair(k, echo.port)
+            except Exception:  # noqa: BLE001
+                import traceback
+                runs[k].error = 'starting the servers: ' + traceback.format_exc()
+                continue
+            threads.append(threading.Thread(target=run_kind,
+                                            args=(runs[k], pairs[k], streams)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k in pairs:
+            kr = runs[k]
+            slow = sorted(kr.outcomes, key=lambda o: -o.seconds)[:3]
+            print(f'# {k}: {kr.ran} streams in {kr.seconds_streams:.1f} s '
+                  f'(slowest: ' + ', '.join(f'#{o.st.idx} {o.seconds:.1f} s'
+                                            for o in slow)
+                  + f'), {len(kr.failed)} failing; {kr.seconds:.1f} s with '
+                  f'shrinking', flush=True)
+            over = [o for o in kr.outcomes if o.overcharged]
+            if over:
+                print(f'# {k}: {sum(o.overcharged for o in over)} request(s) in '
+                      f'{len(over)} stream(s) charged but never served: '
+                      f'pipelined behind an answer that closed the '
+                      f'connection', flush=True)
+
+    def answers(kind):
+        run_all()
+        kr = runs[kind]
+        if kr.error:
+            raise AssertionError(kr.error)
+        if kr.groups(ANSWER_CLASSES):
+            raise AssertionError('answers with the shim differ from those '
+                                 'without it, in ' + report(kr, ANSWER_CLASSES))
+
+    def counted(kind):
+        run_all()
+        kr = runs[kind]
+        if kr.error:
+            raise AssertionError(kr.error)
+        msgs = []
+        if kr.groups(COUNT_CLASSES):
+            msgs.append('requests not counted exactly once, in '
+                        + report(kr, COUNT_CLASSES))
+        if kr.totals and kr.totals[0] != kr.totals[1]:
+            msgs.append(f'over the whole run the shim counted {kr.totals[0]} '
+                        f'request(s) (rule *), the server logged {kr.totals[1]}')
+        if msgs:
+            raise AssertionError('\n'.join(msgs))
+
+    tests = []
+    for k in kinds:
+        name = LABEL.get(k, k)
+        tests.append((f'{name}: every request served was counted once',
+                      lambda k=k: counted(k)))
+        tests.append((f'{name}: the same answers with and without the shim',
+                      lambda k=k: answers(k)))
+    try:
+        rc = run(f'diff (seed {SEED}, {SHIM})', tests)
+    finally:
+        for p in pairs.values():
+            p.stop()
+        echo.stop()
+    print(f'# {time.monotonic() - t0:.1f} s')
+    if rc == 0:
+        shutil.rmtree(TMP, ignore_errors=True)
+    else:
+        print(f'# work directories kept in {TMP}; replay a stream with '
+              f'RL_DIFF_SEED={SEED} RL_DIFF_ONLY=N or RL_DIFF_REPLAY=...')
+    return rc
+
+
+if __name__ == '__main__':
+    sys.exit(main())
