@@ -434,6 +434,36 @@ static void test_fionread_counts_held(void **state)
 	pair_close(&p);
 }
 
+/* A head the client stops sending in the middle of gets a 400 (it may
+ * still read), and so does one that is wrong before it is complete. */
+static void test_cut_and_early_refusals(void **state)
+{
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, "GET /half HTTP/1.1\r\nHost: x\r\n");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	shutdown(p.client, SHUT_WR);
+	usleep(20000);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_non_null(strstr(buf, "400 Bad Request"));
+	assert_non_null(strstr(buf, "incomplete request head"));
+	pair_close(&p);
+
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, "GE, /x HTTP/1.1\r\nHost:");
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_non_null(strstr(buf, "400 Bad Request"));
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -692,6 +722,7 @@ int main(void)
 		cmocka_unit_test(test_http2),
 		cmocka_unit_test(test_after_last_request),
 		cmocka_unit_test(test_fionread_counts_held),
+		cmocka_unit_test(test_cut_and_early_refusals),
 		cmocka_unit_test(test_partial_head),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
