@@ -92,8 +92,14 @@ int rl_path_normalize(const char *target, size_t len, char *out,
 		    target[s + 2] == '/') {
 			i = s + 3;
 			while (i < len && target[i] != '/' && target[i] != '?' &&
-			       target[i] != '#')
+			       target[i] != '#') {
+				/* An escape in the authority: Python's
+				 * http.server resolves the whole target as a
+				 * path ("x://..%2fa" is /a to it). */
+				if (target[i] == '%')
+					return -EINVAL;
 				i++;
+			}
 			if (i == len || target[i] != '/') {
 				out[0] = '/';
 				out[1] = '\0';

@@ -660,27 +660,24 @@ static int each_token(const char *v, size_t n,
 	return 0;
 }
 
-/* Connection: 1 for close, 2 for keep-alive (RFC 9112 9.3, 9.6). */
-static int connection_opt(const char *t, size_t n, void *arg)
-{
-	uint8_t *opts = arg;
+/* Upgrade: where "h2c" is offered, whatever follows its name (lighttpd
+ * upgrades on "h2c;q=1"; RFC 9110 7.8 allows "name/version"), and how many
+ * times. */
+struct h2c_offers {
+	const char *at;
+	unsigned n;
+};
 
-	if (rl_http_name_eq(t, n, "close", 5))
-		*opts |= 1;
-	else if (rl_http_name_eq(t, n, "keep-alive", 10))
-		*opts |= 2;
-	return 0;
-}
-
-/* Upgrade: where "h2c" is, if it is offered. */
 static int h2c_token(const char *t, size_t n, void *arg)
 {
-	const char **at = arg;
+	struct h2c_offers *o = arg;
 
-	if (!rl_http_name_eq(t, n, "h2c", 3))
+	if (n < 3 || !rl_http_name_eq(t, 3, "h2c", 3) ||
+	    (n > 3 && t[3] != ';' && t[3] != '/' && t[3] != ' ' && t[3] != '\t'))
 		return 0;
-	*at = t;
-	return 1;
+	if (!o->n++)
+		o->at = t;
+	return 0;
 }
 
 static int header(struct rl_http_req *req, const struct rl_http_want *want,
@@ -700,18 +697,25 @@ static int header(struct rl_http_req *req, const struct rl_http_want *want,
 		if (parse_codings(v, vlen, chunked_last, chunked_seen))
 			return bad(req, "bad Transfer-Encoding");
 	} else if (nlen == 7 && rl_http_name_eq(name, nlen, "upgrade", 7)) {
-		const char *at = NULL;
+		struct h2c_offers o = { NULL, 0 };
 
 		req->upgrade = 1;
-		if (each_token(v, vlen, h2c_token, &at)) {
+		each_token(v, vlen, h2c_token, &o);
+		if (o.n) {
 			/* One offer is blanked where it stands; a second
 			 * one could only be there to get past that. */
-			if (req->h2c_at)
+			if (req->h2c_at || o.n > 1)
 				return bad(req, "h2c offered twice");
-			req->h2c_at = (uint32_t)(at - base);
+			req->h2c_at = (uint32_t)(o.at - base);
 		}
 	} else if (nlen == 10 && rl_http_name_eq(name, nlen, "connection", 10)) {
-		each_token(v, vlen, connection_opt, conn);
+		/* The last request only where every server agrees it is:
+		 * one Connection field, exactly "close" (nginx reads the last
+		 * field and looks for "close" in it, Python compares the first
+		 * one whole, lighttpd and apache read tokens). Anything else
+		 * keeps the connection as the version says, and the requests
+		 * after it are framed and counted. */
+		*conn = *conn ? 4 : (rl_http_name_eq(v, vlen, "close", 5) ? 1 : 2);
 	}
 	for (unsigned w = 0; want && w < want->n; w++) {
 		unsigned k;
@@ -1109,7 +1113,9 @@ int rl_http_parse_prefix(const uint8_t *p, size_t len,
 			return bad(req, "Transfer-Encoding not ending in chunked");
 		req->chunked = 1;
 	}
-	req->last = (conn & 1) || (req->http10 && !(conn & 2));
+	/* conn: 0 no Connection field, 1 exactly "close", 2 another value,
+	 * 4 more than one field */
+	req->last = conn == 1 || (req->http10 && conn == 0);
 	*used = i + 2;
 	return 0;
 }

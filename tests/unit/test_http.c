@@ -143,14 +143,21 @@ static void test_last_request(void **state)
 		int heads;
 	} cases[] = {
 		{ "GET /a HTTP/1.0\r\n\r\nGET /b HTTP/1.0\r\n\r\n", 19, 1 },
-		{ "GET /a HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n"
-		  "GET /b HTTP/1.1\r\n\r\n", 50, 1 },
+		{ "GET /a HTTP/1.1\r\nConnection: Close\r\n\r\n"
+		  "GET /b HTTP/1.1\r\n\r\n", 38, 1 },
 		{ "POST /a HTTP/1.1\r\nConnection: close\r\nContent-Length: 3\r\n\r\n"
 		  "abcGET /b HTTP/1.1\r\n\r\n", 61, 1 },
 		{ "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.0\r\n"
 		  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /c HTTP/1.1\r\n\r\n", 0, 2 },
 		{ "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
 		  "GET /b HTTP/1.0\r\n\r\nGET /c", 62, 2 },
+		/* not the last where a server would go on: two Connection
+		 * fields (nginx reads the last), a list with close in it
+		 * (Python compares it whole) */
+		{ "GET /a HTTP/1.1\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n"
+		  "GET /b HTTP/1.1\r\nConnection: close\r\n\r\nGET /c", 100, 2 },
+		{ "GET /a HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n"
+		  "GET /b HTTP/1.0\r\n\r\nGET /c", 69, 2 },
 	};
 	static const size_t sizes[] = { 1, 2, 3, 5, 7, 11, 1000 };
 
@@ -269,6 +276,56 @@ static void test_prefixes_of_good_heads(void **state)
 					 rc, req.error ? req.error : "");
 		}
 	}
+}
+
+/* An h2c offer, however it is written, is found (to be blanked); two are
+ * refused; an escape in an absolute-form authority is refused. */
+static void test_h2c_offers(void **state)
+{
+	static const struct {
+		const char *up;
+		int rc;
+		size_t at; /* offset of "h2c" in the value, or 0 */
+	} cases[] = {
+		{ "h2c", 0, 1 },
+		{ "H2C", 0, 1 },
+		{ "h2c;q=1", 0, 1 },
+		{ "h2c/1.0", 0, 1 },
+		{ "websocket, h2c ;x", 0, 12 },
+		{ "h2cx", 0, 0 },
+		{ "xh2c", 0, 0 },
+		{ "h2c, h2c", -EINVAL, 0 },
+		{ "h2c,h2c;q=1", -EINVAL, 0 },
+	};
+	struct rl_http_req req;
+	char head[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = snprintf(head, sizeof(head),
+				 "GET / HTTP/1.1\r\nUpgrade: %s\r\n\r\n", cases[i].up);
+		size_t used;
+		int rc = rl_http_parse_prefix((const uint8_t *)head, (size_t)n,
+					      NULL, &req, &used);
+
+		assert_int_equal(rc, cases[i].rc);
+		if (rc)
+			continue;
+		if (cases[i].at)
+			assert_int_equal(req.h2c_at, 25 + cases[i].at - 1);
+		else
+			assert_int_equal(req.h2c_at, 0);
+	}
+	/* in two fields: refused */
+	assert_int_equal(rl_http_parse_head(
+		(const uint8_t *)"GET / HTTP/1.1\r\nUpgrade: h2c\r\nUpgrade: h2c\r\n\r\n",
+		45, NULL, &req), -EINVAL);
+	assert_int_equal(rl_http_parse_head(
+		(const uint8_t *)"GET x://..%2fsecret HTTP/1.0\r\n\r\n", 32, NULL, &req),
+		-EINVAL);
+	assert_int_equal(rl_http_parse_head(
+		(const uint8_t *)"GET http://h/%2e%2e/a HTTP/1.0\r\n\r\n", 34, NULL, &req), 0);
+	assert_string_equal(req.path, "/a");
 }
 
 /* Every split in two, and every chunk size from 1 to 13. */
@@ -747,6 +804,7 @@ int main(void)
 		cmocka_unit_test(test_last_request),
 		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_prefixes_of_good_heads),
+		cmocka_unit_test(test_h2c_offers),
 		cmocka_unit_test(test_every_split),
 		cmocka_unit_test(test_framing_errors),
 		cmocka_unit_test(test_chunk_ext_valid),
