@@ -54,6 +54,7 @@ enum rl_reply_kind {
 enum rl_switch { RL_SWITCH_NONE = 0, RL_SWITCH_UPGRADE = 1, RL_SWITCH_CONNECT = 2 };
 
 #define RL_HOLD_SIZE (RL_HEAD_MAX + 4096)
+#define RL_HEADS_OWED 8 /* HEAD requests a connection may have unanswered */
 
 struct rl_hold {
 	uint32_t len;     /* bytes held */
@@ -84,7 +85,10 @@ struct rl_conn {
 	uint32_t answered;       /* final answers it has written whole */
 	uint32_t switch_at;      /* the request (1-based) an answer of 101 or
 				    2xx hands over, with upgrade_wait */
-	uint64_t heads;          /* bit (i - 1) % 64: request i was HEAD */
+	uint32_t heads[RL_HEADS_OWED]; /* the HEAD requests not answered yet
+				    (their numbers): their answers have no
+				    body */
+	uint8_t nheads;
 	uint8_t ans_final;       /* a final answer is being written */
 	uint8_t ans_broken;      /* answers not framed (any more): the reply
 				    to a denial goes at the next read */
@@ -95,6 +99,10 @@ struct rl_conn {
 	uint32_t owed;           /* answers the reply to a denial follows */
 	uint8_t raw;             /* the held head is not scanned yet: parsed
 				    whole once the rest has come */
+	uint8_t ended;           /* bytes went to another process in a way
+				    the framing cannot follow: reads end */
+	unsigned fork_seen;      /* rl_io.forks at the last look */
+	uint64_t taken;          /* bytes this process took from the socket */
 	/* the reply due in DENY */
 	struct rl_verdict verdict;
 	uint8_t reply_http10;

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -114,6 +115,13 @@ static int getfl(int fd)
 	return real_fcntl(fd, F_GETFL);
 }
 
+static int inq(int fd)
+{
+	int n = 0;
+
+	return real_ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
+}
+
 /* Filled at first use: the pointers are resolved after load. */
 static const struct rl_io_sys *io_sys(void)
 {
@@ -123,6 +131,7 @@ static const struct rl_io_sys *io_sys(void)
 		s.send = real_send;
 		s.close = real_close;
 		s.getfl = getfl;
+		s.inq = inq;
 		s.recv = real_recv;
 	}
 	return &s;

@@ -29,7 +29,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -60,6 +62,13 @@ static pid_t owner;
 static void owner_forked(void)
 {
 	owner = getpid();
+}
+
+/* In the parent, after a fork: a child may read a connection's bytes
+ * (Python's CGI child reads the body from the socket it inherits). */
+static void parent_forked(void)
+{
+	__atomic_add_fetch(&rl_io.forks, 1, __ATOMIC_RELAXED);
 }
 
 static int owner_here(void)
@@ -115,7 +124,7 @@ int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 		return rc;
 	rl_io.cfg = cfg;
 	owner = getpid();
-	pthread_atfork(NULL, NULL, owner_forked);
+	pthread_atfork(NULL, parent_forked, owner_forked);
 	return 0;
 }
 
@@ -246,12 +255,14 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 	}
 	rl_http_begin_body(&c->http, req);
 	c->delivered++;
-	if (req->head)
-		c->heads |= 1ull << ((c->delivered - 1) % 64);
-	else
-		c->heads &= ~(1ull << ((c->delivered - 1) % 64));
-	if (c->delivered - c->answered >= 64)
-		c->ans_broken = 1; /* too far behind to tell answers apart */
+	if (req->head) {
+		/* Its answer has no body: remembered until it is written.
+		 * Past RL_HEADS_OWED of them, answers are not followed. */
+		if (c->nheads < RL_HEADS_OWED)
+			c->heads[c->nheads++] = c->delivered;
+		else
+			c->ans_broken = 1;
+	}
 	/* Only the application's answer to this very request can hand the
 	 * connection to another protocol: 101 to an Upgrade, 2xx to a
 	 * CONNECT (rl_io_wrote() counts the answers). Where the answers are
@@ -624,13 +635,14 @@ static int hold_proxy(struct rl_conn *c)
 }
 
 /* Take from the socket `n` bytes a peek has already copied to `dst`. */
-static int take(int fd, uint8_t *dst, size_t n)
+static int take(struct rl_conn *c, int fd, uint8_t *dst, size_t n)
 {
 	while (n > 0) {
 		ssize_t k = rl_io.sys.recv(fd, dst, n, MSG_DONTWAIT);
 
 		if (k <= 0)
 			return -1;
+		c->taken += (uint64_t)k;
 		dst += k;
 		n -= (size_t)k;
 	}
@@ -708,7 +720,7 @@ static int held_decided(struct rl_conn *c, int fd, size_t tail)
 	struct rl_hold *h = c->hold;
 
 	if (c->mask_at >= 0 && (size_t)c->mask_at + sizeof(no_h2c) > h->len) {
-		if (take(fd, h->data + h->len, tail) < 0) {
+		if (take(c, fd, h->data + h->len, tail) < 0) {
 			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 			return HELD_DENIED;
 		}
@@ -790,7 +802,7 @@ static enum held held_advance(struct rl_conn *c, int fd)
 		deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
 		return HELD_DENIED;
 	default:
-		if (take(fd, h->data + h->len, (size_t)n) < 0) {
+		if (take(c, fd, h->data + h->len, (size_t)n) < 0) {
 			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 			return HELD_DENIED;
 		}
@@ -843,7 +855,7 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 		want = (size_t)n;
 		if (rl_proxy_parse(h->data, before + (size_t)n, &pr) == RL_PROXY_OK)
 			want = pr.len - before;
-		if (take(r->fd, h->data + before, want) < 0) {
+		if (take(c, r->fd, h->data + before, want) < 0) {
 			deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 			*ret = answer(c, r->fd);
 			return 0;
@@ -868,6 +880,46 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 }
 
 /* ---- the read path ----------------------------------------------------------------- */
+
+/*
+ * This process forked since it last read `c`: did another process read
+ * the socket meanwhile (Python's CGI child reads the body from the socket
+ * it inherits)? The kernel's count of bytes received, less those still
+ * queued, is what all readers took; less what this process took, what the
+ * others took. Bytes of the body the framing expects are counted off it,
+ * so the requests after it are framed and counted where they are; anything
+ * else (a head, a chunked body, held bytes) cannot be followed: returns
+ * -1, and the connection ends for the application. Two system calls, once
+ * per fork per connection.
+ */
+static int others_took(struct rl_conn *c, int fd)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	uint64_t gone, others;
+	int queued;
+
+	c->fork_seen = rl_io.forks;
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0 ||
+	    tl < offsetof(struct tcp_info, tcpi_bytes_received) +
+			 sizeof(ti.tcpi_bytes_received) ||
+	    (queued = rl_io.sys.inq(fd)) < 0)
+		return 0; /* cannot tell: as before */
+	gone = ti.tcpi_bytes_received - (uint64_t)queued;
+	if (gone <= c->taken)
+		return 0;
+	others = gone - c->taken;
+	c->taken = gone;
+	if (c->http.phase == RL_HTTP_BODY && !c->skip && !c->hold &&
+	    others <= c->http.remaining) {
+		c->http.remaining -= others;
+		if (c->http.remaining == 0)
+			c->http.phase = c->http.last ? RL_HTTP_DONE : RL_HTTP_IDLE;
+		return 0;
+	}
+	return -1;
+}
 
 /*
  * A denial waits for the answers to the requests before it; the
@@ -921,6 +973,11 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	case RL_CONN_DONE:
 		return 0;
 	case RL_CONN_HTTP:
+		if (__builtin_expect(c->fork_seen != rl_io.forks, 0) &&
+		    others_took(c, r->fd))
+			c->ended = 1;
+		if (c->ended)
+			return 0;
 		if (c->proxy) {
 			ssize_t ret;
 
@@ -991,6 +1048,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 				goto out;
 			return n;
 		}
+		c->taken += (uint64_t)n;
 		if (c->state == RL_CONN_PASS) {
 			filled += (size_t)n;
 			goto out;
@@ -1310,7 +1368,14 @@ static void answer_begun(struct rl_conn *c, int fd, const struct rl_http_answer 
 		ans_fail(c, fd); /* an answer to no request it was given */
 		return;
 	}
-	head_req = (int)((c->heads >> ((k - 1) % 64)) & 1);
+	head_req = 0;
+	for (unsigned i = 0; i < c->nheads; i++) {
+		if (c->heads[i] == k) {
+			head_req = 1;
+			c->heads[i] = c->heads[--c->nheads];
+			break;
+		}
+	}
 	if (c->upgrade_wait && k == c->switch_at) {
 		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
 

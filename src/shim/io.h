@@ -25,6 +25,7 @@ struct rl_io_sys {
 	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
 	int (*close)(int fd);
 	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
+	int (*inq)(int fd);   /* ioctl(fd, SIOCINQ): bytes queued, or -1 */
 };
 
 /*
@@ -39,6 +40,7 @@ struct rl_io {
 					guarded (a reload keeps them) */
 	const struct rl_policy *pol; /* rl_io_policy() to read it */
 	int refuse;       /* start failed with on_error = refuse */
+	unsigned forks;   /* fork()s this process has made (its own count) */
 	unsigned nlisten; /* ports seen listening (adoption with no ports) */
 	uint16_t listen_ports[RL_MAX_PORTS];
 };

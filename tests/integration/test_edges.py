@@ -164,6 +164,8 @@ SERVERS = {
     'python': lambda: Srv('python', 'python', NEVER + SECRET_PREFIX + TWO),
     'python11': lambda: Srv('python11', 'python', NEVER + SECRET_EXACT,
                             python_protocol='HTTP/1.1'),
+    'python11c': lambda: Srv('python11c', 'python', NEVER + SECRET_PREFIX,
+                             python_protocol='HTTP/1.1'),
     'busybox': lambda: Srv('busybox', 'busybox',
                            NEVER + SECRET_PREFIX + PUB_GET + TWO),
     'legacy': lambda: Srv('legacy', 'legacy', NEVER + BOOKS + TWO),
@@ -925,6 +927,122 @@ def post_then_denied(kind='lighttpd'):
                      + (' ...' if len(bad) > 6 else ''))
 
 
+# ---- found by review: attacks on the framing ----------------------------------
+
+def spend_secret(s, src):
+    """The secret's 1/m budget of `src` spent: one 200, then a 429."""
+    a = talk(s.port, req('GET', '/secret', close=True), src, n=1)
+    b = talk(s.port, req('GET', '/secret', close=True), src, n=1)
+    assert [a.statuses, b.statuses] == [[200], [429]], (a, b)
+
+
+def absform_authority():
+    """python: `GET x://..%2fsecret` is /secret to http.server (it resolves
+    the whole target as a path): refused, never served uncounted."""
+    s = srv('python')
+    src = fresh_ip()
+    spend_secret(s, src)
+    for t in ('x://..%2fsecret', 'http://..%2fsecret',
+              'http://a%2f..%2f..%2fsecret', 'http://%2e%2e%2fsecret'):
+        res = talk(s.port, f'GET {t} HTTP/1.0\r\n\r\n'.encode(), src, n=1)
+        answered(res, 1, t)
+        assert SECRET not in res.raw, (t, res)
+
+
+def cgi_body_then_requests():
+    """python --protocol HTTP/1.1, CGI: the CGI child reads the POST body
+    from the socket it inherits, so the shim never sees it; the requests
+    the client sends after the CGI's answer must be framed and counted
+    where they are, not skipped as that body."""
+    s = srv('python11c')
+    src = fresh_ip()
+    spend_secret(s, src)
+    smuggled = req('GET', '/secret') * 5
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.settimeout(ANSWER_TIMEOUT)
+    c.bind((src, 0))
+    c.connect(('127.0.0.1', s.port))
+    try:
+        c.sendall(b'POST /cgi-bin/echo HTTP/1.1\r\nHost: x\r\n'
+                  b'Content-Length: %d\r\n\r\n' % len(smuggled))
+        time.sleep(0.5)
+        c.sendall(b'B' * len(smuggled))
+        time.sleep(0.7)
+        c.sendall(smuggled)
+        time.sleep(1.5)
+        c.settimeout(0.5)
+        data = b''
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                data += b
+        except socket.timeout:
+            pass
+    finally:
+        c.close()
+    assert b'B' * 10 in data, data[:300]   # the CGI echoed the body
+    assert SECRET not in data, 'a request after the CGI body was served'
+
+
+def h2c_with_parameters():
+    """lighttpd upgrades on `Upgrade: h2c;q=1`: the offer is blanked like
+    a plain one, so the server answers in HTTP/1.1 and no HTTP/2 stream
+    can follow uncounted."""
+    s = srv('lighttpd')
+    src = fresh_ip()
+    spend_secret(s, src)
+    for up in ('h2c;q=1', 'h2c/1.0', 'H2C ;x=y'):
+        res = talk(s.port, (f'GET /secret HTTP/1.1\r\nHost: x\r\n'
+                            f'Connection: Upgrade, HTTP2-Settings\r\n'
+                            f'Upgrade: {up}\r\nHTTP2-Settings: '
+                            f'AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n').encode(),
+                   src, n=1)
+        answered(res, 1, up)
+        assert res.statuses == [429], (up, res)
+    res = talk(s.port, b'GET /books HTTP/1.1\r\nHost: x\r\nUpgrade: h2c, h2c\r\n'
+               b'Connection: Upgrade\r\n\r\n', src, n=1)
+    assert res.statuses == [400], res
+
+
+def connection_close_disputed(kind):
+    """Requests after one whose Connection field servers read differently
+    (two fields; a list with close in it; keep-alive-x on HTTP/1.0) are
+    framed and counted, not dropped: the server answers them."""
+    s = srv(kind)
+    cases = [
+        b'GET /books HTTP/1.1\r\nHost: x\r\nConnection: close\r\n'
+        b'Connection: keep-alive\r\n\r\n',
+        b'GET /books HTTP/1.0\r\nConnection: keep-alive-x\r\n\r\n',
+        b'GET /books HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n',
+        b'GET /books HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n'
+        b'Connection: close\r\n\r\n',
+    ]
+    for first in cases:
+        res = talk(s.port, first + req('GET', '/books', close=True),
+                   fresh_ip(), n=2)
+        if res.how == 'timeout':
+            raise AssertionError(f'{first!r}: no second answer ({res!r})')
+
+
+def deep_pipeline_then_denied():
+    """lighttpd, which reads ahead: 70 pipelined GETs, a POST with a body,
+    a GET, then a denied GET /secret: every answer lighttpd writes arrives,
+    then the 429."""
+    s = srv('lighttpd')
+    src = fresh_ip()
+    spend_secret(s, src)
+    body = b'x' * 1000
+    raw = (req('GET', '/books') * 70 + req('POST', s.echo_path, body=body) +
+           req('GET', '/books') + req('GET', '/secret'))
+    res = talk(s.port, raw, src, n=73)
+    answered(res, 73, '70 GETs, a POST, a GET and a denied GET')
+    assert res.statuses == [200] * 72 + [429], res.statuses
+    assert res.responses[70].body == body
+
+
 # ---- the list --------------------------------------------------------------------------
 
 def tests():
@@ -993,6 +1111,17 @@ def tests():
             pipelined_after_last, k, 'close')
     add('lighttpd: fault: POST with a body, then a denied GET: 200, 429',
         post_then_denied)
+    # found by review
+    add('python: bypass: absolute-form with an escape in the authority',
+        absform_authority)
+    add('python --protocol HTTP/1.1: bypass: requests after a CGI read the '
+        'body', cgi_body_then_requests)
+    add('lighttpd: bypass: h2c offered with parameters', h2c_with_parameters)
+    for k in ('nginx', 'python11', 'lighttpd', 'apache'):
+        add(f'{k}: stall: a Connection field servers read differently',
+            connection_close_disputed, k)
+    add('lighttpd: fault: 70 pipelined, a POST, then a denial: every answer',
+        deep_pipeline_then_denied)
     # Apache httpd (Debian 12's apache2 2.4), mpm_event as shipped and
     # mpm_prefork, /echo proxied to the echo server. Each case was run
     # against bare apache first (RL_SHIM=none); the assertions are what the

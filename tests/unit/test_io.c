@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -34,7 +35,14 @@ static int getfl(int fd)
 	return fcntl(fd, F_GETFL);
 }
 
-static const struct rl_io_sys sys = { recv, send, close, getfl };
+static int inq(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
+}
+
+static const struct rl_io_sys sys = { recv, send, close, getfl, inq };
 
 static const char conf[] =
 	"[global]\n"
