@@ -480,6 +480,21 @@ _PY_CRASH = re.compile(r"^Exception occurred during processing of request "
 _LOG_RE = {'lighttpd': re.compile(r'^(\S+) "(.*)" (\d{3}) (\S+)$')}
 
 
+def new_lines(tail, path):
+    """The whole lines added to the file at `path` since `tail` last read
+    it (tail.pos; a line not ended yet waits in tail.rest)."""
+    try:
+        with open(path, 'rb') as f:
+            f.seek(tail.pos)
+            new = f.read()
+    except OSError:
+        return []
+    tail.pos += len(new)
+    lines = (tail.rest + new).split(b'\n')
+    tail.rest = lines.pop()
+    return lines
+
+
 class LogTail:
     """A server's access log read as it grows: entries per client address."""
 
@@ -498,16 +513,7 @@ class LogTail:
             self.kind, s.access_log_path)
 
     def poll(self):
-        try:
-            with open(self._path(), 'rb') as f:
-                f.seek(self.pos)
-                new = f.read()
-        except OSError:
-            return
-        self.pos += len(new)
-        lines = (self.rest + new).split(b'\n')
-        self.rest = lines.pop()
-        for raw in lines:
+        for raw in new_lines(self, self._path()):
             self._line(raw.decode('utf-8', 'replace').rstrip('\r'))
 
     def _add(self, ip, e):
@@ -570,16 +576,7 @@ class HeadLog:
         self.in_head = False
 
     def poll(self):
-        try:
-            with open(self.path, 'rb') as f:
-                f.seek(self.pos)
-                new = f.read()
-        except OSError:
-            return
-        self.pos += len(new)
-        lines = (self.rest + new).split(b'\n')
-        self.rest = lines.pop()
-        for ln in lines:
+        for ln in new_lines(self, self.path):
             m = _HEAD_LINE.match(ln)
             if not m:
                 self.in_head = False
