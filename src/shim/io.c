@@ -892,6 +892,13 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
  * -1, and the connection ends for the application. Two system calls, once
  * per fork per connection.
  */
+/* The kernel's TCP states (include/net/tcp_states.h) after the peer's
+ * FIN has come: TIME_WAIT, CLOSE, CLOSE_WAIT, LAST_ACK, CLOSING. */
+static int fin_received(uint8_t state)
+{
+	return state == 6 || state == 7 || state == 8 || state == 9 || state == 11;
+}
+
 static int others_took(struct rl_conn *c, int fd)
 {
 	struct tcp_info ti;
@@ -907,6 +914,10 @@ static int others_took(struct rl_conn *c, int fd)
 	    (queued = rl_io.sys.inq(fd)) < 0)
 		return 0; /* cannot tell: as before */
 	gone = ti.tcpi_bytes_received - (uint64_t)queued;
+	/* The peer's FIN is counted as a byte received, and is no byte
+	 * anybody reads. */
+	if (gone && fin_received(ti.tcpi_state))
+		gone--;
 	if (gone <= c->taken)
 		return 0;
 	others = gone - c->taken;

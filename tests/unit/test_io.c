@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -472,6 +473,39 @@ static void test_cut_and_early_refusals(void **state)
 	pair_close(&p);
 }
 
+/* A child that reads the body itself (Python's CGI child reads it from the
+ * socket it inherits): the parent's next read counts it off, and the
+ * request after it is framed where it is, also after the client's FIN. */
+static void test_child_took_body(void **state)
+{
+	static const char head[] = "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789");
+	assert_int_equal(app_read(&p, buf, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+	pid = fork();
+	if (pid == 0) {
+		char body[10];
+
+		_exit(recv(p.fd, body, sizeof(body), MSG_WAITALL) == 10 ? 0 : 1);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	put(&p, "GET /after HTTP/1.1\r\n\r\n");
+	shutdown(p.client, SHUT_WR);
+	usleep(20000);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 23);
+	assert_memory_equal(buf, "GET /after HTTP/1.1\r\n\r\n", 23);
+	assert_int_equal(p.conn->http.requests, 2);
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -731,6 +765,7 @@ int main(void)
 		cmocka_unit_test(test_after_last_request),
 		cmocka_unit_test(test_fionread_counts_held),
 		cmocka_unit_test(test_cut_and_early_refusals),
+		cmocka_unit_test(test_child_took_body),
 		cmocka_unit_test(test_partial_head),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
