@@ -215,7 +215,6 @@ struct rl_hold *rl_conn_hold(struct rl_conn *c)
 		return NULL;
 	c->hold = item_at(&holds, i);
 	c->hold->len = 0;
-	c->hold->framed = 0;
 	c->hold->decided = 0;
 	return c->hold;
 }

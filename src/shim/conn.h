@@ -58,7 +58,6 @@ enum rl_switch { RL_SWITCH_NONE = 0, RL_SWITCH_UPGRADE = 1, RL_SWITCH_CONNECT = 
 
 struct rl_hold {
 	uint32_t len;     /* bytes held */
-	uint32_t framed;  /* of which the framer has seen */
 	uint32_t decided; /* of which may be delivered (a prefix) */
 	uint8_t data[RL_HOLD_SIZE];
 };

@@ -551,7 +551,7 @@ static ssize_t answer(struct rl_conn *c, int fd)
 	drain(fd);
 	c->state = RL_CONN_DONE;
 	if (c->hold) {
-		c->hold->len = c->hold->framed = c->hold->decided = 0;
+		c->hold->len = c->hold->decided = 0;
 		rl_conn_unhold(c);
 	}
 	errno = saved; /* end of file, as if from the real read */
@@ -599,7 +599,6 @@ static void hold_shift(struct rl_conn *c, size_t n)
 
 	memmove(h->data, h->data + n, h->len - n);
 	h->len -= (uint32_t)n;
-	h->framed -= (uint32_t)n;
 	h->decided -= (uint32_t)n;
 }
 
@@ -725,7 +724,6 @@ static int held_decided(struct rl_conn *c, int fd, size_t tail)
 			return HELD_DENIED;
 		}
 		h->len += (uint32_t)tail;
-		h->framed = h->len;
 		memcpy(h->data + c->mask_at, no_h2c, sizeof(no_h2c));
 	} else {
 		c->skip = (uint32_t)tail;
@@ -807,7 +805,6 @@ static enum held held_advance(struct rl_conn *c, int fd)
 			return HELD_DENIED;
 		}
 		h->len += (uint32_t)n;
-		h->framed = h->len;
 		return HELD_MORE;
 	}
 }
@@ -873,7 +870,7 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 		}
 	}
 	if (h) {
-		h->len = h->framed = h->decided = 0;
+		h->len = h->decided = 0;
 		rl_conn_unhold(c);
 	}
 	return 1;
@@ -1081,7 +1078,6 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 				h->len = (uint32_t)(rg.len - (size_t)o.partial);
 				iov_gather(r->iov, r->iovcnt, (size_t)o.partial,
 					   h->data, h->len);
-				h->framed = h->len;
 				h->decided = 0;
 			}
 		}

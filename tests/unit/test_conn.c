@@ -403,7 +403,6 @@ static void test_holds(void **state)
 	assert_non_null(h);
 	assert_ptr_equal(c->hold, h);
 	assert_int_equal(h->len, 0);
-	assert_int_equal(h->framed, 0);
 	assert_int_equal(h->decided, 0);
 	/* Twice: the same buffer, still one taken. */
 	assert_ptr_equal(rl_conn_hold(c), h);
@@ -419,7 +418,6 @@ static void test_holds(void **state)
 	assert_int_equal(stats().holds_live, s0.holds_live + 1);
 	/* Empty: given back. */
 	h->len = 0;
-	h->framed = 3;
 	h->decided = 2;
 	rl_conn_unhold(c);
 	assert_null(c->hold);
@@ -429,7 +427,6 @@ static void test_holds(void **state)
 	h = rl_conn_hold(c);
 	assert_non_null(h);
 	assert_int_equal(h->len, 0);
-	assert_int_equal(h->framed, 0);
 	assert_int_equal(h->decided, 0);
 	/* Another connection gets another buffer; both are whole. */
 	h2 = rl_conn_hold(c2);
