@@ -631,7 +631,7 @@ HOOK ssize_t write(int fd, const void *buf, size_t len)
 
 	resolve();
 	conn = written(fd);
-	if (conn && conn->state == RL_CONN_DONE)
+	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
 	return wrote(fd, conn, &v, 1, real_write(fd, buf, len));
 }
@@ -642,7 +642,7 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 	resolve();
 	conn = iovcnt >= 0 ? written(fd) : NULL;
-	if (conn && conn->state == RL_CONN_DONE)
+	if (conn && rl_io_write(conn, iov, iovcnt))
 		return iov_len(iov, iovcnt);
 	return wrote(fd, conn, iov, iovcnt, real_writev(fd, iov, iovcnt));
 }
@@ -654,7 +654,7 @@ HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
 
 	resolve();
 	conn = written(fd);
-	if (conn && conn->state == RL_CONN_DONE)
+	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
 	return wrote(fd, conn, &v, 1, real_send(fd, buf, len, flags));
 }
@@ -667,7 +667,7 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 
 	resolve();
 	conn = written(fd);
-	if (conn && conn->state == RL_CONN_DONE)
+	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
 	return wrote(fd, conn, &v, 1, real_sendto(fd, buf, len, flags, to, tolen));
 }
@@ -678,7 +678,7 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 	resolve();
 	conn = msg ? written(fd) : NULL;
-	if (conn && conn->state == RL_CONN_DONE)
+	if (conn && rl_io_write(conn, msg->msg_iov, (int)msg->msg_iovlen))
 		return iov_len(msg->msg_iov, (int)msg->msg_iovlen);
 	return wrote(fd, conn, msg ? msg->msg_iov : NULL,
 		     msg ? (int)msg->msg_iovlen : 0, real_sendmsg(fd, msg, flags));
@@ -691,7 +691,7 @@ HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
 
 	resolve();
 	conn = written(out);
-	if (conn && conn->state == RL_CONN_DONE) {
+	if (conn && rl_io_write(conn, NULL, 0)) {
 		if (off)
 			*off += (off_t)count;
 		return (ssize_t)count;

@@ -337,13 +337,17 @@ static int decide(struct rl_conn *c, const struct region *rg, size_t hs,
 
 /*
  * The common case, in one pass: at a request boundary, with the rest of
- * the read in one buffer, parse the head where it stands. 1 if a head was
- * taken (and decided: *end is past it), 0 if the incremental path must
- * frame these bytes (the head is incomplete or invalid: the scanner and the
- * full parse decide what to answer).
+ * the read in one buffer, parse the head where it stands.
  */
-static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
-			size_t *used, int *allowed, const char **why)
+enum whole {
+	WHOLE_NOT,   /* not at a request's start: the scanner frames these */
+	WHOLE_TAKEN, /* a head, decided (*allowed); *used is past it */
+	WHOLE_MORE,  /* valid so far, and the bytes end inside it */
+	WHOLE_BAD,   /* already wrong, complete or not (*why) */
+};
+
+static enum whole decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
+			       size_t *used, int *allowed, const char **why)
 {
 	const struct rl_policy *pol;
 	struct rl_http_req req;
@@ -352,7 +356,7 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 
 	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
 	    ((c->http.requests == 0 || c->http.tunnel) && p[0] == 0x16))
-		return 0;
+		return WHOLE_NOT;
 	now = rl_time_now_ns();
 	rl_shim_tick(now);
 	pol = rl_io_policy();
@@ -361,10 +365,10 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 		/* A head already wrong, complete or not: 400 now, not once
 		 * the rest has come (it may never). */
 		*why = req.error;
-		return 3;
+		return WHOLE_BAD;
 	}
 	if (rc)
-		return rc == -EAGAIN ? 2 : 0;
+		return rc == -EAGAIN ? WHOLE_MORE : WHOLE_NOT;
 	rl_http_took_head(&c->http);
 	*allowed = decide_req(c, pol, &req, now);
 	c->mask_at = -1;
@@ -372,7 +376,7 @@ static int decide_whole(struct rl_conn *c, uint8_t *p, size_t len,
 		memcpy(p + req.h2c_at, no_h2c, 3);
 		c->mask_at = (int32_t)req.h2c_at;
 	}
-	return 1;
+	return WHOLE_TAKEN;
 }
 
 /*
@@ -417,23 +421,23 @@ static void frame(struct rl_conn *c, const struct region *rg, size_t from,
 			int ok;
 
 			const char *why = NULL;
-			int st = decide_whole(c, (uint8_t *)rg->iov[seg].iov_base +
-					      (pos - seg_off), end - pos, &used, &ok,
-					      &why);
+			enum whole st = decide_whole(c, (uint8_t *)rg->iov[seg].iov_base +
+						     (pos - seg_off), end - pos,
+						     &used, &ok, &why);
 
-			if (st == 3) {
+			if (st == WHOLE_BAD) {
 				out->deliver = pos;
 				deny(c, RL_REPLY_400, NULL, NULL, why);
 				return;
 			}
-			if (st == 2 && end == rg->len) {
+			if (st == WHOLE_MORE && end == rg->len) {
 				/* A head that is valid so far runs to the end:
 				 * held unscanned, to be parsed once whole. */
 				c->raw = 1;
 				out->partial = (ssize_t)pos;
 				return;
 			}
-			if (st == 1) {
+			if (st == WHOLE_TAKEN) {
 				if (!ok) {
 					out->deliver = pos;
 					return;
@@ -515,8 +519,8 @@ static ssize_t answer(struct rl_conn *c, int fd)
 {
 	int saved = errno;
 	char buf[RL_REPLY_MAX];
-	struct rl_reply_req rr = { c->reply_http10, c->reply_head,
-				   rl_time_wall_ms() };
+	uint64_t wall_ms = rl_time_wall_ms();
+	struct rl_reply_req rr = { c->reply_http10, c->reply_head, wall_ms };
 	int n = 0;
 
 	if (c->reply == RL_REPLY_429 && c->verdict.banned) {
@@ -530,7 +534,7 @@ static ssize_t answer(struct rl_conn *c, int fd)
 
 		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
 				 &c->verdict.res, &rule->rate, cfg->headers,
-				 rl_time_wall_ms(), c->verdict.store_down);
+				 wall_ms, c->verdict.store_down);
 	} else if (c->reply == RL_REPLY_H2) {
 		/* The server preface (an empty SETTINGS) and GOAWAY with
 		 * HTTP_1_1_REQUIRED, last stream 0 (RFC 9113 3.4, 6.8). */
@@ -696,15 +700,6 @@ static ssize_t recv_at(int fd, const struct iovec *iov, int cnt, size_t at)
 	return (ssize_t)got;
 }
 
-/*
- * The held head was allowed; its last `tail` bytes are still in the
- * socket (peeked). They pass when the application reads them, unless the
- * head was changed (an h2c offer blanked): then they are taken too, so
- * that the application gets the changed bytes, changed again over what
- * the socket gave.
- */
-static int held_decided(struct rl_conn *c, int fd, size_t tail);
-
 enum held {
 	HELD_DECIDED, /* the held head is decided and allowed */
 	HELD_DENIED,  /* ... or refused: c->state is DENY */
@@ -714,7 +709,14 @@ enum held {
 	HELD_ERR,     /* errno */
 };
 
-static int held_decided(struct rl_conn *c, int fd, size_t tail)
+/*
+ * The held head was allowed; its last `tail` bytes are still in the
+ * socket (peeked). They pass when the application reads them, unless the
+ * head was changed (an h2c offer blanked): then they are taken too, so
+ * that the application gets the changed bytes, changed again over what
+ * the socket gave.
+ */
+static enum held held_decided(struct rl_conn *c, int fd, size_t tail)
 {
 	struct rl_hold *h = c->hold;
 
@@ -761,15 +763,16 @@ static enum held held_advance(struct rl_conn *c, int fd)
 		const char *why = NULL;
 		size_t used;
 		uint8_t *p = h->data;
-		int ok, st;
+		enum whole st;
+		int ok;
 
 		c->raw = 0;
 		st = decide_whole(c, p, h->len + (size_t)n, &used, &ok, &why);
-		if (st == 3) {
+		if (st == WHOLE_BAD) {
 			deny(c, RL_REPLY_400, NULL, NULL, why);
 			return HELD_DENIED;
 		}
-		if (st == 1) {
+		if (st == WHOLE_TAKEN) {
 			if (!ok)
 				return HELD_DENIED;
 			if (c->state == RL_CONN_PASS) {
@@ -878,6 +881,13 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 
 /* ---- the read path ----------------------------------------------------------------- */
 
+/* The kernel's TCP states (include/net/tcp_states.h) after the peer's
+ * FIN has come: TIME_WAIT, CLOSE, CLOSE_WAIT, LAST_ACK, CLOSING. */
+static int fin_received(uint8_t state)
+{
+	return state == 6 || state == 7 || state == 8 || state == 9 || state == 11;
+}
+
 /*
  * This process forked since it last read `c`: did another process read
  * the socket meanwhile (Python's CGI child reads the body from the socket
@@ -889,13 +899,6 @@ static int proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
  * -1, and the connection ends for the application. Two system calls, once
  * per fork per connection.
  */
-/* The kernel's TCP states (include/net/tcp_states.h) after the peer's
- * FIN has come: TIME_WAIT, CLOSE, CLOSE_WAIT, LAST_ACK, CLOSING. */
-static int fin_received(uint8_t state)
-{
-	return state == 6 || state == 7 || state == 8 || state == 9 || state == 11;
-}
-
 static int others_took(struct rl_conn *c, int fd)
 {
 	struct tcp_info ti;
@@ -1354,6 +1357,37 @@ static void ans_fail(struct rl_conn *c, int fd)
 	}
 }
 
+/* The final answer being written, if one is, has ended. */
+static void answer_ended(struct rl_conn *c)
+{
+	if (c->ans_final) {
+		c->answered++;
+		c->ans_final = 0;
+	}
+}
+
+/* Count `n` bytes of a body with a length off; returns how many it took.
+ * The answer ends with its last byte. */
+static size_t answer_body(struct rl_conn *c, size_t n)
+{
+	if (n > c->ans.remaining)
+		n = (size_t)c->ans.remaining;
+	c->ans.remaining -= n;
+	if (c->ans.remaining == 0) {
+		c->ans.phase = RL_HTTP_IDLE;
+		answer_ended(c);
+	}
+	return n;
+}
+
+/* After a write: the reply to a denial goes once the answers it follows
+ * are out. */
+static void answers_out(struct rl_conn *c, int fd)
+{
+	if (c->state == RL_CONN_DENY && c->deny_wait && c->answered >= c->owed)
+		answer(c, fd);
+}
+
 /* An answer whose head the application has written: whose is it, and
  * what follows it. */
 static void answer_begun(struct rl_conn *c, int fd, const struct rl_http_answer *ap)
@@ -1362,10 +1396,7 @@ static void answer_begun(struct rl_conn *c, int fd, const struct rl_http_answer 
 	uint32_t k;
 	int head_req;
 
-	if (c->ans_final) {
-		c->answered++; /* the one before has ended */
-		c->ans_final = 0;
-	}
+	answer_ended(c); /* the one before, if its body had no length */
 	if (a.status < 200 && a.status != 101) {
 		rl_http_begin_answer(&c->ans, &a, 1); /* interim: 100, 103 */
 		return;
@@ -1442,14 +1473,7 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 			int rc;
 
 			if (c->ans.phase == RL_HTTP_BODY) {
-				size_t t = end - pos;
-
-				if (t > c->ans.remaining)
-					t = (size_t)c->ans.remaining;
-				c->ans.remaining -= t;
-				pos += t;
-				if (c->ans.remaining == 0)
-					c->ans.phase = RL_HTTP_IDLE;
+				pos += answer_body(c, end - pos);
 				continue;
 			}
 			if (c->ans.phase == RL_HTTP_IDLE && !c->ans.cr) {
@@ -1502,12 +1526,9 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		ans_fail(c, fd);
 		return;
 	}
-	if (c->ans.phase == RL_HTTP_IDLE && c->ans_final) {
-		c->answered++;
-		c->ans_final = 0;
-	}
-	if (c->state == RL_CONN_DENY && c->deny_wait && c->answered >= c->owed)
-		answer(c, fd); /* the last answer before the denial is out */
+	if (c->ans.phase == RL_HTTP_IDLE)
+		answer_ended(c); /* a chunked one, or one with no body */
+	answers_out(c, fd);
 }
 
 void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
@@ -1519,14 +1540,6 @@ void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
 		ans_fail(c, fd);
 		return;
 	}
-	c->ans.remaining -= n;
-	if (c->ans.remaining)
-		return;
-	c->ans.phase = RL_HTTP_IDLE;
-	if (c->ans_final) {
-		c->answered++;
-		c->ans_final = 0;
-	}
-	if (c->state == RL_CONN_DENY && c->deny_wait && c->answered >= c->owed)
-		answer(c, fd);
+	answer_body(c, n);
+	answers_out(c, fd);
 }
