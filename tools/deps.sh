@@ -6,6 +6,16 @@
 #                          one apt-get line to run and exit 1
 #   tools/deps.sh --check  only say what is missing (exit 1 if anything is)
 #   tools/deps.sh --list   print the package list
+#
+# Exit status: 0 when everything is installed (already, or now); 1 when
+# something is missing and cannot be installed here (not root, or apt-get
+# failed: one message on stderr says which packages and what to run).
+#
+# While it installs, /usr/sbin/policy-rc.d exits 101 so that no package
+# starts its service; a policy-rc.d that was there before is left as it is,
+# one this script wrote is removed when it ends, whatever happens.
+# RLSHIM_POLICY_RC_D names another file to use instead (the tests do, with
+# stand-in apt-get and dpkg-query first on PATH).
 set -eu
 
 PKGS="gcc make pkg-config libc6-dev
@@ -16,14 +26,18 @@ redis-server redis-tools nginx lighttpd busybox apache2 python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client
 groff-base man-db"
 
-missing=""
-for p in $PKGS; do
-	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-	case "$st" in
-	*" installed") ;;
-	*) missing="$missing $p" ;;
-	esac
-done
+# The packages of "$@" that dpkg does not have installed, each after a space.
+not_installed() {
+	for p in "$@"; do
+		st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+		case "$st" in
+		*" installed") ;;
+		*) printf ' %s' "$p" ;;
+		esac
+	done
+}
+
+missing=$(not_installed $PKGS)
 
 case "${1:-}" in
 --list) echo $PKGS; exit 0 ;;
@@ -45,17 +59,36 @@ echo "rlshim: installing Debian packages:$missing" >&2
 # Packages such as nginx, apache2 and redis-server start their service on
 # install; keep them from binding ports here (the tests start their own
 # instances).
-policy=/usr/sbin/policy-rc.d
+policy=${RLSHIM_POLICY_RC_D:-/usr/sbin/policy-rc.d}
 had_policy=0
-[ -e "$policy" ] && had_policy=1
+if [ -e "$policy" ] || [ -L "$policy" ]; then had_policy=1; fi
+# Every command of the EXIT trap succeeds: under set -e a failing one would
+# become the script's exit status (make stopped with "Error 1" that way).
+restore() { if [ "$had_policy" = 0 ]; then rm -f "$policy"; fi; }
+trap restore EXIT
 if [ "$had_policy" = 0 ]; then
 	printf '#!/bin/sh\nexit 101\n' >"$policy"
 	chmod 755 "$policy"
 fi
-restore() { if [ "$had_policy" = 0 ]; then rm -f "$policy"; fi; }
-trap restore EXIT
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 || {
-	apt-get update -q >/dev/null 2>&1 || true
-	apt-get install -y -q --no-install-recommends $missing
+failed() {
+	echo "rlshim: $1; the Debian packages still missing:$missing" >&2
+	echo "  fix what apt-get said above, then run as root:" >&2
+	echo "  apt-get update && apt-get install -y --no-install-recommends$missing" >&2
+	exit 1
 }
+# Quietly first; on failure the package lists may be stale: update, and
+# try again with apt-get's messages shown.
+if ! apt-get install -y --no-install-recommends $missing >/dev/null 2>&1; then
+	apt-get update -q >/dev/null 2>&1 || true
+	if ! apt-get install -y -q --no-install-recommends $missing; then
+		failed "apt-get install failed"
+	fi
+fi
+# apt-get said yes: check that it did install them.
+still=$(not_installed $missing)
+if [ -n "$still" ]; then
+	missing=$still
+	failed "apt-get install succeeded but did not install everything"
+fi
+exit 0
