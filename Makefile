@@ -232,7 +232,8 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_ctl.py" \
 	"python3 tests/integration/test_reload.py" \
 	"python3 tests/integration/test_xdp.py" \
-	"python3 tests/integration/test_install.py"
+	"python3 tests/integration/test_install.py" \
+	"python3 tests/integration/test_firstrun.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=$(SAN_DEFAULT) unit-build

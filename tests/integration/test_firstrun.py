@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_firstrun.py - what a newcomer meets first: the README's two commands
+on a fresh Debian machine, and the documents they read.
+
+tools/deps.sh runs with stand-in apt-get, dpkg-query and id first on PATH
+(each call recorded) and RLSHIM_POLICY_RC_D naming a policy-rc.d of the
+test's own, never /usr/sbin/policy-rc.d: a missing package is installed and
+nothing else, nothing missing calls no apt-get, a failing apt-get fails with
+a message that names the packages and the command, a policy-rc.d that was
+there is left as it was, one that was not is there (and says 101) while
+apt-get runs and gone afterwards; the Makefile's deps target gets exit 0 from
+it where a policy-rc.d already exists (make used to stop with "Error 1");
+`make demo` shows what the README shows; every relative link of README.md
+and docs/*.md leads to a file of the repository (and an anchor to a
+heading).
+"""
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import REPO, run  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix='rlshim-firstrun-')
+DEPS = os.path.join(REPO, 'tools', 'deps.sh')
+REAL_POLICY = '/usr/sbin/policy-rc.d'
+
+# The stand-ins. State lives in $FAKE_STATE: `installed` (what dpkg has),
+# `apt_mode` (ok: installs what it is asked; fail: refuses; noop: says yes
+# and installs nothing), `uid`, and `calls`, one line per apt-get call
+# followed by what policy-rc.d was at that moment.
+FAKE_DPKG_QUERY = r'''#!/bin/sh
+# dpkg-query -W -f='${Status}' PKG
+for p; do :; done
+if grep -qx -- "$p" "$FAKE_STATE/installed"; then
+	printf 'install ok installed'
+	exit 0
+fi
+echo "dpkg-query: no packages found matching $p" >&2
+exit 1
+'''
+
+FAKE_APT_GET = r'''#!/bin/sh
+echo "apt-get $*" >>"$FAKE_STATE/calls"
+policy=$RLSHIM_POLICY_RC_D
+if [ -x "$policy" ]; then
+	"$policy" nginx start >/dev/null 2>&1
+	echo "policy-rc.d: exits $?" >>"$FAKE_STATE/calls"
+else
+	echo "policy-rc.d: absent" >>"$FAKE_STATE/calls"
+fi
+mode=$(cat "$FAKE_STATE/apt_mode")
+case "$1" in
+update) exit 0 ;;
+install) ;;
+*) exit 0 ;;
+esac
+case "$mode" in
+fail)
+	echo "E: Unable to locate package $(echo "$*" | awk '{print $NF}')" >&2
+	exit 100 ;;
+noop) exit 0 ;;
+esac
+for a; do
+	case "$a" in
+	-*|install) ;;
+	*) echo "$a" >>"$FAKE_STATE/installed" ;;
+	esac
+done
+exit 0
+'''
+
+FAKE_ID = r'''#!/bin/sh
+[ "${1:-}" = -u ] && { cat "$FAKE_STATE/uid"; exit 0; }
+exec /usr/bin/id "$@"
+'''
+
+
+def all_packages():
+    p = subprocess.run(['sh', DEPS, '--list'], capture_output=True, text=True,
+                       env=dict(os.environ, PATH=fake_path()), timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+def fake_bin():
+    d = os.path.join(TMP, 'bin')
+    if not os.path.isdir(d):
+        os.makedirs(d)
+        for name, text in (('dpkg-query', FAKE_DPKG_QUERY),
+                           ('apt-get', FAKE_APT_GET), ('id', FAKE_ID)):
+            path = os.path.join(d, name)
+            with open(path, 'w') as f:
+                f.write(text)
+            os.chmod(path, 0o755)
+    return d
+
+
+def fake_path():
+    return fake_bin() + ':' + os.environ.get('PATH', '/usr/bin:/bin')
+
+
+class Host:
+    """A pretend Debian host: which packages are installed, what apt-get
+    does, who runs deps.sh, and whether policy-rc.d exists."""
+
+    def __init__(self, name, missing=(), apt='ok', uid=0, policy=None):
+        self.dir = os.path.join(TMP, name)
+        os.makedirs(self.dir)
+        self.policy = os.path.join(self.dir, 'policy-rc.d')
+        pkgs = all_packages()
+        for m in missing:
+            assert m in pkgs, m
+        self.write('installed', ''.join(p + '\n' for p in pkgs
+                                        if p not in missing))
+        self.write('apt_mode', apt + '\n')
+        self.write('uid', f'{uid}\n')
+        self.write('calls', '')
+        if policy is not None:
+            with open(self.policy, 'w') as f:
+                f.write(policy)
+            os.chmod(self.policy, 0o755)
+
+    def write(self, name, text):
+        with open(os.path.join(self.dir, name), 'w') as f:
+            f.write(text)
+
+    def read(self, name):
+        with open(os.path.join(self.dir, name)) as f:
+            return f.read()
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ('MAKEFLAGS', 'MFLAGS', 'MAKELEVEL')}
+        env.update(PATH=fake_path(), FAKE_STATE=self.dir,
+                   RLSHIM_POLICY_RC_D=self.policy)
+        return env
+
+    def deps(self, *args):
+        return subprocess.run(['sh', DEPS, *args], capture_output=True,
+                              text=True, env=self.env(), timeout=60)
+
+    def calls(self):
+        """The apt-get calls: [(argv text, what policy-rc.d was)]."""
+        lines = self.read('calls').splitlines()
+        return list(zip(lines[0::2], lines[1::2]))
+
+    def installs(self):
+        return [c for c, _ in self.calls() if c.startswith('apt-get install')]
+
+
+def real_policy_state():
+    try:
+        st = os.lstat(REAL_POLICY)
+    except FileNotFoundError:
+        return None
+    with open(REAL_POLICY, 'rb') as f:
+        return (st.st_mode, st.st_mtime_ns, f.read())
+
+
+# ---- tools/deps.sh ----------------------------------------------------------------
+
+def deps_package_missing():
+    """One package missing: apt-get install is called with that one only,
+    exit 0, and it is installed afterwards."""
+    h = Host('missing', missing=['wrk'])
+    p = h.deps()
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert 'installing Debian packages: wrk' in p.stderr, p.stderr
+    inst = h.installs()
+    assert inst and all([a for a in c.split()[2:] if not a.startswith('-')] ==
+                        ['wrk'] for c in inst), inst
+    assert inst[0] == 'apt-get install -y --no-install-recommends wrk', inst
+    assert 'wrk' in h.read('installed').split()
+    assert h.deps('--check').returncode == 0
+
+
+def deps_nothing_missing():
+    """Nothing missing: no apt-get call, no policy-rc.d, exit 0 silently;
+    --check says so too."""
+    h = Host('none')
+    p = h.deps()
+    assert p.returncode == 0 and p.stdout == '' and p.stderr == '', \
+        (p.returncode, p.stdout, p.stderr)
+    assert h.calls() == [], h.calls()
+    assert not os.path.lexists(h.policy)
+    c = h.deps('--check')
+    assert c.returncode == 0 and c.stderr == '', c.stderr
+
+
+def deps_apt_get_fails():
+    """apt-get failing (even after an update): exit 1, and the last lines
+    say that apt-get failed, which packages are still missing and the
+    command to run; the policy-rc.d it wrote is gone."""
+    h = Host('fail', missing=['hping3', 'wrk'], apt='fail')
+    p = h.deps()
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    tail = p.stderr.strip().splitlines()[-3:]
+    assert tail[0] == 'rlshim: apt-get install failed; the Debian packages ' \
+        'still missing: wrk hping3', p.stderr
+    assert tail[-1].strip() == 'apt-get update && apt-get install -y ' \
+        '--no-install-recommends wrk hping3', p.stderr
+    assert 'E: Unable to locate package' in p.stderr, p.stderr  # apt's own
+    cmds = [c for c, _ in h.calls()]
+    assert cmds[0].startswith('apt-get install') and \
+        'apt-get update -q' in cmds and cmds[-1].startswith('apt-get install'), cmds
+    assert not os.path.lexists(h.policy), 'policy-rc.d left behind'
+
+
+def deps_apt_get_installs_nothing():
+    """apt-get says yes but the packages are still not installed: exit 1
+    with a message naming them."""
+    h = Host('noop', missing=['wrk'], apt='noop')
+    p = h.deps()
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert 'did not install everything; the Debian packages still missing: ' \
+        'wrk' in p.stderr, p.stderr
+    assert not os.path.lexists(h.policy)
+
+
+def deps_not_root():
+    """Not root: the one apt-get line to run, exit 1, no apt-get call."""
+    h = Host('user', missing=['wrk', 'strace'], uid=1000)
+    p = h.deps()
+    assert p.returncode == 1, p.returncode
+    assert p.stderr.splitlines()[-1].strip() == \
+        'apt-get install -y --no-install-recommends wrk strace', p.stderr
+    assert h.calls() == [] and not os.path.lexists(h.policy)
+
+
+def deps_policy_present_before():
+    """A policy-rc.d that was there (Debian's container images ship one) is
+    used as it is and left in place, unchanged; exit 0 (the EXIT trap used
+    to make it 1)."""
+    text = '#!/bin/sh\n# the image\'s own\nexit 101\n'
+    h = Host('policy-there', missing=['wrk'], policy=text)
+    os.chmod(h.policy, 0o750)
+    before = os.stat(h.policy)
+    p = h.deps()
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert h.installs(), h.calls()
+    assert all(pol == 'policy-rc.d: exits 101' for _, pol in h.calls()), h.calls()
+    after = os.stat(h.policy)
+    with open(h.policy) as f:
+        assert f.read() == text
+    assert (after.st_mode, after.st_mtime_ns, after.st_ino) == \
+        (before.st_mode, before.st_mtime_ns, before.st_ino)
+
+
+def deps_policy_absent_before():
+    """No policy-rc.d before: one that exits 101 (services do not start)
+    is there while apt-get runs, and removed afterwards."""
+    h = Host('policy-absent', missing=['nginx', 'wrk'])
+    p = h.deps()
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert h.calls() and all(pol == 'policy-rc.d: exits 101'
+                             for _, pol in h.calls()), h.calls()
+    assert not os.path.lexists(h.policy), 'policy-rc.d left behind'
+
+
+def deps_real_policy_untouched():
+    """None of the runs above touched the real /usr/sbin/policy-rc.d."""
+    assert real_policy_state() == REAL_BEFORE, 'the real policy-rc.d changed'
+
+
+def make_deps_exit_status():
+    """`make deps` (the first step of `make demo` and `make test`) on a host
+    with a policy-rc.d and a package missing: deps.sh installs it, make
+    exits 0 and writes its stamp."""
+    h = Host('make', missing=['wrk'], policy='#!/bin/sh\nexit 101\n')
+    stamp = os.path.join(h.dir, 'deps-ok')
+    p = subprocess.run(['make', '--no-print-directory', '-C', REPO,
+                        f'DEPS_STAMP={stamp}', 'deps'], capture_output=True,
+                       text=True, env=h.env(), timeout=120)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert 'Error' not in p.stdout + p.stderr, p.stderr
+    assert h.installs() and os.path.exists(stamp), (h.calls(), p.stderr)
+    assert os.path.exists(h.policy)
+
+
+# ---- make demo ----------------------------------------------------------------------
+
+def make_demo():
+    """`make demo` exits 0 and shows what the README says it shows."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('MAKEFLAGS', 'MFLAGS', 'MAKELEVEL', 'SANITIZE')
+           and not k.startswith('RLSHIM_')}
+    p = subprocess.run(['make', '--no-print-directory', '-C', REPO, 'demo'],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert 'five POST /sms: 200 200 200 429 429' in p.stdout, p.stdout
+    with open(os.path.join(REPO, 'README.md')) as f:
+        readme = f.read()
+    assert 'five POST /sms: 200 200 200 429 429' in readme
+    for field in ('HTTP/1.1 429 Too Many Requests', 'Retry-After: 20',
+                  'RateLimit-Limit: 3', 'RateLimit-Remaining: 0',
+                  'RateLimit-Reset: 60', 'Cache-Control: no-store'):
+        assert field in p.stdout and field in readme, field
+    assert re.search(r'^Date: \w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT$',
+                     p.stdout, re.M), p.stdout
+
+
+# ---- the documents' links ---------------------------------------------------------------
+
+def markdown_files():
+    docs = os.path.join(REPO, 'docs')
+    return [os.path.join(REPO, 'README.md')] + sorted(
+        os.path.join(docs, n) for n in os.listdir(docs) if n.endswith('.md'))
+
+
+def prose(text):
+    """The text without fenced code blocks and inline code."""
+    text = re.sub(r'^(```|~~~).*?^\1[^\n]*$', '', text, flags=re.M | re.S)
+    return re.sub(r'`[^`\n]*`', '', text)
+
+
+def links(text):
+    """Inline links and images [x](target "title"), and reference
+    definitions [x]: target."""
+    out = re.findall(r'\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)', text)
+    out += re.findall(r'^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)', text, re.M)
+    return out
+
+
+def anchors(path):
+    """GitHub's heading ids of a Markdown file."""
+    with open(path) as f:
+        text = re.sub(r'^(```|~~~).*?^\1[^\n]*$', '', f.read(),
+                      flags=re.M | re.S)
+    ids = set()
+    seen = {}
+    for h in re.findall(r'^#{1,6}\s+(.*?)\s*#*\s*$', text, re.M):
+        h = re.sub(r'\[([^\]]*)\]\([^)]*\)', r'\1', h)  # a link's text
+        slug = re.sub(r'[^\w\- ]', '', h.lower()).replace(' ', '-')
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        ids.add(slug if n == 0 else f'{slug}-{n}')
+    ids.update(re.findall(r'<a\s+(?:name|id)="([^"]+)"', text))
+    return ids
+
+
+def doc_links_resolve():
+    """Every relative link in README.md and docs/*.md names a file (or
+    directory) inside the repository, outside build/, and an anchor names a
+    heading of its Markdown file."""
+    root = os.path.realpath(REPO)
+    bad = []
+    count = 0
+    for md in markdown_files():
+        with open(md) as f:
+            text = prose(f.read())
+        for target in links(text):
+            if re.match(r'^[a-z][a-z0-9+.-]*:', target, re.I) or \
+                    target.startswith('//'):
+                continue  # https:, mailto:, man: ...
+            count += 1
+            where = f'{os.path.relpath(md, REPO)}: ({target})'
+            path, _, frag = target.partition('#')
+            dest = os.path.realpath(os.path.join(os.path.dirname(md), path)) \
+                if path else os.path.realpath(md)
+            if not (dest == root or dest.startswith(root + os.sep)):
+                bad.append(f'{where} leaves the repository')
+            elif dest.startswith(os.path.join(root, 'build') + os.sep):
+                bad.append(f'{where} is a build product')
+            elif not os.path.exists(dest):
+                bad.append(f'{where} does not exist')
+            elif frag and dest.endswith('.md') and frag not in anchors(dest):
+                bad.append(f'{where}: no heading #{frag}')
+    assert not bad, '\n'.join(bad)
+    assert count >= 10, count  # the check did see the links
+
+
+def link_checker_catches():
+    """The link check itself: it finds a broken link, one out of the tree,
+    and a bad anchor, and ignores code and URLs."""
+    text = prose('see [a](docs/nothing.md), [b](../shared/DESIGN.md), '
+                 '[c](https://example.com/x) `[d](no.md)`\n'
+                 '```\n[e](no.md)\n```\n[f]: README.md#nope\n')
+    assert links(text) == ['docs/nothing.md', '../shared/DESIGN.md',
+                           'https://example.com/x', 'README.md#nope'], \
+        links(text)
+    assert 'what-make-demo-shows' in anchors(os.path.join(REPO, 'README.md'))
+
+
+TESTS = [deps_package_missing, deps_nothing_missing, deps_apt_get_fails,
+         deps_apt_get_installs_nothing, deps_not_root,
+         deps_policy_present_before, deps_policy_absent_before,
+         make_deps_exit_status, deps_real_policy_untouched, make_demo,
+         link_checker_catches, doc_links_resolve]
+
+REAL_BEFORE = real_policy_state()
+
+
+def main():
+    try:
+        return run('firstrun', [(f'firstrun: {t.__name__}', t) for t in TESTS])
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
