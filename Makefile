@@ -260,6 +260,12 @@ demo: $(SHIM) $(B)/legacy_server
 # removes exactly those files, then the rlshim directories left empty).
 # Nothing goes into /etc or a live systemd directory: the unit and the
 # drop-in are examples, under share/doc/rlshim/systemd.
+#
+# The text files (documents, man pages, examples, the unit and the drop-in)
+# name installed files as under the default prefix, /usr/local: INST_TEXT
+# puts PREFIX in their place. Only paths of files make install writes are
+# changed; the shim's own fallback for rlshimd (/usr/local/sbin/rlshimd,
+# built into it) and the statement of the default stay as they are.
 PREFIX ?= /usr/local
 DESTDIR ?=
 RLSHIM_VERSION := 0.6
@@ -267,12 +273,16 @@ INST := $(DESTDIR)$(PREFIX)
 INST_EXAMPLES := $(notdir $(wildcard examples/*.conf))
 INST_SYSTEMD := rlshimd.service rlshim-preload.conf
 INST_MAN := man5/rlshim.conf.5 man7/librlshim.7 man8/rlshimd.8 man8/rlshimctl.8
+INST_DOCS := README.md docs/REFERENCE.md docs/BENCHMARKS.md
+INST_TEXT = sed -E -e 's\#/usr/local/(lib|bin|share|libexec|include)/\#$(PREFIX)/\1/\#g' \
+	-e 's\#/usr/local/sbin/rlshimd --foreground\#$(PREFIX)/sbin/rlshimd --foreground\#g'
 INST_FILES := lib/librlshim.so lib/librlcore.a include/rlshim.h \
 	lib/pkgconfig/rlcore.pc bin/rlshimctl sbin/rlshimd lib/rlshim/rlshim.bpf.o \
 	libexec/rlshim/legacy_server share/rlshim/demo.sh \
 	$(INST_EXAMPLES:%=share/doc/rlshim/examples/%) \
 	$(INST_SYSTEMD:%=share/doc/rlshim/systemd/%) \
-	$(INST_MAN:%=share/man/%)
+	$(INST_MAN:%=share/man/%) \
+	$(addprefix share/doc/rlshim/,$(notdir $(INST_DOCS)))
 # Deepest first, so that each is empty when its turn comes.
 INST_DIRS := lib/rlshim libexec/rlshim share/rlshim share/doc/rlshim/examples \
 	share/doc/rlshim/systemd share/doc/rlshim
@@ -280,7 +290,7 @@ INST_DIRS := lib/rlshim libexec/rlshim share/rlshim share/doc/rlshim/examples \
 .PHONY: install uninstall
 install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
 		tools/demo.sh $(addprefix docs/,$(notdir $(INST_MAN))) \
-		$(INST_SYSTEMD:%=examples/systemd/%)
+		$(INST_SYSTEMD:%=examples/systemd/%) $(INST_DOCS)
 	@$(if $(Q),echo "  INSTALL $(INST)")
 	$(Q)install -D -m 0755 $(SHIM) $(INST)/lib/librlshim.so
 	$(Q)install -D -m 0644 $(B)/librlcore.a $(INST)/lib/librlcore.a
@@ -296,14 +306,19 @@ install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
 		tools/demo.sh > $(B)/demo.sh
 	$(Q)grep -q 'RLSHIM_LIB:=' $(B)/demo.sh
 	$(Q)install -D -m 0755 $(B)/demo.sh $(INST)/share/rlshim/demo.sh
-	$(Q)for f in $(INST_EXAMPLES); do \
-		install -D -m 0644 examples/$$f $(INST)/share/doc/rlshim/examples/$$f || exit 1; \
-	done
-	$(Q)for f in $(INST_SYSTEMD); do \
-		install -D -m 0644 examples/systemd/$$f $(INST)/share/doc/rlshim/systemd/$$f || exit 1; \
-	done
-	$(Q)for m in $(INST_MAN); do \
-		install -D -m 0644 docs/$${m#*/} $(INST)/share/man/$$m || exit 1; \
+	$(Q)inst_text() { mkdir -p "$$(dirname "$$2")" && $(INST_TEXT) "$$1" > "$$2.tmp" && \
+		chmod 0644 "$$2.tmp" && mv -f "$$2.tmp" "$$2"; }; \
+	for f in $(INST_EXAMPLES); do \
+		inst_text examples/$$f $(INST)/share/doc/rlshim/examples/$$f || exit 1; \
+	done; \
+	for f in $(INST_SYSTEMD); do \
+		inst_text examples/systemd/$$f $(INST)/share/doc/rlshim/systemd/$$f || exit 1; \
+	done; \
+	for m in $(INST_MAN); do \
+		inst_text docs/$${m#*/} $(INST)/share/man/$$m || exit 1; \
+	done; \
+	for f in $(INST_DOCS); do \
+		inst_text $$f $(INST)/share/doc/rlshim/$${f##*/} || exit 1; \
 	done
 
 uninstall:

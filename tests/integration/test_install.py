@@ -6,8 +6,10 @@ and nothing else; the installed shim needs only libc; the installed
 rlshimctl checks the installed examples; every man page renders without a
 warning and documents what the installed programs say they do; the
 pkg-config file builds a program against the installed core that gets the
-published GCRA numbers; the systemd examples verify and their command lines
-work; a server under the installed shim can be watched with the installed
+published GCRA numbers; the systemd examples verify, name PREFIX's files and
+their command lines work; README.md, REFERENCE.md and BENCHMARKS.md are
+installed, and no installed text names a file under /usr/local when PREFIX is
+elsewhere; a server under the installed shim can be watched with the installed
 rlshimctl and its limit changed live; the installed demo runs from the
 installed files; uninstall removes exactly what install put there.
 """
@@ -30,6 +32,16 @@ PREFIX = os.path.join(TMP, 'prefix')
 MANS = {'rlshim.conf': 'man5/rlshim.conf.5', 'librlshim': 'man7/librlshim.7',
         'rlshimd': 'man8/rlshimd.8', 'rlshimctl': 'man8/rlshimctl.8'}
 SYSTEMD = ['rlshimd.service', 'rlshim-preload.conf']
+DOCS = {'README.md': 'README.md', 'REFERENCE.md': 'docs/REFERENCE.md',
+        'BENCHMARKS.md': 'docs/BENCHMARKS.md'}
+# What installed text may still say of /usr/local whatever PREFIX is: the
+# default prefix itself (README, REFERENCE), and the places the shim looks
+# for rlshimd after those beside it, which are built into it (spawn.c).
+USR_LOCAL_KEPT = {'/usr/local': {'share/doc/rlshim/README.md',
+                                 'share/doc/rlshim/REFERENCE.md'},
+                  '/usr/local/sbin/rlshimd': {'share/man/man7/librlshim.7',
+                                              'share/doc/rlshim/REFERENCE.md'},
+                  '/usr/local/sbin': {'share/man/man8/rlshimd.8'}}
 
 
 def expected_files():
@@ -52,6 +64,8 @@ def expected_files():
         files[f'share/doc/rlshim/systemd/{n}'] = 0o644
     for m in MANS.values():
         files[f'share/man/{m}'] = 0o644
+    for n in DOCS:
+        files[f'share/doc/rlshim/{n}'] = 0o644
     return files
 
 
@@ -135,10 +149,77 @@ def destdir():
         with open(os.path.join(root, 'share/rlshim/demo.sh')) as f:
             demo = f.read()
         assert f'{prefix}/lib/librlshim.so' in demo and dest not in demo
+        prefix_in_texts(root, prefix, dest)
     finally:
         make('uninstall', f'DESTDIR={dest}', f'PREFIX={prefix}')
     assert files_under(dest) == {}, files_under(dest)
     assert not os.path.exists(prefix)
+
+
+def text_files(root):
+    """path under root -> text, for the installed files that are text."""
+    out = {}
+    for rel in files_under(root):
+        with open(os.path.join(root, rel), 'rb') as f:
+            data = f.read()
+        if b'\0' in data:
+            continue
+        try:
+            out[rel] = data.decode()
+        except UnicodeDecodeError:
+            continue
+    return out
+
+
+def prefix_in_texts(root, prefix, dest):
+    """Installed with PREFIX=prefix (staged in dest): the unit's ExecStart=
+    and the drop-in's LD_PRELOAD= name prefix's files, no text names a file
+    under /usr/local (but USR_LOCAL_KEPT) or the staging directory, and the
+    documents are the tree's, with prefix's paths."""
+    texts = text_files(root)
+    assert 'share/doc/rlshim/systemd/rlshimd.service' in texts, sorted(texts)
+    for rel, text in texts.items():
+        assert dest not in text, rel
+        for m in re.finditer(r'/usr/local(?:/[\w.+-]+)*', text):
+            assert rel in USR_LOCAL_KEPT.get(m.group(0), ()), \
+                (rel, text[max(0, m.start() - 60):m.end() + 20])
+    u = unit_values(os.path.join(root, 'share/doc/rlshim/systemd/rlshimd.service'))
+    assert u['ExecStart'] == [f'{prefix}/sbin/rlshimd --foreground'], u
+    env = dict(v.split('=', 1) for v in unit_values(
+        os.path.join(root, 'share/doc/rlshim/systemd/rlshim-preload.conf'))
+        ['Environment'])
+    assert env == {'LD_PRELOAD': f'{prefix}/lib/librlshim.so',
+                   'RLSHIM_CONFIG': '/etc/rlshim.conf'}, env
+    for name, src in DOCS.items():
+        with open(os.path.join(REPO, src)) as f:
+            want = re.sub(r'/usr/local/(lib|bin|share|libexec|include)/',
+                          prefix + r'/\1/', f.read())
+        assert texts[f'share/doc/rlshim/{name}'] == want, name
+    assert f'LD_PRELOAD={prefix}/lib/librlshim.so' in \
+        texts['share/doc/rlshim/README.md']
+    assert f'{prefix}/lib/librlshim.so' in texts['share/man/man7/librlshim.7']
+
+
+def docs_installed():
+    """README.md, REFERENCE.md and BENCHMARKS.md under share/doc/rlshim,
+    with the paths of this PREFIX; the default PREFIX installs the files of
+    the tree unchanged (the examples stay valid as they are)."""
+    prefix_in_texts(PREFIX, PREFIX, os.path.join(TMP, 'stage'))
+    dest = os.path.join(TMP, 'default')
+    make('install', f'DESTDIR={dest}')
+    try:
+        root = dest + '/usr/local'
+        for rel, src in [(f'share/doc/rlshim/{n}', s) for n, s in DOCS.items()] + \
+                [(f'share/doc/rlshim/systemd/{n}', f'examples/systemd/{n}')
+                 for n in SYSTEMD] + \
+                [(f'share/man/{m}', f'docs/{m.split("/")[1]}')
+                 for m in MANS.values()]:
+            with open(os.path.join(root, rel)) as a, \
+                    open(os.path.join(REPO, src)) as b:
+                assert a.read() == b.read(), rel
+    finally:
+        make('uninstall', f'DESTDIR={dest}')
+    assert files_under(dest) == {}, files_under(dest)
 
 
 def shim_needs_only_libc():
@@ -316,15 +397,14 @@ def capabilities_known(names):
 
 
 def systemd_examples():
-    """The unit and the drop-in name the installed files (under the default
+    """The unit and the drop-in name the installed files (under this
     PREFIX), the unit's capabilities exist, and systemd-analyze verify
     (where installed) accepts both, capability lines commented or not."""
     unit = inst('share/doc/rlshim/systemd/rlshimd.service')
     dropin = inst('share/doc/rlshim/systemd/rlshim-preload.conf')
     u = unit_values(unit)
     exe = u['ExecStart'][0].split()[0]
-    assert exe.startswith('/usr/local/') and \
-        os.path.isfile(inst(exe[len('/usr/local/'):])), exe
+    assert exe == inst('sbin/rlshimd') and os.path.isfile(exe), exe
     assert 'RLSHIM_CONFIG=/etc/rlshim.conf' in u['Environment'], u
     assert u['Restart'] == ['on-failure'], u
     with open(unit) as f:
@@ -334,8 +414,8 @@ def systemd_examples():
     capabilities_known(caps[0].split())
     env = dict(v.split('=', 1) for v in unit_values(dropin)['Environment'])
     assert set(env) == {'LD_PRELOAD', 'RLSHIM_CONFIG'}, env
-    assert env['LD_PRELOAD'].startswith('/usr/local/') and os.path.isfile(
-        inst(env['LD_PRELOAD'][len('/usr/local/'):])), env
+    assert env['LD_PRELOAD'] == inst('lib/librlshim.so') and \
+        os.path.isfile(env['LD_PRELOAD']), env
 
     if not shutil.which('systemd-analyze'):
         raise Skip('systemd-analyze is not installed; the files were checked '
@@ -343,7 +423,7 @@ def systemd_examples():
     d = os.path.join(TMP, 'units')
     os.makedirs(os.path.join(d, 'rlshim-dummy.service.d'))
     with open(unit) as f:
-        text = f.read().replace(exe, inst(exe[len('/usr/local/'):]))
+        text = f.read()
     with open(os.path.join(d, 'rlshimd.service'), 'w') as f:
         f.write(text)
     with open(os.path.join(d, 'rlshimd-xdp.service'), 'w') as f:
@@ -365,7 +445,7 @@ def unit_command_line_runs():
     segment, and stops cleanly on SIGTERM (what systemctl stop sends)."""
     u = unit_values(inst('share/doc/rlshim/systemd/rlshimd.service'))
     argv = u['ExecStart'][0].split()
-    argv[0] = inst(argv[0][len('/usr/local/'):])
+    assert argv[0] == inst('sbin/rlshimd'), argv
     shm = f'rlshim-inst-{os.getpid()}'
     conf = os.path.join(TMP, 'agent.conf')
     with open(conf, 'w') as f:
@@ -642,7 +722,8 @@ def uninstall():
 
 TESTS = [install, shim_needs_only_libc, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
-         pkg_config_links, systemd_examples, unit_command_line_runs,
+         pkg_config_links, systemd_examples, docs_installed,
+         unit_command_line_runs,
          unit_xdp_capabilities,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,
          uninstall, destdir]
