@@ -25,14 +25,31 @@ for f in "$lib" "$legacy" "$examples/quickstart.conf"; do
 done
 tmp=$(mktemp -d)
 shm="rlshim-demo-$$"
-port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::", 0)); print(s.getsockname()[1])')
+# A port free on every address; IPv4 only where the host has no IPv6
+# (legacy_server falls back the same way).
+port=$(python3 -c '
+import socket
+try:
+    s = socket.socket(socket.AF_INET6)
+    s.bind(("::", 0))
+except OSError:
+    s = socket.socket(socket.AF_INET)
+    s.bind(("0.0.0.0", 0))
+print(s.getsockname()[1])')
 pid=""
+# Every command here succeeds: under set -e a failing one (a wait on a
+# server that exits non-zero) would stop the cleanup half-way and become
+# the script's exit status.
 cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+		wait "$pid" 2>/dev/null || :
+	fi
 	rm -f "/dev/shm/$shm"
 	rm -rf "$tmp"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 sed -e "s/^ports *=.*/ports = $port/" -e "s/^shm *=.*/shm = $shm/" \
 	"$examples/quickstart.conf" >"$tmp/quickstart.conf"

@@ -11,14 +11,15 @@ a message that names the packages and the command, a policy-rc.d that was
 there is left as it was, one that was not is there (and says 101) while
 apt-get runs and gone afterwards; the Makefile's deps target gets exit 0 from
 it where a policy-rc.d already exists (make used to stop with "Error 1");
-`make demo` shows what the README shows; every relative link of README.md
+`make demo` shows what the README shows, and cleans up after itself even
+when its server exits non-zero; every relative link of README.md
 and docs/*.md leads to a file of the repository (and an anchor to a
 heading).
 """
 import os
 import re
 import shutil
-import stat
+import socket
 import subprocess
 import sys
 import tempfile
@@ -305,6 +306,33 @@ def make_demo():
                      p.stdout, re.M), p.stdout
 
 
+def demo_cleans_up():
+    """tools/demo.sh with a server that exits 1 when stopped (a wrapper
+    around legacy_server): the demo still exits 0, its segment and its
+    temporary directory are gone, and the server with them."""
+    wrapper = os.path.join(TMP, 'failing_server')
+    with open(wrapper, 'w') as f:
+        f.write('#!/bin/sh\n"$REAL_LEGACY" "$@" &\np=$!\n'
+                "trap 'kill $p; wait $p; exit 1' TERM\nwait $p\n")
+    os.chmod(wrapper, 0o755)
+    tmpdir = os.path.join(TMP, 'demo-tmp')
+    os.makedirs(tmpdir)
+    env = {k: v for k, v in os.environ.items() if not k.startswith('RLSHIM_')}
+    env.update(RLSHIM_LEGACY=wrapper, TMPDIR=tmpdir,
+               REAL_LEGACY=os.path.join(REPO, 'build', 'legacy_server'))
+    before = {n for n in os.listdir('/dev/shm') if n.startswith('rlshim-demo-')}
+    p = subprocess.run(['sh', os.path.join(REPO, 'tools', 'demo.sh'), 'build'],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert 'five POST /sms: 200 200 200 429 429' in p.stdout, p.stdout
+    after = {n for n in os.listdir('/dev/shm') if n.startswith('rlshim-demo-')}
+    assert after <= before, after - before
+    assert os.listdir(tmpdir) == [], os.listdir(tmpdir)
+    port = re.search(r'on port (\d+)', p.stdout).group(1)
+    with socket.socket() as c:
+        assert c.connect_ex(('127.0.0.1', int(port))) != 0, 'server left running'
+
+
 # ---- the documents' links ---------------------------------------------------------------
 
 def markdown_files():
@@ -391,6 +419,7 @@ TESTS = [deps_package_missing, deps_nothing_missing, deps_apt_get_fails,
          deps_apt_get_installs_nothing, deps_not_root,
          deps_policy_present_before, deps_policy_absent_before,
          make_deps_exit_status, deps_real_policy_untouched, make_demo,
+         demo_cleans_up,
          link_checker_catches, doc_links_resolve]
 
 REAL_BEFORE = real_policy_state()
