@@ -14,7 +14,8 @@ it where a policy-rc.d already exists (make used to stop with "Error 1");
 `make demo` shows what the README shows, and cleans up after itself even
 when its server exits non-zero; every relative link of README.md
 and docs/*.md leads to a file of the repository (and an anchor to a
-heading).
+heading); docs/REFERENCE.md has every configuration key, command, option and
+environment variable the code has.
 """
 import os
 import re
@@ -415,12 +416,85 @@ def link_checker_catches():
     assert 'what-make-demo-shows' in anchors(os.path.join(REPO, 'README.md'))
 
 
+# ---- the reference -----------------------------------------------------------------
+
+REFERENCE = os.path.join(REPO, 'docs', 'REFERENCE.md')
+# Keys docs/REFERENCE.md lists as not implemented: once the parser knows
+# one, it belongs in its section's table instead.
+NOT_IMPLEMENTED = ['headers_on', 'count_status', 'sync', 'jwt_secret']
+
+
+def section(text, heading):
+    """The text of a Markdown section, from its heading to the next one of
+    the same or a higher level."""
+    level = len(heading) - len(heading.lstrip('#'))
+    start = text.index('\n' + heading + '\n') + 1
+    nxt = re.compile(r'^#{1,%d} ' % level, re.M).search(text, start + 1)
+    return text[start:nxt.start() if nxt else len(text)]
+
+
+def sources():
+    out = ''
+    for d, _, names in os.walk(os.path.join(REPO, 'src')):
+        for n in names:
+            if n.endswith('.c') or n.endswith('.h'):
+                with open(os.path.join(d, n)) as f:
+                    out += f.read()
+    return out
+
+
+def reference_is_complete():
+    """docs/REFERENCE.md has a row for every key the parser knows, in its
+    section's table; every command of `rlshimctl --help` and option of
+    `rlshimd --help`; every environment variable the programs and scripts
+    read; and what it calls not implemented is not in the parser."""
+    with open(REFERENCE) as f:
+        ref = f.read()
+    src = sources()
+    keys = re.findall(r'\{\s*SEC_(GLOBAL|REDIS|XDP|LIMIT),\s*"([a-z0-9_]+)"', src)
+    assert len(keys) >= 30, keys
+    heads = {'GLOBAL': '### [global]', 'REDIS': '### [redis]',
+             'XDP': '### [xdp]', 'LIMIT': '### [limit:NAME]'}
+    for sec, key in keys:
+        assert re.search(r'^\| `' + key + r'` \|', section(ref, heads[sec]),
+                         re.M), f'{key} of [{sec.lower()}] has no row'
+    for key in NOT_IMPLEMENTED:
+        assert key not in {k for _, k in keys}, \
+            f'{key} is implemented now: document it in its section'
+        assert f'`{key}`' in section(ref, '## 14. Not implemented'), key
+
+    ctl = subprocess.run([os.path.join(REPO, 'build', 'rlshimctl'), '--help'],
+                         capture_output=True, text=True, timeout=10)
+    assert ctl.returncode == 0, ctl.stderr
+    cmds = re.findall(r'^  ([a-z]+) ', ctl.stdout.split('\n\n')[1], re.M)
+    assert {'status', 'check', 'ban', 'xdp'} <= set(cmds), cmds
+    text = section(ref, '## 7. rlshimctl')
+    for c in cmds:
+        assert re.search(r'^\| `' + c + r'\b', text, re.M), f'rlshimctl {c}'
+    agent = subprocess.run([os.path.join(REPO, 'build', 'rlshimd'), '--help'],
+                           capture_output=True, text=True, timeout=10)
+    assert agent.returncode == 0, agent.stderr
+    text = section(ref, '## 8. rlshimd')
+    for o in set(re.findall(r'(?<![\w-])(--?[a-z][a-z-]*)', agent.stdout)):
+        assert re.search(r'^\| `' + re.escape(o) + r'\b', text, re.M), o
+
+    env = set(re.findall(r'getenv\("([A-Z_]+)"\)', src))
+    env |= set(re.findall(r'#define RL_\w+_ENV "([A-Z_]+)"', src))
+    for sh in ('demo.sh', 'deps.sh'):
+        with open(os.path.join(REPO, 'tools', sh)) as f:
+            env |= set(re.findall(r'\$\{(RLSHIM_[A-Z_]+)[:}]', f.read()))
+    assert {'RLSHIM_CONFIG', 'RLSHIM_AGENT', 'RLSHIM_POLICY_RC_D'} <= env, env
+    text = section(ref, '## 11. Environment variables')
+    for v in env:
+        assert f'`{v}`' in text, f'{v} is not in the environment table'
+
+
 TESTS = [deps_package_missing, deps_nothing_missing, deps_apt_get_fails,
          deps_apt_get_installs_nothing, deps_not_root,
          deps_policy_present_before, deps_policy_absent_before,
          make_deps_exit_status, deps_real_policy_untouched, make_demo,
          demo_cleans_up,
-         link_checker_catches, doc_links_resolve]
+         link_checker_catches, doc_links_resolve, reference_is_complete]
 
 REAL_BEFORE = real_policy_state()
 
