@@ -47,6 +47,7 @@
 #define NS_PER_DAY (86400 * RL_NS_PER_SEC)
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define KEYS_MAX 64                  /* room in the parser for the key table */
 
 /* ---- parser state ---- */
 
@@ -82,7 +83,7 @@ struct parser {
 	char sec_text[48];            /* "limit:sms", for messages */
 	struct rl_rule_cfg *rule;     /* SEC_LIMIT */
 	const struct key_def *key;    /* the key being parsed (NULL: ignore) */
-	int *key_line;                /* per key_def: line it was given, 0 */
+	int key_line[KEYS_MAX];       /* per key_def: line it was given, 0 */
 	uint32_t burst;               /* given burst, applied at section end */
 
 	/* sections seen once */
@@ -899,6 +900,7 @@ static const struct key_def keys[] = {
 };
 
 #define NKEYS ARRAY_SIZE(keys)
+_Static_assert(NKEYS <= KEYS_MAX, "the parser has a line for every key");
 
 static const struct key_def *find_key(enum sec_kind sec, const char *name)
 {
@@ -1114,7 +1116,7 @@ static void begin_section(struct parser *p, const char *text, size_t len)
 	int q = (int)(len < QUOTE_MAX ? len : QUOTE_MAX);
 
 	end_section(p);
-	memset(p->key_line, 0, NKEYS * sizeof(p->key_line[0]));
+	memset(p->key_line, 0, sizeof(p->key_line));
 	p->key = NULL;
 	p->sec_line = p->lineno;
 	set_text(p->sec_text, sizeof(p->sec_text), text, len);
@@ -1367,7 +1369,6 @@ static void report_errno(const char *name, int errnum, char *err,
 static int parse(struct parser *p, struct rl_config **out, char *err,
 		 size_t errlen)
 {
-	int key_line[NKEYS];
 	struct rl_config *c;
 	int rc;
 
@@ -1382,8 +1383,7 @@ static int parse(struct parser *p, struct rl_config **out, char *err,
 	global_defaults(c);
 	snprintf(c->source, sizeof(c->source), "%s", p->name);
 	p->cfg = c;
-	p->key_line = key_line;
-	memset(key_line, 0, sizeof(key_line));
+	memset(p->key_line, 0, sizeof(p->key_line));
 
 	/*
 	 * inih's line buffer is a VLA of ini_max_line bytes: make room for a
