@@ -592,20 +592,22 @@ int rl_cfg_on_continuation(struct parser *p, const char *value)
 
 /* ---- names ---- */
 
-const char *rl_config_algorithm_name(enum rl_algorithm a)
+/* The name the file gives `value` among `ch`, or "?". */
+static const char *choice_name(const struct choices *ch, int value)
 {
-	for (const struct choice *c = algorithm_choices.c; c->name; c++) {
-		if (c->value == (int)a)
+	for (const struct choice *c = ch->c; c->name; c++) {
+		if (c->value == value)
 			return c->name;
 	}
 	return "?";
 }
 
+const char *rl_config_algorithm_name(enum rl_algorithm a)
+{
+	return choice_name(&algorithm_choices, (int)a);
+}
+
 const char *rl_config_headers_name(enum rl_headers h)
 {
-	for (const struct choice *c = headers_choices.c; c->name; c++) {
-		if (c->value == (int)h)
-			return c->name;
-	}
-	return "?";
+	return choice_name(&headers_choices, (int)h);
 }
