@@ -214,6 +214,19 @@ static inline int parse_u64(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
+/* How much of a `len`-byte item a message quotes (its "%.*s"). */
+static inline int quote_len(size_t len)
+{
+	return (int)(len < QUOTE_MAX ? len : QUOTE_MAX);
+}
+
+/* 1 if the string `s` is the `len` bytes at `t` (not NUL-terminated): a
+ * name that an item of a list or a section header repeats. */
+static inline bool same_text(const char *s, const char *t, size_t len)
+{
+	return strlen(s) == len && !memcmp(s, t, len);
+}
+
 /* "bad KEY 'v' (expected ...)", of the key being parsed: -EINVAL. */
 static inline int bad_value(struct parser *p, const char *v,
 			    const char *expected)

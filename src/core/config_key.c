@@ -480,7 +480,7 @@ static bool once(struct parser *p, int *first_line, const char *text)
 void rl_cfg_begin_section(struct parser *p, const char *text, size_t len)
 {
 	struct rl_config *c = p->cfg;
-	int q = (int)(len < QUOTE_MAX ? len : QUOTE_MAX);
+	int q = quote_len(len);
 
 	rl_cfg_end_section(p);
 	memset(p->key_line, 0, sizeof(p->key_line));
@@ -511,8 +511,7 @@ void rl_cfg_begin_section(struct parser *p, const char *text, size_t len)
 			return;
 		}
 		for (unsigned i = 0; i < c->nrules; i++) {
-			if (strlen(c->rules[i].name) == nlen &&
-			    !memcmp(c->rules[i].name, name, nlen)) {
+			if (same_text(c->rules[i].name, name, nlen)) {
 				perr(p, "duplicate rule [%s] (first at line %d)",
 				     p->sec_text, c->rules[i].line);
 				return;

@@ -76,7 +76,7 @@ int rl_cfg_parse_ports(struct parser *p, const char *v)
 	while ((item = next_item(&v, &len))) {
 		if (parse_u64(item, len, &port) || port < 1 || port > 65535) {
 			perr(p, "bad port '%.*s' (expected 1..65535)",
-			     (int)(len < QUOTE_MAX ? len : QUOTE_MAX), item);
+			     quote_len(len), item);
 			return -EINVAL;
 		}
 		for (unsigned i = 0; i < c->nports; i++) {
@@ -124,8 +124,7 @@ static int parse_cidrs(struct parser *p, const char *v,
 			goto only_none;
 		if (rl_cidr_parse(item, len, &cidr)) {
 			perr(p, "bad %s '%.*s' (expected ADDRESS[/PREFIX] items or none)",
-			     p->key->name,
-			     (int)(len < QUOTE_MAX ? len : QUOTE_MAX), item);
+			     p->key->name, quote_len(len), item);
 			return -EINVAL;
 		}
 		if (rl_cidr_set_add(set, &cidr)) {
@@ -280,7 +279,7 @@ int rl_cfg_parse_interfaces(struct parser *p, const char *v)
 	size_t len;
 
 	while ((item = next_item(&v, &len))) {
-		int q = (int)(len < QUOTE_MAX ? len : QUOTE_MAX);
+		int q = quote_len(len);
 
 		if (!valid_ifname(item, len)) {
 			perr(p, "bad interface '%.*s' (expected 1..15 characters, "
@@ -288,8 +287,7 @@ int rl_cfg_parse_interfaces(struct parser *p, const char *v)
 			return -EINVAL;
 		}
 		for (unsigned i = 0; i < c->nifaces; i++) {
-			if (strlen(c->ifaces[i]) == len &&
-			    !memcmp(c->ifaces[i], item, len)) {
+			if (same_text(c->ifaces[i], item, len)) {
 				perr(p, "duplicate interface '%.*s'", q, item);
 				return -EINVAL;
 			}
@@ -431,7 +429,7 @@ int rl_cfg_parse_plans(struct parser *p, const char *v)
 	int q, err;
 
 	while ((item = next_item(&v, &len))) {
-		q = (int)(len < QUOTE_MAX ? len : QUOTE_MAX);
+		q = quote_len(len);
 		colon = memchr(item, ':', len);
 		nlen = colon ? (size_t)(colon - item) : len;
 		if (!colon || !is_name(item, nlen, RL_RULE_NAME_MAX - 1) ||
@@ -441,8 +439,7 @@ int rl_cfg_parse_plans(struct parser *p, const char *v)
 			return -EINVAL;
 		}
 		for (unsigned i = 0; i < r->nplans; i++) {
-			if (strlen(r->plans[i].name) == nlen &&
-			    !memcmp(r->plans[i].name, item, nlen)) {
+			if (same_text(r->plans[i].name, item, nlen)) {
 				perr(p, "duplicate plan '%.*s'", (int)nlen, item);
 				return -EINVAL;
 			}
