@@ -272,7 +272,7 @@ def man_pages_render():
 
 def man_conf_has_every_key():
     """rlshim.conf(5) names every key the parser knows, in its section."""
-    with open(os.path.join(REPO, 'src/core/config.c')) as f:
+    with open(os.path.join(REPO, 'src/core/config_key.c')) as f:
         src = f.read()
     keys = re.findall(r'\{\s*SEC_(GLOBAL|REDIS|XDP|LIMIT),\s*"([a-z0-9_]+)"', src)
     assert len(keys) >= 30, keys

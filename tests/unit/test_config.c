@@ -122,6 +122,66 @@ static void assert_cidr(const struct rl_cidr_set *set, unsigned i,
 	assert_string_equal(buf, want);
 }
 
+/* ---- the defaults, as every test that meets them expects them ---- */
+
+/* Every key with a single value at its default: the lists and the
+ * sections' presence are the caller's to check. */
+static void assert_default_values(const struct rl_config *c)
+{
+	assert_string_equal(c->shm, "rlshim");
+	assert_int_equal(c->capacity, RL_CAPACITY_DEFAULT);
+	assert_int_equal(c->mode, RL_MODE_ENFORCE);
+	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
+	assert_int_equal(c->get_body, RL_GET_BODY_REFUSE);
+	assert_string_equal(c->client_ip_header, "X-Forwarded-For");
+	assert_false(c->proxy_protocol);
+	assert_int_equal(c->ipv4_prefix, 32);
+	assert_int_equal(c->ipv6_prefix, 64);
+	assert_int_equal(c->on_error, RL_ON_ERROR_REFUSE);
+	assert_int_equal(c->log, RL_LOG_STDERR);
+	assert_int_equal(c->log_level, RL_LOG_INFO);
+	assert_string_equal(c->redis_url, "redis://127.0.0.1:6379/0");
+	assert_int_equal(c->redis_timeout_ns, 100 * MS);
+	assert_int_equal(c->sync_interval_ns, 50 * MS);
+	assert_string_equal(c->redis_prefix, "rlshim:");
+	assert_int_equal(c->xdp_mode, RL_XDP_AUTO);
+}
+
+/* A file that says nothing: no lists, no [redis], no [xdp]. */
+static void assert_global_defaults(const struct rl_config *c)
+{
+	assert_default_values(c);
+	assert_int_equal(c->nports, 0);
+	assert_int_equal(c->allow.n, 0);
+	assert_int_equal(c->trusted_proxies.n, 0);
+	assert_false(c->redis);
+	assert_false(c->xdp);
+	assert_int_equal(c->nifaces, 0);
+}
+
+/* A rule that gives its rate only (`period_ns`, `count`) and nothing else. */
+static void assert_rule_defaults(const struct rl_rule_cfg *r,
+				 uint64_t period_ns, uint32_t count)
+{
+	assert_int_equal(r->match, RL_MATCH_REQUEST);
+	assert_string_equal(r->method, "");
+	assert_string_equal(r->path, "");
+	assert_false(r->path_prefix);
+	assert_int_equal(r->rate.period_ns, period_ns);
+	assert_int_equal(r->rate.count, count);
+	assert_int_equal(r->rate.burst, count);
+	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
+	assert_int_equal(r->key, RL_KEY_IP);
+	assert_string_equal(r->header, "");
+	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
+	assert_int_equal(r->nplans, 0);
+	assert_int_equal(r->maxretry, 0);
+	assert_int_equal(r->findtime_ns, 600 * SEC);
+	assert_int_equal(r->bantime_ns, 600 * SEC);
+	assert_false(r->bantime_increment);
+	assert_int_equal(r->bantime_max_ns, 7 * 86400 * SEC);
+}
+
 /* ---- a whole file ---- */
 
 static void test_design_example(void **state)
@@ -136,59 +196,30 @@ static void test_design_example(void **state)
 	assert_int_equal(c->nports, 2);
 	assert_int_equal(c->ports[0], 8080);
 	assert_int_equal(c->ports[1], 8443);
-	assert_string_equal(c->shm, "rlshim");
-	assert_int_equal(c->capacity, 65536);
-	assert_int_equal(c->mode, RL_MODE_ENFORCE);
-	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
-	assert_int_equal(c->get_body, RL_GET_BODY_REFUSE);
 	assert_int_equal(c->allow.n, 2);
 	assert_cidr(&c->allow, 0, "192.0.2.0/24");
 	assert_cidr(&c->allow, 1, "::1/128");
 	assert_int_equal(c->trusted_proxies.n, 1);
 	assert_cidr(&c->trusted_proxies, 0, "10.0.0.0/8");
-	assert_string_equal(c->client_ip_header, "X-Forwarded-For");
-	assert_false(c->proxy_protocol);
-	assert_int_equal(c->ipv4_prefix, 32);
-	assert_int_equal(c->ipv6_prefix, 64);
-	assert_int_equal(c->on_error, RL_ON_ERROR_REFUSE);
-	assert_int_equal(c->log, RL_LOG_STDERR);
-	assert_int_equal(c->log_level, RL_LOG_INFO);
 
 	/* [redis] */
 	assert_true(c->redis);
-	assert_string_equal(c->redis_url, "redis://127.0.0.1:6379/0");
-	assert_int_equal(c->redis_timeout_ns, 100 * MS);
-	assert_int_equal(c->sync_interval_ns, 50 * MS);
-	assert_string_equal(c->redis_prefix, "rlshim:");
 
 	/* [xdp] */
 	assert_true(c->xdp);
 	assert_int_equal(c->nifaces, 1);
 	assert_string_equal(c->ifaces[0], "eth0");
-	assert_int_equal(c->xdp_mode, RL_XDP_AUTO);
+
+	/* every other value the example spells out is the default */
+	assert_int_equal(c->capacity, 65536);
+	assert_default_values(c);
 
 	assert_int_equal(c->nrules, 3);
 
 	r = &c->rules[0];
 	assert_string_equal(r->name, "api");
 	assert_int_equal(r->line, 30);
-	assert_int_equal(r->match, RL_MATCH_REQUEST);
-	assert_string_equal(r->method, "");
-	assert_string_equal(r->path, "");
-	assert_false(r->path_prefix);
-	assert_int_equal(r->rate.period_ns, 60 * SEC);
-	assert_int_equal(r->rate.count, 60);
-	assert_int_equal(r->rate.burst, 60);
-	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
-	assert_int_equal(r->key, RL_KEY_IP);
-	assert_string_equal(r->header, "");
-	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
-	assert_int_equal(r->nplans, 0);
-	assert_int_equal(r->maxretry, 0);
-	assert_int_equal(r->findtime_ns, 600 * SEC);
-	assert_int_equal(r->bantime_ns, 600 * SEC);
-	assert_false(r->bantime_increment);
-	assert_int_equal(r->bantime_max_ns, 7 * 86400 * SEC);
+	assert_rule_defaults(r, 60 * SEC, 60);
 
 	r = &c->rules[1];
 	assert_string_equal(r->name, "sms");
@@ -232,33 +263,6 @@ static void test_design_example(void **state)
 
 /* ---- defaults ---- */
 
-static void assert_global_defaults(const struct rl_config *c)
-{
-	assert_int_equal(c->nports, 0);
-	assert_string_equal(c->shm, "rlshim");
-	assert_int_equal(c->capacity, RL_CAPACITY_DEFAULT);
-	assert_int_equal(c->mode, RL_MODE_ENFORCE);
-	assert_int_equal(c->headers, RL_HEADERS_RATELIMIT);
-	assert_int_equal(c->get_body, RL_GET_BODY_REFUSE);
-	assert_int_equal(c->allow.n, 0);
-	assert_int_equal(c->trusted_proxies.n, 0);
-	assert_string_equal(c->client_ip_header, "X-Forwarded-For");
-	assert_false(c->proxy_protocol);
-	assert_int_equal(c->ipv4_prefix, 32);
-	assert_int_equal(c->ipv6_prefix, 64);
-	assert_int_equal(c->on_error, RL_ON_ERROR_REFUSE);
-	assert_int_equal(c->log, RL_LOG_STDERR);
-	assert_int_equal(c->log_level, RL_LOG_INFO);
-	assert_false(c->redis);
-	assert_string_equal(c->redis_url, "redis://127.0.0.1:6379/0");
-	assert_int_equal(c->redis_timeout_ns, 100 * MS);
-	assert_int_equal(c->sync_interval_ns, 50 * MS);
-	assert_string_equal(c->redis_prefix, "rlshim:");
-	assert_false(c->xdp);
-	assert_int_equal(c->nifaces, 0);
-	assert_int_equal(c->xdp_mode, RL_XDP_AUTO);
-}
-
 static void test_default(void **state)
 {
 	struct rl_config *c = NULL;
@@ -272,17 +276,7 @@ static void test_default(void **state)
 	assert_int_equal(c->nrules, 1);
 	r = &c->rules[0];
 	assert_string_equal(r->name, "default");
-	assert_int_equal(r->match, RL_MATCH_REQUEST);
-	assert_string_equal(r->method, "");
-	assert_string_equal(r->path, "");
-	assert_false(r->path_prefix);
-	assert_int_equal(r->rate.period_ns, 60 * SEC);
-	assert_int_equal(r->rate.count, 60);
-	assert_int_equal(r->rate.burst, 60);
-	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
-	assert_int_equal(r->key, RL_KEY_IP);
-	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
-	assert_int_equal(r->maxretry, 0);
+	assert_rule_defaults(r, 60 * SEC, 60);
 	rl_config_free(c);
 	rl_config_free(NULL);
 }
@@ -314,20 +308,7 @@ static void test_minimal_rule_defaults(void **state)
 	assert_int_equal(c->nrules, 1);
 	assert_string_equal(r->name, "a");
 	assert_int_equal(r->line, 1);
-	assert_int_equal(r->match, RL_MATCH_REQUEST);
-	assert_string_equal(r->method, "");
-	assert_string_equal(r->path, "");
-	assert_int_equal(r->rate.period_ns, SEC);
-	assert_int_equal(r->rate.count, 10);
-	assert_int_equal(r->rate.burst, 10);
-	assert_int_equal(r->algorithm, RL_ALGO_GCRA);
-	assert_int_equal(r->key, RL_KEY_IP);
-	assert_int_equal(r->on_store_down, RL_STORE_DOWN_OPEN);
-	assert_int_equal(r->nplans, 0);
-	assert_int_equal(r->maxretry, 0);
-	assert_int_equal(r->findtime_ns, 600 * SEC);
-	assert_int_equal(r->bantime_ns, 600 * SEC);
-	assert_int_equal(r->bantime_max_ns, 7 * 86400 * SEC);
+	assert_rule_defaults(r, SEC, 10);
 	rl_config_free(c);
 }
 

@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config_value.c - the value parsers of rlshim.conf: one key's text, checked
+ * and stored in its field (ports, addresses, URLs, interfaces, matches,
+ * rates, plans).
+ *
+ * Each parser gets the value as inih left it (whitespace and " ;" comments
+ * stripped) and records its error in the parser, naming the key and
+ * quoting the value; the key table (config_key.c) says which key takes
+ * which parser.
+ */
+#include "config_impl.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "path.h"
+#include "time.h"
+
+#define METHOD_MAX 15                /* sizeof(rule.method) - 1 */
+#define IFACE_MAX 15                 /* IFNAMSIZ - 1 */
+
+/* ---- character classes and lists ---- */
+
+/* RFC 9110 tchar: the characters of a method or a header field name. */
+static bool is_tchar(int c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9'))
+		return true;
+	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static bool is_token(const char *s, size_t len)
+{
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (!is_tchar((unsigned char)s[i]))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The next item of a list separated by spaces, tabs or commas, or NULL at
+ * the end. *sp advances past it.
+ */
+static const char *next_item(const char **sp, size_t *len)
+{
+	const char *s = *sp, *start;
+
+	while (*s == ' ' || *s == '\t' || *s == ',')
+		s++;
+	if (!*s)
+		return NULL;
+	start = s;
+	while (*s && *s != ' ' && *s != '\t' && *s != ',')
+		s++;
+	*len = (size_t)(s - start);
+	*sp = s;
+	return start;
+}
+
+static const char rate_expected[] = "expected N/s, N/m, N/h or N/d";
+
+/* ---- [global] ---- */
+
+int rl_cfg_parse_ports(struct parser *p, const char *v)
+{
+	struct rl_config *c = p->cfg;
+	const char *item;
+	uint64_t port;
+	size_t len;
+
+	while ((item = next_item(&v, &len))) {
+		if (parse_u64(item, len, &port) || port < 1 || port > 65535) {
+			perr(p, "bad port '%.*s' (expected 1..65535)",
+			     quote_len(len), item);
+			return -EINVAL;
+		}
+		for (unsigned i = 0; i < c->nports; i++) {
+			if (c->ports[i] == port) {
+				perr(p, "duplicate port %u", (unsigned)port);
+				return -EINVAL;
+			}
+		}
+		if (c->nports == RL_MAX_PORTS) {
+			perr(p, "too many ports (max %d)", RL_MAX_PORTS);
+			return -EINVAL;
+		}
+		c->ports[c->nports++] = (uint16_t)port;
+	}
+	return 0;
+}
+
+int rl_cfg_parse_shm(struct parser *p, const char *v)
+{
+	size_t len = strlen(v);
+
+	if (!is_name(v, len, RL_SHM_NAME_MAX - 1) || v[0] == '.')
+		return bad_value(p, v, "expected 1..63 of A-Z a-z 0-9 _ . -, "
+				       "not starting with '.'");
+	set_text(p->cfg->shm, sizeof(p->cfg->shm), v, len);
+	return 0;
+}
+
+/* A CIDR list; `none` alone means empty. */
+static int parse_cidrs(struct parser *p, const char *v,
+		       struct rl_cidr_set *set, bool *none)
+{
+	struct rl_cidr cidr;
+	const char *item;
+	size_t len;
+
+	while ((item = next_item(&v, &len))) {
+		if (len == 4 && memcmp(item, "none", 4) == 0) {
+			if (set->n || *none)
+				goto only_none;
+			*none = true;
+			continue;
+		}
+		if (*none)
+			goto only_none;
+		if (rl_cidr_parse(item, len, &cidr)) {
+			perr(p, "bad %s '%.*s' (expected ADDRESS[/PREFIX] items or none)",
+			     p->key->name, quote_len(len), item);
+			return -EINVAL;
+		}
+		if (rl_cidr_set_add(set, &cidr)) {
+			perr(p, "too many prefixes in %s (max %d)",
+			     p->key->name, RL_CIDR_SET_MAX);
+			return -EINVAL;
+		}
+	}
+	return 0;
+
+only_none:
+	perr(p, "'none' must be the only item of %s", p->key->name);
+	return -EINVAL;
+}
+
+int rl_cfg_parse_allow(struct parser *p, const char *v)
+{
+	return parse_cidrs(p, v, &p->cfg->allow, &p->allow_none);
+}
+
+int rl_cfg_parse_trusted(struct parser *p, const char *v)
+{
+	return parse_cidrs(p, v, &p->cfg->trusted_proxies, &p->trusted_none);
+}
+
+int rl_cfg_parse_client_ip_header(struct parser *p, const char *v)
+{
+	size_t len = strlen(v);
+
+	if (!is_token(v, len) || len >= RL_HEADER_NAME_MAX)
+		return bad_value(p, v, "expected a header field name");
+	set_text(p->cfg->client_ip_header, RL_HEADER_NAME_MAX, v, len);
+	return 0;
+}
+
+/* ---- [redis] ---- */
+
+/* host[:port] or [v6]:port, up to `end`. */
+static bool valid_host_port(const char *s, const char *end)
+{
+	const char *colon;
+	uint64_t port;
+
+	if (s < end && *s == '[') {
+		const char *close = memchr(s, ']', (size_t)(end - s));
+
+		if (!close || close == s + 1)
+			return false;
+		colon = close + 1;
+		if (colon == end)
+			return true;
+		if (*colon != ':')
+			return false;
+	} else {
+		colon = memchr(s, ':', (size_t)(end - s));
+		if (!colon)
+			return s < end;
+		if (colon == s)
+			return false;
+	}
+	return !parse_u64(colon + 1, (size_t)(end - colon - 1), &port) &&
+	       port >= 1 && port <= 65535;
+}
+
+/*
+ * redis://[user:pass@]host[:port][/db] or unix:///path. The text is kept
+ * verbatim for the agent; only its shape is checked here.
+ */
+int rl_cfg_parse_url(struct parser *p, const char *v)
+{
+	static const char expected[] =
+		"expected redis://[user:pass@]host[:port][/db] or unix:///path";
+	size_t len = strlen(v);
+	const char *host, *end, *at;
+	uint64_t db;
+
+	if (len >= RL_URL_MAX) {
+		perr(p, "url too long (max %d bytes)", RL_URL_MAX - 1);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)v[i];
+
+		if (ch <= ' ' || ch == 0x7f)
+			return bad_value(p, v, expected);
+	}
+	if (strncmp(v, "unix://", 7) == 0) {
+		if (v[7] != '/' || v[8] == '\0')
+			return bad_value(p, v, expected);
+	} else if (strncmp(v, "redis://", 8) == 0) {
+		host = v + 8;
+		end = strchr(host, '/');
+		at = strrchr(host, '@');
+		if (at && (!end || at < end)) {
+			host = at + 1;
+			end = strchr(host, '/');
+		}
+		if (!end)
+			end = v + len;
+		if (!valid_host_port(host, end))
+			return bad_value(p, v, expected);
+		if (*end == '/' && end[1] &&
+		    (parse_u64(end + 1, strlen(end + 1), &db) || db > 65535))
+			return bad_value(p, v, expected);
+	} else {
+		return bad_value(p, v, expected);
+	}
+	memcpy(p->cfg->redis_url, v, len + 1);
+	return 0;
+}
+
+int rl_cfg_parse_prefix(struct parser *p, const char *v)
+{
+	size_t len = strlen(v);
+	bool ok = len < RL_SHM_NAME_MAX;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if (c <= ' ' || c >= 0x7f)
+			ok = false;
+	}
+	if (!ok)
+		return bad_value(p, v, "expected at most 63 printable characters "
+				       "and no spaces");
+	set_text(p->cfg->redis_prefix, RL_SHM_NAME_MAX, v, len);
+	return 0;
+}
+
+/* ---- [xdp] ---- */
+
+/* As the kernel's dev_valid_name(): 1..15 bytes, no '/', ':' or space. */
+static bool valid_ifname(const char *s, size_t len)
+{
+	if (len == 0 || len > IFACE_MAX)
+		return false;
+	if ((len == 1 && s[0] == '.') || (len == 2 && !memcmp(s, "..", 2)))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '/' || c == ':' || c <= ' ' || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+int rl_cfg_parse_interfaces(struct parser *p, const char *v)
+{
+	struct rl_config *c = p->cfg;
+	const char *item;
+	size_t len;
+
+	while ((item = next_item(&v, &len))) {
+		int q = quote_len(len);
+
+		if (!valid_ifname(item, len)) {
+			perr(p, "bad interface '%.*s' (expected 1..15 characters, "
+				"no '/' or ':')", q, item);
+			return -EINVAL;
+		}
+		for (unsigned i = 0; i < c->nifaces; i++) {
+			if (same_text(c->ifaces[i], item, len)) {
+				perr(p, "duplicate interface '%.*s'", q, item);
+				return -EINVAL;
+			}
+		}
+		if (c->nifaces == RL_MAX_IFACES) {
+			perr(p, "too many interfaces (max %d)", RL_MAX_IFACES);
+			return -EINVAL;
+		}
+		set_text(c->ifaces[c->nifaces++], sizeof(c->ifaces[0]), item,
+			 len);
+	}
+	return 0;
+}
+
+/* ---- [limit:NAME] ---- */
+
+static int bad_match(struct parser *p, const char *v, const char *why)
+{
+	perr(p, "bad match '%.*s' (%s)", QUOTE_MAX, v, why);
+	return -EINVAL;
+}
+
+/* `*`, `accept`, or `METHOD PATH` (either may be `*`). */
+int rl_cfg_parse_match(struct parser *p, const char *v)
+{
+	struct rl_rule_cfg *r = p->rule;
+	const char *m, *path, *rest;
+	size_t mlen, plen;
+	bool prefix = false;
+
+	r->match = RL_MATCH_REQUEST;
+	r->method[0] = '\0';
+	r->path[0] = '\0';
+	r->path_prefix = false;
+	if (strcmp(v, "accept") == 0) {
+		r->match = RL_MATCH_ACCEPT;
+		return 0;
+	}
+	if (strcmp(v, "*") == 0)
+		return 0;
+
+	m = v;
+	mlen = strcspn(m, " \t");
+	path = m + mlen + strspn(m + mlen, " \t");
+	plen = strcspn(path, " \t");
+	rest = path + plen + strspn(path + plen, " \t");
+	if (mlen == 0 || plen == 0 || *rest)
+		return bad_match(p, v, "expected *, accept or METHOD PATH");
+
+	if (!(mlen == 1 && m[0] == '*')) {
+		if (!is_token(m, mlen) || mlen > METHOD_MAX)
+			return bad_match(p, v, "METHOD must be * or a token of "
+					       "at most 15 characters");
+		set_text(r->method, sizeof(r->method), m, mlen);
+	}
+
+	if (plen == 1 && path[0] == '*')
+		return 0;
+	if (path[0] != '/')
+		return bad_match(p, v, "PATH must be * or start with '/'");
+	if (path[plen - 1] == '*') {
+		prefix = true;
+		plen--;
+	}
+	for (size_t i = 0; i < plen; i++) {
+		unsigned char c = (unsigned char)path[i];
+
+		if (c < 0x20 || c == 0x7f || c == '?' || c == '#')
+			return bad_match(p, v, "PATH has no query, fragment "
+					       "or control characters");
+		if (c == '*')
+			return bad_match(p, v, "'*' only at the end of PATH");
+	}
+	if (plen >= RL_PATH_MAX)
+		return bad_match(p, v, "PATH longer than 255 bytes");
+	{
+		/* Written as requests will be matched: "/a//b", "/%73ms"
+		 * and "/a/../b" mean what they will be normalised to. */
+		uint32_t nlen;
+		uint8_t cut;
+
+		if (rl_path_normalize(path, plen, r->path, sizeof(r->path),
+				      &nlen, &cut) || cut)
+			return bad_match(p, v, "PATH has bad percent-encoding");
+	}
+	r->path_prefix = prefix;
+	return 0;
+}
+
+int rl_cfg_parse_rate(struct parser *p, const char *v)
+{
+	int err = rl_time_parse_rate(v, &p->rule->rate);
+
+	if (err == -ERANGE) {
+		perr(p, "rate too large");
+		return err;
+	}
+	if (err)
+		return bad_value(p, v, rate_expected);
+	return 0;
+}
+
+int rl_cfg_parse_burst(struct parser *p, const char *v)
+{
+	uint64_t n;
+
+	if (parse_u64(v, strlen(v), &n) || n < 1 || n > UINT32_MAX)
+		return bad_value(p, v, "expected 1..4294967295");
+	p->burst = (uint32_t)n;
+	return 0;
+}
+
+int rl_cfg_parse_key(struct parser *p, const char *v)
+{
+	struct rl_rule_cfg *r = p->rule;
+
+	if (strcmp(v, "ip") == 0) {
+		r->key = RL_KEY_IP;
+	} else if (strcmp(v, "global") == 0) {
+		r->key = RL_KEY_GLOBAL;
+	} else if (strncmp(v, "header:", 7) == 0 &&
+		   is_token(v + 7, strlen(v + 7)) &&
+		   strlen(v + 7) < RL_HEADER_NAME_MAX) {
+		r->key = RL_KEY_HEADER;
+		set_text(r->header, sizeof(r->header), v + 7, strlen(v + 7));
+	} else {
+		return bad_value(p, v, "expected ip, global or header:NAME");
+	}
+	return 0;
+}
+
+/* `name:RATE` items. */
+int rl_cfg_parse_plans(struct parser *p, const char *v)
+{
+	struct rl_rule_cfg *r = p->rule;
+	char rate[64];
+	const char *item, *colon;
+	size_t len, nlen;
+	int q, err;
+
+	while ((item = next_item(&v, &len))) {
+		q = quote_len(len);
+		colon = memchr(item, ':', len);
+		nlen = colon ? (size_t)(colon - item) : len;
+		if (!colon || !is_name(item, nlen, RL_RULE_NAME_MAX - 1) ||
+		    len - nlen - 1 >= sizeof(rate)) {
+			perr(p, "bad plan '%.*s' (expected NAME:RATE, e.g. free:100/h)",
+			     q, item);
+			return -EINVAL;
+		}
+		for (unsigned i = 0; i < r->nplans; i++) {
+			if (same_text(r->plans[i].name, item, nlen)) {
+				perr(p, "duplicate plan '%.*s'", (int)nlen, item);
+				return -EINVAL;
+			}
+		}
+		if (r->nplans == RL_MAX_PLANS) {
+			perr(p, "too many plans (max %d)", RL_MAX_PLANS);
+			return -EINVAL;
+		}
+		set_text(rate, sizeof(rate), colon + 1, len - nlen - 1);
+		err = rl_time_parse_rate(rate, &r->plans[r->nplans].rate);
+		if (err == -ERANGE) {
+			perr(p, "rate too large");
+			return err;
+		}
+		if (err) {
+			perr(p, "bad plan '%.*s' (%s)", q, item, rate_expected);
+			return err;
+		}
+		set_text(r->plans[r->nplans].name, RL_RULE_NAME_MAX, item, nlen);
+		r->nplans++;
+	}
+	return 0;
+}
