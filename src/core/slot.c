@@ -22,7 +22,7 @@
  * is decided as a new key's without a slot (an "overflow"), so a flood of
  * new keys can neither evict a limited key nor be refused wholesale.
  */
-#include "table.h"
+#include "shm.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -130,8 +130,7 @@ static int marker_expire(struct rl_table *t, struct rl_slot *s, uint64_t mark,
 	if (now_ns < set_at || now_ns - set_at < RL_MARK_TIMEOUT_NS)
 		return 0;
 	if (atomic_compare_exchange_strong(&s->state, &mark, 0))
-		atomic_fetch_add_explicit(&t->hdr->marks_cleared, 1,
-					  memory_order_relaxed);
+		rl_table_count(t, RL_COUNT_MARKS_CLEARED);
 	return 1;
 }
 
@@ -247,8 +246,7 @@ static struct rl_slot *slot_find(struct rl_table *t, const struct keyref *k,
 		if (!atomic_compare_exchange_strong(&b[at].state, &mark, 0))
 			continue;
 		if (kind == VICTIM_LIVE)
-			atomic_fetch_add_explicit(&t->hdr->evictions, 1,
-						  memory_order_relaxed);
+			rl_table_count(t, RL_COUNT_EVICTIONS);
 		return &b[at];
 	}
 	return NULL;
@@ -290,8 +288,7 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		if (!out->allowed) {
 			/* The agent refreshes keys being refused too (a plan
 			 * upgrade must reach them). */
-			if (atomic_load_explicit(&t->hdr->agent_flags,
-						 memory_order_relaxed) & RL_AGENT_SYNC)
+			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
 				atomic_fetch_or_explicit(&s->sync_admitted,
 							 RL_SYNC_DENIED,
 							 memory_order_relaxed);
@@ -303,8 +300,7 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 							  memory_order_acq_rel,
 							  memory_order_acquire)) {
 			/* Only an agent that syncs needs the count. */
-			if (atomic_load_explicit(&t->hdr->agent_flags,
-						 memory_order_relaxed) & RL_AGENT_SYNC)
+			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
 				atomic_fetch_add_explicit(&s->sync_admitted, cost,
 							  memory_order_relaxed);
 			return 1;
@@ -352,7 +348,7 @@ static int take_in(struct rl_table *t, unsigned rule, const void *key,
 		}
 	}
 	/* No slot to give: decide as a new key, keep nothing. */
-	atomic_fetch_add_explicit(&t->hdr->overflows, 1, memory_order_relaxed);
+	rl_table_count(t, RL_COUNT_OVERFLOWS);
 fresh:
 	{
 		uint64_t st = 0;
@@ -567,8 +563,8 @@ int rl_table_stats(struct rl_table *t, uint64_t now_ns,
 	memset(out, 0, sizeof(*out));
 	out->capacity = t->hdr->capacity;
 	out->size = t->size;
-	out->evictions = atomic_load(&t->hdr->evictions);
-	out->overflows = atomic_load(&t->hdr->overflows);
+	out->evictions = rl_table_counted(t, RL_COUNT_EVICTIONS);
+	out->overflows = rl_table_counted(t, RL_COUNT_OVERFLOWS);
 	for (unsigned i = 0; i < RL_MAX_RULES; i++)
 		if (atomic_load_explicit(&t->rules[i].ident, memory_order_relaxed))
 			out->rules++;

@@ -11,7 +11,7 @@
  * ever waits for it.
 
  */
-#include "table.h"
+#include "shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -166,6 +166,15 @@ static void table_bind(struct rl_table *t, void *base, uint64_t size)
 	t->bucket_mask = (1ull << h->bucket_bits) - 1;
 	t->seed[0] = h->seed[0];
 	t->seed[1] = h->seed[1];
+	t->count[RL_COUNT_EVICTIONS] = &h->evictions;
+	t->count[RL_COUNT_OVERFLOWS] = &h->overflows;
+	t->count[RL_COUNT_MARKS_CLEARED] = &h->marks_cleared;
+	t->count[RL_COUNT_BAN_REFUSALS] = &h->ban_refusals;
+	t->count[RL_COUNT_BANS_ISSUED] = &h->bans_issued;
+	t->count[RL_COUNT_CONFIG_RELOADS] = &h->config_reloads;
+	t->count[RL_COUNT_AGENT_SYNCS] = &h->agent_syncs;
+	t->ban_gen = &h->ban_gen;
+	t->agent_flags = &h->agent_flags;
 }
 
 /* Create and initialise a new segment on `fd` (just made with O_EXCL). */

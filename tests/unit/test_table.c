@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "algo.h"
+#include "shm.h"
 #include "table.h"
 
 #define MS 1000000ull
