@@ -25,7 +25,7 @@
  * Fixed-width fields only, regions page-aligned; the layout test pins every
  * size and offset. Any change to it bumps RL_SHM_VERSION.
  *
- * The protocol (see table.c for the why):
+ * The protocol (see slot.c for the why):
  *   - slot.key is 0 (empty) or a tag: 56 bits of the keyed hash of
  *     (rule, key) and the rule id in the low 8 bits. Slots are never emptied
  *     again, only re-keyed, so the occupied slots of a bucket are always a
