@@ -27,7 +27,7 @@
 #include "agent.h"
 #include "kept.h"
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define SWEEP_NS (1000 * RL_NS_PER_MS)
 

@@ -41,7 +41,7 @@
 
 #include "ban.h"
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define BATCH 400             /* keys per script call */
 #define CLEAN_EVERY 200       /* rounds between sweeps of stale store keys */

@@ -42,7 +42,7 @@
 #include "bpf/rlshim.h"
 #include "log.h"
 #include "rlshim.skel.h"
-#include "time.h"
+#include "clock.h"
 
 #define RESCAN_NS (10 * RL_NS_PER_SEC) /* and at least this often */
 

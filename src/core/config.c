@@ -36,7 +36,7 @@
 #include "hash.h"
 #include "path.h"
 #include "table.h"
-#include "time.h"
+#include "clock.h"
 
 #define LINE_MAX_BYTES 1024          /* longest line, without its newline */
 #define QUOTE_MAX 100                /* longest value quoted in a message */

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <sched.h>
 
-#include "time.h"
+#include "clock.h"
 
 /* ---- decisions --------------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 
 #include <stdatomic.h>
 
-#include "time.h"
+#include "clock.h"
 
 void rl_table_agent_flags_change(struct rl_table *t, uint64_t set,
 				 uint64_t clear)

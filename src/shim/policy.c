@@ -10,7 +10,7 @@
 #include "log.h"
 #include "spawn.h"
 #include "table.h"
-#include "time.h"
+#include "clock.h"
 
 _Static_assert(RL_WANT_MAX >= RL_MAX_KEY_HEADERS,
 	       "the parser asks for every header a valid configuration names");

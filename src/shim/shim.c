@@ -11,7 +11,7 @@
 #include "kept.h"
 #include "log.h"
 #include "spawn.h"
-#include "time.h"
+#include "clock.h"
 
 /* A reload is looked for, and the denial summary written, at most this
  * often per process, at a request or an accept. */

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define RETRY_NS (5000 * RL_NS_PER_MS)
 

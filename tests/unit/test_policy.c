@@ -19,7 +19,7 @@
 #include "http.h"
 #include "ban.h"
 #include "policy.h"
-#include "time.h"
+#include "clock.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull

@@ -10,7 +10,7 @@
 #include "ctl.h"
 
 #include "ban.h"
-#include "time.h"
+#include "clock.h"
 
 #define DEFAULT_BANTIME_NS (3600 * RL_NS_PER_SEC)
 

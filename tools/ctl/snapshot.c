@@ -18,7 +18,7 @@
 
 #include "ban.h"
 #include "spawn.h"
-#include "time.h"
+#include "clock.h"
 
 /* ---- the configuration in force ------------------------------------------ */
 

@@ -15,7 +15,7 @@
 #include "ctl.h"
 
 #include "addr.h"
-#include "time.h"
+#include "clock.h"
 
 #define TOP_DEFAULT 10
 

@@ -21,7 +21,7 @@
 #include "ctl.h"
 
 #include "bpf/rlshim.h"
-#include "time.h"
+#include "clock.h"
 
 static int pinned(const char *dir, const char *name)
 {
