@@ -127,22 +127,24 @@ void rl_table_config_read(const struct rl_table *t,
 	out->bad_since_ms = atomic_load(&h->config_bad_since_ms);
 }
 
+/* Put `stamp` in *word; the first to put it there dates it in *since. */
+static int stamp_first(_Atomic uint64_t *word, _Atomic uint64_t *since,
+		       uint64_t stamp)
+{
+	if (atomic_exchange(word, stamp) == stamp)
+		return 0;
+	atomic_store(since, rl_time_wall_ms());
+	return 1;
+}
+
 int rl_table_config_apply(struct rl_table *t, uint64_t stamp)
 {
-	struct rl_shm_header *h = t->hdr;
-
-	if (atomic_exchange(&h->config_stamp, stamp) == stamp)
-		return 0;
-	atomic_store(&h->config_since_ms, rl_time_wall_ms());
-	return 1;
+	return stamp_first(&t->hdr->config_stamp, &t->hdr->config_since_ms,
+			   stamp);
 }
 
 int rl_table_config_refuse(struct rl_table *t, uint64_t stamp)
 {
-	struct rl_shm_header *h = t->hdr;
-
-	if (atomic_exchange(&h->config_bad_stamp, stamp) == stamp)
-		return 0;
-	atomic_store(&h->config_bad_since_ms, rl_time_wall_ms());
-	return 1;
+	return stamp_first(&t->hdr->config_bad_stamp,
+			   &t->hdr->config_bad_since_ms, stamp);
 }
