@@ -28,7 +28,7 @@
 
 #include "ban.h"
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define MAP_CAP 32768u /* twice RL_BANS: a low load */
 

@@ -27,7 +27,7 @@
 #include "agent.h"
 #include "kept.h"
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define SWEEP_NS (1000 * RL_NS_PER_MS)
 
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 	if (lock == -1) {
 		fprintf(stderr, "rlshimd: another agent (pid %llu) already "
 			"serves segment /dev/shm/%s\n",
-			(unsigned long long)atomic_load(&table->hdr->agent_pid),
+			(unsigned long long)rl_table_agent_pid(table),
 			cfg->shm);
 		return 1;
 	}
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
 	/* A beat now: connecting to the store and loading XDP take time, and
 	 * the shims must not take the agent for dead meanwhile (nor start
 	 * another, after a restart on a new configuration). */
-	atomic_store(&table->hdr->agent_heartbeat_ns, rl_time_now_ns());
+	rl_table_agent_beat(table, rl_time_now_ns());
 	if (rl_agent_init(&agent, cfg, table, err, sizeof(err))) {
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"",
 		       rl_log_quote(err, q, sizeof(q)));
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	atomic_store(&table->hdr->agent_pid, (uint64_t)getpid());
+	rl_table_agent_set_pid(table, (uint64_t)getpid());
 	rl_log(RL_LOG_INFO, "msg=\"agent started\" config=\"%s\" shm=%s redis=%s "
 	       "xdp=%s sync_interval=%llums",
 	       rl_log_quote(path ? path : "built-in default", q, sizeof(q)),
@@ -267,15 +267,10 @@ int main(int argc, char **argv)
 	}
 	/* Decisions stop counting for a sync that will not come (a restart
 	 * syncs again within milliseconds: they go on counting). */
-	if (!restart) {
-		uint64_t f = atomic_load(&table->hdr->agent_flags);
-
-		while (!atomic_compare_exchange_weak(&table->hdr->agent_flags, &f,
-						     f & ~RL_AGENT_SYNC))
-			;
-	}
+	if (!restart)
+		rl_table_agent_flags_change(table, 0, RL_AGENT_SYNC);
 	rl_agent_xdp_free(&agent);
-	atomic_store(&table->hdr->agent_pid, 0);
+	rl_table_agent_set_pid(table, 0);
 	rl_log(RL_LOG_INFO, "msg=\"agent %s\" rounds=%llu",
 	       restart ? "restarting on the changed configuration" : "stopped",
 	       (unsigned long long)agent.rounds);

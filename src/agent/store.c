@@ -11,7 +11,7 @@
 #include <sys/time.h>
 
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define BACKOFF_MIN_NS (50 * RL_NS_PER_MS)
 #define BACKOFF_MAX_NS (2000 * RL_NS_PER_MS)

@@ -41,7 +41,7 @@
 
 #include "ban.h"
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define BATCH 400             /* keys per script call */
 #define CLEAN_EVERY 200       /* rounds between sweeps of stale store keys */
@@ -129,7 +129,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_SYNC, sync_lua);
 	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
-	a->cap = table->hdr->capacity;
+	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
 		snprintf(err, errlen, "out of memory");
@@ -368,7 +368,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	case JOB_HOSTS:
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
 			a->hosts_alive = (uint32_t)rep->integer;
-			atomic_store(&a->table->hdr->hosts_alive, a->hosts_alive);
+			rl_table_agent_set_hosts(a->table, a->hosts_alive);
 		}
 		break;
 	case JOB_SYNC:
@@ -435,36 +435,26 @@ static void charge_shares(struct rl_agent *a, uint64_t now_ns)
 	}
 }
 
-static void set_flags(struct rl_agent *a, uint64_t set, uint64_t clear)
-{
-	struct rl_shm_header *h = a->table->hdr;
-	uint64_t f = atomic_load(&h->agent_flags);
-
-	while (!atomic_compare_exchange_weak(&h->agent_flags, &f, (f | set) & ~clear))
-		;
-}
-
 void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
 {
-	struct rl_shm_header *h = a->table->hdr;
 	struct round *r = &(struct round){ .a = a, .now_ns = now_ns };
 	const char *argv[4];
 	size_t lens[4];
 	char key[160], win[32];
 
-	atomic_store(&h->agent_heartbeat_ns, now_ns);
+	rl_table_agent_beat(a->table, now_ns);
 	a->rounds++;
 	if (!a->cfg->redis)
 		return;
-	atomic_store(&h->sync_interval_ms,
-		     (uint32_t)(a->interval_ns / RL_NS_PER_MS));
+	rl_table_agent_set_interval(a->table,
+				    (uint32_t)(a->interval_ns / RL_NS_PER_MS));
 	/* From now on decisions count what the agent must push. */
-	set_flags(a, RL_AGENT_SYNC, 0);
+	rl_table_agent_flags_change(a->table, RL_AGENT_SYNC, 0);
 	a->nitems = 0;
 	rl_table_sync_collect(a->table, collect, a);
 	if (!rl_store_ready(a->store, now_ns)) {
-		set_flags(a, RL_AGENT_STORE_DOWN, 0);
-		atomic_store(&h->store_down_since_ms, rl_store_down_since_ms(a->store));
+		rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
+		rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
 		charge_shares(a, now_ns);
 		return;
 	}
@@ -532,8 +522,8 @@ void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
 	if (rl_store_flush(a->store, on_reply, r, now_ns) || r->failed) {
 		if (rl_store_up(a->store))
 			rl_store_fail(a->store, "bad reply", now_ns);
-		set_flags(a, RL_AGENT_STORE_DOWN, 0);
-		atomic_store(&h->store_down_since_ms, rl_store_down_since_ms(a->store));
+		rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
+		rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
 		charge_shares(a, now_ns);
 		return;
 	}
@@ -543,9 +533,7 @@ void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
 		new_epoch(a, r);
 		rl_store_flush(a->store, on_reply, r, now_ns);
 	}
-	set_flags(a, 0, RL_AGENT_STORE_DOWN);
-	atomic_store(&h->store_down_since_ms, 0);
-	atomic_store(&h->agent_last_sync_ns, now_ns);
-	atomic_fetch_add(&h->agent_syncs, 1);
+	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
+	rl_table_agent_synced(a->table, now_ns);
 	rl_agent_bans_sync(a, now_ns);
 }

@@ -42,7 +42,7 @@
 #include "bpf/rlshim.h"
 #include "log.h"
 #include "rlshim.skel.h"
-#include "time.h"
+#include "clock.h"
 
 #define RESCAN_NS (10 * RL_NS_PER_SEC) /* and at least this often */
 
@@ -303,9 +303,9 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	}
 	if (x->nlinks == 0)
 		goto fail;
-	x->gen = atomic_load(&a->table->hdr->ban_gen) - 1; /* scan at once */
+	x->gen = rl_table_ban_gen(a->table) - 1; /* scan at once */
 	a->xdp = x;
-	atomic_fetch_or(&a->table->hdr->agent_flags, RL_AGENT_XDP);
+	rl_table_agent_flags_change(a->table, RL_AGENT_XDP, 0);
 	return 0;
 
 unprivileged:
@@ -324,7 +324,7 @@ void rl_agent_xdp_free(struct rl_agent *a)
 {
 	if (!a->xdp)
 		return;
-	atomic_fetch_and(&a->table->hdr->agent_flags, ~RL_AGENT_XDP);
+	rl_table_agent_flags_change(a->table, 0, RL_AGENT_XDP);
 	xdp_free(a->xdp);
 	a->xdp = NULL;
 	rl_log(RL_LOG_INFO, "msg=\"xdp detached\"");
@@ -420,7 +420,7 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 
 	if (!x)
 		return;
-	gen = atomic_load(&a->table->hdr->ban_gen);
+	gen = rl_table_ban_gen(a->table);
 	wall_ms = rl_time_wall_ms();
 	/* A trie answers with its longest matching prefix, live or not: an
 	 * expired /32 inside a live /24 would let the address through, so

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "shm.h"
 
 #define PROBE 128               /* entries a prefix may land in */
 #define RESERVE_TIMEOUT_MS 1000 /* a writer that died while filling */

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "time.h"
+#include "clock.h"
 
 #define LINE_MAX_BYTES 1024          /* longest line, without its newline */
 #define QUOTE_MAX 100                /* longest value quoted in a message */

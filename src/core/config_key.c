@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "time.h"
+#include "clock.h"
 
 #define GCRA_SPAN_MAX (1ull << 62)   /* burst * emission interval, ns */
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "path.h"
-#include "time.h"
+#include "clock.h"
 
 #define METHOD_MAX 15                /* sizeof(rule.method) - 1 */
 #define IFACE_MAX 15                 /* IFNAMSIZ - 1 */

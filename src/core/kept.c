@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "shm.h"
 
 /* The region holds the path, a NUL, then the text: kept_len counts both. */
 int rl_kept_store(struct rl_table *t, const char *path, const char *text,
@@ -39,6 +40,11 @@ int rl_kept_store(struct rl_table *t, const char *path, const char *text,
 			      memory_order_relaxed);
 	atomic_store_explicit(&h->kept_stamp, stamp, memory_order_release);
 	return 0;
+}
+
+uint64_t rl_kept_stamp(const struct rl_table *t)
+{
+	return atomic_load(&t->hdr->kept_stamp);
 }
 
 int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,

@@ -34,6 +34,9 @@ int rl_kept_store(struct rl_table *t, const char *path, const char *text,
 int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,
 		 uint64_t *stamp);
 
+/* The stamp of the text kept, 0 if none (or one is being written). */
+uint64_t rl_kept_stamp(const struct rl_table *t);
+
 /*
  * The configuration to start with: the file at `path`, parsed from its
  * text; when it cannot be used (or has no rule at all: emptied, or caught

@@ -42,7 +42,7 @@
 #include "proxy.h"
 #include "shim.h"
 #include "reply.h"
-#include "time.h"
+#include "clock.h"
 
 struct rl_io rl_io;
 

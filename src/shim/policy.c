@@ -10,7 +10,7 @@
 #include "log.h"
 #include "spawn.h"
 #include "table.h"
-#include "time.h"
+#include "clock.h"
 
 _Static_assert(RL_WANT_MAX >= RL_MAX_KEY_HEADERS,
 	       "the parser asks for every header a valid configuration names");
@@ -136,10 +136,7 @@ static void offend(const struct rl_policy *p, unsigned i,
 	}
 	if (rl_ban_offence(p->table, &c, &br, wall, &until, &n) != 0)
 		return; /* banned already (another worker), or no room */
-	atomic_fetch_add_explicit(&p->table->hdr->bans_issued, 1,
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->table->rules[p->ids[i]].bans, 1,
-				  memory_order_relaxed);
+	rl_table_count_ban(p->table, p->ids[i]);
 	rl_time_format_duration(dur, sizeof(dur),
 				(until - wall) * RL_NS_PER_MS);
 	rl_log(RL_LOG_WARN, "msg=\"banned\" client=%s rule=%s maxretry=%u "
@@ -155,8 +152,7 @@ static int banned(const struct rl_policy *p, const struct rl_addr *a,
 
 	if (!until)
 		return 0;
-	atomic_fetch_add_explicit(&p->table->hdr->ban_refusals, 1,
-				  memory_order_relaxed);
+	rl_table_count(p->table, RL_COUNT_BAN_REFUSALS);
 	v->allowed = 0;
 	v->banned = 1;
 	v->res.retry_after_ns = (until - wall) * RL_NS_PER_MS;
@@ -194,8 +190,7 @@ static void count_all(const struct rl_policy *p, const struct taken *done,
 /* With [redis], is the store (or the agent that talks to it) down? */
 static int store_down(const struct rl_policy *p, uint64_t now)
 {
-	return (atomic_load_explicit(&p->table->hdr->agent_flags,
-				     memory_order_relaxed) & RL_AGENT_STORE_DOWN) ||
+	return (rl_table_agent_flags(p->table) & RL_AGENT_STORE_DOWN) ||
 	       rl_agent_dead(p->table, now);
 }
 
@@ -378,8 +373,7 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 		       rl_cidr_set_contains(&cfg->trusted_proxies, a);
 	out->key_len = (uint8_t)ip_key(cfg, a, out->key);
 	/* Checked at accept, by rl_policy_accept(). */
-	out->ban_gen = atomic_load_explicit(&p->table->hdr->ban_gen,
-					    memory_order_acquire);
+	out->ban_gen = rl_table_ban_gen(p->table);
 	memset(out->hints, 0, sizeof(out->hints));
 }
 
@@ -434,7 +428,7 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		return 0;
 	/* Banned since the connection was accepted? One load tells whether
 	 * any ban has come in since this connection last looked. */
-	gen = atomic_load_explicit(&p->table->hdr->ban_gen, memory_order_acquire);
+	gen = rl_table_ban_gen(p->table);
 	if (gen != peer->ban_gen) {
 		peer->ban_gen = gen;
 		if (client == &peer->addr && banned(p, client, v))

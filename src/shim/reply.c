@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "time.h"
+#include "clock.h"
 
 /* Retry-After for a request that can never pass (cost above the bucket):
  * a year, rather than a number no client expects. */

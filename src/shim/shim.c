@@ -11,7 +11,7 @@
 #include "kept.h"
 #include "log.h"
 #include "spawn.h"
-#include "time.h"
+#include "clock.h"
 
 /* A reload is looked for, and the denial summary written, at most this
  * often per process, at a request or an accept. */
@@ -170,7 +170,7 @@ enum rl_shim_phase rl_shim_activate(void)
 	pthread_atfork(NULL, NULL, reload_forked);
 	if (config_kept) {
 		/* Said by every process that starts so: each is news. */
-		atomic_store(&table->hdr->config_bad_stamp, config_stamp);
+		rl_table_config_refuse(table, config_stamp);
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
 		       "in force on this host\" err=\"%s\"",
 		       rl_log_quote(config_err, q, sizeof(q)));
@@ -232,14 +232,11 @@ static void keep_fixed(struct rl_config *next, const struct rl_config *cur,
  */
 static int in_force(uint64_t stamp, char **text, size_t len)
 {
-	struct rl_shm_header *h = table_->hdr;
-	int first = atomic_exchange(&h->config_stamp, stamp) != stamp;
+	int first = rl_table_config_apply(table_, stamp);
 
-	if (first)
-		atomic_store(&h->config_since_ms, rl_time_wall_ms());
 	/* Kept unless it is kept already, or the file has moved on since
 	 * (a slow process must not put an older version back). */
-	if (*text && atomic_load(&h->kept_stamp) != stamp &&
+	if (*text && rl_kept_stamp(table_) != stamp &&
 	    rl_config_stamp(config->source) == stamp &&
 	    rl_kept_store(table_, config->source, *text, len, stamp))
 		rl_log(RL_LOG_WARN, "msg=\"configuration too long to keep in "
@@ -254,7 +251,6 @@ static int in_force(uint64_t stamp, char **text, size_t len)
 static void applied(struct rl_config *next, uint64_t stamp, char **text,
 		    size_t len, const char *fixed)
 {
-	struct rl_shm_header *h = table_->hdr;
 	char q[RL_PATH_MAX * 2];
 
 	__atomic_store_n(&config, next, __ATOMIC_RELEASE);
@@ -262,7 +258,7 @@ static void applied(struct rl_config *next, uint64_t stamp, char **text,
 	rl_log_setup(next->log, next->log_level, "rlshim");
 	if (!in_force(stamp, text, len))
 		return;
-	atomic_fetch_add(&h->config_reloads, 1);
+	rl_table_count(table_, RL_COUNT_CONFIG_RELOADS);
 	rl_log(RL_LOG_INFO, "msg=\"configuration reloaded\" config=\"%s\" "
 	       "rules=%u mode=%s%s%s%s",
 	       rl_log_quote(next->source, q, sizeof(q)), next->nrules,
@@ -275,12 +271,10 @@ static void applied(struct rl_config *next, uint64_t stamp, char **text,
  * stays in force. */
 static void refused(uint64_t stamp, const char *err, const char *instead)
 {
-	struct rl_shm_header *h = table_->hdr;
 	char q[RL_ERR_MAX];
 
-	if (atomic_exchange(&h->config_bad_stamp, stamp) == stamp)
+	if (!rl_table_config_refuse(table_, stamp))
 		return;
-	atomic_store(&h->config_bad_since_ms, rl_time_wall_ms());
 	rl_log(RL_LOG_ERROR, "msg=\"configuration refused, %s\" err=\"%s\"",
 	       instead, rl_log_quote(err, q, sizeof(q)));
 }

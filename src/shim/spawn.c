@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "time.h"
+#include "clock.h"
 
 #define RETRY_NS (5000 * RL_NS_PER_MS)
 
@@ -83,10 +83,8 @@ static int find_agent(char *out, size_t len)
 
 int rl_agent_alive(struct rl_table *t, uint64_t now_ns)
 {
-	uint64_t beat = atomic_load_explicit(&t->hdr->agent_heartbeat_ns,
-					     memory_order_relaxed);
-	uint64_t ms = atomic_load_explicit(&t->hdr->sync_interval_ms,
-					   memory_order_relaxed);
+	uint64_t beat = rl_table_agent_heartbeat(t);
+	uint64_t ms = rl_table_agent_interval_ms(t);
 	uint64_t stale = 5 * ms * RL_NS_PER_MS;
 
 	if (stale < RL_NS_PER_SEC)
@@ -99,15 +97,12 @@ int rl_agent_alive(struct rl_table *t, uint64_t now_ns)
 int rl_agent_dead(struct rl_table *t, uint64_t now_ns)
 {
 	/* Never started is not dead: it is being started. */
-	return atomic_load_explicit(&t->hdr->agent_heartbeat_ns,
-				    memory_order_relaxed) &&
-	       !rl_agent_alive(t, now_ns);
+	return rl_table_agent_heartbeat(t) && !rl_agent_alive(t, now_ns);
 }
 
 void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 		    uint64_t now_ns)
 {
-	uint64_t last = atomic_load(&t->hdr->agent_spawn_ns);
 	char agent[512], logfile[128];
 	char *argv[6];
 	char **env;
@@ -121,8 +116,7 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 	    rl_agent_alive(t, now_ns))
 		return;
 	/* One process of the server claims it, once every few seconds. */
-	if ((last && now_ns - last < RETRY_NS) ||
-	    !atomic_compare_exchange_strong(&t->hdr->agent_spawn_ns, &last, now_ns))
+	if (!rl_table_agent_spawn_claim(t, now_ns, RETRY_NS))
 		return;
 	if (find_agent(agent, sizeof(agent))) {
 		rl_log(RL_LOG_ERROR, "msg=\"no rlshimd to start\" hint=\"install "

@@ -126,7 +126,7 @@ static void test_sigkill_mid_decision(void **state)
 	       (double)(rl_time_now_ns() - start) / 1e9,
 	       (unsigned long long)seen[0], (unsigned long long)seen[1],
 	       (unsigned long long)atomic_load(&sh->victim_decisions),
-	       (unsigned long long)atomic_load(&t->hdr->marks_cleared), swept,
+	       (unsigned long long)rl_table_counted(t, RL_COUNT_MARKS_CLEARED), swept,
 	       (unsigned long long)ts.evictions, chk.duplicates, chk.unnamed);
 	rl_table_close(t);
 	rl_table_unlink(seg);

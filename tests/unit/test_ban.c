@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ban.h"
+#include "shm.h"
 
 #define NOW 1800000000000ull /* a Unix time in ms */
 
@@ -257,22 +258,22 @@ static void test_offences(void **state)
 	struct rl_addr a = addr("192.0.2.9");
 
 	(void)state;
-	gen = atomic_load(&t->hdr->ban_gen);
+	gen = rl_table_ban_gen(t);
 	assert_int_equal(rl_ban_offence(t, &c, &r, NOW, &until, &n), 0);
 	assert_int_equal(until, NOW + 2000);
 	assert_int_equal(n, 1);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_table_ban_gen(t), gen + 1);
 	assert_int_equal(rl_ban_lookup(t, &a, NOW + 1999), NOW + 2000);
 	assert_int_equal(rl_ban_lookup(t, &a, NOW + 2000), 0);
 	/* Still banned: nothing changes, not even the generation. */
 	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 1000, &until, &n), 1);
 	assert_int_equal(until, NOW + 2000);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_table_ban_gen(t), gen + 1);
 	/* Released, offends again: 4 s, then 7 s (the cap), then 7 s. */
 	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 3000, &until, &n), 0);
 	assert_int_equal(until, NOW + 3000 + 4000);
 	assert_int_equal(n, 2);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+	assert_int_equal(rl_table_ban_gen(t), gen + 2);
 	assert_int_equal(rl_ban_offence(t, &c, &r, NOW + 8000, &until, &n), 0);
 	assert_int_equal(until, NOW + 8000 + 7000);
 	assert_int_equal(n, 3);
@@ -305,23 +306,23 @@ static void test_gen(void **state)
 	uint64_t gen;
 
 	(void)state;
-	gen = atomic_load(&t->hdr->ban_gen);
+	gen = rl_table_ban_gen(t);
 	assert_int_equal(rl_ban_add(t, &c, NOW + 1000, RL_BAN_REMOTE, 0, NOW), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_table_ban_gen(t), gen + 1);
 	assert_int_equal(rl_ban_add(t, &c, NOW + 1000, RL_BAN_REMOTE, 0, NOW), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 1);
+	assert_int_equal(rl_table_ban_gen(t), gen + 1);
 	assert_int_equal(rl_ban_add(t, &c, NOW + 2000, RL_BAN_REMOTE, 0, NOW), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 2);
+	assert_int_equal(rl_table_ban_gen(t), gen + 2);
 	assert_int_equal(rl_ban_add(t, &c, NOW + 9000, RL_BAN_REMOTE, 0, NOW + 5000), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 3);
+	assert_int_equal(rl_table_ban_gen(t), gen + 3);
 	assert_int_equal(rl_ban_remove(t, &c), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 4);
+	assert_int_equal(rl_table_ban_gen(t), gen + 4);
 	assert_int_equal(rl_ban_remove(t, &c), -ENOENT);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 4);
+	assert_int_equal(rl_table_ban_gen(t), gen + 4);
 	/* Already expired when added: nobody needs to look. */
 	c = cidr("2001:db8:1::/64");
 	assert_int_equal(rl_ban_add(t, &c, NOW - 1, RL_BAN_REMOTE, 0, NOW), 0);
-	assert_int_equal(atomic_load(&t->hdr->ban_gen), gen + 4);
+	assert_int_equal(rl_table_ban_gen(t), gen + 4);
 }
 
 int main(void)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "kept.h"
+#include "shm.h"
 
 static char seg[64], path[128];
 static struct rl_table *t;

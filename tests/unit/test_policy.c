@@ -19,7 +19,7 @@
 #include "http.h"
 #include "ban.h"
 #include "policy.h"
-#include "time.h"
+#include "clock.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -926,7 +926,7 @@ static void test_maxretry_bans(void **state)
 	left = ban_left_ms("198.51.100.200");
 	assert_true(left > 599000 && left <= 600000);
 	assert_int_equal(ban_left_ms("198.51.101.1"), 0);
-	assert_int_equal(atomic_load(&fx.t->hdr->bans_issued), 1);
+	assert_int_equal(rl_table_counted(fx.t, RL_COUNT_BANS_ISSUED), 1);
 	/* The same connection's next request, whatever it asks: refused,
 	 * for as long as the ban has left. */
 	on_conn(&pe, "GET", "/", NULL, T0 + 4 * SEC, &v);
@@ -993,7 +993,7 @@ static void test_maxretry_dry_run_and_store(void **state)
 		assert_int_equal(v.allowed, 1);
 	}
 	assert_int_equal(ban_left_ms("198.51.100.1"), 0);
-	assert_int_equal(atomic_load(&fx.t->hdr->bans_issued), 0);
+	assert_int_equal(rl_table_counted(fx.t, RL_COUNT_BANS_ISSUED), 0);
 
 	/* Fail-closed refusals while the store is down do not count. */
 	fx.cfg2 = parse_cfg("[redis]\nurl = redis://127.0.0.1:1/0\n"
@@ -1005,7 +1005,7 @@ static void test_maxretry_dry_run_and_store(void **state)
 		struct rq r;
 
 		init_policy(&p2, fx.cfg2);
-		atomic_fetch_or(&fx.t->hdr->agent_flags, RL_AGENT_STORE_DOWN);
+		rl_table_agent_flags_change(fx.t, RL_AGENT_STORE_DOWN, 0);
 		mkreq(&r, &p2, "GET", "/", NULL);
 		for (int i = 0; i < 5; i++) {
 			assert_int_equal(rl_policy_request(&p2, &a, &r.req, T0, &v), 0);

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "time.h"
+#include "clock.h"
 
 #define SEC 1000000000ull
 

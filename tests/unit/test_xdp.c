@@ -38,6 +38,7 @@
 
 #include "bpf/rlshim.h"
 #include "rlshim.skel.h"
+#include "skip.h"
 
 #define ETH_HLEN 14
 #define TPID_Q 0x8100  /* 802.1Q */
@@ -57,18 +58,6 @@
 static struct rlshim *skel, *skel2, *cur;
 
 /* ---- loading ------------------------------------------------------------- */
-
-static void skip_or_fail(const char *why)
-{
-	static int told;
-
-	if (getenv("CI"))
-		fail_msg("test_xdp: %s, and CI runs as root: this test must not skip",
-			 why);
-	if (!told++)
-		print_message("test_xdp: skipped: %s\n", why);
-	skip();
-}
 
 /*
  * Open, set the host lengths, load: as the agent does. Skips (fails under

@@ -614,7 +614,7 @@ static int snap_before(redisContext *c, struct load *l, struct snapshot *s)
 	if (l->design == DESIGN_RLSHIM) {
 		if (ask_ok(c, "SLOWLOG RESET", NULL))
 			return -EIO;
-		s->syncs = atomic_load(&l->table->hdr->agent_syncs);
+		s->syncs = rl_table_counted(l->table, RL_COUNT_AGENT_SYNCS);
 	}
 	return snap_info(c, s);
 }
@@ -622,7 +622,7 @@ static int snap_before(redisContext *c, struct load *l, struct snapshot *s)
 static int snap_after(redisContext *c, struct load *l, struct snapshot *s)
 {
 	if (l->design == DESIGN_RLSHIM)
-		s->syncs = atomic_load(&l->table->hdr->agent_syncs);
+		s->syncs = rl_table_counted(l->table, RL_COUNT_AGENT_SYNCS);
 	return snap_info(c, s);
 }
 
@@ -926,15 +926,14 @@ static int start_agent(const char *agent, const char *conf,
 	*t = NULL;
 	while (!interrupted && mono_ns() < deadline &&
 	       child_alive(&agent_pid)) {
-		struct rl_shm_header *h;
+		struct rl_table_agent h;
 
 		if (!*t && rl_table_open(shm_name, 0, 0, t))
 			*t = NULL;
-		h = *t ? (*t)->hdr : NULL;
-		if (h && atomic_load(&h->agent_heartbeat_ns) &&
-		    (atomic_load(&h->agent_flags) & RL_AGENT_SYNC) &&
-		    !(atomic_load(&h->agent_flags) & RL_AGENT_STORE_DOWN) &&
-		    atomic_load(&h->agent_syncs) > 0)
+		if (*t)
+			rl_table_agent_read(*t, &h);
+		if (*t && h.heartbeat_ns && (h.flags & RL_AGENT_SYNC) &&
+		    !(h.flags & RL_AGENT_STORE_DOWN) && h.syncs > 0)
 			break;
 		nap(10000000ull);
 	}

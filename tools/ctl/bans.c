@@ -10,7 +10,7 @@
 #include "ctl.h"
 
 #include "ban.h"
-#include "time.h"
+#include "clock.h"
 
 #define DEFAULT_BANTIME_NS (3600 * RL_NS_PER_SEC)
 
@@ -94,8 +94,8 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 	rl_time_format_duration(left, sizeof(left),
 				(v->expires_ms - l->now) / 1000 * RL_NS_PER_SEC);
 	if (v->rule != RL_BAN_NO_RULE && v->rule < RL_MAX_RULES &&
-	    l->c->table->rules[v->rule].name[0])
-		rule = l->c->table->rules[v->rule].name;
+	    rl_table_rule_name(l->c->table, v->rule)[0])
+		rule = rl_table_rule_name(l->c->table, v->rule);
 	if (rule[0] != '-') /* the segment's: bounded, whatever it holds */
 		rule_len = (int)strnlen(rule, RL_RULE_NAME_MAX);
 	if (v->offences)

@@ -19,7 +19,7 @@
 
 #include "ctl.h"
 
-#include "time.h"
+#include "clock.h"
 
 static void family(const char *name, const char *type, const char *help)
 {

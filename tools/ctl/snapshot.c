@@ -18,7 +18,7 @@
 
 #include "ban.h"
 #include "spawn.h"
-#include "time.h"
+#include "clock.h"
 
 /* ---- the configuration in force ------------------------------------------ */
 
@@ -31,18 +31,20 @@
  */
 static void config_state(struct ctl *c, struct ctl_snapshot *s)
 {
-	struct rl_shm_header *h = c->table->hdr;
+	struct rl_table_config h;
 	uint64_t file = rl_config_stamp(c->path);
-	uint64_t in_force = atomic_load(&h->config_stamp);
+	uint64_t in_force;
 
-	s->config_reloads = atomic_load(&h->config_reloads);
-	s->config_since_ms = atomic_load(&h->config_since_ms);
+	rl_table_config_read(c->table, &h);
+	in_force = h.stamp;
+	s->config_reloads = rl_table_counted(c->table, RL_COUNT_CONFIG_RELOADS);
+	s->config_since_ms = h.since_ms;
 	s->config_err = c->cfg ? NULL : c->cfg_err;
 	if (!in_force)
 		s->config = CTL_CONFIG_UNKNOWN;
 	else if (file == in_force)
 		s->config = CTL_CONFIG_IN_FORCE;
-	else if (file == atomic_load(&h->config_bad_stamp))
+	else if (file == h.bad_stamp)
 		s->config = CTL_CONFIG_REFUSED;
 	else
 		s->config = CTL_CONFIG_CHANGED;
@@ -127,21 +129,24 @@ static int count_ban(const struct rl_ban_view *v, void *arg)
 
 static void agent(struct ctl *c, struct ctl_snapshot *s)
 {
-	struct rl_shm_header *h = c->table->hdr;
-	uint64_t beat = atomic_load(&h->agent_heartbeat_ns);
-	uint64_t sync = atomic_load(&h->agent_last_sync_ns);
+	struct rl_table_agent h;
+	uint64_t beat, sync;
+
+	rl_table_agent_read(c->table, &h);
+	beat = h.heartbeat_ns;
+	sync = h.last_sync_ns;
 
 	s->agent_expected = c->cfg && (c->cfg->redis || c->cfg->xdp);
 	s->agent_seen = beat != 0;
 	s->agent_alive = rl_agent_alive(c->table, s->now_ns);
-	s->agent_pid = atomic_load(&h->agent_pid);
+	s->agent_pid = h.pid;
 	s->agent_beat_age_ns = beat && s->now_ns > beat ? s->now_ns - beat : 0;
-	s->agent_flags = atomic_load(&h->agent_flags);
+	s->agent_flags = h.flags;
 	s->synced = sync != 0;
 	s->sync_age_ns = sync && s->now_ns > sync ? s->now_ns - sync : 0;
-	s->syncs = atomic_load(&h->agent_syncs);
-	s->hosts_alive = atomic_load(&h->hosts_alive);
-	s->sync_interval_ms = atomic_load(&h->sync_interval_ms);
+	s->syncs = h.syncs;
+	s->hosts_alive = h.hosts_alive;
+	s->sync_interval_ms = h.sync_interval_ms;
 
 	/* Without the file, the agent's own flag says whether it syncs. */
 	if (c->cfg ? !c->cfg->redis : !(s->agent_flags & RL_AGENT_SYNC)) {
@@ -152,7 +157,7 @@ static void agent(struct ctl *c, struct ctl_snapshot *s)
 		/* As the shim sees it (rl_agent_dead): no agent, no store. */
 		s->store = CTL_STORE_NO_AGENT;
 	} else if (s->agent_flags & RL_AGENT_STORE_DOWN) {
-		uint64_t since = atomic_load(&h->store_down_since_ms);
+		uint64_t since = h.store_down_since_ms;
 
 		s->store = CTL_STORE_DOWN;
 		s->store_down_ms = since && s->wall_ms > since
@@ -179,16 +184,14 @@ static void xdp(struct ctl *c, struct ctl_snapshot *s)
 
 void ctl_snapshot(struct ctl *c, struct ctl_snapshot *s)
 {
-	struct rl_shm_header *h = c->table->hdr;
-
 	memset(s, 0, sizeof(*s));
 	s->now_ns = rl_time_now_ns();
 	s->wall_ms = rl_time_wall_ms();
 	config_state(c, s);
 	rules(c, s);
 	rl_ban_foreach(c->table, s->wall_ms, count_ban, &s->bans_active);
-	s->ban_refusals = atomic_load(&h->ban_refusals);
-	s->bans_issued = atomic_load(&h->bans_issued);
+	s->ban_refusals = rl_table_counted(c->table, RL_COUNT_BAN_REFUSALS);
+	s->bans_issued = rl_table_counted(c->table, RL_COUNT_BANS_ISSUED);
 	rl_table_stats(c->table, s->now_ns, &s->table);
 	agent(c, s);
 	xdp(c, s);

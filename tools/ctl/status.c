@@ -9,7 +9,7 @@
 
 #include "ctl.h"
 
-#include "time.h"
+#include "clock.h"
 
 static const char *mode_name(const struct rl_config *cfg)
 {

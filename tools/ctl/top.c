@@ -15,7 +15,7 @@
 #include "ctl.h"
 
 #include "addr.h"
-#include "time.h"
+#include "clock.h"
 
 #define TOP_DEFAULT 10
 
@@ -216,7 +216,8 @@ static void format_text(const struct rl_slot_view *v, char *buf, size_t len)
 static void format_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
 		       size_t len)
 {
-	const struct rl_rule_cfg *r = rule_cfg(c, c->table->rules[v->rule].name);
+	const struct rl_rule_cfg *r = rule_cfg(c, rl_table_rule_name(c->table,
+								    v->rule));
 
 	if (r && r->key == RL_KEY_GLOBAL)
 		snprintf(buf, len, "(global)");
@@ -267,8 +268,8 @@ int ctl_cmd_top(struct ctl *c, int argc, char **argv)
 	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
 		return rc;
 	/* No more rows than the table has slots. */
-	if (n > c->table->hdr->capacity)
-		n = c->table->hdr->capacity;
+	if (n > rl_table_capacity(c->table))
+		n = rl_table_capacity(c->table);
 	memset(&t, 0, sizeof(t));
 	t.c = c;
 	t.max = n;
@@ -299,7 +300,7 @@ int ctl_cmd_top(struct ctl *c, int argc, char **argv)
 		}
 		ctl_fmt_dur(reset, sizeof(reset), e->v.peek.reset_after_ns);
 		ctl_grid_add(&g, "%.*s", RL_RULE_NAME_MAX - 1,
-			     c->table->rules[e->v.rule].name);
+			     rl_table_rule_name(c->table, e->v.rule));
 		ctl_grid_add(&g, "%s", key);
 		ctl_grid_add(&g, "%u", e->v.peek.remaining);
 		ctl_grid_add(&g, "%u", e->v.peek.limit);

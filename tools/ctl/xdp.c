@@ -21,7 +21,7 @@
 #include "ctl.h"
 
 #include "bpf/rlshim.h"
-#include "time.h"
+#include "clock.h"
 
 static int pinned(const char *dir, const char *name)
 {
@@ -182,7 +182,7 @@ int ctl_cmd_xdp(struct ctl *c, int argc, char **argv)
 		return rc;
 	}
 	printf("xdp: %s, mode %s, maps %s\n",
-	       atomic_load(&c->table->hdr->agent_flags) & RL_AGENT_XDP
+	       rl_table_agent_flags(c->table) & RL_AGENT_XDP
 		       ? "attached" : "not attached",
 	       c->cfg->xdp_mode == RL_XDP_NATIVE ? "native"
 	       : c->cfg->xdp_mode == RL_XDP_GENERIC ? "generic" : "auto", m.dir);

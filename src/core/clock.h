@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* time.h - clocks, and the duration and rate syntax of rlshim.conf. */
-#ifndef RL_TIME_H
-#define RL_TIME_H
+/* clock.h - clocks, and the duration and rate syntax of rlshim.conf. */
+#ifndef RL_CLOCK_H
+#define RL_CLOCK_H
 
 #include <stdint.h>
 
@@ -41,4 +41,4 @@ static inline uint64_t rl_time_ceil_sec(uint64_t ns)
 	return ns / RL_NS_PER_SEC + (ns % RL_NS_PER_SEC != 0);
 }
 
-#endif /* RL_TIME_H */
+#endif /* RL_CLOCK_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* time.c - clocks, durations and rates. */
-#include "time.h"
+/* clock.c - clocks, durations and rates. */
+#include "clock.h"
 
 #include <errno.h>
 #include <stdio.h>

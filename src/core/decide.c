@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * decide.c - the per-request decisions over the slots: take (with a hint,
+ * counted or not), give back and refund, count allowed and denied requests
+ * per CPU shard, and count a key's denials towards a ban (fail).
+ *
+ * A decision is a CAS on the slot's state word, and trusts the state only
+ * while the key word is still its key (slot.c says why).
+ */
+#include "slot.h"
+
+#include <errno.h>
+#include <sched.h>
+
+#include "clock.h"
+
+/* ---- decisions --------------------------------------------------------------- */
+
+/* Counters are per CPU shard: processes on different CPUs do not fight over
+ * one cache line. */
+static inline uint32_t shard_of(void)
+{
+	int cpu = sched_getcpu();
+
+	return cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
+}
+
+static void count(struct rl_table *t, unsigned rule, int allowed)
+{
+	struct rl_shm_counter *c = &t->shards[shard_of()].rule[rule];
+
+	atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1,
+				  memory_order_relaxed);
+}
+
+/*
+ * Decide `cost` on slot `s`, which held `tag` when found. Returns 1 when
+ * decided, 0 when the slot does not hold the key any more (look again).
+ */
+static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
+		     struct rl_slot *s, uint64_t tag, uint32_t cost,
+		     uint64_t now_ns, struct rl_result *out)
+{
+	uint64_t old = atomic_load_explicit(&s->state, memory_order_acquire);
+	uint64_t new;
+
+	for (;;) {
+		if (is_marker(old)) {
+			/* Being re-keyed (or left so by a dead process):
+			 * look again, never wait. */
+			rl_slot_marker_expire(t, s, old, now_ns);
+			return 0;
+		}
+		/* The state is ours only if the key still is. */
+		if (atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return 0;
+		new = old;
+		rl_algo_step(slot_algo(rc, s), &new, cost, now_ns, out);
+		if (!out->allowed) {
+			/* The agent refreshes keys being refused too (a plan
+			 * upgrade must reach them). */
+			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
+				atomic_fetch_or_explicit(&s->sync_admitted,
+							 RL_SYNC_DENIED,
+							 memory_order_relaxed);
+			return 1;
+		}
+		if (new == old)
+			return 1;
+		if (atomic_compare_exchange_weak_explicit(&s->state, &old, new,
+							  memory_order_acq_rel,
+							  memory_order_acquire)) {
+			/* Only an agent that syncs needs the count. */
+			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
+				atomic_fetch_add_explicit(&s->sync_admitted, cost,
+							  memory_order_relaxed);
+			return 1;
+		}
+		/* Lost a race with another decision: `old` is fresh. */
+	}
+}
+
+static int take_in(struct rl_table *t, unsigned rule, const void *key,
+		   size_t key_len, uint32_t cost, uint64_t now_ns,
+		   struct rl_result *out, struct rl_slot_hint *hint,
+		   int count_allowed)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
+	struct keyref k;
+
+	if (!rc)
+		return -EINVAL;
+	/* Where this key was last time: no hash, no scan, if it still is. */
+	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
+	    hint->index < t->hdr->capacity) {
+		struct rl_slot *s = &t->slots[hint->index];
+
+		if (atomic_load_explicit(&s->key, memory_order_acquire) ==
+			    hint->tag &&
+		    decide_in(t, rc, s, hint->tag, cost, now_ns, out))
+			goto decided;
+	}
+	rl_slot_key(t, rule, key, key_len, &k);
+	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
+		/* A peek (cost 0) never claims a slot: it stores nothing. */
+		struct rl_slot *s = rl_slot_find(t, &k, now_ns, cost > 0);
+
+		if (!s) {
+			if (cost == 0)
+				goto fresh;
+			break;
+		}
+		if (decide_in(t, rc, s, k.tag, cost, now_ns, out)) {
+			if (hint) {
+				hint->index = (uint32_t)(s - t->slots);
+				hint->tag = k.tag;
+			}
+			goto decided;
+		}
+	}
+	/* No slot to give: decide as a new key, keep nothing. */
+	rl_table_count(t, RL_COUNT_OVERFLOWS);
+fresh:
+	{
+		uint64_t st = 0;
+
+		rl_algo_step(&rc->algo, &st, cost, now_ns, out);
+	}
+decided:
+	if (count_allowed || !out->allowed)
+		count(t, rule, out->allowed);
+	return 0;
+}
+
+int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns,
+		       struct rl_result *out, struct rl_slot_hint *hint)
+{
+	return take_in(t, rule, key, key_len, cost, now_ns, out, hint, 1);
+}
+
+int rl_table_take_uncounted(struct rl_table *t, unsigned rule, const void *key,
+			    size_t key_len, uint32_t cost, uint64_t now_ns,
+			    struct rl_result *out, struct rl_slot_hint *hint)
+{
+	return take_in(t, rule, key, key_len, cost, now_ns, out, hint, 0);
+}
+
+void rl_table_count_allowed(struct rl_table *t, unsigned rule)
+{
+	if (rule < RL_MAX_RULES)
+		count(t, rule, 1);
+}
+
+/*
+ * slot.fails: the start of the current count, in ms of CLOCK_MONOTONIC
+ * plus one (0: no count), above a 24-bit count of denials.
+ */
+#define FAILS_COUNT_BITS 24
+#define FAILS_COUNT_MAX ((1u << FAILS_COUNT_BITS) - 1)
+
+int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
+		  size_t key_len, uint32_t maxretry, uint64_t findtime_ns,
+		  uint64_t now_ns, struct rl_slot_hint *hint)
+{
+	uint64_t now_ms = now_ns / RL_NS_PER_MS + 1;
+	uint64_t find_ms = findtime_ns / RL_NS_PER_MS;
+	struct rl_slot *s = NULL;
+	uint64_t old, new;
+	struct keyref k;
+
+	if (!rl_table_rule_get(t, rule))
+		return -EINVAL;
+	if (maxretry == 0)
+		return 0;
+	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
+	    hint->index < t->hdr->capacity &&
+	    atomic_load_explicit(&t->slots[hint->index].key,
+				 memory_order_acquire) == hint->tag)
+		s = &t->slots[hint->index];
+	if (!s) {
+		rl_slot_key(t, rule, key, key_len, &k);
+		s = rl_slot_find(t, &k, now_ns, 1);
+		if (!s)
+			return 0;
+	}
+	/* Not fenced against re-keying like the state: a count that lands
+	 * just as the slot changes hands is one denial counted for the
+	 * wrong key, which no bucket's state depends on. */
+	old = atomic_load_explicit(&s->fails, memory_order_relaxed);
+	for (;;) {
+		uint64_t start = old >> FAILS_COUNT_BITS;
+		uint32_t n = (uint32_t)(old & FAILS_COUNT_MAX);
+
+		if (start == 0 || now_ms < start || now_ms - start > find_ms) {
+			start = now_ms;
+			n = 0;
+		}
+		n++;
+		/* The maxretry-th: banned, and the next count starts fresh. */
+		new = n >= maxretry ? 0 : start << FAILS_COUNT_BITS | n;
+		if (atomic_compare_exchange_weak_explicit(&s->fails, &old, new,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return n >= maxretry;
+	}
+}
+
+int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
+		  size_t key_len, uint32_t cost, uint64_t now_ns,
+		  struct rl_result *out)
+{
+	return rl_table_take_hint(t, rule, key, key_len, cost, now_ns, out, NULL);
+}
+
+/* What a refund changes: the key's state, by its algorithm. */
+struct refund {
+	const struct rl_rule_cache *rc;
+	const struct rl_slot *s;
+	uint32_t cost;
+	uint64_t now_ns;
+};
+
+static int refund_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct refund *r = arg;
+
+	*new = old;
+	rl_algo_refund(slot_algo(r->rc, r->s), new, r->cost, r->now_ns);
+	return *new != old;
+}
+
+static int refund_in(struct rl_table *t, unsigned rule, const void *key,
+		     size_t key_len, uint32_t cost, uint64_t now_ns, int counted)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
+	struct rl_shm_counter *c;
+	struct keyref k;
+	struct rl_slot *s;
+
+	if (!rc)
+		return -EINVAL;
+	rl_slot_key(t, rule, key, key_len, &k);
+	s = rl_slot_find(t, &k, now_ns, 0);
+	if (!s)
+		return -ENOENT;
+	if (slot_cas(s, k.tag, refund_next,
+		     &(struct refund){ .rc = rc, .s = s, .cost = cost,
+				       .now_ns = now_ns }))
+		return -ENOENT;
+	/* The decision was counted as allowed; it was not, in the end. */
+	if (counted) {
+		c = &t->shards[shard_of()].rule[rule];
+		atomic_fetch_sub_explicit(&c->allowed, 1, memory_order_relaxed);
+	}
+	{
+		/* Nor is it owed to the other hosts, unless already synced. */
+		uint32_t a = atomic_load_explicit(&s->sync_admitted,
+						  memory_order_relaxed);
+
+		while ((a & ~RL_SYNC_DENIED) >= cost &&
+		       !atomic_compare_exchange_weak(
+					    &s->sync_admitted, &a, a - cost))
+			;
+	}
+	return 0;
+}
+
+int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
+		    size_t key_len, uint32_t cost, uint64_t now_ns)
+{
+	return refund_in(t, rule, key, key_len, cost, now_ns, 1);
+}
+
+int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns)
+{
+	return refund_in(t, rule, key, key_len, cost, now_ns, 0);
+}

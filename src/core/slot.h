@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slot.h - the slots' protocol, shared by the table code that finds and
+ * changes slots (slot.c, decide.c, inspect.c, slot_agent.c): a key's tag
+ * and bucket, finding or claiming its slot, markers, the key bytes, and the
+ * one CAS loop that changes the state of a slot while it holds a key.
+ * Private to src/core, like shm.h.
+ */
+#ifndef RL_SLOT_H
+#define RL_SLOT_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo.h"
+#include "shm.h"
+
+#define LOOKUP_RETRIES 8
+
+/* The algorithm a slot's key is decided by: its plan's, once the agent has
+ * told which plan the key is on, else the rule's own rate. */
+static inline const struct rl_algo *slot_algo(const struct rl_rule_cache *rc,
+					      const struct rl_slot *s)
+{
+	unsigned plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
+
+	return plan && plan <= rc->nplans ? &rc->plans[plan - 1] : &rc->algo;
+}
+
+/* A (rule, key) pair as the table finds it. */
+struct keyref {
+	uint64_t tag;
+	uint64_t bucket;
+	const void *key;
+	size_t len;
+};
+
+static inline unsigned tag_rule(uint64_t tag)
+{
+	return (unsigned)(tag & 0xFF);
+}
+
+static inline int is_marker(uint64_t s)
+{
+	return (s & RL_STATE_MARK) != 0;
+}
+
+/* The tag and bucket of `key` under rule `rule`, into `k`. */
+void rl_slot_key(const struct rl_table *t, unsigned rule, const void *key,
+		 size_t len, struct keyref *k);
+
+/*
+ * Find the slot of `k`, claiming or re-keying one if it has none and
+ * `create` says so. Returns NULL when the bucket has no slot to give
+ * (overflow) or the bucket keeps changing under us.
+ */
+struct rl_slot *rl_slot_find(struct rl_table *t, const struct keyref *k,
+			     uint64_t now_ns, int create);
+
+/* Clear a marker left by a process that died while re-keying. Returns 1 if
+ * the marker was stale (and is now gone or changed). */
+int rl_slot_marker_expire(struct rl_table *t, struct rl_slot *s, uint64_t mark,
+			  uint64_t now_ns);
+
+/* The key bytes of slot `idx` (seqlock reader), if they are those of `key`:
+ * 1, or 0 while they are being written or belong to another key. */
+int rl_slot_meta_read(const struct rl_table *t, uint32_t idx, uint64_t key,
+		      uint8_t bytes[RL_KEY_MAX], uint8_t *len,
+		      uint8_t *truncated);
+
+/*
+ * Change the state of slot `s` while it holds `tag`: `next` is given the
+ * state as it is and returns 1 with the state it is to be in *new, or 0 to
+ * leave it as it is. Lost races are tried again with the fresh state.
+ * Returns 0, or -ESTALE when the slot is being re-keyed or holds another
+ * key. Inline: `next` is known at every caller and folds in.
+ */
+static inline int slot_cas(struct rl_slot *s, uint64_t tag,
+			   int (*next)(uint64_t old, uint64_t *new,
+				       const void *arg),
+			   const void *arg)
+{
+	uint64_t old = atomic_load_explicit(&s->state, memory_order_acquire);
+	uint64_t new;
+
+	for (;;) {
+		if (is_marker(old) ||
+		    atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return -ESTALE;
+		if (!next(old, &new, arg))
+			return 0;
+		if (atomic_compare_exchange_weak(&s->state, &old, new))
+			return 0;
+	}
+}
+
+#endif /* RL_SLOT_H */

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slot_agent.c - the agent's (rlshimd's) operations on the slots: collecting
+ * what each key admitted since the last sync, and raising, charging or
+ * re-planning a key's state from what the store says. Each names its slot by
+ * index and tag, and changes it only while the slot still holds that tag.
+ */
+#include "slot.h"
+
+int rl_table_sync_collect(struct rl_table *t,
+			  int (*fn)(const struct rl_sync_item *it, void *arg),
+			  void *arg)
+{
+	struct rl_sync_item it;
+
+	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
+		struct rl_slot *s = &t->slots[i];
+		uint64_t key;
+		int r;
+
+		if (!atomic_load_explicit(&s->sync_admitted, memory_order_relaxed))
+			continue;
+		key = atomic_load_explicit(&s->key, memory_order_acquire);
+		it.admitted = atomic_exchange_explicit(&s->sync_admitted, 0,
+						       memory_order_acq_rel);
+		if (!key || !it.admitted)
+			continue;
+		it.denied = (it.admitted & RL_SYNC_DENIED) != 0;
+		it.admitted &= ~RL_SYNC_DENIED;
+		if (!rl_slot_meta_read(t, i, key, it.key, &it.key_len,
+				       &it.truncated))
+			continue; /* being re-keyed: its count goes with it */
+		it.index = i;
+		it.tag = key;
+		it.rule = tag_rule(key);
+		it.plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
+		r = fn(&it, arg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* The slot at `index` that the agent names with `tag`, and the rule the
+ * tag says: 0, -EINVAL for no such slot, -ESTALE for a rule unknown here
+ * (the caller then checks, under its CAS, that the slot still holds tag). */
+static int agent_slot(struct rl_table *t, uint32_t index, uint64_t tag,
+		      struct rl_slot **s, const struct rl_rule_cache **rc)
+{
+	if (index >= t->hdr->capacity)
+		return -EINVAL;
+	*s = &t->slots[index];
+	*rc = rl_table_rule_get(t, tag_rule(tag));
+	return *rc ? 0 : -ESTALE;
+}
+
+/* The store's figure: at least `want`, never lowered. */
+static int raise_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	*new = *(const uint64_t *)arg;
+	return old < *new;
+}
+
+int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
+			uint64_t debt_ns, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *a;
+	uint64_t want;
+	int err = agent_slot(t, index, tag, &s, &rc);
+
+	if (err)
+		return err;
+	a = slot_algo(rc, s);
+	if (a->kind != RL_ALGO_GCRA)
+		return 0; /* windows are enforced per host */
+	/* Admitted here since the collect: not in the store's figure yet. */
+	want = now_ns + debt_ns +
+	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
+						      memory_order_relaxed) &
+				 ~RL_SYNC_DENIED);
+	return slot_cas(s, tag, raise_next, &want);
+}
+
+/* `extra_ns` more than the key owes now. */
+struct charge {
+	uint64_t extra_ns;
+	uint64_t now_ns;
+};
+
+static int charge_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct charge *c = arg;
+
+	*new = (old > c->now_ns ? old : c->now_ns) + c->extra_ns;
+	return 1;
+}
+
+int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
+			 uint64_t extra_ns, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	int err = agent_slot(t, index, tag, &s, &rc);
+
+	if (err)
+		return err;
+	if (slot_algo(rc, s)->kind != RL_ALGO_GCRA)
+		return 0;
+	return slot_cas(s, tag, charge_next,
+			&(struct charge){ .extra_ns = extra_ns, .now_ns = now_ns });
+}
+
+/* The requests a key used under one tariff, used under the next. */
+struct replan {
+	const struct rl_algo *from, *to;
+	uint64_t now_ns;
+};
+
+static int plan_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct replan *p = arg;
+	uint64_t used;
+
+	if (old <= p->now_ns)
+		return 0; /* a full bucket is full under any tariff */
+	used = (old - p->now_ns) / p->from->interval_ns;
+	if (used > p->to->rate.burst)
+		used = p->to->rate.burst;
+	*new = p->now_ns + used * p->to->interval_ns;
+	return 1;
+}
+
+int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
+		      unsigned plan, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *from, *to;
+	int err = agent_slot(t, index, tag, &s, &rc);
+
+	if (err)
+		return err;
+	if (plan > rc->nplans)
+		return -ESTALE;
+	if (atomic_load_explicit(&s->plan, memory_order_relaxed) == plan)
+		return 0;
+	from = slot_algo(rc, s);
+	to = plan ? &rc->plans[plan - 1] : &rc->algo;
+	atomic_store_explicit(&s->plan, (uint8_t)plan, memory_order_release);
+	if (from->kind != RL_ALGO_GCRA)
+		return 0; /* window counts are counts under any tariff */
+	return slot_cas(s, tag, plan_next,
+			&(struct replan){ .from = from, .to = to,
+					  .now_ns = now_ns });
+}
