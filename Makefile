@@ -132,11 +132,15 @@ $(B)/librlcore.a: $(CORE_OBJS)
 
 # The shim: hooks.c plus what it needs of the core, inih linked in and
 # hidden; only the hooks are exported, only libc is NEEDED.
-$(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map
+# Its own code never calls what it exports (that would be its own hook):
+# tools/check-selfcalls.sh fails the build, naming the symbol, if it does.
+$(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map \
+		tools/check-selfcalls.sh
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(B)/librlcore.a \
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
 		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS)
+	$(Q)tools/check-selfcalls.sh $@
 
 # The agent: src/agent and the core; hiredis and libbpf stay out of the
 # shim. What includes the skeleton is built after it, with its flags.

@@ -35,6 +35,7 @@
 
 #include "hash.h"
 #include "path.h"
+#include "sys.h"
 #include "table.h"
 #include "time.h"
 
@@ -1477,7 +1478,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			}
 			buf = nb;
 		}
-		r = read(fd, buf + n, cap - n - 1);
+		r = rl_sys.read(fd, buf + n, cap - n - 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -1489,7 +1490,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			break;
 		n += (size_t)r;
 	}
-	close(fd);
+	rl_sys.close(fd);
 	if (rc) {
 		free(buf);
 		return rc;

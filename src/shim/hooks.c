@@ -3,7 +3,8 @@
  * hooks.c - the only symbols librlshim.so exports: the calls it interposes.
  *
  * Each hook resolves the next definition once (dlsym RTLD_NEXT, from the
- * constructor or lazily if called before it), does nothing but the real
+ * constructor or lazily if called before it; never a definition in this
+ * library, see next()), does nothing but the real
  * call until the shim is active and the fd is one it frames, saves and
  * restores errno around its own work, and never calls itself: a
  * thread-local guard sends nested calls straight to the real function.
@@ -20,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -30,15 +32,19 @@
 
 /* ---- the real functions -------------------------------------------------------- */
 
+/*
+ * read, write, close, recv and send are the ones the core and io.c call
+ * too: they live in rl_sys (sys.h), which this file defines for the
+ * shim, in place of sys.c's libc table.
+ */
+struct rl_sys rl_sys;
+
 static int (*real_accept)(int, struct sockaddr *, socklen_t *);
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
-static ssize_t (*real_read)(int, void *, size_t);
-static ssize_t (*real_recv)(int, void *, size_t, int);
 static ssize_t (*real_recvfrom)(int, void *, size_t, int, struct sockaddr *,
 				socklen_t *);
 static ssize_t (*real_recvmsg)(int, struct msghdr *, int);
 static ssize_t (*real_readv)(int, const struct iovec *, int);
-static int (*real_close)(int);
 static int (*real_close_range)(unsigned, unsigned, int);
 static void (*real_closefrom)(int);
 static int (*real_dup)(int);
@@ -46,9 +52,7 @@ static int (*real_dup2)(int, int);
 static int (*real_dup3)(int, int, int);
 static int (*real_fcntl)(int, int, ...);
 static int (*real_fcntl64)(int, int, ...);
-static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_writev)(int, const struct iovec *, int);
-static ssize_t (*real_send)(int, const void *, size_t, int);
 static ssize_t (*real_sendto)(int, const void *, size_t, int,
 			      const struct sockaddr *, socklen_t);
 static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
@@ -65,32 +69,117 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 
 static pthread_once_t resolved = PTHREAD_ONCE_INIT;
 
-#define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
+/*
+ * The next definition of `name`, or NULL when there is none or it lies in
+ * this very library (proxychains' check that dlsym did not hand back the
+ * hook: a copy of the shim loaded twice, a loader that ignores
+ * RTLD_NEXT): calling it would loop back into the hooks.
+ */
+static void *next(const char *name)
+{
+	Dl_info self, found;
+	void *p = dlsym(RTLD_NEXT, name);
+
+	if (p && dladdr((const void *)next, &self) && dladdr(p, &found) &&
+	    found.dli_fbase == self.dli_fbase)
+		return NULL;
+	return p;
+}
+
+/* What stands in for a name that does not resolve: the system call
+ * itself, which is all libc's wrapper adds to these. */
+static ssize_t raw_read(int fd, void *buf, size_t len)
+{
+	return syscall(SYS_read, fd, buf, len);
+}
+
+static ssize_t raw_write(int fd, const void *buf, size_t len)
+{
+	return syscall(SYS_write, fd, buf, len);
+}
+
+static int raw_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+
+static ssize_t raw_recv(int fd, void *buf, size_t len, int flags)
+{
+	return syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+}
+
+static ssize_t raw_send(int fd, const void *buf, size_t len, int flags)
+{
+	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+
+static int raw_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+static int raw_ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return (int)syscall(SYS_ioctl, fd, req, arg);
+}
+
+static int sys_getfl(int fd)
+{
+	return real_fcntl(fd, F_GETFL);
+}
+
+static int sys_inq(int fd)
+{
+	int n = 0;
+
+	return real_ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
+}
+
+#define RESOLVE(name) (*(void **)&real_##name = next(#name))
+#define RESOLVE_OR(name, raw) \
+	(RESOLVE(name), real_##name = real_##name ? real_##name : (raw))
+#define RESOLVE_SYS(name) \
+	(*(void **)&rl_sys.name = next(#name), \
+	 rl_sys.name = rl_sys.name ? rl_sys.name : raw_##name)
 
 static void resolve_all(void)
 {
+	RESOLVE_SYS(read);
+	RESOLVE_SYS(write);
+	RESOLVE_SYS(close);
+	RESOLVE_SYS(recv);
+	RESOLVE_SYS(send);
+	RESOLVE_OR(fcntl, raw_fcntl);
+	RESOLVE_OR(ioctl, raw_ioctl);
+	rl_sys.getfl = sys_getfl;
+	rl_sys.inq = sys_inq;
 	RESOLVE(accept);
 	RESOLVE(accept4);
-	RESOLVE(read);
-	RESOLVE(recv);
 	RESOLVE(recvfrom);
 	RESOLVE(recvmsg);
 	RESOLVE(readv);
-	RESOLVE(close);
 	RESOLVE(close_range);
 	RESOLVE(closefrom);
 	RESOLVE(dup);
 	RESOLVE(dup2);
 	RESOLVE(dup3);
-	RESOLVE(fcntl);
 	RESOLVE(fcntl64);
-	RESOLVE(write);
 	RESOLVE(writev);
-	RESOLVE(send);
 	RESOLVE(sendto);
 	RESOLVE(sendmsg);
 	RESOLVE(sendfile);
-	RESOLVE(ioctl);
 	if (!real_fcntl64)
 		real_fcntl64 = real_fcntl;
 }
@@ -106,35 +195,6 @@ __attribute__((constructor)) static void rl_hooks_init(void)
 	/* Only getenv: no file is opened, nothing is said. */
 	rl_config_remember_env();
 	rl_spawn_remember_env();
-}
-
-/* ---- io.c's view of the real calls ------------------------------------------------ */
-
-static int getfl(int fd)
-{
-	return real_fcntl(fd, F_GETFL);
-}
-
-static int inq(int fd)
-{
-	int n = 0;
-
-	return real_ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
-}
-
-/* Filled at first use: the pointers are resolved after load. */
-static const struct rl_io_sys *io_sys(void)
-{
-	static struct rl_io_sys s;
-
-	if (!s.recv) {
-		s.send = real_send;
-		s.close = real_close;
-		s.getfl = getfl;
-		s.inq = inq;
-		s.recv = real_recv;
-	}
-	return &s;
 }
 
 /* ---- the guard --------------------------------------------------------------------- */
@@ -221,7 +281,7 @@ static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		if (busy)
 			return fd;
 		busy = 1;
-		ph = rl_shim_configure(io_sys());
+		ph = rl_shim_configure(&rl_sys);
 		if ((ph == RL_SHIM_CONFIGURED || ph == RL_SHIM_ACTIVE ||
 		     ph == RL_SHIM_REFUSE) && rl_io_listener(lfd)) {
 			if (ph == RL_SHIM_CONFIGURED)
@@ -279,9 +339,9 @@ static ssize_t real_call(void *ctx)
 
 	switch (c->kind) {
 	case CALL_READ:
-		return real_read(c->fd, c->buf, c->len);
+		return rl_sys.read(c->fd, c->buf, c->len);
 	case CALL_RECV:
-		return real_recv(c->fd, c->buf, c->len, c->flags);
+		return rl_sys.recv(c->fd, c->buf, c->len, c->flags);
 	case CALL_RECVFROM:
 		return real_recvfrom(c->fd, c->buf, c->len, c->flags, c->from,
 				     c->fromlen);
@@ -312,24 +372,31 @@ static ssize_t framed_read(struct rl_conn *conn, struct call *c)
 	return n;
 }
 
-HOOK ssize_t read(int fd, void *buf, size_t len)
+/* The fortified entry points share the hooks' bodies, never call them by
+ * name: inside this library that would go through the PLT. */
+static ssize_t do_read(int fd, void *buf, size_t len)
 {
 	struct rl_conn *conn;
 	struct call c = { .fd = fd, .kind = CALL_READ, .buf = buf, .len = len };
 
 	resolve();
 	conn = tracked(fd);
-	return conn ? framed_read(conn, &c) : real_read(fd, buf, len);
+	return conn ? framed_read(conn, &c) : rl_sys.read(fd, buf, len);
+}
+
+HOOK ssize_t read(int fd, void *buf, size_t len)
+{
+	return do_read(fd, buf, len);
 }
 
 HOOK ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
 	if (len > buflen)
 		__chk_fail();
-	return read(fd, buf, len);
+	return do_read(fd, buf, len);
 }
 
-HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
+static ssize_t do_recv(int fd, void *buf, size_t len, int flags)
 {
 	struct rl_conn *conn;
 	struct call c = { .fd = fd, .kind = CALL_RECV, .buf = buf, .len = len,
@@ -337,7 +404,12 @@ HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
 
 	resolve();
 	conn = tracked(fd);
-	return conn ? framed_read(conn, &c) : real_recv(fd, buf, len, flags);
+	return conn ? framed_read(conn, &c) : rl_sys.recv(fd, buf, len, flags);
+}
+
+HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	return do_recv(fd, buf, len, flags);
 }
 
 HOOK ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
@@ -345,11 +417,11 @@ HOOK ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 {
 	if (len > buflen)
 		__chk_fail();
-	return recv(fd, buf, len, flags);
+	return do_recv(fd, buf, len, flags);
 }
 
-HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
-		      struct sockaddr *from, socklen_t *fromlen)
+static ssize_t do_recvfrom(int fd, void *buf, size_t len, int flags,
+			   struct sockaddr *from, socklen_t *fromlen)
 {
 	struct rl_conn *conn;
 	struct call c = { .fd = fd, .kind = CALL_RECVFROM, .buf = buf,
@@ -362,13 +434,19 @@ HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 		    : real_recvfrom(fd, buf, len, flags, from, fromlen);
 }
 
+HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+		      struct sockaddr *from, socklen_t *fromlen)
+{
+	return do_recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
 HOOK ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 			    int flags, struct sockaddr *from,
 			    socklen_t *fromlen)
 {
 	if (len > buflen)
 		__chk_fail();
-	return recvfrom(fd, buf, len, flags, from, fromlen);
+	return do_recvfrom(fd, buf, len, flags, from, fromlen);
 }
 
 /* Sockets handed over with SCM_RIGHTS are new to us: forget whatever the
@@ -445,7 +523,7 @@ HOOK int close(int fd)
 		busy = 0;
 		errno = saved;
 	}
-	return real_close(fd);
+	return rl_sys.close(fd);
 }
 
 HOOK int close_range(unsigned first, unsigned last, int flags)
@@ -633,7 +711,7 @@ HOOK ssize_t write(int fd, const void *buf, size_t len)
 	conn = written(fd);
 	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, real_write(fd, buf, len));
+	return wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
 }
 
 HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -656,7 +734,7 @@ HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
 	conn = written(fd);
 	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, real_send(fd, buf, len, flags));
+	return wrote(fd, conn, &v, 1, rl_sys.send(fd, buf, len, flags));
 }
 
 HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
@@ -684,7 +762,7 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		     msg ? (int)msg->msg_iovlen : 0, real_sendmsg(fd, msg, flags));
 }
 
-HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
+static ssize_t do_sendfile(int out, int in, off_t *off, size_t count)
 {
 	struct rl_conn *conn;
 	ssize_t r;
@@ -708,7 +786,12 @@ HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
+HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	return do_sendfile(out, in, off, count);
+}
+
 HOOK ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
-	return sendfile(out, in, off, count);
+	return do_sendfile(out, in, off, count);
 }

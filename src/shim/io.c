@@ -108,7 +108,7 @@ int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen)
 	return publish(cfg, old->table, err, errlen);
 }
 
-int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
+int rl_io_start(const struct rl_sys *sys, const struct rl_config *cfg,
 		struct rl_table *table, char *err, size_t errlen)
 {
 	int rc;
@@ -128,7 +128,7 @@ int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
 	return 0;
 }
 
-void rl_io_refuse(const struct rl_io_sys *sys)
+void rl_io_refuse(const struct rl_sys *sys)
 {
 	rl_io.sys = *sys;
 	rl_conn_setup();

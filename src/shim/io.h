@@ -5,8 +5,8 @@
  * the fd table right across close and dup, swallow writes to connections
  * the shim has answered.
  *
- * The real system calls come through `struct rl_io_sys` (hooks.c fills it
- * with the next symbols), so every path here runs in unit tests too.
+ * The real system calls come through a copy of a `struct rl_sys` (sys.h),
+ * the shim's or a test's fakes, so every path here runs in unit tests too.
  */
 #ifndef RL_IO_H
 #define RL_IO_H
@@ -19,14 +19,7 @@
 #include "conn.h"
 #include "config.h"
 #include "policy.h"
-
-struct rl_io_sys {
-	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
-	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
-	int (*close)(int fd);
-	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
-	int (*inq)(int fd);   /* ioctl(fd, SIOCINQ): bytes queued, or -1 */
-};
+#include "sys.h"
 
 /*
  * The active shim. Set up once by rl_io_start; afterwards only `pol`
@@ -35,7 +28,7 @@ struct rl_io_sys {
  * before, and a connection's verdict points into it.
  */
 struct rl_io {
-	struct rl_io_sys sys;
+	struct rl_sys sys; /* the calls io.c makes (rl_sys, or a test's) */
 	const struct rl_config *cfg; /* the one started with: which ports are
 					guarded (a reload keeps them) */
 	const struct rl_policy *pol; /* rl_io_policy() to read it */
@@ -51,7 +44,7 @@ extern struct rl_io rl_io;
  * Make the shim active with `cfg` over `table` (both kept). On failure
  * (the policy cannot be built) returns a negative errno with `err` set.
  */
-int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
+int rl_io_start(const struct rl_sys *sys, const struct rl_config *cfg,
 		struct rl_table *table, char *err, size_t errlen);
 
 /* The policy in force now (NULL before rl_io_start). */
@@ -70,7 +63,7 @@ static inline const struct rl_policy *rl_io_policy(void)
 int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen);
 
 /* Refuse every guarded connection from now on (on_error = refuse). */
-void rl_io_refuse(const struct rl_io_sys *sys);
+void rl_io_refuse(const struct rl_sys *sys);
 
 /*
  * A read the application made on a tracked connection: the real call into

@@ -20,7 +20,7 @@
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum rl_shim_phase phase;
-static struct rl_io_sys io_sys;
+static struct rl_sys io_sys;
 static struct rl_config *config;      /* in force; earlier ones are never
 					 freed (a thread may be using one) */
 static uint64_t config_stamp;        /* rl_config_stamp() of its file */
@@ -96,7 +96,7 @@ static void fail(const char *what, const char *err, int passthrough)
 	}
 }
 
-enum rl_shim_phase rl_shim_configure(const struct rl_io_sys *sys)
+enum rl_shim_phase rl_shim_configure(const struct rl_sys *sys)
 {
 	const char *path;
 	int rc;
