@@ -8,12 +8,14 @@
  * call until the shim is active and the fd is one it frames, saves and
  * restores errno around its own work, and never calls itself: a
  * thread-local guard sends nested calls straight to the real function.
- * Everything they do is in io.c and shim.c, inside librlcore.a.
+ * They hold no behaviour: resolve, guard, dispatch. Everything they do is
+ * in accept.c, io*.c and shim.c (build/librlshim-int.a), which the unit
+ * tests link.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -25,6 +27,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "shim.h"
 #include "spawn.h"
 
@@ -226,33 +229,8 @@ static struct rl_conn *tracked(int fd)
 
 /* ---- accept ------------------------------------------------------------------------ */
 
-/*
- * The real accept into our own storage (the peer is needed even when the
- * application passes NULL), the address copied out as accept(2) would:
- * truncated to *alen, *alen set to the real length.
- */
-/*
- * After `refused` connections refused in a row on `lfd`: 0 to accept
- * again, else the errno to fail this accept with. A nonblocking listener is
- * accepted from again (EAGAIN when nothing waits), but a flood must not
- * hold the server in here: EAGAIN after 64. A blocking listener is accepted
- * from again only when a connection is already waiting: blocking in here
- * would keep from the server a signal that came meanwhile (its handler has
- * run, and the server's loop would not see its flag until the next
- * connection). It gets ECONNABORTED, what accept says of a connection gone
- * before it was accepted, which servers take as a reason to try again.
- */
-static int again(int lfd, int refused)
-{
-	struct pollfd p = { lfd, POLLIN, 0 };
-
-	if (real_fcntl(lfd, F_GETFL) & O_NONBLOCK)
-		return refused >= 64 ? EAGAIN : 0;
-	if (refused < 64 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
-		return 0;
-	return ECONNABORTED;
-}
-
+/* The real accept into our own storage (the peer is needed even when the
+ * application passes NULL); accept.c decides what becomes of it. */
 static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		     int flags, int four)
 {
@@ -264,45 +242,24 @@ static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		socklen_t sl = sizeof(ss);
 		int fd = four ? real_accept4(lfd, (struct sockaddr *)&ss, &sl, flags)
 			      : real_accept(lfd, (struct sockaddr *)&ss, &sl);
-		int saved = errno;
-		enum rl_shim_phase ph;
+		int saved = errno, rc;
 
 		if (fd < 0)
 			return fd;
-		if (addr && alen) {
-			socklen_t n = sl < *alen ? sl : *alen;
-
-			for (socklen_t i = 0; i < n; i++)
-				((char *)addr)[i] = ((char *)&ss)[i];
-			*alen = sl;
-		} else if (alen) {
-			*alen = sl;
-		}
+		rl_accept_copy_peer(addr, alen, &ss, sl);
 		if (busy)
 			return fd;
 		busy = 1;
-		ph = rl_shim_configure(&rl_sys);
-		if ((ph == RL_SHIM_CONFIGURED || ph == RL_SHIM_ACTIVE ||
-		     ph == RL_SHIM_REFUSE) && rl_io_listener(lfd)) {
-			if (ph == RL_SHIM_CONFIGURED)
-				rl_shim_activate();
-			else if (ph == RL_SHIM_ACTIVE)
-				rl_shim_watch();
-			if (rl_shim_phase() != RL_SHIM_OFF &&
-			    !rl_io_accepted(lfd, fd, (struct sockaddr *)&ss, sl)) {
-				/* Refused and closed: take the next one, as if
-				 * this connection had never come. */
-				busy = 0;
-				errno = again(lfd, ++refused);
-				if (errno)
-					return -1;
-				errno = saved;
-				continue;
-			}
-		}
+		rc = rl_accept_take(&rl_sys, lfd, fd, (struct sockaddr *)&ss, sl,
+				    &refused);
 		busy = 0;
+		if (rc > 0) {
+			errno = rc;
+			return -1;
+		}
 		errno = saved;
-		return fd;
+		if (rc == RL_ACCEPT_GIVE)
+			return fd;
 	}
 }
 
@@ -449,28 +406,6 @@ HOOK ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 	return do_recvfrom(fd, buf, len, flags, from, fromlen);
 }
 
-/* Sockets handed over with SCM_RIGHTS are new to us: forget whatever the
- * table said about those fd numbers, so they are classified afresh. */
-static void forget_passed_fds(struct msghdr *msg)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
-	     cm = CMSG_NXTHDR(msg, cm)) {
-		size_t n;
-		int *fds;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		fds = (int *)(void *)CMSG_DATA(cm);
-		for (size_t i = 0; i < n; i++) {
-			struct rl_fd *e = rl_fd_get(fds[i]);
-
-			if (e)
-				rl_fd_forget(e);
-		}
-	}
-}
-
 HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct rl_conn *conn;
@@ -485,7 +420,7 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	    rl_shim_phase() == RL_SHIM_ACTIVE) {
 		int saved = errno;
 
-		forget_passed_fds(msg);
+		rl_io_passed(msg);
 		errno = saved;
 	}
 	return n;
@@ -532,11 +467,8 @@ HOOK int close_range(unsigned first, unsigned last, int flags)
 	if (watching() && !(flags & CLOSE_RANGE_CLOEXEC)) {
 		int saved = errno;
 
-		unsigned high = rl_fd_high();
-
 		busy = 1;
-		for (unsigned fd = first; fd <= last && fd <= high; fd++)
-			rl_io_close((int)fd);
+		rl_io_close_range(first, last);
 		busy = 0;
 		errno = saved;
 	}
@@ -553,11 +485,8 @@ HOOK void closefrom(int lowfd)
 	if (watching() && lowfd >= 0) {
 		int saved = errno;
 
-		unsigned high = rl_fd_high();
-
 		busy = 1;
-		for (unsigned fd = (unsigned)lowfd; fd <= high; fd++)
-			rl_io_close((int)fd);
+		rl_io_close_range((unsigned)lowfd, UINT_MAX);
 		busy = 0;
 		errno = saved;
 	}
@@ -596,39 +525,30 @@ HOOK int dup3(int oldfd, int newfd, int flags)
 	return dup_done(oldfd, real_dup3(oldfd, newfd, flags));
 }
 
-static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, va_list ap)
+static int fcntl_done(int fd, int cmd, int r)
 {
-	void *arg = va_arg(ap, void *);
-	int r = real(fd, cmd, arg);
-
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_done(fd, r);
 	return r;
 }
 
-HOOK int fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	int r;
+/* fcntl and fcntl64 are one hook, each calling its own next definition
+ * (they differ on 32-bit systems: struct flock64). */
+#define FCNTL_HOOK(name)                                                \
+	HOOK int name(int fd, int cmd, ...)                             \
+	{                                                               \
+		va_list ap;                                             \
+		void *arg;                                              \
+                                                                        \
+		resolve();                                              \
+		va_start(ap, cmd);                                      \
+		arg = va_arg(ap, void *);                               \
+		va_end(ap);                                             \
+		return fcntl_done(fd, cmd, real_##name(fd, cmd, arg));  \
+	}
 
-	resolve();
-	va_start(ap, cmd);
-	r = do_fcntl(real_fcntl, fd, cmd, ap);
-	va_end(ap);
-	return r;
-}
-
-HOOK int fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	int r;
-
-	resolve();
-	va_start(ap, cmd);
-	r = do_fcntl(real_fcntl64, fd, cmd, ap);
-	va_end(ap);
-	return r;
-}
+FCNTL_HOOK(fcntl)
+FCNTL_HOOK(fcntl64)
 
 /* ---- ioctl: FIONREAD counts what the shim holds ------------------------------------ */
 
@@ -660,22 +580,12 @@ HOOK int ioctl(int fd, unsigned long req, ...)
 
 /* ---- the write family: the answers ---------------------------------------------- */
 
-/* The connection a write goes to, if the shim follows its answers (or has
- * answered it: then the write is swallowed); NULL to pass. Writes never
- * adopt an fd: only what is read is framed. */
+/* The connection a write goes to (rl_io_written), or NULL to pass. */
 static struct rl_conn *written(int fd)
 {
-	struct rl_fd *e;
-	struct rl_conn *conn;
-
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
 		return NULL;
-	e = rl_fd_get(fd);
-	conn = e ? rl_conn_of(e) : NULL;
-	if (!conn || conn->state == RL_CONN_PASS ||
-	    (conn->ans_broken && conn->state != RL_CONN_DONE))
-		return NULL;
-	return conn;
+	return rl_io_written(fd);
 }
 
 /* After the real write: `r` bytes of `iov` went out. */

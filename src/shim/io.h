@@ -114,6 +114,24 @@ void rl_io_close(int fd);
 /* `newfd` now refers to what `oldfd` does (after a real dup*). */
 void rl_io_dup(int oldfd, int newfd);
 
+/* The application closes every fd in [first, last] (close_range,
+ * closefrom with last = UINT_MAX): rl_io_close for each the table has
+ * seen. */
+void rl_io_close_range(unsigned first, unsigned last);
+
+/* The application received `msg`: sockets handed over with SCM_RIGHTS
+ * are new to us, whatever the table said about those fd numbers, so they
+ * are classified afresh. */
+void rl_io_passed(struct msghdr *msg);
+
+/*
+ * The connection a write to `fd` goes to, if the shim follows its answers
+ * (or has answered it: then rl_io_write() swallows the write); NULL to
+ * pass it untouched. Writes never adopt an fd: only what is read is
+ * framed.
+ */
+struct rl_conn *rl_io_written(int fd);
+
 /*
  * The application writes to a tracked connection. Returns 1 if the write
  * is to be swallowed (the shim answered and shut the connection down:
