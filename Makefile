@@ -77,7 +77,8 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all -D_GNU_SOURCE -Iinclude -iquote src/core \
 	-iquote src/shim
-FUZZ_DEPS := src/shim/http.c src/shim/proxy.c src/core/addr.c src/core/path.c
+FUZZ_DEPS := $(wildcard src/shim/http*.c) src/shim/proxy.c src/core/addr.c \
+	src/core/path.c
 FUZZ_SECONDS ?= 20
 
 # ---- benchmarks --------------------------------------------------------------
@@ -202,7 +203,8 @@ $(B)/tests/%: tests/stress/%.c $(SHIM_INT) $(B)/librlcore.a
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/proxy.h src/core/path.h | $(DEPS_STAMP)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/http_int.h \
+		src/shim/proxy.h src/core/path.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS)
