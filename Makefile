@@ -203,7 +203,7 @@ $(B)/tests/%: tests/stress/%.c $(SHIM_INT) $(B)/librlcore.a
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/http_int.h \
+build/fuzz/%: tests/fuzz/%.c tests/framer.h $(FUZZ_DEPS) src/shim/http.h src/shim/http_int.h \
 		src/shim/proxy.h src/core/path.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
