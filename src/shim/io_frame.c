@@ -169,6 +169,16 @@ enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	return RL_WHOLE_TAKEN;
 }
 
+/* A head at [start, end) decided: the application may have the region up
+ * to its end if it was allowed, only up to its start if not. Returns
+ * `allowed`. */
+static int decided(struct rl_outcome *out, int allowed, size_t start,
+		   size_t end)
+{
+	out->deliver = allowed ? end : start;
+	return allowed;
+}
+
 /*
  * Frame rg[from, len): first what is left of a head decided before
  * (c->skip), then request by request. Sets c->state to DENY or PASS as
@@ -198,6 +208,7 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 	while (pos < rg->len && seg < rg->cnt) {
 		size_t end = seg_off + rg->iov[seg].iov_len;
 		struct rl_http_feed f;
+		int ok;
 
 		if (end > rg->len)
 			end = rg->len;
@@ -207,10 +218,8 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 			continue;
 		}
 		if (head_start < 0 && c->http.phase == RL_HTTP_IDLE) {
-			size_t used;
-			int ok;
-
 			const char *why = NULL;
+			size_t used;
 			enum rl_whole st = rl_frame_whole(c, (uint8_t *)rg->iov[seg].iov_base +
 							  (pos - seg_off), end - pos,
 							  &used, &ok, &why);
@@ -228,12 +237,9 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 				return;
 			}
 			if (st == RL_WHOLE_TAKEN) {
-				if (!ok) {
-					out->deliver = pos;
+				if (!decided(out, ok, pos, pos + used))
 					return;
-				}
 				pos += used;
-				out->deliver = pos;
 				continue;
 			}
 		}
@@ -251,10 +257,10 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 				out->deliver = pos;
 			continue;
 		case RL_HTTP_EV_HEAD:
-			if (!rl_frame_decide(c, rg, (size_t)head_start, pos))
-				return; /* deliver stays at the head's start */
+			ok = rl_frame_decide(c, rg, (size_t)head_start, pos);
+			if (!decided(out, ok, (size_t)head_start, pos))
+				return;
 			head_start = -1;
-			out->deliver = pos;
 			continue;
 		case RL_HTTP_EV_DONE:
 			/* The last request the application will answer has
