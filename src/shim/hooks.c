@@ -116,27 +116,21 @@ static ssize_t raw_send(int fd, const void *buf, size_t len, int flags)
 	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
 }
 
-static int raw_fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	void *arg;
+/* fcntl and ioctl: the third argument, whatever it is, as one word. */
+#define RAW_VARIADIC(name, cmd_t)                                       \
+	static int raw_##name(int fd, cmd_t cmd, ...)                   \
+	{                                                               \
+		va_list ap;                                             \
+		void *arg;                                              \
+                                                                        \
+		va_start(ap, cmd);                                      \
+		arg = va_arg(ap, void *);                               \
+		va_end(ap);                                             \
+		return (int)syscall(SYS_##name, fd, cmd, arg);          \
+	}
 
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
-}
-
-static int raw_ioctl(int fd, unsigned long req, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	return (int)syscall(SYS_ioctl, fd, req, arg);
-}
+RAW_VARIADIC(fcntl, int)
+RAW_VARIADIC(ioctl, unsigned long)
 
 static int sys_getfl(int fd)
 {

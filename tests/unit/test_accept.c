@@ -99,6 +99,19 @@ static int connect_to(int lfd, int *fd, struct sockaddr_storage *ss,
 	return c;
 }
 
+/* A client connects to `lfd` (its socket in *client), the real accept
+ * takes the connection (*fd), and rl_accept_take decides: returns what it
+ * returned. */
+static int take(int lfd, int *fd, int *client, int *refused)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	*client = connect_to(lfd, fd, &ss, &sl);
+	return rl_accept_take(&rl_sys, lfd, *fd, (struct sockaddr *)&ss, sl,
+			      refused);
+}
+
 static int is_open(int fd)
 {
 	return fcntl(fd, F_GETFD) >= 0;
@@ -176,16 +189,11 @@ static void test_again(void **state)
 
 static void test_first_accept_configures(void **state)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
 	int fd, c, refused = 0;
 
 	(void)state;
 	assert_int_equal(rl_shim_phase(), RL_SHIM_COLD);
-	c = connect_to(unguarded, &fd, &ss, &sl);
-	assert_int_equal(rl_accept_take(&rl_sys, unguarded, fd,
-					(struct sockaddr *)&ss, sl, &refused),
-			 RL_ACCEPT_GIVE);
+	assert_int_equal(take(unguarded, &fd, &c, &refused), RL_ACCEPT_GIVE);
 	/* The file is read, nothing opened: not a guarded port. */
 	assert_int_equal(rl_shim_phase(), RL_SHIM_CONFIGURED);
 	assert_int_equal(rl_fd_get(unguarded)->kind, RL_FD_LISTEN);
@@ -198,15 +206,10 @@ static void test_first_accept_configures(void **state)
 
 static void test_first_guarded_accept_activates(void **state)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
 	int fd, c, refused = 0;
 
 	(void)state;
-	c = connect_to(guarded, &fd, &ss, &sl);
-	assert_int_equal(rl_accept_take(&rl_sys, guarded, fd,
-					(struct sockaddr *)&ss, sl, &refused),
-			 RL_ACCEPT_GIVE);
+	assert_int_equal(take(guarded, &fd, &c, &refused), RL_ACCEPT_GIVE);
 	assert_int_equal(rl_shim_phase(), RL_SHIM_ACTIVE);
 	assert_int_equal(rl_fd_get(guarded)->guarded, 1);
 	assert_int_equal(rl_fd_get(fd)->kind, RL_FD_CONN);
@@ -220,15 +223,10 @@ static void test_first_guarded_accept_activates(void **state)
  * closed, and the application's accept says what accept(2) would. */
 static void test_refused_blocking(void **state)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
 	int fd, c, refused = 0;
 
 	(void)state;
-	c = connect_to(guarded, &fd, &ss, &sl);
-	assert_int_equal(rl_accept_take(&rl_sys, guarded, fd,
-					(struct sockaddr *)&ss, sl, &refused),
-			 ECONNABORTED);
+	assert_int_equal(take(guarded, &fd, &c, &refused), ECONNABORTED);
 	assert_int_equal(refused, 1);
 	assert_false(is_open(fd));
 	close(c);
@@ -236,16 +234,11 @@ static void test_refused_blocking(void **state)
 
 static void test_refused_blocking_another_waits(void **state)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
 	int fd, c, c2, refused = 0;
 
 	(void)state;
-	c = connect_to(guarded, &fd, &ss, &sl);
 	c2 = connect_to(guarded, NULL, NULL, NULL);
-	assert_int_equal(rl_accept_take(&rl_sys, guarded, fd,
-					(struct sockaddr *)&ss, sl, &refused),
-			 RL_ACCEPT_AGAIN);
+	assert_int_equal(take(guarded, &fd, &c, &refused), RL_ACCEPT_AGAIN);
 	assert_false(is_open(fd));
 	close(accept(guarded, NULL, NULL));
 	close(c);
@@ -254,25 +247,17 @@ static void test_refused_blocking_another_waits(void **state)
 
 static void test_refused_nonblocking(void **state)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
 	int fd, c, refused = 0;
 
 	(void)state;
 	fcntl(guarded, F_SETFL, O_NONBLOCK);
-	c = connect_to(guarded, &fd, &ss, &sl);
-	assert_int_equal(rl_accept_take(&rl_sys, guarded, fd,
-					(struct sockaddr *)&ss, sl, &refused),
-			 RL_ACCEPT_AGAIN);
+	assert_int_equal(take(guarded, &fd, &c, &refused), RL_ACCEPT_AGAIN);
 	assert_int_equal(refused, 1);
 	assert_false(is_open(fd));
 	close(c);
 	/* The 64th in a row: EAGAIN, the server goes back to its loop. */
 	refused = 63;
-	c = connect_to(guarded, &fd, &ss, &sl);
-	assert_int_equal(rl_accept_take(&rl_sys, guarded, fd,
-					(struct sockaddr *)&ss, sl, &refused),
-			 EAGAIN);
+	assert_int_equal(take(guarded, &fd, &c, &refused), EAGAIN);
 	assert_int_equal(refused, 64);
 	close(c);
 	fcntl(guarded, F_SETFL, 0);
