@@ -4,13 +4,12 @@
  *
  * Each hook resolves the next definition once (dlsym RTLD_NEXT, from the
  * constructor or lazily if called before it; never a definition in this
- * library, see next()), does nothing but the real
- * call until the shim is active and the fd is one it frames, saves and
- * restores errno around its own work, and never calls itself: a
- * thread-local guard sends nested calls straight to the real function.
- * They hold no behaviour: resolve, guard, dispatch. Everything they do is
- * in accept.c, io*.c and shim.c (build/librlshim-int.a), which the unit
- * tests link.
+ * library, see next()), does nothing but the real call until the shim is
+ * active and the fd is one it frames, saves and restores errno around its
+ * own work, and never calls itself: a thread-local guard sends nested
+ * calls straight to the real function. The hooks hold no behaviour:
+ * resolve, guard, dispatch. What they do is in accept.c, io*.c and shim.c
+ * (build/librlshim-int.a), which the unit tests link.
  */
 #include <dlfcn.h>
 #include <errno.h>
