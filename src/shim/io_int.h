@@ -2,7 +2,7 @@
 /*
  * io_int.h - what the io_*.c files share and nothing else sees: the
  * pieces of the read path, the reply to a denial, the iovec copies.
- * Never installed, never included outside src/shim/io*.c and accept.c.
+ * Never installed, never included outside src/shim/io*.c.
  */
 #ifndef RL_IO_INT_H
 #define RL_IO_INT_H
