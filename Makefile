@@ -45,10 +45,16 @@ INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_LIBS = -l:libinih.a
 
 # ---- the core: build/librlcore.a ------------------------------------------
-# Everything but the hook file: each policy is testable without LD_PRELOAD.
-CORE_SRCS := $(wildcard src/core/*.c) \
-	$(filter-out src/shim/hooks.c,$(wildcard src/shim/*.c))
+# src/core only: the archive make install ships as the embeddable core.
+CORE_SRCS := $(wildcard src/core/*.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
+
+# ---- the shim's modules: build/librlshim-int.a (never installed) -----------
+# Everything of the shim but the hook file: each policy is testable without
+# LD_PRELOAD. Linked before librlcore.a, which it calls.
+SHIM_INT_SRCS := $(filter-out src/shim/hooks.c,$(wildcard src/shim/*.c))
+SHIM_INT_OBJS := $(SHIM_INT_SRCS:%.c=$(B)/%.o)
+SHIM_INT := $(B)/librlshim-int.a
 
 # ---- programs --------------------------------------------------------------
 PROGS := $(B)/legacy_server $(B)/rlshimd $(B)/rlshimctl
@@ -71,7 +77,8 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all -D_GNU_SOURCE -Iinclude -iquote src/core \
 	-iquote src/shim
-FUZZ_DEPS := src/shim/http.c src/shim/proxy.c src/core/addr.c src/core/path.c
+FUZZ_DEPS := $(wildcard src/shim/http*.c) src/shim/proxy.c src/core/addr.c \
+	src/core/path.c
 FUZZ_SECONDS ?= 20
 
 # ---- benchmarks --------------------------------------------------------------
@@ -130,13 +137,21 @@ $(B)/librlcore.a: $(CORE_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# The shim: hooks.c plus what it needs of the core, inih linked in and
+$(SHIM_INT): $(SHIM_INT_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The shim: hooks.c plus what it needs of its modules and the core, inih linked in and
 # hidden; only the hooks are exported, only libc is NEEDED.
-$(SHIM): $(B)/src/shim/hooks.o $(B)/librlcore.a src/shim/librlshim.map
+# Its own code never calls what it exports (that would be its own hook):
+# tools/check-selfcalls.sh fails the build, naming the symbol, if it does.
+$(SHIM): $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
+		src/shim/librlshim.map tools/check-selfcalls.sh
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(B)/librlcore.a \
+	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
 		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS)
+	$(Q)tools/check-selfcalls.sh $@
 
 # The agent: src/agent and the core; hiredis and libbpf stay out of the
 # shim. What includes the skeleton is built after it, with its flags.
@@ -150,9 +165,10 @@ $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
 		$(HIREDIS_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
-$(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(B)/librlcore.a
+# rlshimctl status asks the shim's rl_agent_alive() (spawn.c) of the heartbeat.
+$(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(SHIM_INT) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $(filter %.o,$^) $(B)/librlcore.a $(INIH_LIBS) $(BPF_LIBS) $(LDFLAGS)
+	$(Q)$(CC) -o $@ $(filter %.o,$^) $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
 $(B)/legacy_server: tools/legacy_server.c
 	@mkdir -p $(@D)
@@ -175,19 +191,20 @@ $(B)/tests/test_xdp: tests/unit/test_xdp.c $(BPF_SKEL) $(B)/.cflags
 	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< \
 		$(CMOCKA_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
-$(B)/tests/%: tests/unit/%.c $(B)/librlcore.a
+$(B)/tests/%: tests/unit/%.c $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/librlcore.a \
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
-$(B)/tests/%: tests/stress/%.c $(B)/librlcore.a
+$(B)/tests/%: tests/stress/%.c $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/librlcore.a \
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) src/shim/http.h src/shim/proxy.h src/core/path.h | $(DEPS_STAMP)
+build/fuzz/%: tests/fuzz/%.c tests/framer.h $(FUZZ_DEPS) src/shim/http.h src/shim/http_int.h \
+		src/shim/proxy.h src/core/path.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS)
@@ -197,10 +214,10 @@ fuzz: $(FUZZ_BINS) $(SHIM) $(PROGS)
 	$(Q)tests/fuzz/run.sh 600 $(FUZZ_BINS)
 	$(Q)RL_DIFF_STREAMS=5000 RL_DIFF_SEED=random python3 tests/integration/test_diff.py
 
-$(B)/bench/%: tools/bench/%.c $(B)/librlcore.a
+$(B)/bench/%: tools/bench/%.c $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  BENCH   $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(B)/librlcore.a $(INIH_LIBS) $(HIREDIS_LIBS) -lpthread $(LDFLAGS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) $(HIREDIS_LIBS) -lpthread $(LDFLAGS)
 
 # bench_xdp runs rl_xdp next to a program that only passes, both embedded.
 build/bench/xdp_pass.bpf.o: tools/bench/xdp_pass.bpf.c | $(DEPS_STAMP)

@@ -20,6 +20,7 @@
 
 #include "config_impl.h"
 #include "hash.h"
+#include "sys.h"
 #include "table.h"
 
 /* ---- parsing a file or a string ---- */
@@ -83,7 +84,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			}
 			buf = nb;
 		}
-		r = read(fd, buf + n, cap - n - 1);
+		r = rl_sys.read(fd, buf + n, cap - n - 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -95,7 +96,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			break;
 		n += (size_t)r;
 	}
-	close(fd);
+	rl_sys.close(fd);
 	if (rc) {
 		free(buf);
 		return rc;

@@ -12,6 +12,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "sys.h"
+
 static enum rl_log_target log_target = RL_LOG_STDERR;
 static enum rl_log_level log_level = RL_LOG_INFO;
 static const char *log_ident = "rlshim";
@@ -94,7 +96,7 @@ void rl_log(enum rl_log_level level, const char *fmt, ...)
 	} else {
 		line[n++] = '\n';
 		/* One write: a short write to a pipe of < PIPE_BUF is atomic. */
-		if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		if (rl_sys.write(STDERR_FILENO, line, (size_t)n) < 0)
 			(void)0;
 	}
 out:

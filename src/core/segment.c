@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sys.h"
+
 #define INIT_WAIT_NS (1000 * 1000000ull) /* attachers wait up to 1 s */
 
 static __thread char table_error[256];
@@ -429,12 +431,12 @@ again:
 	err = table_attach(fd, path, t);
 	if (err == -ESTALE && (flags & RL_TABLE_CREATE) && tries++ < 3) {
 		/* Replace what a dead creator left; O_EXCL decides who. */
-		close(fd);
+		rl_sys.close(fd);
 		unlink(path);
 		goto again;
 	}
 out_close:
-	close(fd);
+	rl_sys.close(fd);
 	if (err == 0) {
 		*out = t;
 		return 0;

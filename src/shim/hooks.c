@@ -3,16 +3,18 @@
  * hooks.c - the only symbols librlshim.so exports: the calls it interposes.
  *
  * Each hook resolves the next definition once (dlsym RTLD_NEXT, from the
- * constructor or lazily if called before it), does nothing but the real
- * call until the shim is active and the fd is one it frames, saves and
- * restores errno around its own work, and never calls itself: a
- * thread-local guard sends nested calls straight to the real function.
- * Everything they do is in io.c and shim.c, inside librlcore.a.
+ * constructor or lazily if called before it; never a definition in this
+ * library, see next()), does nothing but the real call until the shim is
+ * active and the fd is one it frames, saves and restores errno around its
+ * own work, and never calls itself: a thread-local guard sends nested
+ * calls straight to the real function. The hooks hold no behaviour:
+ * resolve, guard, dispatch. What they do is in accept.c, io*.c and shim.c
+ * (build/librlshim-int.a), which the unit tests link.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -20,9 +22,11 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "shim.h"
 #include "spawn.h"
 
@@ -30,15 +34,19 @@
 
 /* ---- the real functions -------------------------------------------------------- */
 
+/*
+ * read, write, close, recv and send are the ones the core and io.c call
+ * too: they live in rl_sys (sys.h), which this file defines for the
+ * shim, in place of sys.c's libc table.
+ */
+struct rl_sys rl_sys;
+
 static int (*real_accept)(int, struct sockaddr *, socklen_t *);
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
-static ssize_t (*real_read)(int, void *, size_t);
-static ssize_t (*real_recv)(int, void *, size_t, int);
 static ssize_t (*real_recvfrom)(int, void *, size_t, int, struct sockaddr *,
 				socklen_t *);
 static ssize_t (*real_recvmsg)(int, struct msghdr *, int);
 static ssize_t (*real_readv)(int, const struct iovec *, int);
-static int (*real_close)(int);
 static int (*real_close_range)(unsigned, unsigned, int);
 static void (*real_closefrom)(int);
 static int (*real_dup)(int);
@@ -46,9 +54,7 @@ static int (*real_dup2)(int, int);
 static int (*real_dup3)(int, int, int);
 static int (*real_fcntl)(int, int, ...);
 static int (*real_fcntl64)(int, int, ...);
-static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_writev)(int, const struct iovec *, int);
-static ssize_t (*real_send)(int, const void *, size_t, int);
 static ssize_t (*real_sendto)(int, const void *, size_t, int,
 			      const struct sockaddr *, socklen_t);
 static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
@@ -65,32 +71,111 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 
 static pthread_once_t resolved = PTHREAD_ONCE_INIT;
 
-#define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
+/*
+ * The next definition of `name`, or NULL when there is none or it lies in
+ * this very library (proxychains' check that dlsym did not hand back the
+ * hook: a copy of the shim loaded twice, a loader that ignores
+ * RTLD_NEXT): calling it would loop back into the hooks.
+ */
+static void *next(const char *name)
+{
+	Dl_info self, found;
+	void *p = dlsym(RTLD_NEXT, name);
+
+	if (p && dladdr((const void *)next, &self) && dladdr(p, &found) &&
+	    found.dli_fbase == self.dli_fbase)
+		return NULL;
+	return p;
+}
+
+/* What stands in for a name that does not resolve: the system call
+ * itself, which is all libc's wrapper adds to these. */
+static ssize_t raw_read(int fd, void *buf, size_t len)
+{
+	return syscall(SYS_read, fd, buf, len);
+}
+
+static ssize_t raw_write(int fd, const void *buf, size_t len)
+{
+	return syscall(SYS_write, fd, buf, len);
+}
+
+static int raw_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+
+static ssize_t raw_recv(int fd, void *buf, size_t len, int flags)
+{
+	return syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+}
+
+static ssize_t raw_send(int fd, const void *buf, size_t len, int flags)
+{
+	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+
+/* fcntl and ioctl: the third argument, whatever it is, as one word. */
+#define RAW_VARIADIC(name, cmd_t)                                       \
+	static int raw_##name(int fd, cmd_t cmd, ...)                   \
+	{                                                               \
+		va_list ap;                                             \
+		void *arg;                                              \
+                                                                        \
+		va_start(ap, cmd);                                      \
+		arg = va_arg(ap, void *);                               \
+		va_end(ap);                                             \
+		return (int)syscall(SYS_##name, fd, cmd, arg);          \
+	}
+
+RAW_VARIADIC(fcntl, int)
+RAW_VARIADIC(ioctl, unsigned long)
+
+static int sys_getfl(int fd)
+{
+	return real_fcntl(fd, F_GETFL);
+}
+
+static int sys_inq(int fd)
+{
+	int n = 0;
+
+	return real_ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
+}
+
+#define RESOLVE(name) (*(void **)&real_##name = next(#name))
+#define RESOLVE_OR(name, raw) \
+	(RESOLVE(name), real_##name = real_##name ? real_##name : (raw))
+#define RESOLVE_SYS(name) \
+	(*(void **)&rl_sys.name = next(#name), \
+	 rl_sys.name = rl_sys.name ? rl_sys.name : raw_##name)
 
 static void resolve_all(void)
 {
+	RESOLVE_SYS(read);
+	RESOLVE_SYS(write);
+	RESOLVE_SYS(close);
+	RESOLVE_SYS(recv);
+	RESOLVE_SYS(send);
+	RESOLVE_OR(fcntl, raw_fcntl);
+	RESOLVE_OR(ioctl, raw_ioctl);
+	rl_sys.getfl = sys_getfl;
+	rl_sys.inq = sys_inq;
 	RESOLVE(accept);
 	RESOLVE(accept4);
-	RESOLVE(read);
-	RESOLVE(recv);
 	RESOLVE(recvfrom);
 	RESOLVE(recvmsg);
 	RESOLVE(readv);
-	RESOLVE(close);
 	RESOLVE(close_range);
 	RESOLVE(closefrom);
 	RESOLVE(dup);
 	RESOLVE(dup2);
 	RESOLVE(dup3);
-	RESOLVE(fcntl);
 	RESOLVE(fcntl64);
-	RESOLVE(write);
 	RESOLVE(writev);
-	RESOLVE(send);
 	RESOLVE(sendto);
 	RESOLVE(sendmsg);
 	RESOLVE(sendfile);
-	RESOLVE(ioctl);
 	if (!real_fcntl64)
 		real_fcntl64 = real_fcntl;
 }
@@ -106,35 +191,6 @@ __attribute__((constructor)) static void rl_hooks_init(void)
 	/* Only getenv: no file is opened, nothing is said. */
 	rl_config_remember_env();
 	rl_spawn_remember_env();
-}
-
-/* ---- io.c's view of the real calls ------------------------------------------------ */
-
-static int getfl(int fd)
-{
-	return real_fcntl(fd, F_GETFL);
-}
-
-static int inq(int fd)
-{
-	int n = 0;
-
-	return real_ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
-}
-
-/* Filled at first use: the pointers are resolved after load. */
-static const struct rl_io_sys *io_sys(void)
-{
-	static struct rl_io_sys s;
-
-	if (!s.recv) {
-		s.send = real_send;
-		s.close = real_close;
-		s.getfl = getfl;
-		s.inq = inq;
-		s.recv = real_recv;
-	}
-	return &s;
 }
 
 /* ---- the guard --------------------------------------------------------------------- */
@@ -166,33 +222,8 @@ static struct rl_conn *tracked(int fd)
 
 /* ---- accept ------------------------------------------------------------------------ */
 
-/*
- * The real accept into our own storage (the peer is needed even when the
- * application passes NULL), the address copied out as accept(2) would:
- * truncated to *alen, *alen set to the real length.
- */
-/*
- * After `refused` connections refused in a row on `lfd`: 0 to accept
- * again, else the errno to fail this accept with. A nonblocking listener is
- * accepted from again (EAGAIN when nothing waits), but a flood must not
- * hold the server in here: EAGAIN after 64. A blocking listener is accepted
- * from again only when a connection is already waiting: blocking in here
- * would keep from the server a signal that came meanwhile (its handler has
- * run, and the server's loop would not see its flag until the next
- * connection). It gets ECONNABORTED, what accept says of a connection gone
- * before it was accepted, which servers take as a reason to try again.
- */
-static int again(int lfd, int refused)
-{
-	struct pollfd p = { lfd, POLLIN, 0 };
-
-	if (real_fcntl(lfd, F_GETFL) & O_NONBLOCK)
-		return refused >= 64 ? EAGAIN : 0;
-	if (refused < 64 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
-		return 0;
-	return ECONNABORTED;
-}
-
+/* The real accept into our own storage (the peer is needed even when the
+ * application passes NULL); accept.c decides what becomes of it. */
 static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		     int flags, int four)
 {
@@ -204,45 +235,24 @@ static int do_accept(int lfd, struct sockaddr *addr, socklen_t *alen,
 		socklen_t sl = sizeof(ss);
 		int fd = four ? real_accept4(lfd, (struct sockaddr *)&ss, &sl, flags)
 			      : real_accept(lfd, (struct sockaddr *)&ss, &sl);
-		int saved = errno;
-		enum rl_shim_phase ph;
+		int saved = errno, rc;
 
 		if (fd < 0)
 			return fd;
-		if (addr && alen) {
-			socklen_t n = sl < *alen ? sl : *alen;
-
-			for (socklen_t i = 0; i < n; i++)
-				((char *)addr)[i] = ((char *)&ss)[i];
-			*alen = sl;
-		} else if (alen) {
-			*alen = sl;
-		}
+		rl_accept_copy_peer(addr, alen, &ss, sl);
 		if (busy)
 			return fd;
 		busy = 1;
-		ph = rl_shim_configure(io_sys());
-		if ((ph == RL_SHIM_CONFIGURED || ph == RL_SHIM_ACTIVE ||
-		     ph == RL_SHIM_REFUSE) && rl_io_listener(lfd)) {
-			if (ph == RL_SHIM_CONFIGURED)
-				rl_shim_activate();
-			else if (ph == RL_SHIM_ACTIVE)
-				rl_shim_watch();
-			if (rl_shim_phase() != RL_SHIM_OFF &&
-			    !rl_io_accepted(lfd, fd, (struct sockaddr *)&ss, sl)) {
-				/* Refused and closed: take the next one, as if
-				 * this connection had never come. */
-				busy = 0;
-				errno = again(lfd, ++refused);
-				if (errno)
-					return -1;
-				errno = saved;
-				continue;
-			}
-		}
+		rc = rl_accept_take(&rl_sys, lfd, fd, (struct sockaddr *)&ss, sl,
+				    &refused);
 		busy = 0;
+		if (rc > 0) {
+			errno = rc;
+			return -1;
+		}
 		errno = saved;
-		return fd;
+		if (rc == RL_ACCEPT_GIVE)
+			return fd;
 	}
 }
 
@@ -279,9 +289,9 @@ static ssize_t real_call(void *ctx)
 
 	switch (c->kind) {
 	case CALL_READ:
-		return real_read(c->fd, c->buf, c->len);
+		return rl_sys.read(c->fd, c->buf, c->len);
 	case CALL_RECV:
-		return real_recv(c->fd, c->buf, c->len, c->flags);
+		return rl_sys.recv(c->fd, c->buf, c->len, c->flags);
 	case CALL_RECVFROM:
 		return real_recvfrom(c->fd, c->buf, c->len, c->flags, c->from,
 				     c->fromlen);
@@ -312,24 +322,31 @@ static ssize_t framed_read(struct rl_conn *conn, struct call *c)
 	return n;
 }
 
-HOOK ssize_t read(int fd, void *buf, size_t len)
+/* The fortified entry points share the hooks' bodies, never call them by
+ * name: inside this library that would go through the PLT. */
+static ssize_t do_read(int fd, void *buf, size_t len)
 {
 	struct rl_conn *conn;
 	struct call c = { .fd = fd, .kind = CALL_READ, .buf = buf, .len = len };
 
 	resolve();
 	conn = tracked(fd);
-	return conn ? framed_read(conn, &c) : real_read(fd, buf, len);
+	return conn ? framed_read(conn, &c) : rl_sys.read(fd, buf, len);
+}
+
+HOOK ssize_t read(int fd, void *buf, size_t len)
+{
+	return do_read(fd, buf, len);
 }
 
 HOOK ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
 	if (len > buflen)
 		__chk_fail();
-	return read(fd, buf, len);
+	return do_read(fd, buf, len);
 }
 
-HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
+static ssize_t do_recv(int fd, void *buf, size_t len, int flags)
 {
 	struct rl_conn *conn;
 	struct call c = { .fd = fd, .kind = CALL_RECV, .buf = buf, .len = len,
@@ -337,7 +354,12 @@ HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
 
 	resolve();
 	conn = tracked(fd);
-	return conn ? framed_read(conn, &c) : real_recv(fd, buf, len, flags);
+	return conn ? framed_read(conn, &c) : rl_sys.recv(fd, buf, len, flags);
+}
+
+HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	return do_recv(fd, buf, len, flags);
 }
 
 HOOK ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
@@ -345,11 +367,11 @@ HOOK ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 {
 	if (len > buflen)
 		__chk_fail();
-	return recv(fd, buf, len, flags);
+	return do_recv(fd, buf, len, flags);
 }
 
-HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
-		      struct sockaddr *from, socklen_t *fromlen)
+static ssize_t do_recvfrom(int fd, void *buf, size_t len, int flags,
+			   struct sockaddr *from, socklen_t *fromlen)
 {
 	struct rl_conn *conn;
 	struct call c = { .fd = fd, .kind = CALL_RECVFROM, .buf = buf,
@@ -362,35 +384,19 @@ HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 		    : real_recvfrom(fd, buf, len, flags, from, fromlen);
 }
 
+HOOK ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+		      struct sockaddr *from, socklen_t *fromlen)
+{
+	return do_recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
 HOOK ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 			    int flags, struct sockaddr *from,
 			    socklen_t *fromlen)
 {
 	if (len > buflen)
 		__chk_fail();
-	return recvfrom(fd, buf, len, flags, from, fromlen);
-}
-
-/* Sockets handed over with SCM_RIGHTS are new to us: forget whatever the
- * table said about those fd numbers, so they are classified afresh. */
-static void forget_passed_fds(struct msghdr *msg)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
-	     cm = CMSG_NXTHDR(msg, cm)) {
-		size_t n;
-		int *fds;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		fds = (int *)(void *)CMSG_DATA(cm);
-		for (size_t i = 0; i < n; i++) {
-			struct rl_fd *e = rl_fd_get(fds[i]);
-
-			if (e)
-				rl_fd_forget(e);
-		}
-	}
+	return do_recvfrom(fd, buf, len, flags, from, fromlen);
 }
 
 HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -407,7 +413,7 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	    rl_shim_phase() == RL_SHIM_ACTIVE) {
 		int saved = errno;
 
-		forget_passed_fds(msg);
+		rl_io_passed(msg);
 		errno = saved;
 	}
 	return n;
@@ -445,7 +451,7 @@ HOOK int close(int fd)
 		busy = 0;
 		errno = saved;
 	}
-	return real_close(fd);
+	return rl_sys.close(fd);
 }
 
 HOOK int close_range(unsigned first, unsigned last, int flags)
@@ -454,11 +460,8 @@ HOOK int close_range(unsigned first, unsigned last, int flags)
 	if (watching() && !(flags & CLOSE_RANGE_CLOEXEC)) {
 		int saved = errno;
 
-		unsigned high = rl_fd_high();
-
 		busy = 1;
-		for (unsigned fd = first; fd <= last && fd <= high; fd++)
-			rl_io_close((int)fd);
+		rl_io_close_range(first, last);
 		busy = 0;
 		errno = saved;
 	}
@@ -475,11 +478,8 @@ HOOK void closefrom(int lowfd)
 	if (watching() && lowfd >= 0) {
 		int saved = errno;
 
-		unsigned high = rl_fd_high();
-
 		busy = 1;
-		for (unsigned fd = (unsigned)lowfd; fd <= high; fd++)
-			rl_io_close((int)fd);
+		rl_io_close_range((unsigned)lowfd, UINT_MAX);
 		busy = 0;
 		errno = saved;
 	}
@@ -518,39 +518,30 @@ HOOK int dup3(int oldfd, int newfd, int flags)
 	return dup_done(oldfd, real_dup3(oldfd, newfd, flags));
 }
 
-static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, va_list ap)
+static int fcntl_done(int fd, int cmd, int r)
 {
-	void *arg = va_arg(ap, void *);
-	int r = real(fd, cmd, arg);
-
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return dup_done(fd, r);
 	return r;
 }
 
-HOOK int fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	int r;
+/* fcntl and fcntl64 are one hook, each calling its own next definition
+ * (they differ on 32-bit systems: struct flock64). */
+#define FCNTL_HOOK(name)                                                \
+	HOOK int name(int fd, int cmd, ...)                             \
+	{                                                               \
+		va_list ap;                                             \
+		void *arg;                                              \
+                                                                        \
+		resolve();                                              \
+		va_start(ap, cmd);                                      \
+		arg = va_arg(ap, void *);                               \
+		va_end(ap);                                             \
+		return fcntl_done(fd, cmd, real_##name(fd, cmd, arg));  \
+	}
 
-	resolve();
-	va_start(ap, cmd);
-	r = do_fcntl(real_fcntl, fd, cmd, ap);
-	va_end(ap);
-	return r;
-}
-
-HOOK int fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	int r;
-
-	resolve();
-	va_start(ap, cmd);
-	r = do_fcntl(real_fcntl64, fd, cmd, ap);
-	va_end(ap);
-	return r;
-}
+FCNTL_HOOK(fcntl)
+FCNTL_HOOK(fcntl64)
 
 /* ---- ioctl: FIONREAD counts what the shim holds ------------------------------------ */
 
@@ -582,22 +573,12 @@ HOOK int ioctl(int fd, unsigned long req, ...)
 
 /* ---- the write family: the answers ---------------------------------------------- */
 
-/* The connection a write goes to, if the shim follows its answers (or has
- * answered it: then the write is swallowed); NULL to pass. Writes never
- * adopt an fd: only what is read is framed. */
+/* The connection a write goes to (rl_io_written), or NULL to pass. */
 static struct rl_conn *written(int fd)
 {
-	struct rl_fd *e;
-	struct rl_conn *conn;
-
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
 		return NULL;
-	e = rl_fd_get(fd);
-	conn = e ? rl_conn_of(e) : NULL;
-	if (!conn || conn->state == RL_CONN_PASS ||
-	    (conn->ans_broken && conn->state != RL_CONN_DONE))
-		return NULL;
-	return conn;
+	return rl_io_written(fd);
 }
 
 /* After the real write: `r` bytes of `iov` went out. */
@@ -633,7 +614,7 @@ HOOK ssize_t write(int fd, const void *buf, size_t len)
 	conn = written(fd);
 	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, real_write(fd, buf, len));
+	return wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
 }
 
 HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -656,7 +637,7 @@ HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
 	conn = written(fd);
 	if (conn && rl_io_write(conn, &v, 1))
 		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, real_send(fd, buf, len, flags));
+	return wrote(fd, conn, &v, 1, rl_sys.send(fd, buf, len, flags));
 }
 
 HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
@@ -684,7 +665,7 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		     msg ? (int)msg->msg_iovlen : 0, real_sendmsg(fd, msg, flags));
 }
 
-HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
+static ssize_t do_sendfile(int out, int in, off_t *off, size_t count)
 {
 	struct rl_conn *conn;
 	ssize_t r;
@@ -708,7 +689,12 @@ HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
+HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	return do_sendfile(out, in, off, count);
+}
+
 HOOK ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
-	return sendfile(out, in, off, count);
+	return do_sendfile(out, in, off, count);
 }

@@ -5,8 +5,8 @@
  * the fd table right across close and dup, swallow writes to connections
  * the shim has answered.
  *
- * The real system calls come through `struct rl_io_sys` (hooks.c fills it
- * with the next symbols), so every path here runs in unit tests too.
+ * The real system calls come through a copy of a `struct rl_sys` (sys.h),
+ * the shim's or a test's fakes, so every path here runs in unit tests too.
  */
 #ifndef RL_IO_H
 #define RL_IO_H
@@ -19,14 +19,7 @@
 #include "conn.h"
 #include "config.h"
 #include "policy.h"
-
-struct rl_io_sys {
-	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
-	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
-	int (*close)(int fd);
-	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
-	int (*inq)(int fd);   /* ioctl(fd, SIOCINQ): bytes queued, or -1 */
-};
+#include "sys.h"
 
 /*
  * The active shim. Set up once by rl_io_start; afterwards only `pol`
@@ -35,7 +28,7 @@ struct rl_io_sys {
  * before, and a connection's verdict points into it.
  */
 struct rl_io {
-	struct rl_io_sys sys;
+	struct rl_sys sys; /* the calls io.c makes (rl_sys, or a test's) */
 	const struct rl_config *cfg; /* the one started with: which ports are
 					guarded (a reload keeps them) */
 	const struct rl_policy *pol; /* rl_io_policy() to read it */
@@ -51,7 +44,7 @@ extern struct rl_io rl_io;
  * Make the shim active with `cfg` over `table` (both kept). On failure
  * (the policy cannot be built) returns a negative errno with `err` set.
  */
-int rl_io_start(const struct rl_io_sys *sys, const struct rl_config *cfg,
+int rl_io_start(const struct rl_sys *sys, const struct rl_config *cfg,
 		struct rl_table *table, char *err, size_t errlen);
 
 /* The policy in force now (NULL before rl_io_start). */
@@ -70,7 +63,7 @@ static inline const struct rl_policy *rl_io_policy(void)
 int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen);
 
 /* Refuse every guarded connection from now on (on_error = refuse). */
-void rl_io_refuse(const struct rl_io_sys *sys);
+void rl_io_refuse(const struct rl_sys *sys);
 
 /*
  * A read the application made on a tracked connection: the real call into
@@ -120,6 +113,24 @@ void rl_io_close(int fd);
 
 /* `newfd` now refers to what `oldfd` does (after a real dup*). */
 void rl_io_dup(int oldfd, int newfd);
+
+/* The application closes every fd in [first, last] (close_range,
+ * closefrom with last = UINT_MAX): rl_io_close for each the table has
+ * seen. */
+void rl_io_close_range(unsigned first, unsigned last);
+
+/* The application received `msg`: sockets handed over with SCM_RIGHTS
+ * are new to us, whatever the table said about those fd numbers, so they
+ * are classified afresh. */
+void rl_io_passed(struct msghdr *msg);
+
+/*
+ * The connection a write to `fd` goes to, if the shim follows its answers
+ * (or has answered it: then rl_io_write() swallows the write); NULL to
+ * pass it untouched. Writes never adopt an fd: only what is read is
+ * framed.
+ */
+struct rl_conn *rl_io_written(int fd);
 
 /*
  * The application writes to a tracked connection. Returns 1 if the write

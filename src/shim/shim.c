@@ -20,7 +20,7 @@
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum rl_shim_phase phase;
-static struct rl_io_sys io_sys;
+static struct rl_sys io_sys;
 static struct rl_config *config;      /* in force; earlier ones are never
 					 freed (a thread may be using one) */
 static uint64_t config_stamp;        /* rl_config_stamp() of its file */
@@ -96,16 +96,27 @@ static void fail(const char *what, const char *err, int passthrough)
 	}
 }
 
-enum rl_shim_phase rl_shim_configure(const struct rl_io_sys *sys)
+/* Take the start lock if the shim is in phase `from`, checked again under
+ * it (another thread may have moved it on meanwhile). Returns 1 with the
+ * lock held, 0 without it. */
+static int start_from(enum rl_shim_phase from)
+{
+	if (rl_shim_phase() != from)
+		return 0;
+	pthread_mutex_lock(&start_lock);
+	if (phase == from)
+		return 1;
+	pthread_mutex_unlock(&start_lock);
+	return 0;
+}
+
+enum rl_shim_phase rl_shim_configure(const struct rl_sys *sys)
 {
 	const char *path;
 	int rc;
 
-	if (rl_shim_phase() != RL_SHIM_COLD)
+	if (!start_from(RL_SHIM_COLD))
 		return rl_shim_phase();
-	pthread_mutex_lock(&start_lock);
-	if (phase != RL_SHIM_COLD)
-		goto out;
 	io_sys = *sys;
 	if (rl_conn_setup()) {
 		set_phase(RL_SHIM_OFF); /* no address space: do nothing */
@@ -137,11 +148,8 @@ enum rl_shim_phase rl_shim_activate(void)
 	size_t n = 0;
 	int rc;
 
-	if (rl_shim_phase() != RL_SHIM_CONFIGURED)
+	if (!start_from(RL_SHIM_CONFIGURED))
 		return rl_shim_phase();
-	pthread_mutex_lock(&start_lock);
-	if (phase != RL_SHIM_CONFIGURED)
-		goto out;
 	rc = rl_table_open(config->shm, config->capacity, RL_TABLE_CREATE, &table);
 	if (rc) {
 		fail("unusable shared memory", rl_table_error(),

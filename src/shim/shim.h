@@ -26,7 +26,7 @@ enum rl_shim_phase {
 enum rl_shim_phase rl_shim_phase(void);
 
 /* At any accept: read the configuration once. Thread-safe. */
-enum rl_shim_phase rl_shim_configure(const struct rl_io_sys *sys);
+enum rl_shim_phase rl_shim_configure(const struct rl_sys *sys);
 
 /* At the first accept on a guarded port: open the segment, build the
  * policy, log which configuration is in force. Thread-safe, once. */

@@ -15,6 +15,7 @@
 
 #include "http.h"
 #include "proxy.h"
+#include "../framer.h"
 
 #define MAX_EV 64
 
@@ -29,78 +30,84 @@ static const struct rl_http_want want = {
 	2, { "X-Forwarded-For", "X-Api-Key" }, { 15, 9 }, 1
 };
 
+struct run {
+	const uint8_t *s;
+	size_t len;
+	const uint8_t *sizes;
+	size_t nsizes;
+	struct trace *t;
+	/* the shim's one-pass parse, tried before the feed */
+	struct rl_http_req fast;
+	size_t fast_used;
+	int fast_rc;
+};
+
+static size_t piece(void *arg, size_t k)
+{
+	const struct run *r = arg;
+
+	return r->nsizes ? (size_t)(r->sizes[k % r->nsizes] % 17) + 1 : r->len;
+}
+
+/* The shim's one-pass parse, tried where it would be: at a request
+ * boundary, over all the bytes that follow. */
+static void before(void *arg, const struct rl_http *h, size_t at)
+{
+	struct run *r = arg;
+
+	r->fast_rc = -1;
+	r->fast_used = 0;
+	if (!r->nsizes && h->phase == RL_HTTP_IDLE && !h->cr)
+		r->fast_rc = rl_http_parse_prefix(r->s + at, r->len - at, &want,
+						  &r->fast, &r->fast_used);
+}
+
+static int event(void *arg, const struct rl_http *h, int ev, size_t at,
+		 size_t head_start, int rc, const struct rl_http_req *req)
+{
+	struct run *r = arg;
+	struct trace *t = r->t;
+	const struct rl_http_req *fast = &r->fast;
+
+	(void)h;
+	t->at[t->n] = at;
+	t->ev[t->n] = ev;
+	if (ev == RL_HTTP_EV_HEAD) {
+		t->parsed[t->n] = rc;
+		if (rc == 0 && (req->path_len >= sizeof(req->path) ||
+				req->path[req->path_len] != '\0'))
+			abort();
+	}
+	/* What the one pass took must be exactly what the two passes take:
+	 * the same head, the same request. */
+	if (r->fast_rc == 0 &&
+	    (ev != RL_HTTP_EV_HEAD || t->parsed[t->n] != 0 ||
+	     head_start + r->fast_used != at ||
+	     strcmp(fast->method, req->method) ||
+	     strcmp(fast->path, req->path) ||
+	     fast->http10 != req->http10 || fast->head != req->head ||
+	     fast->chunked != req->chunked ||
+	     fast->has_length != req->has_length ||
+	     fast->content_length != req->content_length ||
+	     fast->upgrade != req->upgrade ||
+	     fast->connect != req->connect ||
+	     fast->preface != req->preface ||
+	     fast->last != req->last || fast->h2c_at != req->h2c_at ||
+	     memcmp(fast->nvalues, req->nvalues, sizeof(req->nvalues))))
+		abort();
+	t->n++;
+	return ev != RL_HTTP_EV_HEAD || t->parsed[t->n - 1] || t->n == MAX_EV;
+}
+
 static void frame(const uint8_t *s, size_t len, const uint8_t *sizes,
 		  size_t nsizes, struct trace *t)
 {
-	struct rl_http h;
-	size_t off = 0, head_start = 0, k = 0;
+	struct run r = { .s = s, .len = len, .sizes = sizes, .nsizes = nsizes,
+			 .t = t, .fast_rc = -1 };
+	struct framer fr = { piece, before, event, &want, &r };
 
 	memset(t, 0, sizeof(*t));
-	rl_http_init(&h);
-	while (off < len && t->n < MAX_EV) {
-		size_t n = nsizes ? (size_t)(sizes[k++ % nsizes] % 17) + 1 : len;
-		size_t pos = 0;
-
-		if (n > len - off)
-			n = len - off;
-		while (pos < n && t->n < MAX_EV) {
-			struct rl_http_feed f;
-			struct rl_http_req req;
-			struct rl_http_req fast;
-			size_t fast_used = 0;
-			int fast_rc = -1;
-
-			/* The shim's one-pass parse, tried where it would be: at
-			 * a request boundary, over all the bytes that follow. */
-			if (!nsizes && h.phase == RL_HTTP_IDLE && !h.cr)
-				fast_rc = rl_http_parse_prefix(s + off + pos,
-							       len - off - pos,
-							       &want, &fast,
-							       &fast_used);
-			rl_http_feed(&h, s + off + pos, n - pos, &f);
-			if (f.head_begin >= 0)
-				head_start = off + pos + (size_t)f.head_begin;
-			if (f.used > n - pos)
-				abort(); /* consumed more than given */
-			pos += f.used;
-			if (f.event == RL_HTTP_EV_NONE)
-				continue;
-			t->at[t->n] = off + pos;
-			t->ev[t->n] = f.event;
-			if (f.event == RL_HTTP_EV_HEAD) {
-				t->parsed[t->n] = rl_http_parse_head(
-					s + head_start, off + pos - head_start,
-					&want, &req);
-				if (t->parsed[t->n] == 0) {
-					if (req.path_len >= sizeof(req.path) ||
-					    req.path[req.path_len] != '\0')
-						abort();
-					rl_http_begin_body(&h, &req);
-				}
-			}
-			/* What the one pass took must be exactly what the two
-			 * passes take: the same head, the same request. */
-			if (fast_rc == 0 &&
-			    (f.event != RL_HTTP_EV_HEAD || t->parsed[t->n] != 0 ||
-			     head_start + fast_used != off + pos ||
-			     strcmp(fast.method, req.method) ||
-			     strcmp(fast.path, req.path) ||
-			     fast.http10 != req.http10 || fast.head != req.head ||
-			     fast.chunked != req.chunked ||
-			     fast.has_length != req.has_length ||
-			     fast.content_length != req.content_length ||
-			     fast.upgrade != req.upgrade ||
-			     fast.connect != req.connect ||
-			     fast.preface != req.preface ||
-			     fast.last != req.last || fast.h2c_at != req.h2c_at ||
-			     memcmp(fast.nvalues, req.nvalues, sizeof(req.nvalues))))
-				abort();
-			t->n++;
-			if (f.event != RL_HTTP_EV_HEAD || t->parsed[t->n - 1])
-				return;
-		}
-		off += n;
-	}
+	framer_run(s, len, &fr);
 }
 
 /* The same bytes as an answer: a head the one pass takes is where the

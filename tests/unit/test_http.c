@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "../framer.h"
 
 /* ---- a caller like the shim's: heads kept contiguous, bodies skipped ---- */
 
@@ -27,59 +28,56 @@ struct trace {
 	const char *error;
 };
 
+struct pieces {
+	const size_t *sizes;
+	size_t n;
+	struct trace *t;
+};
+
+static size_t piece(void *arg, size_t k)
+{
+	const struct pieces *p = arg;
+
+	return p->sizes[k % p->n];
+}
+
+static int event(void *arg, const struct rl_http *h, int ev, size_t at,
+		 size_t head_start, int rc, const struct rl_http_req *req)
+{
+	struct trace *t = ((const struct pieces *)arg)->t;
+
+	(void)head_start;
+	t->at[t->n] = at;
+	t->event[t->n] = ev;
+	if (ev == RL_HTTP_EV_HEAD) {
+		if (rc) {
+			t->event[t->n] = RL_HTTP_EV_ERROR;
+			t->error = req->error;
+			t->n++;
+			return 1;
+		}
+		snprintf(t->method[t->n], 16, "%s", req->method);
+		memcpy(t->path[t->n], req->path, sizeof(t->path[t->n]) - 1);
+		t->path[t->n][sizeof(t->path[t->n]) - 1] = '\0';
+	}
+	t->n++;
+	if (ev == RL_HTTP_EV_ERROR) {
+		t->error = h->error;
+		return 1;
+	}
+	return ev == RL_HTTP_EV_PASS || ev == RL_HTTP_EV_DONE ||
+	       t->n == MAX_EVENTS;
+}
+
 /* Feed `s` in chunks: chunk k has size sizes[k % nsizes]. */
 static void frame(const char *s, size_t len, const size_t *sizes,
 		  size_t nsizes, struct trace *t)
 {
-	struct rl_http h;
-	size_t off = 0, head_start = 0, k = 0;
+	struct pieces p = { sizes, nsizes, t };
+	struct framer fr = { piece, NULL, event, NULL, &p };
 
 	memset(t, 0, sizeof(*t));
-	rl_http_init(&h);
-	while (off < len && t->n < MAX_EVENTS) {
-		size_t n = sizes[k++ % nsizes], pos = 0;
-
-		if (n > len - off)
-			n = len - off;
-		while (pos < n) {
-			struct rl_http_feed f;
-
-			rl_http_feed(&h, (const uint8_t *)s + off + pos, n - pos, &f);
-			if (f.head_begin >= 0)
-				head_start = off + pos + (size_t)f.head_begin;
-			pos += f.used;
-			if (f.event == RL_HTTP_EV_NONE)
-				continue;
-			t->at[t->n] = off + pos;
-			t->event[t->n] = f.event;
-			if (f.event == RL_HTTP_EV_HEAD) {
-				struct rl_http_req req;
-
-				if (rl_http_parse_head((const uint8_t *)s + head_start,
-						       off + pos - head_start,
-						       NULL, &req)) {
-					t->event[t->n] = RL_HTTP_EV_ERROR;
-					t->error = req.error;
-					t->n++;
-					return;
-				}
-				snprintf(t->method[t->n], 16, "%s", req.method);
-				memcpy(t->path[t->n], req.path,
-				       sizeof(t->path[t->n]) - 1);
-				t->path[t->n][sizeof(t->path[t->n]) - 1] = '\0';
-				rl_http_begin_body(&h, &req);
-			}
-			t->n++;
-			if (f.event == RL_HTTP_EV_ERROR) {
-				t->error = h.error;
-				return;
-			}
-			if (f.event == RL_HTTP_EV_PASS ||
-			    f.event == RL_HTTP_EV_DONE)
-				return;
-		}
-		off += n;
-	}
+	framer_run((const uint8_t *)s, len, &fr);
 }
 
 static void frame_whole(const char *s, struct trace *t)

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_field.c - the field grammar requests and answers share: token
+ * characters, names compared in any case, the values of Content-Length
+ * and Transfer-Encoding, and where a field's name and value end (a word
+ * at a time).
+ */
+#include "http.h"
+
+#include <string.h>
+
+#include "ascii.h"
+#include "http_int.h"
+
+/* RFC 9110 tchar: "!#$%&'*+-.^_`|~" DIGIT ALPHA */
+const uint8_t rl_http_tchar[256] = {
+	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
+	['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
+	['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1,
+	['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+	['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
+	['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1,
+	['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
+	['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+	['Y'] = 1, ['Z'] = 1,
+	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
+	['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1,
+	['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
+	['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+	['y'] = 1, ['z'] = 1,
+};
+
+int rl_http_is_token(uint8_t c)
+{
+	return rl_http_tchar[c];
+}
+
+int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+	if (alen != blen)
+		return 0;
+	for (size_t i = 0; i < alen; i++)
+		if (rl_ascii_lower((uint8_t)a[i]) != rl_ascii_lower((uint8_t)b[i]))
+			return 0;
+	return 1;
+}
+
+/* The value of Content-Length: 1*DIGIT, nothing else, below 2^62. */
+int rl_http_parse_length(const char *v, size_t n, uint64_t *out)
+{
+	uint64_t x = 0;
+
+	if (n == 0 || n > 19)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -1;
+		x = x * 10 + (uint64_t)(v[i] - '0');
+	}
+	if (x >= (1ull << 62))
+		return -1;
+	*out = x;
+	return 0;
+}
+
+/*
+ * Transfer-Encoding: a list of codings, each a token with optional
+ * parameters. Tracks whether "chunked" was seen and whether it is the last
+ * coding so far; a coding after chunked, or chunked twice, is an error.
+ */
+int rl_http_parse_codings(const char *v, size_t n, uint8_t *chunked_last,
+			  uint8_t *chunked_seen)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t s, e;
+
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		if (i == n)
+			break;
+		s = i;
+		while (i < n && rl_http_tchar[(uint8_t)v[i]])
+			i++;
+		e = i;
+		if (e == s)
+			return -1;
+		/* parameters: skip to the next comma */
+		while (i < n && v[i] != ',')
+			i++;
+		if (*chunked_seen)
+			return -1; /* anything after chunked */
+		if (rl_http_name_eq(v + s, e - s, "chunked", 7)) {
+			*chunked_seen = 1;
+			*chunked_last = 1;
+		} else {
+			*chunked_last = 0;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The end of a field value starting at p[i]: the offset of its CR, found
+ * and checked in one pass, eight bytes at a time: the first control
+ * character in a word is either the CR that ends the value, an HTAB (a
+ * value byte: look on after it), or an error. -1 on a control character (a
+ * bare LF among them), -2 when the bytes end first.
+ */
+ssize_t rl_http_value_end(const uint8_t *p, size_t i, size_t len)
+{
+#ifdef __SSE2__
+	while (i + 16 <= len) {
+		uint32_t m = rl_ascii_ctl16(p + i);
+
+		if (!m) {
+			i += 16;
+			continue;
+		}
+		i += (size_t)__builtin_ctz(m);
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (p[i] != '\t')
+			return -1;
+		i++;
+	}
+#endif
+	while (i + 8 <= len) {
+		uint64_t w, m;
+
+		memcpy(&w, p + i, 8);
+		m = rl_ascii_ctl8(w);
+		if (!m) {
+			i += 8;
+			continue;
+		}
+		/* the first flagged byte (little-endian: lowest set bit) */
+		i += (size_t)__builtin_ctzll(m) / 8;
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (p[i] != '\t')
+			return -1;
+		i++;
+	}
+	for (; i < len; i++) {
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (!rl_http_value_byte(p[i]))
+			return -1;
+	}
+	return -2;
+}
+
+/*
+ * The end of a field name starting at p[i]: the first byte that is a
+ * control character, a space, a colon or above 0x7e, eight at a time. A
+ * name is good if that byte is its colon. Names are not held to RFC 9110's
+ * token characters: what matters is that nothing in a name can make a
+ * lenient server see a Content-Length or Transfer-Encoding the shim did not
+ * (whitespace, controls, bytes beyond ASCII); a name with a '(' is just a
+ * header nobody asks for, as nginx treats it.
+ */
+size_t rl_http_name_end(const uint8_t *p, size_t i, size_t len)
+{
+	while (i + 8 <= len) {
+		uint64_t w, m;
+
+		memcpy(&w, p + i, 8);
+		m = rl_ascii_ctl8(w) | rl_ascii_byte8(w, ' ') |
+		    rl_ascii_byte8(w, ':') | (w & 0x8080808080808080ull);
+		if (m)
+			return i + (size_t)__builtin_ctzll(m) / 8;
+		i += 8;
+	}
+	while (i < len && p[i] > 0x20 && p[i] < 0x7f && p[i] != ':')
+		i++;
+	return i;
+}

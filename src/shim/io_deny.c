@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io_deny.c - a denied connection: marked for a reply, then answered (the
+ * reply, a FIN, the rest of the request read and dropped).
+ */
+#include "io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "io_int.h"
+#include "reply.h"
+#include "clock.h"
+
+#define DRAIN_MAX (1u << 20) /* bytes of a denied request read and dropped */
+
+/* Deny the request starting at `at`: the connection answers at the next
+ * read. */
+void rl_io_deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
+		const struct rl_http_req *req, const char *why)
+{
+	c->state = RL_CONN_DENY;
+	c->reply = (uint8_t)kind;
+	if (v)
+		c->verdict = *v;
+	c->reply_http10 = req ? req->http10 : 0;
+	c->reply_head = req ? req->head : 0;
+	c->reply_why = why;
+}
+
+/* Read and drop what the client sent, up to DRAIN_MAX. 0 if it has gone
+ * (end of file), 1 otherwise. */
+int rl_io_drain(int fd)
+{
+	char junk[4096];
+	size_t total = 0;
+
+	while (total < DRAIN_MAX) {
+		ssize_t n = rl_io.sys.recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			break;
+		total += (size_t)n;
+	}
+	return 1;
+}
+
+/* Answer a connection in DENY: the reply, a FIN, the rest of the request
+ * read and dropped (so that closing it sends no RST over the reply). The
+ * application then sees end of file. */
+ssize_t rl_io_answer(struct rl_conn *c, int fd)
+{
+	int saved = errno;
+	char buf[RL_REPLY_MAX];
+	uint64_t wall_ms = rl_time_wall_ms();
+	struct rl_reply_req rr = { c->reply_http10, c->reply_head, wall_ms };
+	int n = 0;
+
+	if (c->reply == RL_REPLY_429 && c->verdict.banned) {
+		/* Banned: Retry-After is the time the ban has left; no rule's
+		 * bucket to describe. */
+		n = rl_reply_429(buf, sizeof(buf), &rr, NULL, &c->verdict.res,
+				 NULL, RL_HEADERS_NONE, 0, 0);
+	} else if (c->reply == RL_REPLY_429) {
+		const struct rl_config *cfg = c->verdict.cfg;
+		const struct rl_rule_cfg *rule = &cfg->rules[c->verdict.rule];
+
+		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
+				 &c->verdict.res, &rule->rate, cfg->headers,
+				 wall_ms, c->verdict.store_down);
+	} else if (c->reply == RL_REPLY_H2) {
+		/* The server preface (an empty SETTINGS) and GOAWAY with
+		 * HTTP_1_1_REQUIRED, last stream 0 (RFC 9113 3.4, 6.8). */
+		static const uint8_t h2[] = {
+			0, 0, 0, 4, 0, 0, 0, 0, 0,
+			0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0d,
+		};
+
+		memcpy(buf, h2, sizeof(h2));
+		n = (int)sizeof(h2);
+	} else if (c->reply == RL_REPLY_400) {
+		n = rl_reply_400(buf, sizeof(buf), &rr,
+				 c->reply_why ? c->reply_why : "bad request");
+	}
+	if (n > 0)
+		rl_io.sys.send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	shutdown(fd, SHUT_WR);
+	rl_io_drain(fd);
+	c->state = RL_CONN_DONE;
+	if (c->hold) {
+		c->hold->len = c->hold->decided = 0;
+		rl_conn_unhold(c);
+	}
+	errno = saved; /* end of file, as if from the real read */
+	return 0;
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io_hold.c - the hold buffer: a request head that is not complete yet,
+ * advanced from what the socket has (peeked, so that the bytes after it
+ * stay in the socket), decided once whole; and a PROXY header taken into
+ * it and stripped.
+ */
+#include "io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "io_int.h"
+#include "proxy.h"
+#include "clock.h"
+
+/* Drop the first `n` bytes of the hold buffer. */
+static void hold_shift(struct rl_conn *c, size_t n)
+{
+	struct rl_hold *h = c->hold;
+
+	memmove(h->data, h->data + n, h->len - n);
+	h->len -= (uint32_t)n;
+	h->decided -= (uint32_t)n;
+}
+
+/* A PROXY header at the start of the hold buffer: strip it and key the
+ * connection by its source. Returns 1 done, 0 need more, -1 refused. */
+static int hold_proxy(struct rl_conn *c)
+{
+	struct rl_hold *h = c->hold;
+	struct rl_proxy_result pr;
+	struct rl_verdict v;
+
+	switch (rl_proxy_parse(h->data, h->len, &pr)) {
+	case RL_PROXY_MORE:
+		return 0;
+	case RL_PROXY_BAD:
+		rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+		return -1;
+	case RL_PROXY_OK:
+		break;
+	}
+	memmove(h->data, h->data + pr.len, h->len - pr.len);
+	h->len -= (uint32_t)pr.len;
+	c->proxy = 0;
+	if (!pr.local)
+		rl_policy_peer(rl_io_policy(), &pr.addr, &c->peer);
+	/* The accept-level rules, now that the client is known. */
+	rl_policy_accept(rl_io_policy(), &c->peer.addr, rl_time_now_ns(), &v);
+	if (!v.allowed) {
+		rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+		return -1;
+	}
+	return 1;
+}
+
+/* Take from the socket `n` bytes a peek has already copied to `dst`. */
+static int take(struct rl_conn *c, int fd, uint8_t *dst, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = rl_io.sys.recv(fd, dst, n, MSG_DONTWAIT);
+
+		if (k <= 0)
+			return -1;
+		c->taken += (uint64_t)k;
+		dst += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Copy decided held bytes into the application's buffers at `at`.
+ * Returns how many. */
+size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
+		    size_t total)
+{
+	struct rl_hold *h = c->hold;
+	size_t n = h->decided < total - at ? h->decided : total - at;
+
+	rl_iov_put(r->iov, r->iovcnt, at, h->data, n);
+	hold_shift(c, n);
+	if (r->msg) {
+		r->msg->msg_controllen = 0;
+		r->msg->msg_flags = 0;
+	}
+	if (h->len == 0)
+		rl_conn_unhold(c);
+	return n;
+}
+
+/*
+ * The held head was allowed; its last `tail` bytes are still in the
+ * socket (peeked). They pass when the application reads them, unless the
+ * head was changed (an h2c offer blanked): then they are taken too, so
+ * that the application gets the changed bytes, changed again over what
+ * the socket gave.
+ */
+static enum rl_held held_decided(struct rl_conn *c, int fd, size_t tail)
+{
+	struct rl_hold *h = c->hold;
+
+	if (c->mask_at >= 0 && (size_t)c->mask_at + sizeof(rl_frame_no_h2c) > h->len) {
+		if (take(c, fd, h->data + h->len, tail) < 0) {
+			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			return RL_HELD_DENIED;
+		}
+		h->len += (uint32_t)tail;
+		memcpy(h->data + c->mask_at, rl_frame_no_h2c, sizeof(rl_frame_no_h2c));
+	} else {
+		c->skip = (uint32_t)tail;
+	}
+	h->decided = h->len;
+	return RL_HELD_DECIDED;
+}
+
+/*
+ * The hold buffer has the start of a head that the application's read
+ * took from the socket (undecided, so not given to it). Look at what has
+ * come since (MSG_PEEK): if the head ends there, decide it and leave its
+ * tail in the socket (c->skip counts it through when the application reads
+ * it), so the socket stays readable for the server for every byte after
+ * the held ones; bytes past the head are never taken here (a CGI child
+ * reading the body from the socket it inherits finds them there). If the
+ * head does not end, take what came: it is all head, it waits for the
+ * client, and a level-triggered server is not woken for it again and again.
+ */
+enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
+{
+	struct rl_hold *h = c->hold;
+	ssize_t n = rl_io.sys.recv(fd, h->data + h->len, RL_HOLD_SIZE - h->len,
+				   MSG_PEEK | MSG_DONTWAIT);
+	struct rl_http_feed f;
+
+	if (n == 0)
+		return RL_HELD_EOF;
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? RL_HELD_WAIT : RL_HELD_ERR;
+	if (c->raw) {
+		/* Held unscanned: parse it once, whole if the rest has come
+		 * (a browser's head that straddles nginx's first 1 KiB read
+		 * is parsed one time, not scanned twice and parsed again). */
+		const char *why = NULL;
+		size_t used;
+		uint8_t *p = h->data;
+		enum rl_whole st;
+		int ok;
+
+		c->raw = 0;
+		st = rl_frame_whole(c, p, h->len + (size_t)n, &used, &ok, &why);
+		if (st == RL_WHOLE_BAD) {
+			rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
+			return RL_HELD_DENIED;
+		}
+		if (st == RL_WHOLE_TAKEN) {
+			if (!ok)
+				return RL_HELD_DENIED;
+			if (c->state == RL_CONN_PASS) {
+				h->decided = h->len;
+				return RL_HELD_DECIDED;
+			}
+			return held_decided(c, fd, used - h->len);
+		}
+		/* Not whole yet (or not valid): the scanner takes it from
+		 * here, over what is held, then what came. */
+		rl_http_feed(&c->http, p, h->len, &f);
+		if (f.event == RL_HTTP_EV_ERROR) {
+			rl_io_deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
+			return RL_HELD_DENIED;
+		}
+	}
+	rl_http_feed(&c->http, h->data + h->len, (size_t)n, &f);
+	switch (f.event) {
+	case RL_HTTP_EV_HEAD: {
+		struct iovec v = { h->data, h->len + f.used };
+		struct rl_region rg = { &v, 1, h->len + f.used };
+
+		if (!rl_frame_decide(c, &rg, 0, rg.len))
+			return RL_HELD_DENIED;
+		return held_decided(c, fd, f.used);
+	}
+	case RL_HTTP_EV_ERROR:
+		rl_io_deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
+		return RL_HELD_DENIED;
+	default:
+		if (take(c, fd, h->data + h->len, (size_t)n) < 0) {
+			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			return RL_HELD_DENIED;
+		}
+		h->len += (uint32_t)n;
+		return RL_HELD_MORE;
+	}
+}
+
+/*
+ * A PROXY header is expected: take exactly it into the hold buffer (never
+ * a byte past it), strip it, key the connection by its source. Returns 1
+ * when framing may go on, or what the read returns.
+ */
+int rl_hold_proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
+{
+	struct rl_hold *h = c->hold ? c->hold : rl_conn_hold(c);
+
+	while (c->proxy) {
+		struct rl_proxy_result pr;
+		size_t before, want;
+		ssize_t n;
+		int st;
+
+		if (!h) {
+			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			*ret = rl_io_answer(c, r->fd);
+			return 0;
+		}
+		before = h->len;
+		n = rl_io.sys.recv(r->fd, h->data + h->len,
+				   RL_PROXY_MAX - h->len, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0) {
+			h->len = 0;
+			rl_conn_unhold(c);
+			*ret = 0;
+			return 0;
+		}
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				*ret = -1;
+				return 0;
+			}
+			if (rl_read_nonblocking(r) || rl_read_wait(r->fd)) {
+				*ret = -1;
+				return 0;
+			}
+			continue;
+		}
+		want = (size_t)n;
+		if (rl_proxy_parse(h->data, before + (size_t)n, &pr) == RL_PROXY_OK)
+			want = pr.len - before;
+		if (take(c, r->fd, h->data + before, want) < 0) {
+			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			*ret = rl_io_answer(c, r->fd);
+			return 0;
+		}
+		h->len = (uint32_t)(before + want);
+		st = hold_proxy(c);
+		if (st < 0) {
+			*ret = rl_io_answer(c, r->fd);
+			return 0;
+		}
+		if (st == 0 && h->len >= RL_PROXY_MAX) {
+			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
+			*ret = rl_io_answer(c, r->fd);
+			return 0;
+		}
+	}
+	if (h) {
+		h->len = h->decided = 0;
+		rl_conn_unhold(c);
+	}
+	return 1;
+}

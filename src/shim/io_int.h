@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io_int.h - what the io_*.c files share and nothing else sees: the
+ * pieces of the read path, the reply to a denial, the iovec copies.
+ * Never installed, never included outside src/shim/io*.c.
+ */
+#ifndef RL_IO_INT_H
+#define RL_IO_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "io.h"
+
+/* ---- io.c ---------------------------------------------------------------- */
+
+/* 1 if this process owns the memory the fd table lives in (not a vfork()
+ * child on its way to exec). */
+int rl_io_owner_here(void);
+
+/* ---- io_iov.c -------------------------------------------------------------- */
+
+/* Copy `len` bytes of the iovecs, from offset `off`, into `dst`. */
+void rl_iov_gather(const struct iovec *iov, int cnt, size_t off, void *dst,
+		   size_t len);
+
+/* Write `len` bytes into the iovecs from offset `off`. */
+void rl_iov_put(const struct iovec *iov, int cnt, size_t off,
+		const void *src, size_t len);
+
+size_t rl_iov_total(const struct iovec *iov, int cnt);
+
+/* ---- io_deny.c ------------------------------------------------------------- */
+
+/* Deny the request `req` (NULL: no request to describe) of `c` with reply
+ * `kind` (enum rl_reply_kind), verdict `v` (NULL: none) and reason `why`:
+ * the connection answers at the next read. */
+void rl_io_deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
+		const struct rl_http_req *req, const char *why);
+
+/* Answer a connection in DENY (the reply, a FIN, the rest of the request
+ * dropped): it is DONE, and the application sees end of file (returns 0,
+ * errno kept). */
+ssize_t rl_io_answer(struct rl_conn *c, int fd);
+
+/* Read and drop what the client sent (up to 1 MiB). 0 if it has gone
+ * (end of file), 1 otherwise. */
+int rl_io_drain(int fd);
+
+/* ---- io_frame.c ------------------------------------------------------------ */
+
+/* Bytes the framer walks: the application's buffers, or the hold buffer. */
+struct rl_region {
+	const struct iovec *iov;
+	int cnt;
+	size_t len;    /* valid bytes */
+};
+
+struct rl_outcome {
+	size_t deliver;  /* a prefix of the region that may go to the app */
+	ssize_t partial; /* start of a head still incomplete at the end */
+};
+
+/* The bytes that stand for an h2c offer the server is not to see. */
+extern const char rl_frame_no_h2c[3];
+
+/*
+ * Parse and decide the head at [hs, he) of `rg`. Returns 1 if allowed
+ * (an h2c offer blanked where it stands: c->mask_at), else 0 with the
+ * connection in DENY.
+ */
+int rl_frame_decide(struct rl_conn *c, const struct rl_region *rg, size_t hs,
+		    size_t he);
+
+/* A head parsed where it stands, in one pass (rl_frame_whole). */
+enum rl_whole {
+	RL_WHOLE_NOT,   /* not at a request's start: the scanner frames these */
+	RL_WHOLE_TAKEN, /* a head, decided (*allowed); *used is past it */
+	RL_WHOLE_MORE,  /* valid so far, and the bytes end inside it */
+	RL_WHOLE_BAD,   /* already wrong, complete or not (*why) */
+};
+
+/* At a request boundary, the head at p[0, len) parsed and decided in one
+ * pass if it is whole there. */
+enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
+			     size_t *used, int *allowed, const char **why);
+
+/*
+ * Frame rg[from, len): the rest of a head decided before (c->skip), then
+ * request by request. out->deliver is how much of the region the
+ * application may have, out->partial where a head that is not complete
+ * yet starts (or -1); c->state is DENY or PASS as decided.
+ */
+void rl_frame_region(struct rl_conn *c, const struct rl_region *rg,
+		     size_t from, struct rl_outcome *out);
+
+/* ---- io_hold.c ------------------------------------------------------------- */
+
+/* What became of a held head (rl_hold_advance). */
+enum rl_held {
+	RL_HELD_DECIDED, /* the held head is decided and allowed */
+	RL_HELD_DENIED,  /* ... or refused: c->state is DENY */
+	RL_HELD_MORE,    /* more of it was taken; still not complete */
+	RL_HELD_WAIT,    /* nothing more has come */
+	RL_HELD_EOF,     /* the client went away */
+	RL_HELD_ERR,     /* errno */
+};
+
+/* Copy decided held bytes into the application's buffers at `at` (of
+ * `total`). Returns how many. */
+size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
+		    size_t total);
+
+/* Look at what came since the head was held, and decide it if it ends
+ * there. */
+enum rl_held rl_hold_advance(struct rl_conn *c, int fd);
+
+/* A PROXY header is expected: take exactly it, strip it, key the
+ * connection by its source. Returns 1 when framing may go on, else 0 with
+ * what the read returns in *ret. */
+int rl_hold_proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret);
+
+/* ---- io_read.c ------------------------------------------------------------- */
+
+/* 1 if the application's read `r` would not block. */
+int rl_read_nonblocking(const struct rl_read *r);
+
+/* Wait for more bytes as a blocking read would (SO_RCVTIMEO honoured).
+ * 0 when readable, else -1 with errno (EINTR, EAGAIN). */
+int rl_read_wait(int fd);
+
+#endif /* RL_IO_INT_H */
