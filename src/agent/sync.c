@@ -22,7 +22,7 @@
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
  * one cluster slot), one for the hosts alive, one for the epoch, one per
- * rule with plans, and the ban set (bans.c). They grow with rules, keys and
+ * rule with plans, and the ban set (ban_sync.c). They grow with rules, keys and
  * hosts, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own

@@ -9,7 +9,7 @@
  * checks them exactly, summed over the CPUs (a test run stays on one CPU,
  * but which).
  *
- * Bans are put where the agent (src/agent/xdp.c) puts them: a ban of
+ * Bans are put where the agent (src/agent/xdp_loader.c) puts them: a ban of
  * exactly the instance's host length in its hash, keyed by the masked
  * address; any other in the trie, with rl_tries counting it. Some tests
  * break that rule on purpose, to pin what happens when the agent does.
@@ -36,7 +36,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpf/rlshim.h"
+#include "xdp_maps.h"
 #include "rlshim.skel.h"
 
 #define ETH_HLEN 14

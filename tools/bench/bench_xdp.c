@@ -52,7 +52,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpf/rlshim.h"
+#include "xdp_maps.h"
 #include "rlshim.skel.h"
 #include "xdp_pass.skel.h"
 

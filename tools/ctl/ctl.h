@@ -4,13 +4,13 @@
  * segment, the snapshot that status and metrics render, the XDP maps and
  * a few formatters.
  *
- *   main.c      the table of commands, usage, check, opening the segment
- *   bans.c      ban, unban, bans
- *   xdp.c       the pinned maps: totals for status/metrics, xdp stats
- *   snapshot.c  one consistent-enough reading of the segment and the file
- *   status.c    status, for people and as JSON
- *   top.c       the keys nearest their limit
- *   metrics.c   the Prometheus text exposition
+ *   rlshimctl.c   the table of commands, usage, check, opening the segment
+ *   cmd_bans.c    ban, unban, bans
+ *   cmd_xdp.c     the pinned maps: totals for status/metrics, xdp stats
+ *   snapshot.c    one consistent-enough reading of the segment and the file
+ *   cmd_status.c  status, for people and as JSON
+ *   cmd_top.c     the keys nearest their limit
+ *   cmd_metrics.c the Prometheus text exposition
  */
 #ifndef RL_CTL_H
 #define RL_CTL_H

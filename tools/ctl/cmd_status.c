@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * status.c - rlshimctl status [--json]: one snapshot (snapshot.c), for
+ * cmd_status.c - rlshimctl status [--json]: one snapshot (snapshot.c), for
  * people as aligned `label: value` lines and a table of rules, or as one
  * JSON object whose key names are part of the interface.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xdp.c - the XDP dropper's maps, as the agent pinned them under
+ * cmd_xdp.c - the XDP dropper's maps, as the agent pinned them under
  * RL_XDP_PIN_DIR/<shm>: the totals that status and metrics show, and
  * `rlshimctl xdp stats` (the totals and the drops per ban).
  *
@@ -20,7 +20,7 @@
 
 #include "ctl.h"
 
-#include "bpf/rlshim.h"
+#include "xdp_maps.h"
 #include "time.h"
 
 static int pinned(const char *dir, const char *name)

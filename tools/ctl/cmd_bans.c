@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bans.c - rlshimctl ban, unban, bans: bans in the segment, which every
+ * cmd_bans.c - rlshimctl ban, unban, bans: bans in the segment, which every
  * process of the host checks at accept (and the agent spreads to the
  * other hosts and into XDP).
  */

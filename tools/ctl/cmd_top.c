@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * top.c - rlshimctl top [-n N]: the keys nearest (or over) their limit.
+ * cmd_top.c - rlshimctl top [-n N]: the keys nearest (or over) their limit.
  *
  * One pass over the table (rl_table_foreach: every slot with live state)
  * keeps the N most urgent keys in a heap whose root is the least urgent

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * main.c - rlshimd, the host agent: one per segment, whatever the number of
- * server processes. It keeps the segment's heartbeat, syncs it with Redis
- * (sync.c), spreads bans (bans.c) and drops banned clients' packets in
- * XDP (xdp.c).
+ * rlshimd.c - rlshimd, the host agent: one per segment, whatever the number
+ * of server processes. It keeps the segment's heartbeat, syncs it with Redis
+ * (sync.c), spreads bans (ban_sync.c) and drops banned clients' packets in
+ * XDP (xdp_loader.c).
  *
  *   rlshimd [-c FILE] [--foreground] [--log FILE]
  *

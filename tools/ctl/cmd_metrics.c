@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metrics.c - rlshimctl metrics: the snapshot (snapshot.c) in Prometheus'
+ * cmd_metrics.c - rlshimctl metrics: the snapshot (snapshot.c) in Prometheus'
  * text exposition format 0.0.4. Every family has one HELP and one TYPE
  * line before its samples; counters end in _total; labels are per rule and
  * decision only, never per key, so the series are bounded by the rules. A

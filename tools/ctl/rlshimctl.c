@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rlshimctl - the operator's command line over a live segment.
+ * rlshimctl.c - the operator's command line over a live segment.
  *
  *   rlshimctl [-c FILE] status [--json]           rules and their counts,
  *                                                 bans, table, agent, Redis,
@@ -43,7 +43,7 @@ struct command {
 };
 
 /*
- * The textfile collector's way (see metrics.c): write a temporary file in
+ * The textfile collector's way (see cmd_metrics.c): write a temporary file in
  * the collector's directory and rename it over the old one, so that
  * node_exporter never reads half a file.
  */
