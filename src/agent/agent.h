@@ -60,14 +60,20 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		  struct rl_table *table, char *err, size_t errlen);
 void rl_agent_free(struct rl_agent *a);
 
-/* One round: collect, push and pull (or charge shares when the store is
- * down), plans, bans, heartbeat. */
-void rl_agent_round(struct rl_agent *a, uint64_t now_ns);
+/*
+ * The round's sync with the store (sync.c): collect what each key
+ * admitted, push it and pull the keys' global states, their plans and the
+ * hosts alive; with the store down, charge this host's share instead.
+ * Returns 1 when the store answered the round, 0 without [redis] or with
+ * the store down.
+ */
+int rl_agent_sync(struct rl_agent *a, uint64_t now_ns);
 
 /* ban_sync.c */
 int rl_agent_bans_init(struct rl_agent *a);
 void rl_agent_bans_free(struct rl_agent *a);
-/* Mirror bans between the segment and the store (store up). */
+/* Mirror bans between the segment and the store: after a round that
+ * rl_agent_sync() had the store answer. */
 void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns);
 
 /* xdp_loader.c: load and attach the dropper if [xdp] says so. 0 (attached, or

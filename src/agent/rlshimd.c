@@ -73,6 +73,31 @@ static int config_changed(const char *path, const struct rl_config *cur,
 	return ok;
 }
 
+/* A round begins: the shims see the agent alive. */
+static void heartbeat(struct rl_agent *a, uint64_t now_ns)
+{
+	struct rl_shm_header *h = a->table->hdr;
+
+	atomic_store(&h->agent_heartbeat_ns, now_ns);
+	a->rounds++;
+}
+
+/* Sleep until the round after the one due at `due_ns`, one interval later
+ * (a slow round is not caught up: the next starts at once). Returns when
+ * it is due. */
+static uint64_t wait_round(uint64_t due_ns, uint64_t interval_ns)
+{
+	uint64_t next = due_ns + interval_ns, now = rl_time_now_ns();
+	struct timespec ts;
+
+	if (next < now)
+		next = now; /* a slow round: do not try to catch up */
+	ts.tv_sec = (time_t)(next / RL_NS_PER_SEC);
+	ts.tv_nsec = (long)(next % RL_NS_PER_SEC);
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	return next;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -245,9 +270,10 @@ int main(int argc, char **argv)
 	next = rl_time_now_ns();
 	while (!stopping) {
 		uint64_t now = rl_time_now_ns();
-		struct timespec ts;
 
-		rl_agent_round(&agent, now);
+		heartbeat(&agent, now);
+		if (rl_agent_sync(&agent, now))
+			rl_agent_bans_sync(&agent, now);
 		rl_agent_xdp_round(&agent, now);
 		if (now - last_sweep >= SWEEP_NS) {
 			rl_table_sweep(table, now);
@@ -257,13 +283,7 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
-		next += agent.interval_ns;
-		now = rl_time_now_ns();
-		if (next < now)
-			next = now; /* a slow round: do not try to catch up */
-		ts.tv_sec = (time_t)(next / RL_NS_PER_SEC);
-		ts.tv_nsec = (long)(next % RL_NS_PER_SEC);
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		next = wait_round(next, agent.interval_ns);
 	}
 	/* Decisions stop counting for a sync that will not come (a restart
 	 * syncs again within milliseconds: they go on counting). */
