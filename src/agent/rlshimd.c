@@ -267,6 +267,9 @@ int main(int argc, char **argv)
 	       cfg->shm, cfg->redis ? "on" : "off", agent.xdp ? "on" : "off",
 	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
 
+	/* A round each sync_interval: the heartbeat, the store's sync and,
+	 * when the store answered, the bans through it, then XDP; each second
+	 * the table's sweep and the configuration file. */
 	next = rl_time_now_ns();
 	while (!stopping) {
 		uint64_t now = rl_time_now_ns();
