@@ -351,7 +351,7 @@ def options_anywhere():
     arguments, as one word or two; "--" ends them; an unknown option, an
     option without its value and an argument too many are usage errors
     that change nothing."""
-    s = F.Legacy('[limit:all]\nmatch = *\nrate = 100/s\n')
+    s = F.Legacy('[limit:all]\nmatch = *\nrate = 10/m\n')
     try:
         assert s.get().status == 200
         for args in (['--for', '10m', '127.0.0.1'], ['127.0.0.1', '--for', '10m'],
