@@ -100,10 +100,10 @@ BPF_CLANG_FLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror 
 	-I/usr/include/$(TRIPLET) -MMD -MP
 BPF_OBJ := build/rlshim.bpf.o
 BPF_SKEL := build/rlshim.skel.h
-# For what includes the skeleton: "rlshim.skel.h", "bpf/rlshim.h" by that name
-# (include/rlshim.h is another file) and libbpf. libbpf goes in statically
-# where the archive exists, so no libbpf1 is needed at run time.
-BPF_CFLAGS := -iquote build -iquote . $(shell pkg-config --cflags libbpf 2>/dev/null)
+# For what includes the skeleton or the maps: "rlshim.skel.h", "xdp_maps.h"
+# and libbpf. libbpf goes in statically where the archive exists, so no
+# libbpf1 is needed at run time.
+BPF_CFLAGS := -iquote build -iquote bpf $(shell pkg-config --cflags libbpf 2>/dev/null)
 BPF_LIBS := $(if $(wildcard /usr/lib/$(TRIPLET)/libbpf.a),\
 	-l:libbpf.a -lelf -lz,-lbpf)
 
@@ -154,11 +154,10 @@ $(SHIM): $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 	$(Q)tools/check-selfcalls.sh $@
 
 # The agent: src/agent and the core; hiredis and libbpf stay out of the
-# shim. What includes the skeleton is built after it, with its flags.
-$(B)/src/agent/xdp.o $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)): $(BPF_SKEL)
-# They include "bpf/rlshim.h" by that name: "rlshim.h" is include/'s.
-$(B)/src/agent/xdp.o $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)): INIH_CFLAGS += -iquote build -I. \
-	$(shell pkg-config --cflags libbpf 2>/dev/null)
+# shim. The loader includes the skeleton: it is built after it. The loader
+# and rlshimctl's XDP command include the maps and libbpf.
+$(B)/src/agent/xdp_loader.o: $(BPF_SKEL)
+$(B)/src/agent/xdp_loader.o $(B)/tools/ctl/cmd_xdp.o: INIH_CFLAGS += $(BPF_CFLAGS)
 
 $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
@@ -175,7 +174,7 @@ $(B)/legacy_server: tools/legacy_server.c
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
-$(BPF_OBJ): bpf/rlshim.bpf.c bpf/rlshim.h | $(DEPS_STAMP)
+$(BPF_OBJ): bpf/rlshim.bpf.c bpf/xdp_maps.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CLANG   $@")
 	$(Q)$(BPF_CLANG) $(BPF_CLANG_FLAGS) -c -o $@ $<

@@ -29,7 +29,7 @@
  * judged by their source like any packet, so a banned client's fragments
  * drop too, the first or not.
  *
- * The maps are described in bpf/rlshim.h, shared with the agent, which
+ * The maps are described in bpf/xdp_maps.h, shared with the agent, which
  * fills them, keeps rl_tries and reads the counters. Nothing loops but the
  * two fixed VLAN steps; the keys are built on the stack.
  */
@@ -41,7 +41,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "rlshim.h"
+#include "xdp_maps.h"
 
 /*
  * "Dual MIT/GPL" is GPL-compatible to the kernel, so every helper is

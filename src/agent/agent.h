@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent.h - rlshimd's state and its jobs, one file each: sync.c (one
- * global limit through Redis), bans.c (bans both ways), xdp.c (the XDP
- * dropper), main.c (the process: lock, loop, signals).
+ * global limit through Redis), ban_sync.c (bans both ways), xdp_loader.c
+ * (the XDP dropper), rlshimd.c (the process: lock, loop, signals).
  */
 #ifndef RL_AGENT_H
 #define RL_AGENT_H
@@ -51,8 +51,8 @@ struct rl_agent {
 	uint64_t clean_cursor[RL_MAX_RULES];
 
 	uint64_t rounds;
-	void *bans;                   /* bans.c's state */
-	struct rl_xdp *xdp;           /* xdp.c's, NULL without XDP */
+	void *bans;                   /* ban_sync.c's state */
+	struct rl_xdp *xdp;           /* xdp_loader.c's, NULL without XDP */
 };
 
 /* Set up the agent's sync state over `cfg` and `table`. 0 or -errno. */
@@ -60,17 +60,23 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		  struct rl_table *table, char *err, size_t errlen);
 void rl_agent_free(struct rl_agent *a);
 
-/* One round: collect, push and pull (or charge shares when the store is
- * down), plans, bans, heartbeat. */
-void rl_agent_round(struct rl_agent *a, uint64_t now_ns);
+/*
+ * The round's sync with the store (sync.c): collect what each key
+ * admitted, push it and pull the keys' global states, their plans and the
+ * hosts alive; with the store down, charge this host's share instead.
+ * Returns 1 when the store answered the round, 0 without [redis] or with
+ * the store down.
+ */
+int rl_agent_sync(struct rl_agent *a, uint64_t now_ns);
 
-/* bans.c */
+/* ban_sync.c */
 int rl_agent_bans_init(struct rl_agent *a);
 void rl_agent_bans_free(struct rl_agent *a);
-/* Mirror bans between the segment and the store (store up). */
+/* Mirror bans between the segment and the store: after a round that
+ * rl_agent_sync() had the store answer. */
 void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns);
 
-/* xdp.c: load and attach the dropper if [xdp] says so. 0 (attached, or
+/* xdp_loader.c: load and attach the dropper if [xdp] says so. 0 (attached, or
  * no [xdp]) or -1 (said why, once, and goes on without: the shim still
  * refuses banned clients at accept). */
 int rl_agent_xdp_init(struct rl_agent *a);

@@ -22,7 +22,7 @@
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
  * one cluster slot), one for the hosts alive, one for the epoch, one per
- * rule with plans, and the ban set (bans.c). They grow with rules, keys and
+ * rule with plans, and the ban set (ban_sync.c). They grow with rules, keys and
  * hosts, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own
@@ -435,59 +435,65 @@ static void charge_shares(struct rl_agent *a, uint64_t now_ns)
 	}
 }
 
-void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
+/* The store did not answer the round: the shims see it down, and this
+ * host keeps to its share. */
+static void store_down(struct rl_agent *a, uint64_t now_ns)
 {
-	struct round *r = &(struct round){ .a = a, .now_ns = now_ns };
-	const char *argv[4];
-	size_t lens[4];
-	char key[160], win[32];
+	rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
+	rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
+	charge_shares(a, now_ns);
+}
 
-	rl_table_agent_beat(a->table, now_ns);
-	a->rounds++;
-	if (!a->cfg->redis)
-		return;
-	rl_table_agent_set_interval(a->table,
-				    (uint32_t)(a->interval_ns / RL_NS_PER_MS));
-	/* From now on decisions count what the agent must push. */
-	rl_table_agent_flags_change(a->table, RL_AGENT_SYNC, 0);
-	a->nitems = 0;
-	rl_table_sync_collect(a->table, collect, a);
-	if (!rl_store_ready(a->store, now_ns)) {
-		rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
-		rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
-		charge_shares(a, now_ns);
-		return;
-	}
-	qsort(a->items, a->nitems, sizeof(a->items[0]), by_rule);
-	a->restarted = 0;
+/* The store answered the round. */
+static void store_synced(struct rl_agent *a, uint64_t now_ns)
+{
+	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
+	rl_table_agent_synced(a->table, now_ns);
+}
 
-	/* the epoch, and the hosts alive */
+/* Queue the GET of the store's epoch. */
+static void queue_epoch(struct round *r)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2];
+	size_t lens[2];
+	char key[160];
+
 	argv[0] = "GET";
 	lens[0] = 3;
 	lens[1] = (size_t)snprintf(key, sizeof(key), "%sepoch", a->cfg->redis_prefix);
 	argv[1] = key;
 	rl_store_queue(a->store, 2, argv, lens);
 	plan_add(r, JOB_EPOCH, 0, 0, 0);
-	{
-		char hkey[160];
-		const char *hv[3];
-		size_t hl[3];
+}
 
-		hl[0] = (size_t)snprintf(hkey, sizeof(hkey), "%shosts",
-					 a->cfg->redis_prefix);
-		hv[0] = hkey;
-		hv[1] = a->host_id;
-		hl[1] = strlen(a->host_id);
-		/* alive: seen within 3 rounds, or a second */
-		snprintf(win, sizeof(win), "%llu",
-			 (unsigned long long)(3 * a->interval_ns / RL_NS_PER_MS + 1000));
-		hv[2] = win;
-		hl[2] = strlen(win);
-		rl_store_queue_script(a->store, RL_SCRIPT_HOSTS, 1, 3, hv, hl);
-		plan_add(r, JOB_HOSTS, 0, 0, 0);
-	}
+/* Queue this host's entry among the hosts alive, and their count. */
+static void queue_hosts(struct round *r)
+{
+	struct rl_agent *a = r->a;
+	char hkey[160], win[32];
+	const char *hv[3];
+	size_t hl[3];
 
-	/* each rule's keys, in batches */
+	hl[0] = (size_t)snprintf(hkey, sizeof(hkey), "%shosts",
+				 a->cfg->redis_prefix);
+	hv[0] = hkey;
+	hv[1] = a->host_id;
+	hl[1] = strlen(a->host_id);
+	/* alive: seen within 3 rounds, or a second */
+	snprintf(win, sizeof(win), "%llu",
+		 (unsigned long long)(3 * a->interval_ns / RL_NS_PER_MS + 1000));
+	hv[2] = win;
+	hl[2] = strlen(win);
+	rl_store_queue_script(a->store, RL_SCRIPT_HOSTS, 1, 3, hv, hl);
+	plan_add(r, JOB_HOSTS, 0, 0, 0);
+}
+
+/* Queue each rule's keys (sorted by rule), in batches. */
+static void queue_keys(struct round *r)
+{
+	struct rl_agent *a = r->a;
+
 	for (uint32_t i = 0; i < a->nitems;) {
 		unsigned ci = a->items[i].rule;
 		uint32_t end = i;
@@ -503,29 +509,58 @@ void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
 		}
 		i = end;
 	}
-	/* now and then, drop the store's repaid keys, a chunk per rule */
-	if (a->rounds % CLEAN_EVERY == 0) {
-		for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
-			char hkey[160], cur[32];
-			const char *cv[2];
-			size_t cl[2];
+}
 
-			cl[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
-			cv[0] = hkey;
-			cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
-						 (unsigned long long)a->clean_cursor[ci]);
-			cv[1] = cur;
-			rl_store_queue_script(a->store, RL_SCRIPT_CLEAN, 1, 2, cv, cl);
-			plan_add(r, JOB_CLEAN, ci, 0, 0);
-		}
+/* Queue the drop of the store's repaid keys, a chunk per rule. */
+static void queue_clean(struct round *r)
+{
+	struct rl_agent *a = r->a;
+
+	for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
+		char hkey[160], cur[32];
+		const char *cv[2];
+		size_t cl[2];
+
+		cl[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+		cv[0] = hkey;
+		cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+					 (unsigned long long)a->clean_cursor[ci]);
+		cv[1] = cur;
+		rl_store_queue_script(a->store, RL_SCRIPT_CLEAN, 1, 2, cv, cl);
+		plan_add(r, JOB_CLEAN, ci, 0, 0);
 	}
+}
+
+int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
+{
+	struct round *r = &(struct round){ .a = a, .now_ns = now_ns };
+
+	if (!a->cfg->redis)
+		return 0;
+	rl_table_agent_set_interval(a->table,
+				    (uint32_t)(a->interval_ns / RL_NS_PER_MS));
+	/* From now on decisions count what the agent must push. */
+	rl_table_agent_flags_change(a->table, RL_AGENT_SYNC, 0);
+	a->nitems = 0;
+	rl_table_sync_collect(a->table, collect, a);
+	if (!rl_store_ready(a->store, now_ns)) {
+		store_down(a, now_ns);
+		return 0;
+	}
+	qsort(a->items, a->nitems, sizeof(a->items[0]), by_rule);
+	a->restarted = 0;
+
+	queue_epoch(r);
+	queue_hosts(r);
+	queue_keys(r);
+	/* now and then, drop the store's repaid keys */
+	if (a->rounds % CLEAN_EVERY == 0)
+		queue_clean(r);
 	if (rl_store_flush(a->store, on_reply, r, now_ns) || r->failed) {
 		if (rl_store_up(a->store))
 			rl_store_fail(a->store, "bad reply", now_ns);
-		rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
-		rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
-		charge_shares(a, now_ns);
-		return;
+		store_down(a, now_ns);
+		return 0;
 	}
 	if (!a->epoch[0]) {
 		/* none yet (a new or restarted store): plant ours */
@@ -533,7 +568,6 @@ void rl_agent_round(struct rl_agent *a, uint64_t now_ns)
 		new_epoch(a, r);
 		rl_store_flush(a->store, on_reply, r, now_ns);
 	}
-	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
-	rl_table_agent_synced(a->table, now_ns);
-	rl_agent_bans_sync(a, now_ns);
+	store_synced(a, now_ns);
+	return 1;
 }

@@ -346,6 +346,47 @@ def ban_round_trip():
         s.stop()
 
 
+def options_anywhere():
+    """A command's options may come before, between or after its
+    arguments, as one word or two; "--" ends them; an unknown option, an
+    option without its value and an argument too many are usage errors
+    that change nothing."""
+    s = F.Legacy('[limit:all]\nmatch = *\nrate = 10/m\n')
+    try:
+        assert s.get().status == 200
+        for args in (['--for', '10m', '127.0.0.1'], ['127.0.0.1', '--for', '10m'],
+                     ['--for=10m', '127.0.0.1'], ['--', '127.0.0.1']):
+            out = ok(s.config, 'ban', *args)
+            want = '1h' if args[0] == '--' else '10m'
+            assert out == f'banned 127.0.0.1/32 for {want}\n', (args, out)
+            assert refused(s.port), args
+            assert ok(s.config, 'unban', '127.0.0.1') == 'unbanned 127.0.0.1/32\n'
+        for args, why in ((['ban', '127.0.0.1', '--bogus'], "unknown option '--bogus'"),
+                          (['ban', '--bogus', '127.0.0.1'], "unknown option '--bogus'"),
+                          (['ban', '127.0.0.1', '-x'], "unknown option '-x'"),
+                          (['ban', '127.0.0.1', '--for'], '--for wants a value'),
+                          (['ban', '127.0.0.1', '127.0.0.2'], "unexpected argument '127.0.0.2'"),
+                          (['ban', '127.0.0.1', '--', '--for', '1m'], "unexpected argument '--for'"),
+                          (['status', '--json=yes'], '--json takes no value'),
+                          (['top', '--', '-n', '1'], "unexpected argument '-n'"),
+                          (['unban', '--for', '1m', '127.0.0.1'], "unknown option '--for'")):
+            lines = one_line_error(ctl(s.config, *args), 2)
+            assert len(lines) == 2 and why in lines[0], (args, lines)
+            assert lines[1].startswith(f'usage: rlshimctl [-c FILE] {args[0]}'), (args, lines)
+        assert ok(s.config, 'bans') == 'no bans\n'
+        assert s.get().status == 200
+        # Wherever they stand, the same answer.
+        assert json.loads(ok(s.config, 'status', '--json'))['bans']['active'] == 0
+        assert [r[:4] for r in top_rows(s.config, '-n', '1')] == \
+            [r[:4] for r in top_rows(s.config, '-n1')]
+        out = ctl(s.config, 'ban', '127.0.0.1', '--help')
+        assert out.returncode == 0 and out.stdout.startswith(
+            'usage: rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR]\n'), out
+        assert ok(s.config, 'bans') == 'no bans\n'
+    finally:
+        s.stop()
+
+
 COMMANDS = {'status': '--json', 'top': '-n N', 'metrics': '', 'check': 'FILE',
             'ban': 'ADDR[/LEN] [--for DUR]', 'unban': 'ADDR[/LEN]', 'bans': '',
             'xdp': 'stats'}
@@ -536,7 +577,7 @@ def xdp_status():
 
 
 TESTS = [status_counts, top_keys, metrics, checker_is_strict, ban_round_trip,
-         usage, config_changed, shared_segment, agent_and_redis, xdp_status]
+         options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
 
 
 def main():

@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import REPO, require_root, run, wait_for  # noqa: E402
+from netns import veth_down, veth_up  # noqa: E402
 import test_features as F  # noqa: E402
 
 CTL = os.path.join(REPO, 'build', 'rlshimctl')
@@ -63,27 +64,13 @@ def sh(*args, check=True):
 def nets_up():
     for i in (1, 2):
         ns, host, peer = f'rlx{TAG}c{i}', f'rlx{TAG}h{i}', f'rlx{TAG}p{i}'
-        net = f'10.231.{i}'
-        sh('ip', 'netns', 'del', ns, check=False)
-        sh('ip', 'link', 'del', host, check=False)
-        sh('ip', 'netns', 'add', ns)
-        sh('ip', 'link', 'add', host, 'type', 'veth', 'peer', 'name', peer)
-        sh('ip', 'link', 'set', peer, 'netns', ns)
-        sh('ip', 'addr', 'add', f'{net}.1/24', 'dev', host)
-        sh('ip', 'link', 'set', host, 'up')
-        sh('ip', '-n', ns, 'addr', 'add', f'{net}.2/24', 'dev', peer)
-        sh('ip', '-n', ns, 'link', 'set', peer, 'up')
-        sh('ip', '-n', ns, 'link', 'set', 'lo', 'up')
-        sh('ip', 'addr', 'add', f'fd00:231:{i}::1/64', 'dev', host, 'nodad')
-        sh('ip', '-n', ns, 'addr', 'add', f'fd00:231:{i}::2/64', 'dev', peer,
-           'nodad')
-        NETS.append((ns, host, f'{net}.1', f'{net}.2'))
+        NETS.append((ns, host, *veth_up(ns, host, peer, f'10.231.{i}',
+                                        f'fd00:231:{i}')))
 
 
 def nets_down():
     for ns, host, _, _ in NETS:
-        sh('ip', 'netns', 'del', ns, check=False)
-        sh('ip', 'link', 'del', host, check=False)
+        veth_down(ns, host)
     NETS.clear()
 
 

@@ -9,7 +9,7 @@
  * checks them exactly, summed over the CPUs (a test run stays on one CPU,
  * but which).
  *
- * Bans are put where the agent (src/agent/xdp.c) puts them: a ban of
+ * Bans are put where the agent (src/agent/xdp_loader.c) puts them: a ban of
  * exactly the instance's host length in its hash, keyed by the masked
  * address; any other in the trie, with rl_tries counting it. Some tests
  * break that rule on purpose, to pin what happens when the agent does.
@@ -36,7 +36,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpf/rlshim.h"
+#include "xdp_mask.h"
+#include "xdp_maps.h"
 #include "rlshim.skel.h"
 #include "skip.h"
 
@@ -159,17 +160,6 @@ enum where {
 	IN_TRIE_UNCOUNTED, /* rl_bans_v4/v6, rl_tries left as it is */
 };
 
-/* Clear the bits of a past len (network order). */
-static void mask(uint8_t *a, size_t n, unsigned len)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (len >= 8 * (i + 1))
-			continue;
-		a[i] &= len <= 8 * i ? 0 :
-			(uint8_t)(0xff << (8 - (len - 8 * i)));
-	}
-}
-
 static struct rl_xdp_tries tries(void)
 {
 	struct rl_xdp_tries t;
@@ -219,7 +209,7 @@ static enum where put_ban(const char *cidr, uint64_t expires_ns, uint32_t id,
 	a[n] = '\0';
 	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, a, addr), 1);
 	/* As the agent must: the bits past the length are zero in a key. */
-	mask(addr, bits / 8, len);
+	rl_xdp_mask(addr, bits / 8, len);
 	memset(&k, 0, sizeof(k));
 	if (where == IN_HASH && len != host)
 		where = IN_TRIE;

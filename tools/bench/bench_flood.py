@@ -46,12 +46,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / 'tests' / 'integration'))
+from netns import veth_down, veth_up  # noqa: E402
+
 SHIM = REPO / 'build' / 'librlshim.so'
 SERVER = REPO / 'build' / 'legacy_server'
 CTL = REPO / 'build' / 'rlshimctl'
 TAG = os.getpid() % 10000
 NS, HOST, PEER = f'rlbf{TAG}c', f'rlbf{TAG}h', f'rlbf{TAG}p'
-SERVER_IP, CLIENT_IP = '10.232.1.1', '10.232.1.2'
+NET = '10.232.1'
+SERVER_IP, CLIENT_IP = f'{NET}.1', f'{NET}.2'
 HZ = os.sysconf('SC_CLK_TCK')
 
 CONNECT_FLOOD = r'''
@@ -87,20 +91,11 @@ def sh(*args, check=True, timeout=600):
 
 
 def nets_up():
-    nets_down()
-    sh('ip', 'netns', 'add', NS)
-    sh('ip', 'link', 'add', HOST, 'type', 'veth', 'peer', 'name', PEER)
-    sh('ip', 'link', 'set', PEER, 'netns', NS)
-    sh('ip', 'addr', 'add', f'{SERVER_IP}/24', 'dev', HOST)
-    sh('ip', 'link', 'set', HOST, 'up')
-    sh('ip', '-n', NS, 'addr', 'add', f'{CLIENT_IP}/24', 'dev', PEER)
-    sh('ip', '-n', NS, 'link', 'set', PEER, 'up')
-    sh('ip', '-n', NS, 'link', 'set', 'lo', 'up')
+    veth_up(NS, HOST, PEER, NET)
 
 
 def nets_down():
-    sh('ip', 'netns', 'del', NS, check=False)
-    sh('ip', 'link', 'del', HOST, check=False)
+    veth_down(NS, HOST)
 
 
 def free_port():

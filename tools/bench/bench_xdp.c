@@ -52,7 +52,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpf/rlshim.h"
+#include "xdp_mask.h"
+#include "xdp_maps.h"
 #include "rlshim.skel.h"
 #include "xdp_pass.skel.h"
 
@@ -82,17 +83,6 @@ static void rnd_bytes(uint8_t *p, size_t n)
 	for (size_t i = 0; i < n; i += 8) {
 		r = rnd();
 		memcpy(p + i, &r, n - i < 8 ? n - i : 8);
-	}
-}
-
-/* Clear the bits past len: the keys the agent writes have them zero. */
-static void mask(uint8_t *a, size_t n, unsigned len)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (len >= 8 * (i + 1))
-			continue;
-		a[i] &= len <= 8 * i ? 0 :
-			(uint8_t)(0xff << (8 - (len - 8 * i)));
 	}
 }
 
@@ -157,7 +147,7 @@ static int covered(const struct family *f, const uint8_t *src)
 	uint8_t h[16];
 
 	memcpy(h, src, alen(f));
-	mask(h, alen(f), host_len(f));
+	rl_xdp_mask(h, alen(f), host_len(f));
 	if (bpf_map_lookup_elem(f->fd_hash, h, &v) == 0)
 		return 1;
 	memcpy(f->v6 ? k6.addr : k4.addr, src, alen(f));
@@ -178,7 +168,7 @@ static int add_hosts(struct family *f, unsigned n)
 
 	for (unsigned i = 0; i < n;) {
 		rnd_bytes(key, alen(f));
-		mask(key, alen(f), host_len(f));
+		rl_xdp_mask(key, alen(f), host_len(f));
 		v.id = f->next_id;
 		if (bpf_map_update_elem(f->fd_hash, key, &v, BPF_NOEXIST)) {
 			if (errno == EEXIST)
@@ -208,7 +198,7 @@ static int add_prefixes(struct family *f, unsigned n, unsigned min,
 	for (unsigned i = 0; i < n;) {
 		rnd_bytes(addr, alen(f));
 		*plen = min + rnd() % (max - min + 1);
-		mask(addr, alen(f), *plen);
+		rl_xdp_mask(addr, alen(f), *plen);
 		v.id = f->next_id;
 		if (bpf_map_update_elem(f->fd_trie, key, &v, BPF_NOEXIST)) {
 			if (errno == EEXIST)

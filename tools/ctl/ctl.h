@@ -4,13 +4,14 @@
  * segment, the snapshot that status and metrics render, the XDP maps and
  * a few formatters.
  *
- *   main.c      the table of commands, usage, check, opening the segment
- *   bans.c      ban, unban, bans
- *   xdp.c       the pinned maps: totals for status/metrics, xdp stats
- *   snapshot.c  one consistent-enough reading of the segment and the file
- *   status.c    status, for people and as JSON
- *   top.c       the keys nearest their limit
- *   metrics.c   the Prometheus text exposition
+ *   rlshimctl.c   the list of commands, usage, check, opening the segment
+ *   cmdline.c     each command's options, read from its table; dispatch
+ *   cmd_bans.c    ban, unban, bans
+ *   cmd_xdp.c     the pinned maps: totals for status/metrics, xdp stats
+ *   snapshot.c    one consistent-enough reading of the segment and the file
+ *   cmd_status.c  status, for people and as JSON
+ *   cmd_top.c     the keys nearest their limit
+ *   cmd_metrics.c the Prometheus text exposition
  */
 #ifndef RL_CTL_H
 #define RL_CTL_H
@@ -48,8 +49,8 @@ int ctl_open(struct ctl *c, unsigned flags);
 __attribute__((format(printf, 1, 2)))
 int ctl_fail(const char *fmt, ...);
 
-/* A usage error: "rlshimctl: <reason>" on stderr; returns 2 (main prints
- * the command's usage line). */
+/* A usage error: "rlshimctl: <reason>" on stderr; returns 2 (the
+ * dispatcher prints the command's usage line). */
 __attribute__((format(printf, 1, 2)))
 int ctl_usage(const char *fmt, ...);
 
@@ -57,16 +58,78 @@ int ctl_usage(const char *fmt, ...);
  * 1 after saying so, else 0. */
 int ctl_flush(void);
 
-/* ---- commands ------------------------------------------------------------ */
+/* ---- commands and their options ------------------------------------------ */
 
-int ctl_cmd_check(struct ctl *c, int argc, char **argv);
-int ctl_cmd_ban(struct ctl *c, int argc, char **argv);
-int ctl_cmd_unban(struct ctl *c, int argc, char **argv);
-int ctl_cmd_bans(struct ctl *c, int argc, char **argv);
-int ctl_cmd_xdp(struct ctl *c, int argc, char **argv);
-int ctl_cmd_status(struct ctl *c, int argc, char **argv);
-int ctl_cmd_top(struct ctl *c, int argc, char **argv);
-int ctl_cmd_metrics(struct ctl *c, int argc, char **argv);
+/*
+ * Each command has one table of what it takes, options and positional
+ * arguments alike, and a struct of its own that the table fills (as
+ * xdp-tools' DEFINE_OPTION): the one parser (cmdline.c) reads every
+ * command's arguments from its table, and the usage and help lines are
+ * printed from it too.
+ */
+enum ctl_opt_type {
+	CTL_OPT_END = 0,
+	CTL_OPT_BOOL,      /* int: 1 when given */
+	CTL_OPT_STRING,    /* const char *: the argument itself */
+	CTL_OPT_COUNT,     /* unsigned, 1 to 1000000; else a usage error */
+	CTL_OPT_DURATION,  /* uint64_t ns, a duration of rlshim.conf(5), not
+			      0; else a failure ("bad duration") */
+};
+
+struct ctl_option {
+	enum ctl_opt_type type;
+	const char *name;      /* the long option without "--", or NULL */
+	char short_opt;        /* its letter, or 0 */
+	int positional;        /* an argument: filled in the table's order */
+	int required;          /* a positional that must be there */
+	const char *metavar;   /* the value's name ("DUR"), a positional's */
+	const char *help;      /* an option's line in COMMAND --help */
+	size_t offset, size;   /* the field it fills */
+};
+
+#define CTL_OPTION(_type, _opts, _field, ...)                                  \
+	{ .type = _type, .offset = offsetof(_opts, _field),                    \
+	  .size = sizeof(((_opts *)0)->_field), __VA_ARGS__ }
+#define CTL_END_OPTIONS { .type = CTL_OPT_END }
+
+struct ctl_command {
+	const char *name;
+	const char *help;      /* one line, for the command list */
+	const char *more;      /* COMMAND --help after the options, or NULL */
+	const struct ctl_option *options;
+	size_t opts_size;      /* of the struct the table fills */
+	const void *defaults;  /* its value before the arguments; NULL: zeros */
+	int (*run)(struct ctl *c, const void *opts);
+};
+
+/* The commands, one or a few per file. */
+extern const struct ctl_command ctl_cmd_status, ctl_cmd_top, ctl_cmd_metrics,
+	ctl_cmd_check, ctl_cmd_ban, ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_xdp;
+
+/* ctl_parse_cmdline(): -h or --help was among the arguments. */
+#define CTL_HELP (-1)
+
+/*
+ * Fill `opts` (holding the defaults) from argv[1..argc) as cmd's table
+ * says. Options may come anywhere among the arguments; "--" ends them.
+ * Returns 0, CTL_HELP, or the exit status after saying why on stderr: 2
+ * for an unknown option, a missing value or argument, one argument too
+ * many (the caller prints the usage line), 1 for a value that does not
+ * parse where the table says so. `opts` points into argv.
+ */
+int ctl_parse_cmdline(const struct ctl_command *cmd, int argc, char **argv,
+		      void *opts);
+
+/* What the command takes, from its table: "ADDR[/LEN] [--for DUR]". */
+void ctl_args_line(const struct ctl_command *cmd, char *buf, size_t len);
+
+/*
+ * Run `cmd` on argv[1..argc) (argv[0] is its name): parse, then its help,
+ * or the command itself, or after a usage error its usage line. Returns
+ * the exit status.
+ */
+int ctl_dispatch(struct ctl *c, const struct ctl_command *cmd, int argc,
+		 char **argv);
 
 /* ---- the XDP dropper's pinned maps --------------------------------------- */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bpf/rlshim.h - what the XDP program (bpf/rlshim.bpf.c) and the agent
- * (src/agent/xdp.c, tools/ctl/xdp.c) share: map names, key and value
+ * bpf/xdp_maps.h - what the XDP program (bpf/rlshim.bpf.c), the agent's
+ * loader (src/agent/xdp_loader.c) and rlshimctl (tools/ctl/cmd_xdp.c)
+ * share: map names, key and value
  * layouts. Includes nothing: the includer provides __u8/__u32/__u64
  * (<linux/types.h> in user space, vmlinux.h or <linux/types.h> in BPF).
  *
@@ -20,8 +21,8 @@
  * entry whose expiry has passed is let through (and the agent deletes it).
  * Counters are per-CPU arrays: no two CPUs ever write the same cache line.
  */
-#ifndef RL_BPF_RLSHIM_H
-#define RL_BPF_RLSHIM_H
+#ifndef RL_XDP_MAPS_H
+#define RL_XDP_MAPS_H
 
 /* Map names, as the skeleton and the pins under RL_XDP_PIN_DIR call them. */
 #define RL_XDP_MAP_BANS_V4 "rl_bans_v4"
@@ -99,4 +100,4 @@ _Static_assert(sizeof(struct rl_xdp_tries) == 8, "rl_xdp_tries layout");
 _Static_assert(sizeof(struct rl_xdp_ban) == 16, "rl_xdp_ban layout");
 _Static_assert(sizeof(struct rl_xdp_stats) == 64, "rl_xdp_stats layout");
 
-#endif /* RL_BPF_RLSHIM_H */
+#endif /* RL_XDP_MAPS_H */

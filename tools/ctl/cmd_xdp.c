@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xdp.c - the XDP dropper's maps, as the agent pinned them under
+ * cmd_xdp.c - the XDP dropper's maps, as the agent pinned them under
  * RL_XDP_PIN_DIR/<shm>: the totals that status and metrics show, and
  * `rlshimctl xdp stats` (the totals and the drops per ban).
  *
@@ -20,7 +20,7 @@
 
 #include "ctl.h"
 
-#include "bpf/rlshim.h"
+#include "xdp_maps.h"
 #include "clock.h"
 
 static int pinned(const char *dir, const char *name)
@@ -150,8 +150,19 @@ static unsigned list_map(struct ctl_xdp *m, int fd, uint8_t family,
 	return n;
 }
 
-int ctl_cmd_xdp(struct ctl *c, int argc, char **argv)
+struct xdp_opts {
+	const char *what;    /* the subcommand: "stats" */
+};
+
+static const struct ctl_option xdp_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct xdp_opts, what, .positional = 1,
+		   .required = 1, .metavar = "stats"),
+	CTL_END_OPTIONS,
+};
+
+static int run_xdp(struct ctl *c, const void *opts)
 {
+	const struct xdp_opts *o = opts;
 	static const char *const names[] = { "packets", "dropped", "expired",
 					     "not_ip", "truncated" };
 	struct ctl_xdp m;
@@ -161,7 +172,7 @@ int ctl_cmd_xdp(struct ctl *c, int argc, char **argv)
 	unsigned n;
 	int rc;
 
-	if (argc != 2 || strcmp(argv[1], "stats") != 0)
+	if (strcmp(o->what, "stats") != 0)
 		return ctl_usage("xdp: the one subcommand is 'stats'");
 	if ((rc = ctl_open(c, 0)))
 		return rc;
@@ -203,3 +214,13 @@ int ctl_cmd_xdp(struct ctl *c, int argc, char **argv)
 	ctl_xdp_close(&m);
 	return 0;
 }
+
+const struct ctl_command ctl_cmd_xdp = {
+	.name = "xdp",
+	.help = "the XDP dropper's packets and drops",
+	.more = "  Packets seen, dropped, passed (expired ban, not IP, "
+		"truncated), and the\n  drops of each ban in the maps.\n",
+	.options = xdp_options,
+	.opts_size = sizeof(struct xdp_opts),
+	.run = run_xdp,
+};

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xdp.c - the XDP dropper: load bpf/rlshim.bpf.c from its skeleton, attach
- * it to the [xdp] interfaces, and mirror the segment's live bans into its
- * LPM tries.
+ * xdp_loader.c - the XDP dropper: load bpf/rlshim.bpf.c from its skeleton,
+ * attach it to the [xdp] interfaces, and mirror the segment's live bans into
+ * its LPM tries.
  *
  * Open, set the host prefix lengths (rodata), load (maps pinned under
  * RL_XDP_PIN_DIR/<shm>/ for rlshimctl), attach, then once a round: when
@@ -10,7 +10,7 @@
  * earliest mirrored ban expired, walk the live bans and bring the maps in
  * line: add what is new, rewrite what changed, delete what is gone. A ban
  * of exactly ipv4_prefix / ipv6_prefix (what maxretry makes) goes in its
- * family's hash map, any other in its trie (bpf/rlshim.h). Each ban has a
+ * family's hash map, any other in its trie (bpf/xdp_maps.h). Each ban has a
  * drop counter of its own (an id into rl_drops), zeroed before reuse.
  *
  * Programs are attached through BPF links, which the kernel detaches when
@@ -39,7 +39,7 @@
 
 #include "agent.h"
 #include "ban.h"
-#include "bpf/rlshim.h"
+#include "xdp_maps.h"
 #include "log.h"
 #include "rlshim.skel.h"
 #include "clock.h"

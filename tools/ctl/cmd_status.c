@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * status.c - rlshimctl status [--json]: one snapshot (snapshot.c), for
+ * cmd_status.c - rlshimctl status [--json]: one snapshot (snapshot.c), for
  * people as aligned `label: value` lines and a table of rules, or as one
  * JSON object whose key names are part of the interface.
  */
@@ -475,23 +475,40 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 	putchar('\n');
 }
 
-int ctl_cmd_status(struct ctl *c, int argc, char **argv)
-{
-	struct ctl_snapshot s;
-	int as_json = 0, rc;
+struct status_opts {
+	int json;
+};
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			as_json = 1;
-		else
-			return ctl_usage("status: unknown argument '%s'", argv[i]);
-	}
+static const struct ctl_option status_options[] = {
+	CTL_OPTION(CTL_OPT_BOOL, struct status_opts, json, .name = "json",
+		   .help = "the same as one JSON object"),
+	CTL_END_OPTIONS,
+};
+
+static int run_status(struct ctl *c, const void *opts)
+{
+	const struct status_opts *o = opts;
+	struct ctl_snapshot s;
+	int rc;
+
 	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
 		return rc;
 	ctl_snapshot(c, &s);
-	if (as_json)
+	if (o->json)
 		json(c, &s);
 	else
 		human(c, &s);
 	return ctl_flush();
 }
+
+const struct ctl_command ctl_cmd_status = {
+	.name = "status",
+	.help = "rules, counts, bans, table, agent, Redis, XDP",
+	.more = "  The configuration is in force when the servers apply the "
+		"file as it is now;\n"
+		"  a change is picked up within a second of a server's next "
+		"request.\n",
+	.options = status_options,
+	.opts_size = sizeof(struct status_opts),
+	.run = run_status,
+};

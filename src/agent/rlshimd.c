@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * main.c - rlshimd, the host agent: one per segment, whatever the number of
- * server processes. It keeps the segment's heartbeat, syncs it with Redis
- * (sync.c), spreads bans (bans.c) and drops banned clients' packets in
- * XDP (xdp.c).
+ * rlshimd.c - rlshimd, the host agent: one per segment, whatever the number
+ * of server processes. It keeps the segment's heartbeat, syncs it with Redis
+ * (sync.c), spreads bans (ban_sync.c) and drops banned clients' packets in
+ * XDP (xdp_loader.c).
  *
  *   rlshimd [-c FILE] [--foreground] [--log FILE]
  *
@@ -71,6 +71,29 @@ static int config_changed(const char *path, const struct rl_config *cur,
 	}
 	rl_config_free(next);
 	return ok;
+}
+
+/* A round begins: the shims see the agent alive. */
+static void heartbeat(struct rl_agent *a, uint64_t now_ns)
+{
+	rl_table_agent_beat(a->table, now_ns);
+	a->rounds++;
+}
+
+/* Sleep until the round after the one due at `due_ns`, one interval later
+ * (a slow round is not caught up: the next starts at once). Returns when
+ * it is due. */
+static uint64_t wait_round(uint64_t due_ns, uint64_t interval_ns)
+{
+	uint64_t next = due_ns + interval_ns, now = rl_time_now_ns();
+	struct timespec ts;
+
+	if (next < now)
+		next = now; /* a slow round: do not try to catch up */
+	ts.tv_sec = (time_t)(next / RL_NS_PER_SEC);
+	ts.tv_nsec = (long)(next % RL_NS_PER_SEC);
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	return next;
 }
 
 static void on_signal(int sig)
@@ -242,12 +265,16 @@ int main(int argc, char **argv)
 	       cfg->shm, cfg->redis ? "on" : "off", agent.xdp ? "on" : "off",
 	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
 
+	/* A round each sync_interval: the heartbeat, the store's sync and,
+	 * when the store answered, the bans through it, then XDP; each second
+	 * the table's sweep and the configuration file. */
 	next = rl_time_now_ns();
 	while (!stopping) {
 		uint64_t now = rl_time_now_ns();
-		struct timespec ts;
 
-		rl_agent_round(&agent, now);
+		heartbeat(&agent, now);
+		if (rl_agent_sync(&agent, now))
+			rl_agent_bans_sync(&agent, now);
 		rl_agent_xdp_round(&agent, now);
 		if (now - last_sweep >= SWEEP_NS) {
 			rl_table_sweep(table, now);
@@ -257,13 +284,7 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
-		next += agent.interval_ns;
-		now = rl_time_now_ns();
-		if (next < now)
-			next = now; /* a slow round: do not try to catch up */
-		ts.tv_sec = (time_t)(next / RL_NS_PER_SEC);
-		ts.tv_nsec = (long)(next % RL_NS_PER_SEC);
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		next = wait_round(next, agent.interval_ns);
 	}
 	/* Decisions stop counting for a sync that will not come (a restart
 	 * syncs again within milliseconds: they go on counting). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rlshimctl - the operator's command line over a live segment.
+ * rlshimctl.c - the operator's command line over a live segment.
  *
  *   rlshimctl [-c FILE] status [--json]           rules and their counts,
  *                                                 bans, table, agent, Redis,
@@ -20,8 +20,10 @@
  *
  * Exit status: 0 ok, 1 failure with a one-line reason, 2 usage. The
  * segment is found through the configuration (its `shm`), never created.
- * Each command parses its arguments before it opens anything, so a usage
- * error is a usage error whatever the state of the host.
+ * Each command's arguments are parsed from its table (cmdline.c) before
+ * it opens anything, so a usage error is a usage error whatever the state
+ * of the host; a command's options may come anywhere among its arguments,
+ * and "--" ends them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -34,71 +36,10 @@
 
 #include "ctl.h"
 
-struct command {
-	const char *name;
-	const char *args;
-	const char *help;     /* one line, for the command list */
-	const char *more;     /* the rest of `COMMAND --help`, or NULL */
-	int (*run)(struct ctl *c, int argc, char **argv);
-};
-
-/*
- * The textfile collector's way (see metrics.c): write a temporary file in
- * the collector's directory and rename it over the old one, so that
- * node_exporter never reads half a file.
- */
-static const char metrics_more[] =
-	"  Families: rlshim_requests_total{rule,decision}, "
-	"rlshim_bans_issued_total{rule},\n"
-	"  rlshim_bans_active, rlshim_ban_refusals_total, "
-	"rlshim_table_capacity,\n"
-	"  rlshim_table_keys, rlshim_table_evictions_total, "
-	"rlshim_table_overflows_total,\n"
-	"  rlshim_agent_up, rlshim_store_up, rlshim_sync_lag_seconds,\n"
-	"  rlshim_config_reloads_total, rlshim_config_in_force,\n"
-	"  rlshim_xdp_packets_total, rlshim_xdp_drops_total;\n"
-	"  a family whose source is absent (no agent, no [redis], no [xdp]) "
-	"is left out.\n\n"
-	"  For node_exporter's textfile collector, from cron every minute or "
-	"a systemd timer:\n"
-	"    rlshimctl metrics > /var/lib/node_exporter/textfile_collector/"
-	"rlshim.prom.$$ &&\n"
-	"      mv /var/lib/node_exporter/textfile_collector/rlshim.prom.$$ "
-	"/var/lib/node_exporter/textfile_collector/rlshim.prom\n";
-
-static const struct command commands[] = {
-	{ "status", "[--json]", "rules, counts, bans, table, agent, Redis, XDP",
-	  "  --json   the same as one JSON object\n\n"
-	  "  The configuration is in force when the servers apply the file as "
-	  "it is now;\n"
-	  "  a change is picked up within a second of a server's next "
-	  "request.\n", ctl_cmd_status },
-	{ "top", "[-n N]", "the keys nearest (or over) their limit",
-	  "  -n N     how many keys (default 10)\n\n"
-	  "  Over the limit first (longest RETRY first), then fewest "
-	  "REMAINING. RETRY is\n"
-	  "  the wait for the key's next request; for sliding-window rules "
-	  "an upper\n"
-	  "  bound (marked ≤). RESET is the time until the key's budget is "
-	  "full again.\n", ctl_cmd_top },
-	{ "metrics", "", "Prometheus text format, for node_exporter",
-	  metrics_more, ctl_cmd_metrics },
-	{ "check", "[FILE]", "validate a configuration",
-	  "  Prints FILE: ok, or file:line: message and exits 1. FILE "
-	  "defaults to -c's,\n  $RLSHIM_CONFIG's, /etc/rlshim.conf.\n",
-	  ctl_cmd_check },
-	{ "ban", "ADDR[/LEN] [--for DUR]", "ban an address or prefix",
-	  "  --for DUR   how long: 30s, 10m, 1h (default), 1d\n\n"
-	  "  Every process of the host refuses it at accept; with an agent, "
-	  "[redis] spreads\n  it to the other hosts and [xdp] drops its "
-	  "packets.\n", ctl_cmd_ban },
-	{ "unban", "ADDR[/LEN]", "lift a ban", NULL, ctl_cmd_unban },
-	{ "bans", "", "list the bans",
-	  "  Address, reason (maxretry, manual, remote), rule, offence, "
-	  "connections\n  refused, expires in.\n", ctl_cmd_bans },
-	{ "xdp", "stats", "the XDP dropper's packets and drops",
-	  "  Packets seen, dropped, passed (expired ban, not IP, truncated), "
-	  "and the\n  drops of each ban in the maps.\n", ctl_cmd_xdp },
+/* The command list's order. */
+static const struct ctl_command *const commands[] = {
+	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_metrics, &ctl_cmd_check,
+	&ctl_cmd_ban, &ctl_cmd_unban, &ctl_cmd_bans, &ctl_cmd_xdp,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -141,14 +82,23 @@ int ctl_flush(void)
 
 /* ---- check --------------------------------------------------------------- */
 
-int ctl_cmd_check(struct ctl *c, int argc, char **argv)
+struct check_opts {
+	const char *file;
+};
+
+static const struct ctl_option check_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct check_opts, file, .positional = 1,
+		   .metavar = "FILE"),
+	CTL_END_OPTIONS,
+};
+
+static int run_check(struct ctl *c, const void *opts)
 {
-	const char *path = argc > 1 ? argv[1] : c->config_path;
+	const struct check_opts *o = opts;
+	const char *path = o->file ? o->file : c->config_path;
 	struct rl_config *cfg;
 	char err[RL_ERR_MAX];
 
-	if (argc > 2)
-		return ctl_usage("check: one FILE at most");
 	if (!path)
 		path = rl_config_path();
 	if (!path) {
@@ -165,6 +115,16 @@ int ctl_cmd_check(struct ctl *c, int argc, char **argv)
 	rl_config_free(cfg);
 	return 0;
 }
+
+const struct ctl_command ctl_cmd_check = {
+	.name = "check",
+	.help = "validate a configuration",
+	.more = "  Prints FILE: ok, or file:line: message and exits 1. FILE "
+		"defaults to -c's,\n  $RLSHIM_CONFIG's, /etc/rlshim.conf.\n",
+	.options = check_options,
+	.opts_size = sizeof(struct check_opts),
+	.run = run_check,
+};
 
 /* ---- opening the segment ------------------------------------------------- */
 
@@ -223,9 +183,13 @@ int ctl_open(struct ctl *c, unsigned flags)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rlshimctl [-c FILE] COMMAND [ARGS]\n\n");
-	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "  %-7s %-24s %s\n", commands[i].name,
-			commands[i].args, commands[i].help);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		char args[128];
+
+		ctl_args_line(commands[i], args, sizeof(args));
+		fprintf(f, "  %-7s %-24s %s\n", commands[i]->name, args,
+			commands[i]->help);
+	}
 	fprintf(f, "\n  -c FILE   the configuration (default: $RLSHIM_CONFIG, "
 		   "else /etc/rlshim.conf,\n"
 		   "            else the built-in default)\n"
@@ -241,12 +205,6 @@ static int short_usage(void)
 	return 2;
 }
 
-static void command_usage(FILE *f, const struct command *cmd)
-{
-	fprintf(f, "usage: rlshimctl [-c FILE] %s%s%s\n", cmd->name,
-		cmd->args[0] ? " " : "", cmd->args);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -255,7 +213,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ctl c;
-	const struct command *cmd = NULL;
+	const struct ctl_command *cmd = NULL;
 	int opt, rc;
 
 	memset(&c, 0, sizeof(c));
@@ -281,24 +239,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		if (strcmp(argv[optind], commands[i].name) == 0)
-			cmd = &commands[i];
+		if (strcmp(argv[optind], commands[i]->name) == 0)
+			cmd = commands[i];
 	if (!cmd) {
 		ctl_usage("unknown command '%s'", argv[optind]);
 		return short_usage();
 	}
-	argc -= optind;
-	argv += optind;
-	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		command_usage(stdout, cmd);
-		printf("  %s\n", cmd->help);
-		if (cmd->more)
-			printf("\n%s", cmd->more);
-		return 0;
-	}
-	rc = cmd->run(&c, argc, argv);
-	if (rc == 2)
-		command_usage(stderr, cmd);
+	rc = ctl_dispatch(&c, cmd, argc - optind, argv + optind);
 	rl_table_close(c.table);
 	rl_config_free(c.cfg);
 	return rc;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bans.c - rlshimctl ban, unban, bans: bans in the segment, which every
+ * cmd_bans.c - rlshimctl ban, unban, bans: bans in the segment, which every
  * process of the host checks at accept (and the agent spreads to the
  * other hosts and into XDP).
  */
@@ -14,50 +14,78 @@
 
 #define DEFAULT_BANTIME_NS (3600 * RL_NS_PER_SEC)
 
+/* What ban and unban take. */
+struct ban_opts {
+	const char *target;  /* ADDR[/LEN] */
+	uint64_t for_ns;
+};
+
+static const struct ctl_option ban_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct ban_opts, target, .positional = 1,
+		   .required = 1, .metavar = "ADDR[/LEN]"),
+	CTL_OPTION(CTL_OPT_DURATION, struct ban_opts, for_ns, .name = "for",
+		   .metavar = "DUR",
+		   .help = "how long: 30s, 10m, 1h (default), 1d"),
+	CTL_END_OPTIONS,
+};
+
+static const struct ban_opts ban_defaults = { .for_ns = DEFAULT_BANTIME_NS };
+
+static const struct ctl_option unban_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct ban_opts, target, .positional = 1,
+		   .required = 1, .metavar = "ADDR[/LEN]"),
+	CTL_END_OPTIONS,
+};
+
 static int parse_target(const char *s, struct rl_cidr *out)
 {
 	return rl_cidr_parse(s, strlen(s), out);
 }
 
-int ctl_cmd_ban(struct ctl *c, int argc, char **argv)
+static int run_ban(struct ctl *c, const void *opts)
 {
-	uint64_t dur = DEFAULT_BANTIME_NS, now;
+	const struct ban_opts *o = opts;
+	uint64_t dur = o->for_ns, now;
 	struct rl_cidr cidr;
 	char text[RL_CIDR_STRLEN], d[32];
 	int rc;
 
-	if (argc == 4 && strcmp(argv[2], "--for") == 0) {
-		if (rl_time_parse_duration(argv[3], &dur) || dur == 0)
-			return ctl_fail("bad duration '%s'", argv[3]);
-	} else if (argc != 2) {
-		return ctl_usage("ban: expected an address or prefix, and "
-				 "--for DUR");
-	}
-	if (parse_target(argv[1], &cidr))
-		return ctl_fail("not an address or prefix: '%s'", argv[1]);
+	if (parse_target(o->target, &cidr))
+		return ctl_fail("not an address or prefix: '%s'", o->target);
 	if ((rc = ctl_open(c, 0)))
 		return rc;
 	now = rl_time_wall_ms();
 	rc = rl_ban_add(c->table, &cidr, now + dur / RL_NS_PER_MS, RL_BAN_MANUAL,
 			RL_BAN_NO_RULE, now);
 	if (rc)
-		return ctl_fail("the ban table is full around %s", argv[1]);
+		return ctl_fail("the ban table is full around %s", o->target);
 	rl_cidr_format(&cidr, text, sizeof(text));
 	rl_time_format_duration(d, sizeof(d), dur);
 	printf("banned %s for %s\n", text, d);
 	return 0;
 }
 
-int ctl_cmd_unban(struct ctl *c, int argc, char **argv)
+const struct ctl_command ctl_cmd_ban = {
+	.name = "ban",
+	.help = "ban an address or prefix",
+	.more = "  Every process of the host refuses it at accept; with an "
+		"agent, [redis] spreads\n  it to the other hosts and [xdp] "
+		"drops its packets.\n",
+	.options = ban_options,
+	.opts_size = sizeof(struct ban_opts),
+	.defaults = &ban_defaults,
+	.run = run_ban,
+};
+
+static int run_unban(struct ctl *c, const void *opts)
 {
+	const struct ban_opts *o = opts;
 	struct rl_cidr cidr;
 	char text[RL_CIDR_STRLEN];
 	int rc;
 
-	if (argc != 2)
-		return ctl_usage("unban: expected one address or prefix");
-	if (parse_target(argv[1], &cidr))
-		return ctl_fail("not an address or prefix: '%s'", argv[1]);
+	if (parse_target(o->target, &cidr))
+		return ctl_fail("not an address or prefix: '%s'", o->target);
 	if ((rc = ctl_open(c, 0)))
 		return rc;
 	rl_cidr_format(&cidr, text, sizeof(text));
@@ -66,6 +94,14 @@ int ctl_cmd_unban(struct ctl *c, int argc, char **argv)
 	printf("unbanned %s\n", text);
 	return 0;
 }
+
+const struct ctl_command ctl_cmd_unban = {
+	.name = "unban",
+	.help = "lift a ban",
+	.options = unban_options,
+	.opts_size = sizeof(struct ban_opts),
+	.run = run_unban,
+};
 
 struct list {
 	struct ctl *c;
@@ -108,13 +144,12 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 	return 0;
 }
 
-int ctl_cmd_bans(struct ctl *c, int argc, char **argv)
+static int run_bans(struct ctl *c, const void *opts)
 {
 	struct list l = { c, 0, 0 };
 	int rc;
 
-	if (argc != 1)
-		return ctl_usage("bans: unknown argument '%s'", argv[1]);
+	(void)opts; /* it takes none */
 	if ((rc = ctl_open(c, 0)))
 		return rc;
 	l.now = rl_time_wall_ms();
@@ -123,3 +158,16 @@ int ctl_cmd_bans(struct ctl *c, int argc, char **argv)
 		printf("no bans\n");
 	return 0;
 }
+
+static const struct ctl_option bans_options[] = {
+	CTL_END_OPTIONS,
+};
+
+const struct ctl_command ctl_cmd_bans = {
+	.name = "bans",
+	.help = "list the bans",
+	.more = "  Address, reason (maxretry, manual, remote), rule, offence, "
+		"connections\n  refused, expires in.\n",
+	.options = bans_options,
+	.run = run_bans,
+};

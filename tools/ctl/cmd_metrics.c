@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metrics.c - rlshimctl metrics: the snapshot (snapshot.c) in Prometheus'
+ * cmd_metrics.c - rlshimctl metrics: the snapshot (snapshot.c) in Prometheus'
  * text exposition format 0.0.4. Every family has one HELP and one TYPE
  * line before its samples; counters end in _total; labels are per rule and
  * decision only, never per key, so the series are bounded by the rules. A
@@ -94,13 +94,12 @@ static void agent(const struct ctl_snapshot *s)
 	       (unsigned long long)(s->sync_age_ns % RL_NS_PER_SEC / RL_NS_PER_MS));
 }
 
-int ctl_cmd_metrics(struct ctl *c, int argc, char **argv)
+static int run_metrics(struct ctl *c, const void *opts)
 {
 	struct ctl_snapshot s;
 	int rc;
 
-	if (argc > 1)
-		return ctl_usage("metrics: unknown argument '%s'", argv[1]);
+	(void)opts; /* it takes none */
 	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
 		return rc;
 	ctl_snapshot(c, &s);
@@ -147,3 +146,37 @@ int ctl_cmd_metrics(struct ctl *c, int argc, char **argv)
 	}
 	return ctl_flush();
 }
+
+static const struct ctl_option metrics_options[] = {
+	CTL_END_OPTIONS,
+};
+
+/*
+ * The textfile collector's way (above): write a temporary file in the
+ * collector's directory and rename it over the old one, so that
+ * node_exporter never reads half a file.
+ */
+const struct ctl_command ctl_cmd_metrics = {
+	.name = "metrics",
+	.help = "Prometheus text format, for node_exporter",
+	.more = "  Families: rlshim_requests_total{rule,decision}, "
+		"rlshim_bans_issued_total{rule},\n"
+		"  rlshim_bans_active, rlshim_ban_refusals_total, "
+		"rlshim_table_capacity,\n"
+		"  rlshim_table_keys, rlshim_table_evictions_total, "
+		"rlshim_table_overflows_total,\n"
+		"  rlshim_agent_up, rlshim_store_up, rlshim_sync_lag_seconds,\n"
+		"  rlshim_config_reloads_total, rlshim_config_in_force,\n"
+		"  rlshim_xdp_packets_total, rlshim_xdp_drops_total;\n"
+		"  a family whose source is absent (no agent, no [redis], no "
+		"[xdp]) is left out.\n\n"
+		"  For node_exporter's textfile collector, from cron every "
+		"minute or a systemd timer:\n"
+		"    rlshimctl metrics > /var/lib/node_exporter/"
+		"textfile_collector/rlshim.prom.$$ &&\n"
+		"      mv /var/lib/node_exporter/textfile_collector/"
+		"rlshim.prom.$$ /var/lib/node_exporter/textfile_collector/"
+		"rlshim.prom\n",
+	.options = metrics_options,
+	.run = run_metrics,
+};

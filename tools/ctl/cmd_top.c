@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * top.c - rlshimctl top [-n N]: the keys nearest (or over) their limit.
+ * cmd_top.c - rlshimctl top [-n N]: the keys nearest (or over) their limit.
  *
  * One pass over the table (rl_table_foreach: every slot with live state)
  * keeps the N most urgent keys in a heap whose root is the least urgent
@@ -233,38 +233,26 @@ static void format_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
 
 /* ---- the command --------------------------------------------------------- */
 
-static int parse_n(const char *s, unsigned *out)
-{
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
+struct top_opts {
+	unsigned n;
+};
 
-	if (!*s || *end || *s == '-' || v == 0 || v > 1000000)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
+static const struct ctl_option top_options[] = {
+	CTL_OPTION(CTL_OPT_COUNT, struct top_opts, n, .short_opt = 'n',
+		   .metavar = "N", .help = "how many keys (default 10)"),
+	CTL_END_OPTIONS,
+};
 
-int ctl_cmd_top(struct ctl *c, int argc, char **argv)
+static const struct top_opts top_defaults = { .n = TOP_DEFAULT };
+
+static int run_top(struct ctl *c, const void *opts)
 {
+	const struct top_opts *o = opts;
 	struct top t;
 	struct ctl_grid g;
-	unsigned n = TOP_DEFAULT;
+	unsigned n = o->n;
 	int rc;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
-			if (parse_n(argv[++i], &n))
-				return ctl_usage("top: -n wants a count from 1 "
-						 "to 1000000, not '%s'", argv[i]);
-		} else if (strncmp(argv[i], "-n", 2) == 0 && argv[i][2]) {
-			if (parse_n(argv[i] + 2, &n))
-				return ctl_usage("top: -n wants a count from 1 "
-						 "to 1000000, not '%s'",
-						 argv[i] + 2);
-		} else {
-			return ctl_usage("top: unknown argument '%s'", argv[i]);
-		}
-	}
 	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
 		return rc;
 	/* No more rows than the table has slots. */
@@ -316,3 +304,18 @@ int ctl_cmd_top(struct ctl *c, int argc, char **argv)
 	free(t.e);
 	return ctl_flush();
 }
+
+const struct ctl_command ctl_cmd_top = {
+	.name = "top",
+	.help = "the keys nearest (or over) their limit",
+	.more = "  Over the limit first (longest RETRY first), then fewest "
+		"REMAINING. RETRY is\n"
+		"  the wait for the key's next request; for sliding-window "
+		"rules an upper\n"
+		"  bound (marked ≤). RESET is the time until the key's "
+		"budget is full again.\n",
+	.options = top_options,
+	.opts_size = sizeof(struct top_opts),
+	.defaults = &top_defaults,
+	.run = run_top,
+};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bans.c - bans between the segment and the store, both ways, each round.
+ * ban_sync.c - bans between the segment and the store, both ways, each round.
  *
  * The store keeps a sorted set <prefix>bans (member: the address or CIDR
  * as text, score: its expiry in Unix ms) and announces changes on the
