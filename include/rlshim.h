@@ -12,7 +12,9 @@
  *     draw from one budget per key.
  *
  * Every function that can fail returns 0 or a negative errno value; objects
- * come back through an out-parameter. Nothing here allocates after
+ * come back through an out-parameter. Where an errno is not enough, the
+ * function also takes a `struct rl_err *` (NULL: do not say) and writes the
+ * reason there, one line. Nothing here allocates after
  * rl_table_open() returns, and nothing takes a lock.
  */
 #ifndef RL_RLSHIM_H
@@ -24,6 +26,18 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- errors -------------------------------------------------------------- */
+
+/*
+ * Why a call failed, in one line ("file:line: message" at most), in a buffer
+ * the caller owns: the one way the core reports an error's text. It is set
+ * only when the call fails.
+ */
+#define RL_ERR_MAX 512
+struct rl_err {
+	char msg[RL_ERR_MAX];
+};
 
 /* ---- rates and results -------------------------------------------------- */
 
@@ -115,12 +129,12 @@ struct rl_table;
  * header: magic, layout version, size against fstat, owner and mode. A
  * segment that fails a check is refused with -EPROTO, -EBADF (wrong size,
  * truncated), -EPERM (foreign owner or writable by others) or -ETIMEDOUT
- * (never initialised by a live creator), and rl_table_error() says why.
+ * (never initialised by a live creator), and `err` (may be NULL) says why.
  * `capacity` is ignored when attaching to an existing segment. On success
  * *out owns a mapping released by rl_table_close().
  */
 int rl_table_open(const char *name, uint32_t capacity, unsigned flags,
-		  struct rl_table **out);
+		  struct rl_table **out, struct rl_err *err);
 
 /* Unmap and free. Accepts NULL. The segment itself stays. */
 void rl_table_close(struct rl_table *t);
@@ -128,11 +142,6 @@ void rl_table_close(struct rl_table *t);
 /* Remove /dev/shm/<name>. Attached processes keep their mapping. */
 int rl_table_unlink(const char *name);
 
-/*
- * Why the last rl_table_open() in this thread failed, one line, or "" if it
- * did not.
- */
-const char *rl_table_error(void);
 
 /*
  * A rule's identity in the segment: its name and algorithm. Registering it

@@ -57,7 +57,7 @@ struct rl_agent {
 
 /* Set up the agent's sync state over `cfg` and `table`. 0 or -errno. */
 int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
-		  struct rl_table *table, char *err, size_t errlen);
+		  struct rl_table *table, struct rl_err *err);
 void rl_agent_free(struct rl_agent *a);
 
 /*

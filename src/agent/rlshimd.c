@@ -44,28 +44,29 @@ static int config_changed(const char *path, const struct rl_config *cur,
 	unsigned ids[RL_MAX_RULES];
 	uint64_t now = rl_config_stamp(path);
 	struct rl_config *next = NULL;
-	char err[RL_ERR_MAX], q[RL_ERR_MAX];
+	struct rl_err err;
+	char q[RL_ERR_MAX];
 	int ok = 0;
 
 	if (!path || now == *stamp)
 		return 0;
 	*stamp = now;
-	if (rl_config_load(path, &next, err, sizeof(err)) ||
-	    rl_config_reload_ok(next, err, sizeof(err))) {
+	if (rl_config_load(path, &next, &err) ||
+	    rl_config_reload_ok(next, &err)) {
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
 		       "one in force\" err=\"%s\"",
-		       rl_log_quote(err, q, sizeof(q)));
+		       rl_log_quote(err.msg, q, sizeof(q)));
 	} else if (rl_config_stamp(path) != now) {
 		*stamp = 0; /* changed while read: again next time */
 	} else if (strcmp(next->shm, cur->shm) != 0) {
 		rl_log(RL_LOG_WARN, "msg=\"configuration names another segment; "
 		       "the servers keep this one until they restart\" shm=%s",
 		       next->shm);
-	} else if (rl_config_register(next, table, ids, err, sizeof(err))) {
+	} else if (rl_config_register(next, table, ids, &err)) {
 		/* The new image could not start on it: stay. */
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
 		       "one in force\" err=\"%s\"",
-		       rl_log_quote(err, q, sizeof(q)));
+		       rl_log_quote(err.msg, q, sizeof(q)));
 	} else {
 		ok = 1;
 	}
@@ -182,7 +183,8 @@ int main(int argc, char **argv)
 	struct rl_config *cfg;
 	struct rl_table *table;
 	struct rl_agent agent;
-	char err[RL_ERR_MAX], q[RL_ERR_MAX];
+	struct rl_err err;
+	char q[RL_ERR_MAX];
 	int foreground = 0, opt, lock, rc, kept = 0;
 	char *text = NULL;
 	size_t text_len = 0;
@@ -208,11 +210,10 @@ int main(int argc, char **argv)
 	if (!path)
 		path = rl_config_path();
 	stamp = rl_config_stamp(path); /* before: an edit meanwhile is seen */
-	rc = path ? rl_kept_config(path, &cfg, &text, &text_len, &kept, err,
-				   sizeof(err))
+	rc = path ? rl_kept_config(path, &cfg, &text, &text_len, &kept, &err)
 		  : rl_config_default(&cfg);
 	if (rc) {
-		fprintf(stderr, "rlshimd: %s\n", err);
+		fprintf(stderr, "rlshimd: %s\n", err.msg);
 		return 1;
 	}
 	free(text); /* the shims keep the text in force */
@@ -220,10 +221,11 @@ int main(int argc, char **argv)
 	if (kept)
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
 		       "in force on this host\" err=\"%s\"",
-		       rl_log_quote(err, q, sizeof(q)));
-	rc = rl_table_open(cfg->shm, cfg->capacity, RL_TABLE_CREATE, &table);
+		       rl_log_quote(err.msg, q, sizeof(q)));
+	rc = rl_table_open(cfg->shm, cfg->capacity, RL_TABLE_CREATE, &table,
+			   &err);
 	if (rc) {
-		fprintf(stderr, "rlshimd: %s\n", rl_table_error());
+		fprintf(stderr, "rlshimd: %s\n", err.msg);
 		return 1;
 	}
 	lock = lock_segment(cfg->shm);
@@ -247,9 +249,9 @@ int main(int argc, char **argv)
 	 * the shims must not take the agent for dead meanwhile (nor start
 	 * another, after a restart on a new configuration). */
 	rl_table_agent_beat(table, rl_time_now_ns());
-	if (rl_agent_init(&agent, cfg, table, err, sizeof(err))) {
+	if (rl_agent_init(&agent, cfg, table, &err)) {
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start\" err=\"%s\"",
-		       rl_log_quote(err, q, sizeof(q)));
+		       rl_log_quote(err.msg, q, sizeof(q)));
 		return 1;
 	}
 	rl_agent_xdp_init(&agent);

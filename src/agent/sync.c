@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "ban.h"
+#include "err.h"
 #include "log.h"
 #include "clock.h"
 
@@ -98,7 +99,7 @@ static const char clean_lua[] =
 /* ---- set up -------------------------------------------------------------------- */
 
 int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
-		  struct rl_table *table, char *err, size_t errlen)
+		  struct rl_table *table, struct rl_err *err)
 {
 	char host[128];
 
@@ -108,8 +109,8 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	a->interval_ns = cfg->sync_interval_ns;
 	for (unsigned i = 0; i < RL_MAX_RULES; i++)
 		a->rule_of[i] = -1;
-	if (rl_config_register(cfg, table, a->ids, err, errlen) ||
-	    rl_config_use(cfg, table, a->ids, err, errlen))
+	if (rl_config_register(cfg, table, a->ids, err) ||
+	    rl_config_use(cfg, table, a->ids, err))
 		return -ENOSPC;
 	for (unsigned i = 0; i < cfg->nrules; i++)
 		a->rule_of[a->ids[i]] = (int)i;
@@ -123,7 +124,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		return 0;
 	a->store = rl_store_new(cfg->redis_url, cfg->redis_timeout_ns);
 	if (!a->store) {
-		snprintf(err, errlen, "bad redis url");
+		rl_err_set(err, "bad redis url");
 		return -EINVAL;
 	}
 	rl_store_script(a->store, RL_SCRIPT_SYNC, sync_lua);
@@ -132,7 +133,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
-		snprintf(err, errlen, "out of memory");
+		rl_err_set(err, "out of memory");
 		return -ENOMEM;
 	}
 	return rl_agent_bans_init(a);

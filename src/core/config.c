@@ -25,8 +25,7 @@
 
 /* ---- parsing a file or a string ---- */
 
-int rl_config_load(const char *path, struct rl_config **out, char *err,
-		   size_t errlen)
+int rl_config_load(const char *path, struct rl_config **out, struct rl_err *err)
 {
 	struct parser p;
 	int rc;
@@ -39,17 +38,16 @@ int rl_config_load(const char *path, struct rl_config **out, char *err,
 	if (!p.file) {
 		rc = -errno;
 		*out = NULL;
-		report_errno(path, -rc, err, errlen);
+		rl_err_errno(err, path, -rc);
 		return rc;
 	}
 	errno = 0;
-	rc = rl_cfg_parse(&p, out, err, errlen);
+	rc = rl_cfg_parse(&p, out, err);
 	fclose(p.file);
 	return rc;
 }
 
-int rl_config_read(const char *path, char **text, size_t *len, char *err,
-		   size_t errlen)
+int rl_config_read(const char *path, char **text, size_t *len, struct rl_err *err)
 {
 	size_t cap = 4096, n = 0;
 	char *buf = NULL;
@@ -59,7 +57,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		report_errno(path, -rc, err, errlen);
+		rl_err_errno(err, path, -rc);
 		return rc;
 	}
 	for (;;) {
@@ -71,7 +69,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			if (buf)
 				cap *= 2;
 			if (cap > RL_CONFIG_FILE_MAX) {
-				snprintf(err, errlen, "%s: larger than %u bytes",
+				rl_err_set(err, "%s: larger than %u bytes",
 					 path, RL_CONFIG_FILE_MAX);
 				rc = -EFBIG;
 				break;
@@ -79,7 +77,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			nb = realloc(buf, cap);
 			if (!nb) {
 				rc = -ENOMEM;
-				report_errno(path, ENOMEM, err, errlen);
+				rl_err_errno(err, path, ENOMEM);
 				break;
 			}
 			buf = nb;
@@ -89,7 +87,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 			continue;
 		if (r < 0) {
 			rc = -errno;
-			report_errno(path, -rc, err, errlen);
+			rl_err_errno(err, path, -rc);
 			break;
 		}
 		if (r == 0)
@@ -108,7 +106,7 @@ int rl_config_read(const char *path, char **text, size_t *len, char *err,
 }
 
 int rl_config_parse(const char *text, const char *name,
-		    struct rl_config **out, char *err, size_t errlen)
+		    struct rl_config **out, struct rl_err *err)
 {
 	struct parser p;
 
@@ -117,7 +115,7 @@ int rl_config_parse(const char *text, const char *name,
 	memset(&p, 0, sizeof(p));
 	p.name = name ? name : "<string>";
 	p.text = text;
-	return rl_cfg_parse(&p, out, err, errlen);
+	return rl_cfg_parse(&p, out, err);
 }
 
 int rl_config_default(struct rl_config **out)
@@ -186,7 +184,7 @@ static void rule_def(const struct rl_rule_cfg *r, struct rl_rate *plans,
 }
 
 int rl_config_register(const struct rl_config *c, struct rl_table *t,
-		       unsigned ids[RL_MAX_RULES], char *err, size_t errlen)
+		       unsigned ids[RL_MAX_RULES], struct rl_err *err)
 {
 	for (unsigned i = 0; i < c->nrules; i++) {
 		const struct rl_rule_cfg *r = &c->rules[i];
@@ -197,7 +195,7 @@ int rl_config_register(const struct rl_config *c, struct rl_table *t,
 		rule_def(r, plans, &def);
 		rc = rl_table_rule_claim(t, &def, &ids[i]);
 		if (rc) {
-			snprintf(err, errlen, "rule [limit:%s]: %s", r->name,
+			rl_err_set(err, "rule [limit:%s]: %s", r->name,
 				 rc == -ENOSPC ? "the segment holds 64 rules "
 						 "already (every name it has "
 						 "seen, until it is removed)"
@@ -209,7 +207,7 @@ int rl_config_register(const struct rl_config *c, struct rl_table *t,
 }
 
 int rl_config_use(const struct rl_config *c, struct rl_table *t,
-		  const unsigned ids[RL_MAX_RULES], char *err, size_t errlen)
+		  const unsigned ids[RL_MAX_RULES], struct rl_err *err)
 {
 	for (unsigned i = 0; i < c->nrules; i++) {
 		struct rl_rate plans[RL_MAX_PLANS];
@@ -219,7 +217,7 @@ int rl_config_use(const struct rl_config *c, struct rl_table *t,
 		rule_def(&c->rules[i], plans, &def);
 		rc = rl_table_rule_use(t, ids[i], &def);
 		if (rc) {
-			snprintf(err, errlen, "rule [limit:%s]: %s",
+			rl_err_set(err, "rule [limit:%s]: %s",
 				 c->rules[i].name, strerror(-rc));
 			return rc;
 		}
@@ -229,12 +227,11 @@ int rl_config_use(const struct rl_config *c, struct rl_table *t,
 
 /* ---- reloads, ports and stamps ---- */
 
-int rl_config_reload_ok(const struct rl_config *next, char *err,
-			size_t errlen)
+int rl_config_reload_ok(const struct rl_config *next, struct rl_err *err)
 {
 	if (next->nrules > 0)
 		return 0;
-	snprintf(err, errlen, "%s: no [limit:*] rule (to lift every limit on "
+	rl_err_set(err, "%s: no [limit:*] rule (to lift every limit on "
 		 "purpose, set mode = dry-run)", next->source);
 	return -EINVAL;
 }

@@ -27,7 +27,6 @@
 #define RL_HEADER_NAME_MAX 64
 #define RL_SHM_NAME_MAX 64
 #define RL_URL_MAX 256
-#define RL_ERR_MAX 512      /* room for "file:line: message" */
 
 #define RL_CAPACITY_MIN 16u
 #define RL_CAPACITY_MAX (1u << 24)
@@ -139,8 +138,7 @@ struct rl_config {
  * -ENOENT/-EACCES/... (the file itself) is returned and `err` holds one line
  * `path:line: message` (or `path: message` when no line applies).
  */
-int rl_config_load(const char *path, struct rl_config **out, char *err,
-		   size_t errlen);
+int rl_config_load(const char *path, struct rl_config **out, struct rl_err *err);
 
 #define RL_SHM_DEFAULT "rlshim"
 #define RL_MAX_KEY_HEADERS 8 /* distinct header names requests are parsed
@@ -150,13 +148,12 @@ int rl_config_load(const char *path, struct rl_config **out, char *err,
 /* The whole file at `path` in *text (NUL-terminated, free() it), its
  * length in *len. Returns 0, or a negative errno with `path: reason` in
  * `err`. */
-int rl_config_read(const char *path, char **text, size_t *len, char *err,
-		   size_t errlen);
+int rl_config_read(const char *path, char **text, size_t *len, struct rl_err *err);
 
 /* As rl_config_load, from text in memory; `name` stands for the path in
  * messages. */
 int rl_config_parse(const char *text, const char *name,
-		    struct rl_config **out, char *err, size_t errlen);
+		    struct rl_config **out, struct rl_err *err);
 
 /*
  * The built-in default: one rule "default", 60/m per client IP, every
@@ -183,8 +180,7 @@ void rl_config_remember_env(void);
  * being far more likely caught half-written than meant (mode = dry-run
  * lifts every limit on purpose).
  */
-int rl_config_reload_ok(const struct rl_config *next, char *err,
-			size_t errlen);
+int rl_config_reload_ok(const struct rl_config *next, struct rl_err *err);
 
 /*
  * Claim every rule of `c` in the segment `t` (rl_table_rule_claim): rule
@@ -193,9 +189,9 @@ int rl_config_reload_ok(const struct rl_config *next, char *err,
  * until rl_config_use() puts the rules' rates in force.
  */
 int rl_config_register(const struct rl_config *c, struct rl_table *t,
-		       unsigned ids[RL_MAX_RULES], char *err, size_t errlen);
+		       unsigned ids[RL_MAX_RULES], struct rl_err *err);
 int rl_config_use(const struct rl_config *c, struct rl_table *t,
-		  const unsigned ids[RL_MAX_RULES], char *err, size_t errlen);
+		  const unsigned ids[RL_MAX_RULES], struct rl_err *err);
 
 /* 1 if `port` is guarded by `c` (no ports = every port). */
 int rl_config_guards(const struct rl_config *c, uint16_t port);

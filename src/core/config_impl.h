@@ -28,6 +28,7 @@
 
 #include "config.h"
 #include "clock.h"
+#include "err.h"
 
 #define LINE_MAX_BYTES 1024          /* longest line, without its newline */
 #define QUOTE_MAX 100                /* longest value quoted in a message */
@@ -145,16 +146,7 @@ void rl_cfg_perr_at(struct parser *p, int line, const char *fmt, ...);
  * error *out is NULL, `err` holds the one-line message and -EINVAL (the
  * content), -ENOMEM or the negative errno of a failed read is returned.
  */
-int rl_cfg_parse(struct parser *p, struct rl_config **out, char *err,
-		 size_t errlen);
-
-/* `name: reason` into `err`, when there is room for a message at all. */
-static inline void report_errno(const char *name, int errnum, char *err,
-				size_t errlen)
-{
-	if (err && errlen)
-		snprintf(err, errlen, "%s: %s", name, strerror(errnum));
-}
+int rl_cfg_parse(struct parser *p, struct rl_config **out, struct rl_err *err);
 
 /* ---- character classes and small parsers, for every part ---- */
 

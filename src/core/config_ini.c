@@ -43,14 +43,14 @@ void rl_cfg_perr_at(struct parser *p, int line, const char *fmt, ...)
 }
 
 /* `file:line: message` into `err`, or "" when there was no error. */
-static void report(const struct parser *p, char *err, size_t errlen)
+static void report(const struct parser *p, struct rl_err *err)
 {
-	if (!err || !errlen)
+	if (!err)
 		return;
 	if (p->err_line)
-		snprintf(err, errlen, "%s:%d: %s", p->name, p->err_line, p->err);
+		rl_err_set(err, "%s:%d: %s", p->name, p->err_line, p->err);
 	else
-		err[0] = '\0';
+		err->msg[0] = '\0';
 }
 
 /* ---- the line reader ---- */
@@ -182,18 +182,17 @@ static int on_pair(void *user, const char *section, const char *name,
 
 /* ---- one parse ---- */
 
-int rl_cfg_parse(struct parser *p, struct rl_config **out, char *err,
-		 size_t errlen)
+int rl_cfg_parse(struct parser *p, struct rl_config **out, struct rl_err *err)
 {
 	struct rl_config *c;
 	int rc;
 
 	*out = NULL;
-	if (err && errlen)
-		err[0] = '\0';
+	if (err)
+		err->msg[0] = '\0';
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		report_errno(p->name, ENOMEM, err, errlen);
+		rl_err_errno(err, p->name, ENOMEM);
 		return -ENOMEM;
 	}
 	rl_cfg_global_defaults(c);
@@ -212,7 +211,7 @@ int rl_cfg_parse(struct parser *p, struct rl_config **out, char *err,
 	rc = ini_parse_stream(read_line, p, on_pair, p);
 
 	if (p->io_err) {
-		report_errno(p->name, p->io_err, err, errlen);
+		rl_err_errno(err, p->name, p->io_err);
 		free(c);
 		return -p->io_err;
 	}
@@ -221,12 +220,12 @@ int rl_cfg_parse(struct parser *p, struct rl_config **out, char *err,
 	if (rc > 0)
 		perr_at(p, rc, "syntax error"); /* inih saw what we did not */
 	if (rc < 0 && !p->err_line) {
-		report_errno(p->name, ENOMEM, err, errlen);
+		rl_err_errno(err, p->name, ENOMEM);
 		free(c);
 		return -ENOMEM;
 	}
 	if (p->err_line) {
-		report(p, err, errlen);
+		report(p, err);
 		free(c);
 		return -EINVAL;
 	}

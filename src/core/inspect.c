@@ -4,6 +4,7 @@
  * the agent's maintenance and the tests: a consistent view of each live
  * key, the table's figures, sweeping stale markers, checking invariants.
  */
+#include "err.h"
 #include "slot.h"
 
 #include <stdio.h>
@@ -112,7 +113,7 @@ int rl_table_check(struct rl_table *t, uint64_t now_ns,
 #define VIOLATION(...)                                                        \
 	do {                                                                  \
 		if (!out->violations++)                                       \
-			snprintf(out->why, sizeof(out->why), __VA_ARGS__);    \
+			rl_err_set(&out->why, __VA_ARGS__);                 \
 	} while (0)
 	for (uint64_t b = 0; b <= t->bucket_mask; b++) {
 		struct rl_slot *s = &t->slots[b * RL_BUCKET_SLOTS];

@@ -119,7 +119,7 @@ static void global_value(const char *text, const char *key, const char *def,
 }
 
 int rl_kept_config(const char *path, struct rl_config **out, char **text,
-		   size_t *len, int *kept, char *err, size_t errlen)
+		   size_t *len, int *kept, struct rl_err *err)
 {
 	char shm[RL_SHM_NAME_MAX];
 	struct rl_config *mine = NULL;
@@ -131,10 +131,10 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 	*kept = 0;
 	*text = NULL;
 
-	rc = rl_config_read(path, text, len, err, errlen);
+	rc = rl_config_read(path, text, len, err);
 	if (rc == 0) {
-		rc = rl_config_parse(*text, path, &mine, err, errlen);
-		if (rc == 0 && rl_config_reload_ok(mine, err, errlen) == 0) {
+		rc = rl_config_parse(*text, path, &mine, err);
+		if (rc == 0 && rl_config_reload_ok(mine, err) == 0) {
 			*out = mine;
 			return 0;
 		}
@@ -143,15 +143,13 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 	global_value(*text ? *text : "", "shm", RL_SHM_DEFAULT, shm, sizeof(shm));
 	free(*text);
 	*text = NULL;
-	if (rl_table_open(shm, 0, 0, &t))
+	if (rl_table_open(shm, 0, 0, &t, NULL))
 		goto none;
 	buf = malloc(RL_KEPT_MAX);
 	n = buf ? rl_kept_load(t, path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;
 	rl_table_close(t);
 	if (n >= 0) {
-		char ignored[RL_ERR_MAX];
-
-		if (rl_config_parse(buf, path, out, ignored, sizeof(ignored)) == 0) {
+		if (rl_config_parse(buf, path, out, NULL) == 0) {
 			free(buf);
 			rl_config_free(mine);
 			*kept = 1;

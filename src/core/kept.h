@@ -49,6 +49,6 @@ uint64_t rl_kept_stamp(const struct rl_table *t);
  * saying what is wrong with the file; or a negative errno with `err` set.
  */
 int rl_kept_config(const char *path, struct rl_config **out, char **text,
-		   size_t *len, int *kept, char *err, size_t errlen);
+		   size_t *len, int *kept, struct rl_err *err);
 
 #endif /* RL_KEPT_H */

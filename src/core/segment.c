@@ -25,26 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "sys.h"
 
 #define INIT_WAIT_NS (1000 * 1000000ull) /* attachers wait up to 1 s */
-
-static __thread char table_error[256];
-
-const char *rl_table_error(void)
-{
-	return table_error;
-}
-
-__attribute__((format(printf, 1, 2)))
-static void set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(table_error, sizeof(table_error), fmt, ap);
-	va_end(ap);
-}
 
 /* ---- layout ---------------------------------------------------------------- */
 
@@ -177,7 +161,7 @@ static void table_bind(struct rl_table *t, void *base, uint64_t size)
 
 /* Create and initialise a new segment on `fd` (just made with O_EXCL). */
 static int table_create(int fd, const char *path, uint32_t capacity,
-			struct rl_table *t)
+			struct rl_table *t, struct rl_err *e)
 {
 	struct rl_shm_header *h;
 	struct layout l;
@@ -191,7 +175,7 @@ static int table_create(int fd, const char *path, uint32_t capacity,
 	if (ftruncate(fd, (off_t)l.size) < 0) {
 		int err = -errno;
 
-		set_error("%s: cannot size the segment to %llu bytes: %s", path,
+		rl_err_set(e, "%s: cannot size the segment to %llu bytes: %s", path,
 			  (unsigned long long)l.size, strerror(-err));
 		return err;
 	}
@@ -199,7 +183,7 @@ static int table_create(int fd, const char *path, uint32_t capacity,
 	if (base == MAP_FAILED) {
 		int err = -errno;
 
-		set_error("%s: mmap: %s", path, strerror(-err));
+		rl_err_set(e, "%s: mmap: %s", path, strerror(-err));
 		return err;
 	}
 	h = base;
@@ -237,12 +221,12 @@ static int table_create(int fd, const char *path, uint32_t capacity,
 
 /* Every check of an existing segment's header against its file. */
 static int header_valid(const char *path, const struct rl_shm_header *h,
-			uint64_t file_size)
+			uint64_t file_size, struct rl_err *e)
 {
 	struct layout l;
 
 	if (h->version != RL_SHM_VERSION) {
-		set_error("%s: segment layout version %u, this build uses %u "
+		rl_err_set(e, "%s: segment layout version %u, this build uses %u "
 			  "(remove it when no process uses it)", path,
 			  h->version, RL_SHM_VERSION);
 		return -EPROTO;
@@ -252,7 +236,7 @@ static int header_valid(const char *path, const struct rl_shm_header *h,
 	    h->bans_cap != RL_BANS || h->kept_cap != RL_KEPT_MAX ||
 	    h->bucket_bits > 26 ||
 	    h->capacity != (RL_BUCKET_SLOTS << h->bucket_bits)) {
-		set_error("%s: corrupt segment header", path);
+		rl_err_set(e, "%s: corrupt segment header", path);
 		return -EPROTO;
 	}
 	layout_of(h->capacity, &l);
@@ -260,7 +244,7 @@ static int header_valid(const char *path, const struct rl_shm_header *h,
 	    h->rules_off != l.rules_off || h->shards_off != l.shards_off ||
 	    h->slots_off != l.slots_off || h->meta_off != l.meta_off ||
 	    h->bans_off != l.bans_off || h->kept_off != l.kept_off) {
-		set_error("%s: segment size mismatch: header says %llu bytes for "
+		rl_err_set(e, "%s: segment size mismatch: header says %llu bytes for "
 			  "%u slots, file has %llu", path,
 			  (unsigned long long)h->size, h->capacity,
 			  (unsigned long long)file_size);
@@ -279,7 +263,8 @@ static int pid_dead(uint32_t pid)
  * sizing and initialising it. Returns 0, a negative errno, or -ESTALE when
  * the creator died before finishing (the caller may replace it).
  */
-static int table_attach(int fd, const char *path, struct rl_table *t)
+static int table_attach(int fd, const char *path, struct rl_table *t,
+			struct rl_err *e)
 {
 	uint64_t deadline = rl_time_now_ns() + INIT_WAIT_NS;
 	struct rl_shm_header h;
@@ -292,21 +277,21 @@ static int table_attach(int fd, const char *path, struct rl_table *t)
 
 		if (fstat(fd, &st) < 0) {
 			err = -errno;
-			set_error("%s: fstat: %s", path, strerror(-err));
+			rl_err_set(e, "%s: fstat: %s", path, strerror(-err));
 			return err;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			set_error("%s: not a regular file", path);
+			rl_err_set(e, "%s: not a regular file", path);
 			return -EPROTO;
 		}
 		if (st.st_uid != geteuid() && geteuid() != 0) {
-			set_error("%s: owned by uid %u, not by this user (uid %u);"
+			rl_err_set(e, "%s: owned by uid %u, not by this user (uid %u);"
 				  " refusing another user's segment", path,
 				  (unsigned)st.st_uid, (unsigned)geteuid());
 			return -EPERM;
 		}
 		if (st.st_mode & 022) {
-			set_error("%s: mode %04o lets other users write it; "
+			rl_err_set(e, "%s: mode %04o lets other users write it; "
 				  "refusing (rlshim creates segments 0600)",
 				  path, (unsigned)(st.st_mode & 07777));
 			return -EPERM;
@@ -318,7 +303,7 @@ static int table_attach(int fd, const char *path, struct rl_table *t)
 				memset(&h, 0, sizeof(h));
 		}
 		if (h.magic != 0 && h.magic != RL_SHM_MAGIC) {
-			set_error("%s: not an rlshim segment (bad magic "
+			rl_err_set(e, "%s: not an rlshim segment (bad magic "
 				  "0x%llx)", path, (unsigned long long)h.magic);
 			return -EPROTO;
 		}
@@ -326,47 +311,47 @@ static int table_attach(int fd, const char *path, struct rl_table *t)
 			break;
 		if (rl_time_now_ns() > deadline) {
 			if ((uint64_t)st.st_size < sizeof(h)) {
-				set_error("%s: truncated segment (%llu bytes, "
+				rl_err_set(e, "%s: truncated segment (%llu bytes, "
 					  "a header alone is %zu)", path,
 					  (unsigned long long)st.st_size,
 					  sizeof(h));
 				return -EBADF;
 			}
 			if (h.magic == 0 && h.creator_pid == 0) {
-				set_error("%s: not an rlshim segment (no "
+				rl_err_set(e, "%s: not an rlshim segment (no "
 					  "magic)", path);
 				return -EPROTO;
 			}
 			if (pid_dead(h.creator_pid)) {
-				set_error("%s: its creator (pid %u) died before "
+				rl_err_set(e, "%s: its creator (pid %u) died before "
 					  "initialising it", path,
 					  h.creator_pid);
 				return -ESTALE;
 			}
-			set_error("%s: segment never finished initialising",
+			rl_err_set(e, "%s: segment never finished initialising",
 				  path);
 			return -ETIMEDOUT;
 		}
 		/* A creator died between open and ftruncate: give up early. */
 		if (st.st_size == 0 && rl_time_now_ns() + INIT_WAIT_NS / 2 >
 		    deadline && st.st_mtime + 2 < time(NULL)) {
-			set_error("%s: empty segment left by a dead creator",
+			rl_err_set(e, "%s: empty segment left by a dead creator",
 				  path);
 			return -ESTALE;
 		}
 		pause_ms(1);
 	}
-	err = header_valid(path, &h, (uint64_t)st.st_size);
+	err = header_valid(path, &h, (uint64_t)st.st_size, e);
 	if (err)
 		return err;
 	base = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		err = -errno;
-		set_error("%s: mmap: %s", path, strerror(-err));
+		rl_err_set(e, "%s: mmap: %s", path, strerror(-err));
 		return err;
 	}
 	/* Check the mapped header too: the file might have changed since. */
-	err = header_valid(path, base, (uint64_t)st.st_size);
+	err = header_valid(path, base, (uint64_t)st.st_size, e);
 	if (err) {
 		munmap(base, h.size);
 		return err;
@@ -376,22 +361,21 @@ static int table_attach(int fd, const char *path, struct rl_table *t)
 }
 
 int rl_table_open(const char *name, uint32_t capacity, unsigned flags,
-		  struct rl_table **out)
+		  struct rl_table **out, struct rl_err *e)
 {
 	char path[96];
 	struct rl_table *t;
 	int fd = -1, err, tries = 0;
 
-	table_error[0] = '\0';
 	if (!name_ok(name)) {
-		set_error("bad segment name '%s' (1-63 of [A-Za-z0-9_.-], not "
+		rl_err_set(e, "bad segment name '%s' (1-63 of [A-Za-z0-9_.-], not "
 			  "starting with '.')", name ? name : "(null)");
 		return -EINVAL;
 	}
 	shm_path(name, path, sizeof(path));
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-		set_error("out of memory");
+		rl_err_set(e, "out of memory");
 		return -ENOMEM;
 	}
 again:
@@ -399,14 +383,14 @@ again:
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 			  0600);
 		if (fd >= 0) {
-			err = table_create(fd, path, capacity, t);
+			err = table_create(fd, path, capacity, t, e);
 			if (err)
 				unlink(path);
 			goto out_close;
 		}
 		if (errno != EEXIST) {
 			err = -errno;
-			set_error("%s: cannot create: %s", path, strerror(-err));
+			rl_err_set(e, "%s: cannot create: %s", path, strerror(-err));
 			goto out_free;
 		}
 	}
@@ -419,16 +403,16 @@ again:
 			struct stat st;
 
 			if (stat(path, &st) == 0) {
-				set_error("%s: permission denied (owned by uid %u, "
+				rl_err_set(e, "%s: permission denied (owned by uid %u, "
 					  "mode %04o)", path, (unsigned)st.st_uid,
 					  (unsigned)(st.st_mode & 07777));
 				goto out_free;
 			}
 		}
-		set_error("%s: %s", path, strerror(-err));
+		rl_err_set(e, "%s: %s", path, strerror(-err));
 		goto out_free;
 	}
-	err = table_attach(fd, path, t);
+	err = table_attach(fd, path, t, e);
 	if (err == -ESTALE && (flags & RL_TABLE_CREATE) && tries++ < 3) {
 		/* Replace what a dead creator left; O_EXCL decides who. */
 		rl_sys.close(fd);

@@ -322,7 +322,7 @@ struct rl_table_check {
 	uint32_t unnamed;    /* keys whose bytes were never published (the
 				claimer died first): not a violation, the
 				slot just shows no name until re-keyed */
-	char why[160];
+	struct rl_err why;    /* the first violation */
 };
 int rl_table_check(struct rl_table *t, uint64_t now_ns,
 		   struct rl_table_check *out);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "io_int.h"
 
 struct rl_io rl_io;
@@ -50,16 +51,16 @@ int rl_io_owner_here(void)
 
 /* Build a policy for `cfg` over `table` and put it in force. */
 static int publish(const struct rl_config *cfg, struct rl_table *table,
-		   char *err, size_t errlen)
+		   struct rl_err *err)
 {
 	struct rl_policy *p = malloc(sizeof(*p));
 	int rc;
 
 	if (!p) {
-		snprintf(err, errlen, "out of memory");
+		rl_err_set(err, "out of memory");
 		return -ENOMEM;
 	}
-	rc = rl_policy_init(p, cfg, table, err, errlen);
+	rc = rl_policy_init(p, cfg, table, err);
 	if (rc) {
 		free(p);
 		return rc;
@@ -68,29 +69,29 @@ static int publish(const struct rl_config *cfg, struct rl_table *table,
 	return 0;
 }
 
-int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen)
+int rl_io_reload(const struct rl_config *cfg, struct rl_err *err)
 {
 	const struct rl_policy *old = rl_io_policy();
 
 	if (!old) {
-		snprintf(err, errlen, "not started");
+		rl_err_set(err, "not started");
 		return -EINVAL;
 	}
-	return publish(cfg, old->table, err, errlen);
+	return publish(cfg, old->table, err);
 }
 
 int rl_io_start(const struct rl_sys *sys, const struct rl_config *cfg,
-		struct rl_table *table, char *err, size_t errlen)
+		struct rl_table *table, struct rl_err *err)
 {
 	int rc;
 
 	rl_io.sys = *sys;
 	rc = rl_conn_setup();
 	if (rc) {
-		snprintf(err, errlen, "cannot map the fd table");
+		rl_err_set(err, "cannot map the fd table");
 		return rc;
 	}
-	rc = publish(cfg, table, err, errlen);
+	rc = publish(cfg, table, err);
 	if (rc)
 		return rc;
 	rl_io.cfg = cfg;

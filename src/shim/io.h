@@ -45,7 +45,7 @@ extern struct rl_io rl_io;
  * (the policy cannot be built) returns a negative errno with `err` set.
  */
 int rl_io_start(const struct rl_sys *sys, const struct rl_config *cfg,
-		struct rl_table *table, char *err, size_t errlen);
+		struct rl_table *table, struct rl_err *err);
 
 /* The policy in force now (NULL before rl_io_start). */
 static inline const struct rl_policy *rl_io_policy(void)
@@ -60,7 +60,7 @@ static inline const struct rl_policy *rl_io_policy(void)
  * request. Returns 0, or a negative errno with `err` set (the old policy
  * stays).
  */
-int rl_io_reload(const struct rl_config *cfg, char *err, size_t errlen);
+int rl_io_reload(const struct rl_config *cfg, struct rl_err *err);
 
 /* Refuse every guarded connection from now on (on_error = refuse). */
 void rl_io_refuse(const struct rl_sys *sys);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ban.h"
+#include "err.h"
 #include "log.h"
 #include "spawn.h"
 #include "table.h"
@@ -31,7 +32,7 @@ static int want_add(struct rl_http_want *w, const char *name)
 }
 
 int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
-		   struct rl_table *t, char *err, size_t errlen)
+		   struct rl_table *t, struct rl_err *err)
 {
 	int rc;
 
@@ -41,7 +42,7 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 	p->want_xff = -1;
 	if (cfg->trusted_proxies.n > 0 && cfg->client_ip_header[0])
 		p->want_xff = want_add(&p->want, cfg->client_ip_header);
-	rc = rl_config_register(cfg, t, p->ids, err, errlen);
+	rc = rl_config_register(cfg, t, p->ids, err);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < cfg->nrules; i++) {
@@ -51,7 +52,7 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		if (r->key == RL_KEY_HEADER) {
 			p->want_key[i] = want_add(&p->want, r->header);
 			if (p->want_key[i] < 0) {
-				snprintf(err, errlen, "rule [limit:%s]: too many "
+				rl_err_set(err, "rule [limit:%s]: too many "
 					 "distinct key headers (%d at most)",
 					 r->name, RL_WANT_MAX);
 				return -ENOSPC;
@@ -63,7 +64,7 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 			p->want.need_path = 1;
 	}
 	/* All of it is right: its rates in force in this process. */
-	return rl_config_use(cfg, t, p->ids, err, errlen);
+	return rl_config_use(cfg, t, p->ids, err);
 }
 
 int rl_policy_expects_proxy(const struct rl_policy *p,

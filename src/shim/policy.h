@@ -69,7 +69,7 @@ struct rl_verdict {
  * `err` (a rule the table cannot hold).
  */
 int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
-		   struct rl_table *t, char *err, size_t errlen);
+		   struct rl_table *t, struct rl_err *err);
 
 /* 1 if `proxy_protocol` applies to connections from `peer`. */
 int rl_policy_expects_proxy(const struct rl_policy *p,

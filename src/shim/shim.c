@@ -28,7 +28,7 @@ static char *config_text;            /* its text, until kept (kept.c) */
 static size_t config_len;
 static int config_kept;              /* the file was broken at the start:
 					the host's kept text is in force */
-static char config_err[RL_ERR_MAX];
+static struct rl_err config_err;
 static struct rl_table *table_;
 
 uint64_t rl_shim_tick_at;
@@ -126,10 +126,10 @@ enum rl_shim_phase rl_shim_configure(const struct rl_sys *sys)
 	/* Before the load: an edit made meanwhile shows at the first tick. */
 	config_stamp = rl_config_stamp(path);
 	rc = path ? rl_kept_config(path, &config, &config_text, &config_len,
-				   &config_kept, config_err, sizeof(config_err))
+				   &config_kept, &config_err)
 		  : rl_config_default(&config);
 	if (rc) {
-		fail("bad configuration", config_err, wants_passthrough(path));
+		fail("bad configuration", config_err.msg, wants_passthrough(path));
 		goto out;
 	}
 	rl_log_setup(config->log, config->log_level, "rlshim");
@@ -144,22 +144,24 @@ out:
 enum rl_shim_phase rl_shim_activate(void)
 {
 	struct rl_table *table = NULL;
-	char err[RL_ERR_MAX], ports[256], q[RL_PATH_MAX * 2];
+	struct rl_err err;
+	char ports[256], q[RL_PATH_MAX * 2];
 	size_t n = 0;
 	int rc;
 
 	if (!start_from(RL_SHIM_CONFIGURED))
 		return rl_shim_phase();
-	rc = rl_table_open(config->shm, config->capacity, RL_TABLE_CREATE, &table);
+	rc = rl_table_open(config->shm, config->capacity, RL_TABLE_CREATE, &table,
+			   &err);
 	if (rc) {
-		fail("unusable shared memory", rl_table_error(),
+		fail("unusable shared memory", err.msg,
 		     config->on_error == RL_ON_ERROR_PASSTHROUGH);
 		goto out;
 	}
-	rc = rl_io_start(&io_sys, config, table, err, sizeof(err));
+	rc = rl_io_start(&io_sys, config, table, &err);
 	if (rc) {
 		rl_table_close(table);
-		fail("cannot start", err,
+		fail("cannot start", err.msg,
 		     config->on_error == RL_ON_ERROR_PASSTHROUGH);
 		goto out;
 	}
@@ -181,7 +183,7 @@ enum rl_shim_phase rl_shim_activate(void)
 		rl_table_config_refuse(table, config_stamp);
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
 		       "in force on this host\" err=\"%s\"",
-		       rl_log_quote(config_err, q, sizeof(q)));
+		       rl_log_quote(config_err.msg, q, sizeof(q)));
 	} else
 		in_force(config_stamp, &config_text, config_len);
 	set_phase(RL_SHIM_ACTIVE);
@@ -292,11 +294,12 @@ static void refused(uint64_t stamp, const char *err, const char *instead)
 static uint64_t reload(const char *path, uint64_t stamp)
 {
 	struct rl_config *next = NULL;
-	char err[RL_ERR_MAX], fixed[32], *text = NULL;
+	struct rl_err err;
+	char fixed[32], *text = NULL;
 	size_t len = 0;
 
-	if (rl_config_read(path, &text, &len, err, sizeof(err)) == 0 &&
-	    rl_config_parse(text, path, &next, err, sizeof(err)) == 0) {
+	if (rl_config_read(path, &text, &len, &err) == 0 &&
+	    rl_config_parse(text, path, &next, &err) == 0) {
 		if (rl_config_stamp(path) != stamp) {
 			/* Changed while we read it: half-written, maybe. */
 			rl_config_free(next);
@@ -313,15 +316,15 @@ static uint64_t reload(const char *path, uint64_t stamp)
 			in_force(stamp, &text, len);
 			return stamp;
 		}
-		if (rl_config_reload_ok(next, err, sizeof(err)) == 0 &&
-		    rl_io_reload(next, err, sizeof(err)) == 0) {
+		if (rl_config_reload_ok(next, &err) == 0 &&
+		    rl_io_reload(next, &err) == 0) {
 			applied(next, stamp, &text, len, fixed);
 			return stamp;
 		}
 		rl_config_free(next);
 	}
 	free(text);
-	refused(stamp, err, config_kept ? "using the one in force on this host"
+	refused(stamp, err.msg, config_kept ? "using the one in force on this host"
 					: "the rules in force stay");
 	return stamp;
 }

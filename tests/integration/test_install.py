@@ -343,6 +343,45 @@ int main(void)
 }
 '''
 
+# The README's example over the shared table, from the installed core alone
+# (no object of the shim in it), and an error's text through struct rl_err.
+TABLE_PROGRAM = r'''
+#include <rlshim.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int main(void)
+{
+	struct rl_table *t;
+	struct rl_rule_def sms = { "sms", RL_ALGO_GCRA, { 60000000000ull, 3, 3 } };
+	struct rl_err err;
+	char name[64];
+	unsigned rule;
+
+	if (rl_table_open("bad/name", 64, RL_TABLE_CREATE, &t, &err) == 0)
+		return 1;
+	printf("refused: %.16s\n", err.msg);
+	snprintf(name, sizeof(name), "rlshim-test-embed-%d", (int)getpid());
+	if (rl_table_open(name, 64, RL_TABLE_CREATE, &t, &err) ||
+	    rl_table_rule(t, &sms, &rule)) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	for (int i = 0; i < 4; i++) {
+		struct rl_result r;
+
+		rl_table_take(t, rule, "192.0.2.7", 9, 1, rl_time_now_ns(), &r);
+		printf("%d", r.allowed);
+	}
+	printf("\n");
+	rl_table_close(t);
+	rl_table_unlink(name);
+	return 0;
+}
+'''
+
+TABLE_OUTPUT = 'refused: bad segment name\n1110\n'
+
 GCRA_OUTPUT = '''\
 cost 1: allowed 1 remaining 9 reset 100 ms retry 0 ms
 cost 2: allowed 1 remaining 7 reset 300 ms retry 0 ms
@@ -357,21 +396,37 @@ def pkg_config_links():
     one built with --static."""
     d = os.path.join(TMP, 'app')
     os.makedirs(d, exist_ok=True)
-    src = os.path.join(d, 'app.c')
-    with open(src, 'w') as f:
-        f.write(GCRA_PROGRAM)
     env = dict(os.environ, PKG_CONFIG_PATH=inst('lib/pkgconfig'))
-    for static in ([], ['--static']):
-        flags = sh('pkg-config', *static, '--cflags', '--libs', 'rlcore', env=env)
-        assert flags.returncode == 0, flags.stderr
-        assert f'-I{PREFIX}/include' in flags.stdout, flags.stdout
-        assert f'-L{PREFIX}/lib' in flags.stdout, flags.stdout
-        exe = os.path.join(d, 'app' + ('-static' if static else ''))
-        cc = sh('cc', '-Wall', '-Werror', '-o', exe, src,
-                *flags.stdout.split(), cwd=d)
-        assert cc.returncode == 0, (flags.stdout, cc.stderr)
-        out = sh(exe)
-        assert out.returncode == 0 and out.stdout == GCRA_OUTPUT, out.stdout
+    for name, program, want in (('gcra', GCRA_PROGRAM, GCRA_OUTPUT),
+                                ('table', TABLE_PROGRAM, TABLE_OUTPUT)):
+        src = os.path.join(d, name + '.c')
+        with open(src, 'w') as f:
+            f.write(program)
+        for static in ([], ['--static']):
+            flags = sh('pkg-config', *static, '--cflags', '--libs', 'rlcore',
+                       env=env)
+            assert flags.returncode == 0, flags.stderr
+            assert f'-I{PREFIX}/include' in flags.stdout, flags.stdout
+            assert f'-L{PREFIX}/lib' in flags.stdout, flags.stdout
+            exe = os.path.join(d, name + ('-static' if static else ''))
+            cc = sh('cc', '-Wall', '-Werror', '-o', exe, src,
+                    *flags.stdout.split(), cwd=d)
+            assert cc.returncode == 0, (flags.stdout, cc.stderr)
+            out = sh(exe)
+            assert out.returncode == 0 and out.stdout == want, out.stdout
+
+
+def core_holds_no_shim():
+    """The installed librlcore.a is the core alone: none of the shim's
+    objects (its read path, its fd table, its hooks) comes with it."""
+    nm = sh('nm', '-g', '--defined-only', inst('lib/librlcore.a'))
+    assert nm.returncode == 0, nm.stderr
+    syms = re.findall(r' [TDBR] (\w+)$', nm.stdout, re.M)
+    assert 'rl_table_open' in syms and 'rl_gcra_step' in syms, syms[:20]
+    shim = [s for s in syms if re.match(
+        r'rl_(io|shim|spawn|fd|conn|http|accept|reply|proxy|policy)_', s)
+        or s in ('read', 'write', 'accept', 'close')]
+    assert not shim, shim
 
 
 # ---- systemd examples ------------------------------------------------------------------
@@ -722,7 +777,7 @@ def uninstall():
 
 TESTS = [install, shim_needs_only_libc, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
-         pkg_config_links, systemd_examples, docs_installed,
+         pkg_config_links, core_holds_no_shim, systemd_examples, docs_installed,
          unit_command_line_runs,
          unit_xdp_capabilities,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,

@@ -40,7 +40,7 @@ static void hammer(const char *seg, unsigned rule, unsigned nkeys,
 	uint64_t end = rl_time_now_ns() + RUN_NS, now;
 	unsigned k = offset;
 
-	if (rl_table_open(seg, 0, 0, &t))
+	if (rl_table_open(seg, 0, 0, &t, NULL))
 		_exit(2);
 	do {
 		struct rl_result r;
@@ -74,7 +74,7 @@ static void run(unsigned procs, unsigned nkeys, uint64_t period_ns,
 
 	segment_name(seg, sizeof(seg), "conc");
 	assert_non_null(res);
-	assert_int_equal(rl_table_open(seg, 4096, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(rl_table_open(seg, 4096, RL_TABLE_CREATE, &t, NULL), 0);
 	assert_int_equal(rl_table_rule(t, &def, &rule), 0);
 	for (unsigned i = 0; i < nkeys; i++) {
 		struct rl_result r;

@@ -34,7 +34,7 @@ static void decide_forever(const char *seg, unsigned rule, unsigned seed,
 	struct rl_table *t;
 	unsigned x = seed * 2654435761u + 1;
 
-	if (rl_table_open(seg, 0, 0, &t))
+	if (rl_table_open(seg, 0, 0, &t, NULL))
 		_exit(2);
 	while (!atomic_load(&sh->stop)) {
 		struct rl_result r;
@@ -68,7 +68,7 @@ static void test_sigkill_mid_decision(void **state)
 	(void)state;
 	segment_name(seg, sizeof(seg), "crash");
 	assert_non_null(sh);
-	assert_int_equal(rl_table_open(seg, 64, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(rl_table_open(seg, 64, RL_TABLE_CREATE, &t, NULL), 0);
 	assert_int_equal(rl_table_rule(t, &def, &rule), 0);
 	for (int i = 0; i < STEADY; i++) {
 		steady[i] = fork();

@@ -50,7 +50,7 @@ static void test_flood(void **state)
 	(void)state;
 	segment_name(seg, sizeof(seg), "flood");
 	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
-	assert_int_equal(rl_table_open(seg, 1024, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(rl_table_open(seg, 1024, RL_TABLE_CREATE, &t, NULL), 0);
 	assert_int_equal(rl_table_rule(t, &def, &rule), 0);
 	assert_int_equal(stat(path, &st0), 0);
 	for (int i = 0; i < 10; i++)

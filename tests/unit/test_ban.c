@@ -27,7 +27,7 @@ static int setup(void **state)
 	(void)state;
 	snprintf(seg, sizeof(seg), "rlshim-test-ban-%d-%d", (int)getpid(), n++);
 	rl_table_unlink(seg);
-	return rl_table_open(seg, 64, RL_TABLE_CREATE, &t);
+	return rl_table_open(seg, 64, RL_TABLE_CREATE, &t, NULL);
 }
 
 static int teardown(void **state)
@@ -224,7 +224,7 @@ static void test_shared(void **state)
 	struct rl_addr a = addr("192.0.2.3");
 
 	(void)state;
-	assert_int_equal(rl_table_open(seg, 0, 0, &u), 0);
+	assert_int_equal(rl_table_open(seg, 0, 0, &u, NULL), 0);
 	rl_ban_add(u, &c, NOW + 1000, RL_BAN_MANUAL, 0, NOW);
 	assert_true(rl_ban_check(t, &a, NOW));
 	rl_ban_remove(t, &c);

@@ -73,29 +73,29 @@ static const char design_ini[] =
 
 static struct rl_config *parse_ok(const char *text)
 {
-	char err[RL_ERR_MAX] = "";
+	struct rl_err err = { "" };
 	struct rl_config *c = NULL;
-	int rc = rl_config_parse(text, "x.conf", &c, err, sizeof(err));
+	int rc = rl_config_parse(text, "x.conf", &c, &err);
 
 	if (rc != 0)
-		print_error("unexpected error %d: %s\n", rc, err);
+		print_error("unexpected error %d: %s\n", rc, err.msg);
 	assert_int_equal(rc, 0);
 	assert_non_null(c);
-	assert_string_equal(err, "");
+	assert_string_equal(err.msg, "");
 	return c;
 }
 
 static void expect_error(const char *text, const char *want)
 {
-	char err[RL_ERR_MAX] = "";
+	struct rl_err err = { "" };
 	struct rl_config *c = (struct rl_config *)&err;
-	int rc = rl_config_parse(text, "x.conf", &c, err, sizeof(err));
+	int rc = rl_config_parse(text, "x.conf", &c, &err);
 
-	if (rc != -EINVAL || strcmp(err, want) != 0)
-		print_error("--- config:\n%s--- got %d '%s'\n", text, rc, err);
+	if (rc != -EINVAL || strcmp(err.msg, want) != 0)
+		print_error("--- config:\n%s--- got %d '%s'\n", text, rc, err.msg);
 	assert_int_equal(rc, -EINVAL);
 	assert_null(c);
-	assert_string_equal(err, want);
+	assert_string_equal(err.msg, want);
 }
 
 struct error_case {
@@ -1167,9 +1167,9 @@ static void test_error_null_err(void **state)
 	struct rl_config *c = NULL;
 
 	(void)state;
-	assert_int_equal(rl_config_parse("[bad]\n", NULL, &c, NULL, 0), -EINVAL);
+	assert_int_equal(rl_config_parse("[bad]\n", NULL, &c, NULL), -EINVAL);
 	assert_null(c);
-	assert_int_equal(rl_config_parse(NULL, "x", &c, NULL, 0), -EINVAL);
+	assert_int_equal(rl_config_parse(NULL, "x", &c, NULL), -EINVAL);
 }
 
 /* ---- files ---- */
@@ -1177,7 +1177,8 @@ static void test_error_null_err(void **state)
 static void test_file(void **state)
 {
 	char path[] = "/tmp/rlshim-test-config-XXXXXX";
-	char err[RL_ERR_MAX], want[RL_ERR_MAX];
+	struct rl_err err;
+	char want[RL_ERR_MAX];
 	struct rl_config *c = NULL;
 	int fd;
 	FILE *f;
@@ -1191,7 +1192,7 @@ static void test_file(void **state)
 	      "[limit:api]\nmatch = *\nrate = 60/m\nkey = ip\n", f);
 	assert_int_equal(fclose(f), 0);
 
-	assert_int_equal(rl_config_load(path, &c, err, sizeof(err)), 0);
+	assert_int_equal(rl_config_load(path, &c, &err), 0);
 	assert_non_null(c);
 	assert_string_equal(c->source, path);
 	assert_int_equal(c->nports, 1);
@@ -1207,11 +1208,11 @@ static void test_file(void **state)
 	fputs("[global]\n\n[limit:sms]\nrat = 3/m\n", f);
 	assert_int_equal(fclose(f), 0);
 	c = (struct rl_config *)&err;
-	assert_int_equal(rl_config_load(path, &c, err, sizeof(err)), -EINVAL);
+	assert_int_equal(rl_config_load(path, &c, &err), -EINVAL);
 	assert_null(c);
 	snprintf(want, sizeof(want), "%s:4: unknown key 'rat' in [limit:sms]",
 		 path);
-	assert_string_equal(err, want);
+	assert_string_equal(err.msg, want);
 
 	assert_int_equal(unlink(path), 0);
 }
@@ -1253,17 +1254,17 @@ static void test_stamp(void **state)
 static void test_reload_ok(void **state)
 {
 	struct rl_config *c = NULL;
-	char err[RL_ERR_MAX];
+	struct rl_err err;
 
 	(void)state;
 	assert_int_equal(rl_config_parse("[limit:a]\nrate = 1/s\n", "a.conf", &c,
-					 err, sizeof(err)), 0);
-	assert_int_equal(rl_config_reload_ok(c, err, sizeof(err)), 0);
+					 &err), 0);
+	assert_int_equal(rl_config_reload_ok(c, &err), 0);
 	rl_config_free(c);
 	assert_int_equal(rl_config_parse("[global]\nshm = x\n", "b.conf", &c,
-					 err, sizeof(err)), 0);
-	assert_int_equal(rl_config_reload_ok(c, err, sizeof(err)), -EINVAL);
-	assert_string_equal(err, "b.conf: no [limit:*] rule (to lift every limit "
+					 &err), 0);
+	assert_int_equal(rl_config_reload_ok(c, &err), -EINVAL);
+	assert_string_equal(err.msg, "b.conf: no [limit:*] rule (to lift every limit "
 			    "on purpose, set mode = dry-run)");
 	rl_config_free(c);
 }
@@ -1271,25 +1272,25 @@ static void test_reload_ok(void **state)
 static void test_missing_file(void **state)
 {
 	const char *path = "/nonexistent/rlshim.conf";
-	char err[RL_ERR_MAX];
+	struct rl_err err;
 	struct rl_config *c = (struct rl_config *)&err;
 
 	(void)state;
-	assert_int_equal(rl_config_load(path, &c, err, sizeof(err)), -ENOENT);
+	assert_int_equal(rl_config_load(path, &c, &err), -ENOENT);
 	assert_null(c);
-	assert_string_equal(err,
+	assert_string_equal(err.msg,
 			    "/nonexistent/rlshim.conf: No such file or directory");
 }
 
 static void test_directory(void **state)
 {
-	char err[RL_ERR_MAX];
+	struct rl_err err;
 	struct rl_config *c = NULL;
 
 	(void)state;
-	assert_int_equal(rl_config_load("/tmp", &c, err, sizeof(err)), -EISDIR);
+	assert_int_equal(rl_config_load("/tmp", &c, &err), -EISDIR);
 	assert_null(c);
-	assert_string_equal(err, "/tmp: Is a directory");
+	assert_string_equal(err.msg, "/tmp: Is a directory");
 }
 
 static void test_config_path(void **state)

@@ -61,16 +61,16 @@ static const char conf[] =
 
 static int setup_all(void **state)
 {
-	char err[512];
+	struct rl_err err;
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 
 	(void)state;
 	snprintf(seg, sizeof(seg), "rlshim-test-io-%d", (int)getpid());
 	rl_table_unlink(seg);
-	if (rl_config_parse(conf, "t.conf", &cfg, err, sizeof(err)) ||
-	    rl_table_open(seg, 1024, RL_TABLE_CREATE, &table) ||
-	    rl_io_start(&sys, cfg, table, err, sizeof(err)))
+	if (rl_config_parse(conf, "t.conf", &cfg, &err) ||
+	    rl_table_open(seg, 1024, RL_TABLE_CREATE, &table, NULL) ||
+	    rl_io_start(&sys, cfg, table, &err))
 		return -1;
 	listener = socket(AF_INET, SOCK_STREAM, 0);
 	if (bind(listener, (struct sockaddr *)&a, sizeof(a)) || listen(listener, 64))

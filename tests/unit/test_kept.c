@@ -38,7 +38,7 @@ static int setup(void **state)
 	snprintf(path, sizeof(path), "/tmp/rlshim-tkept-%d-%d.conf",
 		 (int)getpid(), n++);
 	rl_table_unlink(seg);
-	assert_int_equal(rl_table_open(seg, 64, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(rl_table_open(seg, 64, RL_TABLE_CREATE, &t, NULL), 0);
 	return 0;
 }
 
@@ -103,7 +103,8 @@ static void test_store_load(void **state)
 static void test_config_fallback(void **state)
 {
 	struct rl_config *c = NULL;
-	char err[RL_ERR_MAX], *text = NULL, good[256];
+	struct rl_err err;
+	char *text = NULL, good[256];
 	size_t len = 0;
 	int kept = -1;
 
@@ -111,8 +112,7 @@ static void test_config_fallback(void **state)
 	snprintf(good, sizeof(good), "[global]\nshm = %s\n[limit:a]\nmatch = *\n"
 		 "rate = 3/m\n", seg);
 	write_file(good);
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), 0);
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), 0);
 	assert_int_equal(kept, 0);
 	assert_non_null(text);
 	assert_int_equal(len, strlen(good));
@@ -129,17 +129,15 @@ static void test_config_fallback(void **state)
 		write_file(bad);
 	}
 	/* Nothing kept yet: a broken file is an error. */
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), -EINVAL);
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), -EINVAL);
 	assert_int_equal(kept, 0);
 	assert_int_equal(rl_kept_store(t, path, good, strlen(good), 5), 0);
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), 0);
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), 0);
 	assert_int_equal(kept, 1);
 	assert_null(text);
 	assert_string_equal(c->source, path);
 	assert_int_equal(c->rules[0].rate.count, 3);
-	assert_non_null(strstr(err, ":4: bad rate 'lots'"));
+	assert_non_null(strstr(err.msg, ":4: bad rate 'lots'"));
 	rl_config_free(c);
 	/* No rule at all (emptied, caught half-written): the kept one too. */
 	{
@@ -148,16 +146,14 @@ static void test_config_fallback(void **state)
 		snprintf(empty, sizeof(empty), "[global]\nshm = %s\n", seg);
 		write_file(empty);
 	}
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), 0);
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), 0);
 	assert_int_equal(kept, 1);
 	assert_int_equal(c->nrules, 1);
-	assert_non_null(strstr(err, "no [limit:*] rule"));
+	assert_non_null(strstr(err.msg, "no [limit:*] rule"));
 	rl_config_free(c);
 	/* ... but taken as it is where nothing is kept. */
 	write_file("[global]\nshm = rlshim-tkept-none\n");
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), 0);
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), 0);
 	assert_int_equal(kept, 0);
 	assert_int_equal(c->nrules, 0);
 	rl_config_free(c);
@@ -165,15 +161,13 @@ static void test_config_fallback(void **state)
 	text = NULL;
 	/* Broken and naming a segment that keeps nothing: the error. */
 	write_file("[global]\nshm = rlshim-tkept-none\n[limit:a]\nrate = lots\n");
-	c = (struct rl_config *)err;
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), -EINVAL);
+	c = (struct rl_config *)err.msg;
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), -EINVAL);
 	assert_int_equal(kept, 0);
 	/* Missing altogether: the error too (no shm to look in but the
 	 * default one, which this test does not have). */
 	unlink(path);
-	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, err,
-					sizeof(err)), -ENOENT);
+	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), -ENOENT);
 }
 
 int main(void)

@@ -63,11 +63,11 @@ static int teardown(void **state)
 static struct rl_config *parse_cfg(const char *text)
 {
 	struct rl_config *c = NULL;
-	char err[RL_ERR_MAX] = "";
-	int rc = rl_config_parse(text, "t.conf", &c, err, sizeof(err));
+	struct rl_err err = { "" };
+	int rc = rl_config_parse(text, "t.conf", &c, &err);
 
 	if (rc)
-		fail_msg("config refused: %s", err);
+		fail_msg("config refused: %s", err.msg);
 	assert_non_null(c);
 	return c;
 }
@@ -75,13 +75,13 @@ static struct rl_config *parse_cfg(const char *text)
 /* Build a policy over `c` on the fixture's segment (opened on first use). */
 static void init_policy(struct rl_policy *p, const struct rl_config *c)
 {
-	char err[RL_ERR_MAX] = "";
+	struct rl_err err = { "" };
 
 	if (!fx.t)
 		assert_int_equal(rl_table_open(fx.seg, 1024, RL_TABLE_CREATE,
-					       &fx.t), 0);
-	if (rl_policy_init(p, c, fx.t, err, sizeof(err)))
-		fail_msg("rl_policy_init: %s", err);
+					       &fx.t, NULL), 0);
+	if (rl_policy_init(p, c, fx.t, &err))
+		fail_msg("rl_policy_init: %s", err.msg);
 }
 
 static void load(const char *text)

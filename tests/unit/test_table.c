@@ -49,7 +49,7 @@ static struct rl_table *open_new(uint32_t capacity)
 {
 	struct rl_table *t = NULL;
 
-	assert_int_equal(rl_table_open(seg, capacity, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(rl_table_open(seg, capacity, RL_TABLE_CREATE, &t, NULL), 0);
 	assert_non_null(t);
 	return t;
 }
@@ -189,7 +189,7 @@ static void test_create_then_attach(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal((uint64_t)st.st_size, rl_table_layout_size(1024));
 	/* The second opener attaches; its capacity request is ignored. */
-	assert_int_equal(rl_table_open(seg, 99999, RL_TABLE_CREATE, &b), 0);
+	assert_int_equal(rl_table_open(seg, 99999, RL_TABLE_CREATE, &b, NULL), 0);
 	assert_int_equal(b->hdr->capacity, 1024);
 	assert_memory_equal(a->seed, b->seed, sizeof(a->seed));
 	rl_table_close(a);
@@ -199,24 +199,26 @@ static void test_create_then_attach(void **state)
 
 static void test_attach_missing(void **state)
 {
+	struct rl_err e;
 	struct rl_table *t = NULL;
 
 	(void)state;
-	assert_int_equal(rl_table_open(seg, 16, 0, &t), -ENOENT);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -ENOENT);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), seg));
+	assert_non_null(strstr(e.msg, seg));
 }
 
 static void test_bad_names(void **state)
 {
+	struct rl_err e;
 	struct rl_table *t = NULL;
 
 	(void)state;
-	assert_int_equal(rl_table_open("", 16, RL_TABLE_CREATE, &t), -EINVAL);
-	assert_int_equal(rl_table_open("../etc", 16, RL_TABLE_CREATE, &t), -EINVAL);
-	assert_int_equal(rl_table_open(".hidden", 16, RL_TABLE_CREATE, &t), -EINVAL);
-	assert_int_equal(rl_table_open("a/b", 16, RL_TABLE_CREATE, &t), -EINVAL);
-	assert_non_null(strstr(rl_table_error(), "bad segment name"));
+	assert_int_equal(rl_table_open("", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
+	assert_int_equal(rl_table_open("../etc", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
+	assert_int_equal(rl_table_open(".hidden", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
+	assert_int_equal(rl_table_open("a/b", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
+	assert_non_null(strstr(e.msg, "bad segment name"));
 }
 
 static void write_file(const char *name, const void *data, size_t len,
@@ -236,31 +238,34 @@ static void write_file(const char *name, const void *data, size_t len,
 
 static void test_truncated(void **state)
 {
+	struct rl_err e;
 	char junk[100] = { 0 };
 	struct rl_table *t = NULL;
 
 	(void)state;
 	write_file(seg, junk, sizeof(junk), 0600);
-	assert_int_equal(rl_table_open(seg, 16, 0, &t), -EBADF);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -EBADF);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), "truncated"));
+	assert_non_null(strstr(e.msg, "truncated"));
 }
 
 static void test_wrong_magic(void **state)
 {
+	struct rl_err e;
 	static char junk[200000];
 	struct rl_table *t = NULL;
 
 	(void)state;
 	memset(junk, 'A', sizeof(junk));
 	write_file(seg, junk, sizeof(junk), 0600);
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPROTO);
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), -EPROTO);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), "not an rlshim segment"));
+	assert_non_null(strstr(e.msg, "not an rlshim segment"));
 }
 
 static void test_wrong_version(void **state)
 {
+	struct rl_err e;
 	struct rl_table *t = open_new(16);
 	uint32_t v = RL_SHM_VERSION + 1;
 	char path[128];
@@ -275,13 +280,14 @@ static void test_wrong_version(void **state)
 	assert_int_equal(pwrite(fd, &v, 4, offsetof(struct rl_shm_header,
 						    version)), 4);
 	close(fd);
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPROTO);
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), -EPROTO);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), "layout version 4"));
+	assert_non_null(strstr(e.msg, "layout version 4"));
 }
 
 static void test_wrong_size(void **state)
 {
+	struct rl_err e;
 	struct rl_table *t = open_new(16);
 	char path[128];
 
@@ -290,15 +296,16 @@ static void test_wrong_size(void **state)
 	t = NULL;
 	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
 	assert_int_equal(truncate(path, (off_t)rl_table_layout_size(16) - 4096), 0);
-	assert_int_equal(rl_table_open(seg, 16, 0, &t), -EBADF);
-	assert_non_null(strstr(rl_table_error(), "size mismatch"));
+	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -EBADF);
+	assert_non_null(strstr(e.msg, "size mismatch"));
 	assert_int_equal(truncate(path, (off_t)rl_table_layout_size(16) + 4096), 0);
-	assert_int_equal(rl_table_open(seg, 16, 0, &t), -EBADF);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -EBADF);
 	assert_null(t);
 }
 
 static void test_writable_by_others(void **state)
 {
+	struct rl_err e;
 	struct rl_table *t = open_new(16);
 	char path[128];
 
@@ -307,14 +314,15 @@ static void test_writable_by_others(void **state)
 	t = NULL;
 	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
 	assert_int_equal(chmod(path, 0666), 0);
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), -EPERM);
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), -EPERM);
 	assert_null(t);
-	assert_non_null(strstr(rl_table_error(), "mode 0666"));
+	assert_non_null(strstr(e.msg, "mode 0666"));
 }
 
 /* Another user's segment: needs root to make a second user. */
 static void test_other_user(void **state)
 {
+	struct rl_err e;
 	struct rl_table *t = open_new(16);
 	pid_t pid;
 	int status;
@@ -331,10 +339,10 @@ static void test_other_user(void **state)
 
 		if (setgid(65534) || setuid(65534))
 			_exit(3);
-		rc = rl_table_open(seg, 16, RL_TABLE_CREATE, &c);
+		rc = rl_table_open(seg, 16, RL_TABLE_CREATE, &c, &e);
 		if (rc != -EACCES || c)
 			_exit(1);
-		if (!strstr(rl_table_error(), "owned by uid 0"))
+		if (!strstr(e.msg, "owned by uid 0"))
 			_exit(2);
 		_exit(0);
 	}
@@ -346,6 +354,7 @@ static void test_other_user(void **state)
 /* A creator that died half-way through initialisation is replaced. */
 static void test_dead_creator(void **state)
 {
+	struct rl_err e;
 	struct rl_shm_header h;
 	struct rl_table *t = NULL;
 	static char zero[8192];
@@ -368,9 +377,9 @@ static void test_dead_creator(void **state)
 		assert_int_equal(write(fd, zero, sizeof(zero)), (ssize_t)sizeof(zero));
 		close(fd);
 	}
-	assert_int_equal(rl_table_open(seg, 16, 0, &t), -ESTALE);
-	assert_non_null(strstr(rl_table_error(), "died"));
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t), 0);
+	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -ESTALE);
+	assert_non_null(strstr(e.msg, "died"));
+	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), 0);
 	assert_int_equal(t->hdr->init, RL_SHM_INIT_READY);
 	rl_table_close(t);
 }
@@ -388,7 +397,7 @@ static void test_rules(void **state)
 
 	(void)state;
 	assert_int_equal(rl_table_rule(a, &def, &id1), 0);
-	assert_int_equal(rl_table_open(seg, 0, 0, &b), 0);
+	assert_int_equal(rl_table_open(seg, 0, 0, &b, NULL), 0);
 	assert_int_equal(rl_table_rule(b, &def, &id2), 0);
 	assert_int_equal(id1, id2); /* same definition, same id */
 	/* A changed rate (a reload in b): the same rule, b's own rate; a
@@ -402,7 +411,7 @@ static void test_rules(void **state)
 	{
 		struct rl_table *c = NULL;
 
-		assert_int_equal(rl_table_open(seg, 0, 0, &c), 0);
+		assert_int_equal(rl_table_open(seg, 0, 0, &c, NULL), 0);
 		assert_int_equal(rl_table_rule_get(c, id1)->algo.rate.count, 30);
 		rl_table_close(c);
 	}
@@ -485,7 +494,7 @@ static void test_rule_claim_use(void **state)
 
 		atomic_store(&sr->seq, odd);
 		atomic_store(&sr->seq_ns, rl_time_now_ns());
-		assert_int_equal(rl_table_open(seg, 0, 0, &o), 0);
+		assert_int_equal(rl_table_open(seg, 0, 0, &o, NULL), 0);
 		assert_non_null(rl_table_rule_get(o, id));
 		assert_int_equal(rl_table_rule_get(o, id)->algo.rate.count, 4);
 		rl_table_close(o);
@@ -544,7 +553,7 @@ static void test_keys_rules_processes(void **state)
 	int allowed = 0;
 
 	(void)state;
-	assert_int_equal(rl_table_open(seg, 0, 0, &u), 0);
+	assert_int_equal(rl_table_open(seg, 0, 0, &u, NULL), 0);
 	for (int i = 0; i < 5; i++) {
 		/* Alternate the two handles: one budget. */
 		rl_table_take(i % 2 ? t : u, api, "1.2.3.4", 7, 1, T0, &r);
@@ -834,7 +843,7 @@ static void test_stale_marker(void **state)
 	assert_int_equal(rl_table_check(t, T0 + 1 * MS, &chk), 0);
 	assert_int_equal(chk.markers, 1);
 	assert_true(rl_table_check(t, T0 + SEC, &chk) > 0);
-	assert_non_null(strstr(chk.why, "stale marker"));
+	assert_non_null(strstr(chk.why.msg, "stale marker"));
 	/* Past the timeout the next decision clears it and uses the slot. */
 	rl_table_take(t, id, "k", 1, 1, T0 + SEC, &r);
 	assert_int_equal(atomic_load(&t->hdr->marks_cleared), 1);
@@ -911,7 +920,7 @@ static void test_summarise(void **state)
 	(void)state;
 	assert_int_equal(rl_table_rule(a, &fixed, &sms2), 0);
 	assert_int_not_equal(sms2, sms);
-	assert_int_equal(rl_table_open(seg, 0, 0, &b), 0);
+	assert_int_equal(rl_table_open(seg, 0, 0, &b, NULL), 0);
 	assert_int_equal(rl_table_take(a, sms, "k", 1, 1, T0, &r), 0);
 	/* Nothing denied yet: the first interval says nothing. */
 	assert_int_equal(rl_table_summarise(a, B + 1000, 10000, note_line, &l), 0);

@@ -185,6 +185,7 @@ static uint64_t run(struct ctx *c, const struct workload *w, uint64_t n)
 
 int main(int argc, char **argv)
 {
+	struct rl_err e;
 	const char *only_w = NULL, *only_d = NULL;
 	uint64_t n = 5000000;
 	double ns_per[3][2] = { { 0 } };
@@ -213,9 +214,9 @@ int main(int argc, char **argv)
 				   .rate = { 1000000000ull, 1000000000u,
 					     1000000000u } };
 
-		if (rl_table_open(seg, 65536, RL_TABLE_CREATE, &c.table) ||
+		if (rl_table_open(seg, 65536, RL_TABLE_CREATE, &c.table, &e) ||
 		    rl_table_rule(c.table, &def, &c.rule)) {
-			fprintf(stderr, "bench_core: %s\n", rl_table_error());
+			fprintf(stderr, "bench_core: %s\n", e.msg);
 			return 1;
 		}
 	}

@@ -928,7 +928,7 @@ static int start_agent(const char *agent, const char *conf,
 	       child_alive(&agent_pid)) {
 		struct rl_table_agent h;
 
-		if (!*t && rl_table_open(shm_name, 0, 0, t))
+		if (!*t && rl_table_open(shm_name, 0, 0, t, NULL))
 			*t = NULL;
 		if (*t)
 			rl_table_agent_read(*t, &h);

@@ -30,7 +30,7 @@ struct ctl {
 	const char *path;            /* resolved: the file, NULL = built-in */
 	struct rl_config *cfg;       /* NULL when the file does not parse
 					(only with CTL_BAD_CONFIG_OK) */
-	char cfg_err[RL_ERR_MAX];    /* why it does not */
+	struct rl_err cfg_err;       /* why it does not */
 	char shm[RL_SHM_NAME_MAX];   /* the segment's name */
 	struct rl_table *table;
 };

@@ -97,7 +97,7 @@ static int run_check(struct ctl *c, const void *opts)
 	const struct check_opts *o = opts;
 	const char *path = o->file ? o->file : c->config_path;
 	struct rl_config *cfg;
-	char err[RL_ERR_MAX];
+	struct rl_err err;
 
 	if (!path)
 		path = rl_config_path();
@@ -106,8 +106,8 @@ static int run_check(struct ctl *c, const void *opts)
 		       "(60 requests a minute per client IP)\n");
 		return 0;
 	}
-	if (rl_config_load(path, &cfg, err, sizeof(err))) {
-		fprintf(stderr, "%s\n", err);
+	if (rl_config_load(path, &cfg, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
 	printf("%s: ok, %u rule%s, segment %s\n", path, cfg->nrules,
@@ -144,11 +144,11 @@ static int peek_shm(void *arg, const char *section, const char *name,
 
 int ctl_open(struct ctl *c, unsigned flags)
 {
+	struct rl_err e;
 	int rc;
 
 	c->path = c->config_path ? c->config_path : rl_config_path();
-	rc = c->path ? rl_config_load(c->path, &c->cfg, c->cfg_err,
-				      sizeof(c->cfg_err))
+	rc = c->path ? rl_config_load(c->path, &c->cfg, &c->cfg_err)
 		     : rl_config_default(&c->cfg);
 	if (rc == 0) {
 		snprintf(c->shm, sizeof(c->shm), "%s", c->cfg->shm);
@@ -167,12 +167,12 @@ int ctl_open(struct ctl *c, unsigned flags)
 		rl_config_free(def);
 		ini_parse(c->path, peek_shm, c->shm);
 	} else {
-		return ctl_fail("%s", c->cfg_err[0] ? c->cfg_err
-						    : "cannot load the configuration");
+		return ctl_fail("%s", c->cfg_err.msg[0] ? c->cfg_err.msg
+							: "cannot load the configuration");
 	}
-	rc = rl_table_open(c->shm, 0, 0, &c->table);
+	rc = rl_table_open(c->shm, 0, 0, &c->table, &e);
 	if (rc)
-		return ctl_fail("%s%s", rl_table_error(),
+		return ctl_fail("%s%s", e.msg,
 				rc == -ENOENT ? " (no server under the shim has "
 						"accepted a connection yet)" : "");
 	return 0;
