@@ -230,6 +230,39 @@ def shim_needs_only_libc():
     assert needed == ['libc.so.6'], needed
 
 
+SELF_CALL = r'''
+#include <unistd.h>
+#define EXPORT __attribute__((visibility("default")))
+EXPORT ssize_t read(int fd, void *buf, size_t len) { (void)fd; (void)buf; return (ssize_t)len; }
+EXPORT int through_%s(void) { char c = 0; return (int)%s(1, &c, 1); }
+'''
+
+
+def build_refuses_self_calls():
+    """tools/check-selfcalls.sh, run on every link of librlshim.so, passes
+    the installed library and fails a library whose code calls a name it
+    exports (its own hook, through the PLT), naming the name and the
+    caller; a call to a name it does not export passes."""
+    check = os.path.join(REPO, 'tools', 'check-selfcalls.sh')
+    p = sh(check, inst('lib/librlshim.so'))
+    assert p.returncode == 0, p.stderr
+    for callee, fails in (('read', True), ('write', False)):
+        src = os.path.join(TMP, f'self_{callee}.c')
+        lib = os.path.join(TMP, f'libself_{callee}.so')
+        with open(src, 'w') as f:
+            f.write(SELF_CALL % (callee, callee))
+        cc = sh('cc', '-shared', '-fPIC', '-O2', '-fvisibility=hidden',
+                '-o', lib, src)
+        assert cc.returncode == 0, cc.stderr
+        p = sh(check, lib)
+        if fails:
+            assert p.returncode == 1, (p.stdout, p.stderr)
+            assert f"calls its own hook 'read'" in p.stderr, p.stderr
+            assert f'through_{callee}' in p.stderr, p.stderr
+        else:
+            assert p.returncode == 0, p.stderr
+
+
 def check_examples():
     """The installed rlshimctl says ok to every installed example, and
     refuses a broken copy of one with file:line."""
@@ -775,7 +808,7 @@ def uninstall():
     make('uninstall', f'PREFIX={PREFIX}')
 
 
-TESTS = [install, shim_needs_only_libc, check_examples, man_pages_render,
+TESTS = [install, shim_needs_only_libc, build_refuses_self_calls, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
          pkg_config_links, core_holds_no_shim, systemd_examples, docs_installed,
          unit_command_line_runs,
