@@ -29,12 +29,21 @@ PKGS := cmocka inih
 
 WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wwrite-strings -Wformat=2 -Werror
-BASE_CFLAGS := $(WARN) -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
+# The shim is linked with link-time optimisation: its read path spans
+# io_*.c, http*.c, policy.c and the core, one job per file, and LTO inlines
+# across them as if they were one (half the instructions per request, see
+# docs/BENCHMARKS.md). The objects are fat, so the archives link as usual
+# everywhere else (tests, agent, rlshimctl, embedders): every other link
+# says -fno-lto (LDFLAGS), the shim's link -flto after it.
+ifeq ($(SANITIZE),)
+LTO := -flto=auto -ffat-lto-objects
+endif
+BASE_CFLAGS := $(WARN) -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE $(LTO) \
 	-ftls-model=initial-exec \
 	-Iinclude -iquote src/core -iquote src/shim -iquote src/agent -MMD -MP $(SAN_FLAGS)
 # User CFLAGS/LDFLAGS add to the defaults, never replace them.
 override CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
-override LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
+override LDFLAGS := $(SAN_FLAGS) $(if $(LTO),-fno-lto) $(LDFLAGS)
 
 # Dependencies are found through pkg-config once tools/deps.sh has run.
 DEPS_STAMP := build/.deps-ok
@@ -150,7 +159,7 @@ $(SHIM): $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
-		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS)
+		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS) -O2 -flto=auto
 	$(Q)tools/check-selfcalls.sh $@
 
 # The agent: src/agent and the core; hiredis and libbpf stay out of the
