@@ -19,6 +19,7 @@
 
 #include "algo.h"
 #include "shm.h"
+#include "each.h"
 #include "skip.h"
 #include "table.h"
 
@@ -963,34 +964,35 @@ static void test_foreach(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layout),
-		cmocka_unit_test_setup_teardown(test_create_then_attach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_attach_missing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_magic, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_version, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_size, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_writable_by_others, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_other_user, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dead_creator, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_take_matches_step, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys_rules_processes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_long_keys, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_refund, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_idle_reuse, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limited_key_survives, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_least_debt_evicted, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summarise, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rule_claim_use, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_uncounted, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fail_count, setup, teardown),
+		cmocka_unit_test(test_create_then_attach),
+		cmocka_unit_test(test_attach_missing),
+		cmocka_unit_test(test_bad_names),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_wrong_magic),
+		cmocka_unit_test(test_wrong_version),
+		cmocka_unit_test(test_wrong_size),
+		cmocka_unit_test(test_writable_by_others),
+		cmocka_unit_test(test_other_user),
+		cmocka_unit_test(test_dead_creator),
+		cmocka_unit_test(test_rules),
+		cmocka_unit_test(test_take_matches_step),
+		cmocka_unit_test(test_keys_rules_processes),
+		cmocka_unit_test(test_long_keys),
+		cmocka_unit_test(test_refund),
+		cmocka_unit_test(test_idle_reuse),
+		cmocka_unit_test(test_limited_key_survives),
+		cmocka_unit_test(test_least_debt_evicted),
+		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_stale_marker),
+		cmocka_unit_test(test_foreach),
+		cmocka_unit_test(test_summarise),
+		cmocka_unit_test(test_rule_claim_use),
+		cmocka_unit_test(test_uncounted),
+		cmocka_unit_test(test_fail_count),
 	};
 
-	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
+			setup, teardown);
 }
