@@ -123,6 +123,38 @@ def free_port() -> int:
     raise RuntimeError('no free TCP port found')
 
 
+def instance_dir(path: str) -> tuple[str, int, str]:
+    """A new server's own folder `path` (made here), a free port for it and
+    the path of its rlshim.conf in that folder."""
+    os.makedirs(path)
+    return path, free_port(), os.path.join(path, 'rlshim.conf')
+
+
+def unlink_segment(shm: str) -> None:
+    """Remove the shim's segment /dev/shm/<shm> if it is there."""
+    try:
+        os.unlink(f'/dev/shm/{shm}')
+    except FileNotFoundError:
+        pass
+
+
+def stop_with_segment(server: 'Server', shm: str) -> None:
+    """Stop `server` and remove the segment its shim used."""
+    server.stop()
+    unlink_segment(shm)
+
+
+def end_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM `proc` and reap it; SIGKILL when it is not gone in `timeout`
+    seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _fold_ip(ip: str) -> str:
     """::ffff:a.b.c.d -> a.b.c.d; strips [] and a :port from busybox's form."""
     if ip.startswith('::ffff:') and '.' in ip:

@@ -127,11 +127,7 @@ class Srv:
             time.sleep(0.05)
 
     def stop(self):
-        self.server.stop()
-        try:
-            os.unlink(f'/dev/shm/{self.shm}')
-        except FileNotFoundError:
-            pass
+        servers.stop_with_segment(self.server, self.shm)
 
 
 class _Echo:

@@ -24,7 +24,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (REPO, Skip, exchange, parse_responses,  # noqa: E402
                      request, require_root, run, wait_for)
-from servers import free_port  # noqa: E402
+from servers import end_process, free_port, unlink_segment  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix='rlshim-install-')
 PREFIX = os.path.join(TMP, 'prefix')
@@ -560,10 +560,7 @@ def unit_command_line_runs():
         if p.poll() is None:
             p.kill()
             p.wait()
-        try:
-            os.unlink(f'/dev/shm/{shm}')
-        except FileNotFoundError:
-            pass
+        unlink_segment(shm)
 
 
 def unit_xdp_capabilities():
@@ -624,10 +621,7 @@ wait $pid
             assert p.returncode == 0 and 'agent stopped' in text, \
                 (name, p.stderr, text)
             results[name] = text
-            try:
-                os.unlink(f'/dev/shm/{shm}')
-            except FileNotFoundError:
-                pass
+            unlink_segment(shm)
         assert f'msg="xdp attached" interface={ifc} mode=generic' in \
             results['unit'], \
             results['unit']
@@ -699,16 +693,8 @@ def watch_and_change_live():
         assert re.search(r'^rlshim_config_reloads_total 1$', m.stdout, re.M), \
             m.stdout
     finally:
-        srv.terminate()
-        try:
-            srv.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
-        try:
-            os.unlink(f'/dev/shm/{shm}')
-        except FileNotFoundError:
-            pass
+        end_process(srv)
+        unlink_segment(shm)
 
 
 def shim_starts_installed_agent():
@@ -762,17 +748,12 @@ def shim_starts_installed_agent():
                 wait_for(lambda: 'agent stopped' in open(agent_log).read(), 5)
             except ProcessLookupError:
                 pass
-        srv.terminate()
+        end_process(srv)
+        unlink_segment(shm)
         try:
-            srv.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
-        for f in (f'/dev/shm/{shm}', agent_log):
-            try:
-                os.unlink(f)
-            except FileNotFoundError:
-                pass
+            os.unlink(agent_log)
+        except FileNotFoundError:
+            pass
 
 
 # ---- the demo and uninstall ----------------------------------------------------------------

@@ -77,11 +77,9 @@ class Host:
 
     def __init__(self, url, rules, name, interval='50ms'):
         N[0] += 1
-        self.dir = os.path.join(TMP, f'{name}-{N[0]}')
-        os.makedirs(self.dir)
-        self.port = servers.free_port()
+        self.dir, self.port, self.config = servers.instance_dir(
+            os.path.join(TMP, f'{name}-{N[0]}'))
         self.shm = f'rlshim-rt-{os.getpid()}-{N[0]}'
-        self.config = os.path.join(self.dir, 'rlshim.conf')
         redis = (f'[redis]\nurl = {url}\nsync_interval = {interval}\n'
                  f'timeout = 100ms\n') if url else ''
         with open(self.config, 'w') as f:

@@ -77,11 +77,9 @@ key = header:X-Key
 class Nginx:
     def __init__(self, rate):
         N[0] += 1
-        self.dir = os.path.join(TMP, f'nginx{N[0]}')
-        os.makedirs(self.dir)
-        self.port = servers.free_port()
+        self.dir, self.port, self.config = servers.instance_dir(
+            os.path.join(TMP, f'nginx{N[0]}'))
         self.shm = f'rlshim-reload-{os.getpid()}-{N[0]}'
-        self.config = os.path.join(self.dir, 'rlshim.conf')
         self.write(rate)
         self.server = servers.Server('nginx', self.dir, SHIM, self.config,
                                      self.port)
@@ -98,11 +96,7 @@ class Nginx:
                 for _ in range(n)]
 
     def stop(self):
-        self.server.stop()
-        try:
-            os.unlink(f'/dev/shm/{self.shm}')
-        except FileNotFoundError:
-            pass
+        servers.stop_with_segment(self.server, self.shm)
 
 
 class Load(threading.Thread):

@@ -23,55 +23,30 @@ from harness import (SHIM, chunked, connect, exchange, parse_responses,  # noqa:
                      recv_all, request, run, statuses, wait_for)
 import servers  # noqa: E402
 
+# One rule per scenario, each its own budget: (name, rate, key). A rule
+# matches * /t/<name>; key None is the default, the client's address.
+RULES = [
+    ('five', '5/m', None),
+    ('keep', '5/m', None),
+    ('pipe', '5/m', None),
+    ('split', '1/m', 'header:X-Key'),
+    ('drip', '1/m', 'header:X-Key'),
+    ('head', '1/m', None),
+    ('v10', '1/m', None),
+    ('xff', '1/m', None),
+    ('v6', '1/m', None),
+    ('workers', '20/m', None),
+]
+
 CONFIG = """\
 [global]
 ports = {port}
 shm = {shm}
 trusted_proxies = 127.0.0.1/32
 client_ip_header = X-Forwarded-For
-
-[limit:five]
-match = * /t/five
-rate = 5/m
-
-[limit:keep]
-match = * /t/keep
-rate = 5/m
-
-[limit:pipe]
-match = * /t/pipe
-rate = 5/m
-
-[limit:split]
-match = * /t/split
-rate = 1/m
-key = header:X-Key
-
-[limit:drip]
-match = * /t/drip
-rate = 1/m
-key = header:X-Key
-
-[limit:head]
-match = * /t/head
-rate = 1/m
-
-[limit:v10]
-match = * /t/v10
-rate = 1/m
-
-[limit:xff]
-match = * /t/xff
-rate = 1/m
-
-[limit:v6]
-match = * /t/v6
-rate = 1/m
-
-[limit:workers]
-match = * /t/workers
-rate = 20/m
-"""
+""" + ''.join(f"\n[limit:{name}]\nmatch = * /t/{name}\nrate = {rate}\n"
+              + (f"key = {key}\n" if key else '')
+              for name, rate, key in RULES)
 
 
 # apache-MPM: the apache kind with that MPM module.

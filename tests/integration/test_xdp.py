@@ -31,9 +31,12 @@ TAG = f'{os.getpid() % 10000}'
 NETS = []  # (namespace, host interface, host address, client address)
 
 # A client inside a namespace: one GET, prints the status, or why none.
+# argv: host, port, timeout, and this folder (for harness's recv_all).
 CLIENT = r'''
 import socket, sys
 host, port, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+sys.path.insert(0, sys.argv[4])
+from harness import recv_all
 s = socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET)
 s.settimeout(timeout)
 try:
@@ -42,14 +45,10 @@ except socket.timeout:
     print('timeout'); sys.exit(0)
 except ConnectionRefusedError:
     print('refused'); sys.exit(0)
+data = b''
 try:
     s.sendall(b'GET /books HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n')
-    data = b''
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
+    data = recv_all(s)
 except (socket.timeout, ConnectionResetError):
     pass
 print(data.split(b' ')[1].decode() if data.startswith(b'HTTP/') else 'closed')
@@ -79,7 +78,7 @@ def client(i, port, timeout=1.0, v6=False):
     if v6:
         server = f'fd00:231:{i + 1}::1'
     out = sh('ip', 'netns', 'exec', ns, sys.executable, '-c', CLIENT, server,
-             str(port), str(timeout))
+             str(port), str(timeout), os.path.dirname(os.path.abspath(__file__)))
     return out.stdout.strip()
 
 

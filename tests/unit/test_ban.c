@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ban.h"
+#include "each.h"
 #include "shm.h"
 
 #define NOW 1800000000000ull /* a Unix time in ms */
@@ -327,17 +328,18 @@ static void test_gen(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_none, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prefixes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_foreach_hits_origin, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_remove_and_renew, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_many, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stale_reservation, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shared, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_offences, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gen, setup, teardown),
+	struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_none),
+		cmocka_unit_test(test_prefixes),
+		cmocka_unit_test(test_foreach_hits_origin),
+		cmocka_unit_test(test_remove_and_renew),
+		cmocka_unit_test(test_many),
+		cmocka_unit_test(test_stale_reservation),
+		cmocka_unit_test(test_shared),
+		cmocka_unit_test(test_offences),
+		cmocka_unit_test(test_gen),
 	};
 
-	return cmocka_run_group_tests_name("ban", tests, NULL, NULL);
+	return run_each("ban", tests, sizeof(tests) / sizeof(tests[0]),
+			setup, teardown);
 }

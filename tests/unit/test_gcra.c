@@ -29,87 +29,102 @@ static const struct rl_algo *alg(enum rl_algorithm kind,
 	return &a;
 }
 
+/*
+ * One GCRA step on a key and what its answer must hold. A field that is
+ * ANY is not part of the case.
+ */
+#define ANY (-1)
+
+struct step {
+	uint32_t cost;
+	uint64_t at;
+	int allowed;
+	int64_t remaining, retry, reset, limit;
+};
+
+static void check_field(const char *test, size_t i, const char *field,
+			uint64_t got, int64_t want)
+{
+	if (want != ANY && got != (uint64_t)want)
+		fail_msg("%s, step %zu: %s %llu, want %lld", test, i, field,
+			 (unsigned long long)got, (long long)want);
+}
+
+/* Runs the steps in order on one TAT. */
+static void check_steps(const char *test, const struct rl_rate *rate,
+			uint64_t *tat, const struct step *s, size_t n)
+{
+	struct rl_result r;
+
+	for (size_t i = 0; i < n; i++) {
+		rl_gcra_step(tat, rate, s[i].cost, s[i].at, &r);
+		check_field(test, i, "allowed", (uint64_t)r.allowed, s[i].allowed);
+		check_field(test, i, "remaining", r.remaining, s[i].remaining);
+		check_field(test, i, "retry_after_ns", r.retry_after_ns, s[i].retry);
+		check_field(test, i, "reset_after_ns", r.reset_after_ns, s[i].reset);
+		check_field(test, i, "limit", r.limit, s[i].limit);
+	}
+}
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 /* redis_rate's TestAllow vectors, all at one instant. */
 static void test_redis_rate_vectors(void **state)
 {
-	struct rl_result r;
+	static const struct step s[] = {
+		/* cost at allowed remaining retry reset limit */
+		{ 1, T0, 1, 9, 0, 100 * MS, 10 },
+		{ 2, T0, 1, 7, ANY, 300 * MS, ANY },
+		{ 7, T0, 1, 0, ANY, 1 * SEC, ANY },
+		{ 1000, T0, 0, 0, 100 * SEC, 1 * SEC, ANY },
+	};
 	uint64_t tat = 0;
 
 	(void)state;
-	rl_gcra_step(&tat, &ten_per_sec, 1, T0, &r);
-	assert_int_equal(r.allowed, 1);
-	assert_int_equal(r.limit, 10);
-	assert_int_equal(r.remaining, 9);
-	assert_int_equal(r.retry_after_ns, 0);
-	assert_int_equal(r.reset_after_ns, 100 * MS);
-
-	rl_gcra_step(&tat, &ten_per_sec, 2, T0, &r);
-	assert_int_equal(r.allowed, 1);
-	assert_int_equal(r.remaining, 7);
-	assert_int_equal(r.reset_after_ns, 300 * MS);
-
-	rl_gcra_step(&tat, &ten_per_sec, 7, T0, &r);
-	assert_int_equal(r.allowed, 1);
-	assert_int_equal(r.remaining, 0);
-	assert_int_equal(r.reset_after_ns, 1 * SEC);
-
-	rl_gcra_step(&tat, &ten_per_sec, 1000, T0, &r);
-	assert_int_equal(r.allowed, 0);
-	assert_int_equal(r.remaining, 0);
-	assert_int_equal(r.retry_after_ns, 100 * SEC);
-	assert_int_equal(r.reset_after_ns, 1 * SEC);
+	check_steps(__func__, &ten_per_sec, &tat, s, ARRAY_SIZE(s));
 	/* Nothing stored on a denial. */
 	assert_int_equal(tat, T0 + 1 * SEC);
 }
 
 static void test_cost_zero_new_key(void **state)
 {
-	struct rl_result r;
+	static const struct step s[] = {
+		{ 0, T0, 1, 10, 0, 0, ANY },
+	};
 	uint64_t tat = 0;
 
 	(void)state;
-	rl_gcra_step(&tat, &ten_per_sec, 0, T0, &r);
-	assert_int_equal(r.allowed, 1);
-	assert_int_equal(r.remaining, 10);
-	assert_int_equal(r.reset_after_ns, 0);
-	assert_int_equal(r.retry_after_ns, 0);
+	check_steps(__func__, &ten_per_sec, &tat, s, ARRAY_SIZE(s));
 	assert_int_equal(tat, 0); /* a peek stores nothing */
 }
 
 /* A denial reports what is left for cost-1 requests, not 0. */
 static void test_denial_reports_remaining(void **state)
 {
-	struct rl_result r;
+	static const struct step s[] = {
+		{ 5, T0, ANY, ANY, ANY, ANY, ANY },
+		{ 7, T0, 0, 5, 200 * MS, 500 * MS, ANY },
+	};
 	uint64_t tat = 0;
 
 	(void)state;
-	rl_gcra_step(&tat, &ten_per_sec, 5, T0, &r);
-	rl_gcra_step(&tat, &ten_per_sec, 7, T0, &r);
-	assert_int_equal(r.allowed, 0);
-	assert_int_equal(r.remaining, 5);
-	assert_int_equal(r.retry_after_ns, 200 * MS);
-	assert_int_equal(r.reset_after_ns, 500 * MS);
+	check_steps(__func__, &ten_per_sec, &tat, s, ARRAY_SIZE(s));
 }
 
 /* Burst 1: strict spacing, nginx's limit_req without burst. */
 static void test_strict_spacing(void **state)
 {
-	const struct rl_rate rate = { SEC, 1, 1 };
-	struct rl_result r;
+	static const struct rl_rate rate = { SEC, 1, 1 };
+	static const struct step s[] = {
+		{ 1, T0, 1, ANY, ANY, ANY, ANY },
+		{ 1, T0 + 500 * MS, 0, 0, 500 * MS, ANY, ANY },
+		{ 1, T0 + 999 * MS, 0, ANY, 1 * MS, ANY, ANY },
+		{ 1, T0 + SEC, 1, ANY, ANY, ANY, ANY },
+	};
 	uint64_t tat = 0;
 
 	(void)state;
-	rl_gcra_step(&tat, &rate, 1, T0, &r);
-	assert_true(r.allowed);
-	rl_gcra_step(&tat, &rate, 1, T0 + 500 * MS, &r);
-	assert_false(r.allowed);
-	assert_int_equal(r.retry_after_ns, 500 * MS);
-	assert_int_equal(r.remaining, 0);
-	rl_gcra_step(&tat, &rate, 1, T0 + 999 * MS, &r);
-	assert_false(r.allowed);
-	assert_int_equal(r.retry_after_ns, 1 * MS);
-	rl_gcra_step(&tat, &rate, 1, T0 + SEC, &r);
-	assert_true(r.allowed);
+	check_steps(__func__, &rate, &tat, s, ARRAY_SIZE(s));
 }
 
 /* Offered twice the rate for one second, exactly the rate passes. */
@@ -225,18 +240,15 @@ static void test_rate_times_time_plus_burst(void **state)
 
 static void test_refill(void **state)
 {
-	struct rl_result r;
+	static const struct step s[] = {
+		{ 10, T0, ANY, 0, ANY, ANY, ANY },
+		{ 0, T0 + 350 * MS, ANY, 3, ANY, 650 * MS, ANY },
+		{ 0, T0 + 5 * SEC, ANY, 10, ANY, 0, ANY },
+	};
 	uint64_t tat = 0;
 
 	(void)state;
-	rl_gcra_step(&tat, &ten_per_sec, 10, T0, &r);
-	assert_int_equal(r.remaining, 0);
-	rl_gcra_step(&tat, &ten_per_sec, 0, T0 + 350 * MS, &r);
-	assert_int_equal(r.remaining, 3);
-	assert_int_equal(r.reset_after_ns, 650 * MS);
-	rl_gcra_step(&tat, &ten_per_sec, 0, T0 + 5 * SEC, &r);
-	assert_int_equal(r.remaining, 10);
-	assert_int_equal(r.reset_after_ns, 0);
+	check_steps(__func__, &ten_per_sec, &tat, s, ARRAY_SIZE(s));
 }
 
 /* Costs and periods that overflow 64 bits are denied, not wrapped. */
@@ -256,14 +268,13 @@ static void test_saturation(void **state)
 /* A TAT stored from a later clock than ours: never a negative remaining. */
 static void test_tat_beyond_horizon(void **state)
 {
-	struct rl_result r;
+	static const struct step s[] = {
+		{ 1, T0, 0, 0, 1100 * MS, ANY, ANY },
+	};
 	uint64_t tat = T0 + 2 * SEC;
 
 	(void)state;
-	rl_gcra_step(&tat, &ten_per_sec, 1, T0, &r);
-	assert_int_equal(r.allowed, 0);
-	assert_int_equal(r.remaining, 0);
-	assert_int_equal(r.retry_after_ns, 1100 * MS);
+	check_steps(__func__, &ten_per_sec, &tat, s, ARRAY_SIZE(s));
 }
 
 /* Rates whose interval is not a whole number of ns: the interval is

@@ -166,6 +166,23 @@ static struct rl_verdict deny(const char *peer, const char *method,
 	return v;
 }
 
+/* What a verdict answers: its limit, remaining, retry and reset. */
+static void assert_answer(const struct rl_verdict *v, uint64_t limit,
+			  uint64_t remaining, uint64_t retry_ns,
+			  uint64_t reset_ns)
+{
+	if (v->res.limit != limit || v->res.remaining != remaining ||
+	    v->res.retry_after_ns != retry_ns || v->res.reset_after_ns != reset_ns)
+		fail_msg("answered limit %llu remaining %llu retry %llu reset %llu;"
+			 " expected %llu %llu %llu %llu",
+			 (unsigned long long)v->res.limit,
+			 (unsigned long long)v->res.remaining,
+			 (unsigned long long)v->res.retry_after_ns,
+			 (unsigned long long)v->res.reset_after_ns,
+			 (unsigned long long)limit, (unsigned long long)remaining,
+			 (unsigned long long)retry_ns, (unsigned long long)reset_ns);
+}
+
 /* GET / from `peer` with `headers`: refused as ambiguous. */
 static void refused(const char *peer, const char *headers, uint64_t now)
 {
@@ -384,10 +401,7 @@ static void test_key_ipv4_prefix(void **state)
 	pass("10.0.0.1", "GET", "/", NULL, T0);
 	/* Same /24: the same bucket, now empty. */
 	v = deny("10.0.0.200", "GET", "/", NULL, T0, 0);
-	assert_int_equal(v.res.limit, 1);
-	assert_int_equal(v.res.remaining, 0);
-	assert_int_equal(v.res.retry_after_ns, 60 * SEC);
-	assert_int_equal(v.res.reset_after_ns, 60 * SEC);
+	assert_answer(&v, 1, 0, 60 * SEC, 60 * SEC);
 	/* Another /24 has its own. */
 	pass("10.0.1.1", "GET", "/", NULL, T0);
 	v = deny("10.0.1.254", "GET", "/", NULL, T0 + 59 * SEC, 0);
@@ -542,10 +556,7 @@ static void test_second_rule_denies(void **state)
 	     "[limit:sms]\nmatch = POST /sms\nrate = 1/m\n");
 	pass("192.0.2.1", "POST", "/sms", NULL, T0);
 	v = deny("192.0.2.1", "POST", "/sms", NULL, T0, 3);
-	assert_int_equal(v.res.limit, 1);
-	assert_int_equal(v.res.remaining, 0);
-	assert_int_equal(v.res.retry_after_ns, 60 * SEC);
-	assert_int_equal(v.res.reset_after_ns, 60 * SEC);
+	assert_answer(&v, 1, 0, 60 * SEC, 60 * SEC);
 	/* Counters: the refunded units are not "allowed". */
 	assert_int_equal(stats(0).allowed, 1);
 	assert_int_equal(stats(0).denied, 0);
@@ -824,10 +835,7 @@ static void test_accept(void **state)
 	assert_allowed(&v);
 	accept_at("1.2.3.5", T0, &v);
 	assert_denied(&v, 1);
-	assert_int_equal(v.res.limit, 2);
-	assert_int_equal(v.res.remaining, 0);
-	assert_int_equal(v.res.retry_after_ns, 500 * MS);
-	assert_int_equal(v.res.reset_after_ns, 1 * SEC);
+	assert_answer(&v, 2, 0, 500 * MS, 1 * SEC);
 	/* The global rule comes later and was not taken by the denial. */
 	accept_at("5.6.7.8", T0, &v);
 	assert_allowed(&v);

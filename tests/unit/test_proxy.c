@@ -73,9 +73,11 @@ static struct rl_proxy_result check_valid(const void *hdr, size_t n)
 
 /*
  * Bad input of n bytes that first becomes recognisably bad at bad_at
- * bytes: shorter prefixes ask for more, every longer one is BAD.
+ * bytes: shorter prefixes ask for more, every longer one is BAD. A failure
+ * names the case `what`, or shows the input when that is NULL.
  */
-static void check_bad(const void *p, size_t n, size_t bad_at)
+static void check_bad_as(const char *what, const void *p, size_t n,
+			 size_t bad_at)
 {
 	struct rl_proxy_result r;
 
@@ -84,11 +86,19 @@ static void check_bad(const void *p, size_t n, size_t bad_at)
 		enum rl_proxy_status want = i < bad_at ? RL_PROXY_MORE :
 							 RL_PROXY_BAD;
 
-		if (parse_exact(p, i, &r) != want)
-			fail_msg("case \"%.*s\" prefix %zu: got %d, want %d",
-				 (int)n, (const char *)p, i,
+		if (parse_exact(p, i, &r) == want)
+			continue;
+		if (what)
+			fail_msg("%s prefix %zu: got %d, want %d", what, i,
 				 parse_exact(p, i, &r), want);
+		fail_msg("case \"%.*s\" prefix %zu: got %d, want %d",
+			 (int)n, (const char *)p, i, parse_exact(p, i, &r), want);
 	}
+}
+
+static void check_bad(const void *p, size_t n, size_t bad_at)
+{
+	check_bad_as(NULL, p, n, bad_at);
 }
 
 /* bad_at given as the length of the longest acceptable prefix + 1. */
@@ -307,17 +317,27 @@ static const uint8_t body_v4[12] = {
 	0x01, 0xbb,       /* dport 443 */
 };
 
-static void test_v2_inet(void **state)
+/* A PROXY header of family `fam` and `body`: valid (check_valid: its
+ * length is the header's), from addr:port. */
+static struct rl_proxy_result check_v2_client(uint8_t fam, const uint8_t *body,
+					      size_t body_len, const char *addr,
+					      uint16_t port)
 {
 	uint8_t buf[RL_PROXY_MAX];
 	struct rl_proxy_result r;
-	size_t n;
+
+	r = check_valid(buf, v2(buf, 0x21, fam, body, body_len));
+	assert_addr(&r, addr, port);
+	return r;
+}
+
+static void test_v2_inet(void **state)
+{
+	struct rl_proxy_result r;
 
 	(void)state;
-	n = v2(buf, 0x21, 0x11, body_v4, sizeof(body_v4));
-	assert_int_equal(n, 28);
-	r = check_valid(buf, n);
-	assert_addr(&r, "203.0.113.7", 50000);
+	r = check_v2_client(0x11, body_v4, sizeof(body_v4), "203.0.113.7", 50000);
+	assert_int_equal(r.len, 28);
 }
 
 static void test_v2_inet6(void **state)
@@ -327,15 +347,11 @@ static void test_v2_inet6(void **state)
 		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01,
 		0xff, 0xff, 0x00, 0x50,
 	};
-	uint8_t buf[RL_PROXY_MAX];
 	struct rl_proxy_result r;
-	size_t n;
 
 	(void)state;
-	n = v2(buf, 0x21, 0x21, body, sizeof(body));
-	assert_int_equal(n, 52);
-	r = check_valid(buf, n);
-	assert_addr(&r, "2001:db8::42", 65535);
+	r = check_v2_client(0x21, body, sizeof(body), "2001:db8::42", 65535);
+	assert_int_equal(r.len, 52);
 
 	/* ::ffff:198.51.100.9 is a v4 client and is keyed as one. */
 	memset(body, 0, 16);
@@ -345,83 +361,77 @@ static void test_v2_inet6(void **state)
 	body[13] = 51;
 	body[14] = 100;
 	body[15] = 9;
-	n = v2(buf, 0x21, 0x21, body, sizeof(body));
-	r = check_valid(buf, n);
-	assert_addr(&r, "198.51.100.9", 65535);
+	r = check_v2_client(0x21, body, sizeof(body), "198.51.100.9", 65535);
 	assert_int_equal(r.addr.family, RL_AF_INET);
+}
+
+/* A v2 header that names no client to key by: valid, local, `len` bytes
+ * long (0: the length is not part of the case). */
+struct local_case {
+	const char *what;
+	uint8_t ver_cmd, fam;
+	const uint8_t *body;
+	size_t body_len, len;
+};
+
+static const uint8_t no_addr[216];
+
+static void check_local(const struct local_case *t, size_t count)
+{
+	uint8_t buf[RL_PROXY_MAX];
+
+	for (size_t i = 0; i < count; i++) {
+		size_t n = v2(buf, t[i].ver_cmd, t[i].fam, t[i].body,
+			      t[i].body_len);
+		struct rl_proxy_result r = check_valid(buf, n);
+
+		if (r.local != 1)
+			fail_msg("%s: not local", t[i].what);
+		if (t[i].len && r.len != t[i].len)
+			fail_msg("%s: len %zu, want %zu", t[i].what,
+				 r.len, t[i].len);
+	}
 }
 
 static void test_v2_local(void **state)
 {
-	uint8_t buf[RL_PROXY_MAX];
-	struct rl_proxy_result r;
-	size_t n;
+	static const struct local_case t[] = {
+		/* haproxy's health check: LOCAL, UNSPEC, no body. */
+		{ "LOCAL UNSPEC", 0x20, 0x00, NULL, 0, 16 },
+		/* LOCAL with addresses: they are ignored, the length honoured. */
+		{ "LOCAL TCP4", 0x20, 0x11, body_v4, sizeof(body_v4), 28 },
+		/* For LOCAL the family is not looked at at all. */
+		{ "LOCAL family 0xff", 0x20, 0xff, NULL, 0, 0 },
+	};
 
 	(void)state;
-	/* haproxy's health check: LOCAL, UNSPEC, no body. */
-	n = v2(buf, 0x20, 0x00, NULL, 0);
-	r = check_valid(buf, n);
-	assert_int_equal(r.len, 16);
-	assert_int_equal(r.local, 1);
-
-	/* LOCAL with addresses: they are ignored, the length honoured. */
-	n = v2(buf, 0x20, 0x11, body_v4, sizeof(body_v4));
-	r = check_valid(buf, n);
-	assert_int_equal(r.len, 28);
-	assert_int_equal(r.local, 1);
-
-	/* For LOCAL the family is not looked at at all. */
-	n = v2(buf, 0x20, 0xff, NULL, 0);
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
+	check_local(t, sizeof(t) / sizeof(t[0]));
 }
 
 static void test_v2_no_client(void **state)
 {
-	uint8_t body[216] = { 0 };
-	uint8_t buf[RL_PROXY_MAX];
-	struct rl_proxy_result r;
-	size_t n;
+	static const struct local_case t[] = {
+		/* PROXY with UNSPEC: nothing to key by. */
+		{ "PROXY UNSPEC", 0x21, 0x00, NULL, 0, 0 },
+		/* UDP over IPv4 and IPv6, UNIX stream and datagram: no client
+		 * address, but their blocks are skipped whole. */
+		{ "PROXY UDP4", 0x21, 0x12, body_v4, sizeof(body_v4), 28 },
+		{ "PROXY UDP6", 0x21, 0x22, no_addr, 36, 52 },
+		{ "PROXY UNIX stream", 0x21, 0x31, no_addr, 216, 232 },
+		{ "PROXY UNIX datagram", 0x21, 0x32, no_addr, 216, 0 },
+		/* INET with an UNSPEC transport: not TCP either. */
+		{ "PROXY INET UNSPEC", 0x21, 0x10, body_v4, sizeof(body_v4), 0 },
+	};
 
 	(void)state;
-	/* PROXY with UNSPEC: nothing to key by. */
-	n = v2(buf, 0x21, 0x00, NULL, 0);
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
-
-	/* UDP over IPv4 and IPv6, UNIX stream and datagram: no client
-	 * address, but their blocks are skipped whole. */
-	n = v2(buf, 0x21, 0x12, body_v4, sizeof(body_v4));
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
-	assert_int_equal(r.len, 28);
-
-	n = v2(buf, 0x21, 0x22, body, 36);
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
-	assert_int_equal(r.len, 52);
-
-	n = v2(buf, 0x21, 0x31, body, 216);
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
-	assert_int_equal(r.len, 232);
-
-	n = v2(buf, 0x21, 0x32, body, 216);
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
-
-	/* INET with an UNSPEC transport: not TCP either. */
-	n = v2(buf, 0x21, 0x10, body_v4, sizeof(body_v4));
-	r = check_valid(buf, n);
-	assert_int_equal(r.local, 1);
+	check_local(t, sizeof(t) / sizeof(t[0]));
 }
 
 static void test_v2_tlvs(void **state)
 {
 	uint8_t body[RL_PROXY_MAX - 16];
-	uint8_t buf[RL_PROXY_MAX];
 	struct rl_proxy_result r;
-	size_t n, k = 0;
+	size_t k = 0;
 
 	(void)state;
 	memcpy(body, body_v4, sizeof(body_v4));
@@ -431,51 +441,55 @@ static void test_v2_tlvs(void **state)
 	k += 5;
 	memcpy(body + k, "\x04\x00\x03\x00\x00\x00", 6);
 	k += 6;
-	n = v2(buf, 0x21, 0x11, body, k);
-	r = check_valid(buf, n);
+	r = check_v2_client(0x11, body, k, "203.0.113.7", 50000);
 	assert_int_equal(r.len, 16 + 12 + 11);
-	assert_addr(&r, "203.0.113.7", 50000);
 
 	/* TLVs are not validated: a bogus one is skipped all the same. */
 	memcpy(body + sizeof(body_v4), "\xee\xff\xff", 3);
-	n = v2(buf, 0x21, 0x11, body, sizeof(body_v4) + 3);
-	r = check_valid(buf, n);
-	assert_addr(&r, "203.0.113.7", 50000);
+	check_v2_client(0x11, body, sizeof(body_v4) + 3, "203.0.113.7", 50000);
 
 	/* The largest header we take: RL_PROXY_MAX bytes in all. */
 	memset(body + sizeof(body_v4), 0, sizeof(body) - sizeof(body_v4));
-	n = v2(buf, 0x21, 0x11, body, sizeof(body));
-	assert_int_equal(n, RL_PROXY_MAX);
-	r = check_valid(buf, n);
+	r = check_v2_client(0x11, body, sizeof(body), "203.0.113.7", 50000);
 	assert_int_equal(r.len, RL_PROXY_MAX);
-	assert_addr(&r, "203.0.113.7", 50000);
 }
 
 static void test_v2_bad(void **state)
 {
-	uint8_t body[64] = { 0 };
+	/* Bad from byte bad_at on. */
+	static const struct {
+		const char *what;
+		uint8_t ver_cmd, fam;
+		const uint8_t *body;
+		size_t body_len, bad_at;
+	} t[] = {
+		/* Version 1 and 3 in the version nibble. */
+		{ "version 1", 0x11, 0x11, body_v4, sizeof(body_v4), 13 },
+		{ "version 3", 0x31, 0x11, body_v4, sizeof(body_v4), 13 },
+		/* Commands other than LOCAL and PROXY. */
+		{ "command 2", 0x22, 0x11, body_v4, sizeof(body_v4), 13 },
+		{ "command 15", 0x2f, 0x11, body_v4, sizeof(body_v4), 13 },
+		/* Families past UNIX, transports past DGRAM. */
+		{ "family 4", 0x21, 0x41, body_v4, sizeof(body_v4), 14 },
+		{ "transport 3", 0x21, 0x13, body_v4, sizeof(body_v4), 14 },
+		/* A length shorter than the family's address block. */
+		{ "TCP4 in 11", 0x21, 0x11, no_addr, 11, 16 },
+		{ "TCP6 in 35", 0x21, 0x21, no_addr, 35, 16 },
+		{ "TCP6 in 12", 0x21, 0x21, no_addr, 12, 16 },
+		{ "UNIX in 64", 0x21, 0x31, no_addr, 64, 16 },
+		{ "UDP4 in 0", 0x21, 0x12, NULL, 0, 16 },
+	};
 	uint8_t buf[RL_PROXY_MAX + 64];
 	size_t n;
 
 	(void)state;
-	/* Version 1 and 3 in the version nibble. */
-	n = v2(buf, 0x11, 0x11, body_v4, sizeof(body_v4));
-	check_bad(buf, n, 13);
-	n = v2(buf, 0x31, 0x11, body_v4, sizeof(body_v4));
-	check_bad(buf, n, 13);
-	/* Commands other than LOCAL and PROXY. */
-	n = v2(buf, 0x22, 0x11, body_v4, sizeof(body_v4));
-	check_bad(buf, n, 13);
-	n = v2(buf, 0x2f, 0x11, body_v4, sizeof(body_v4));
-	check_bad(buf, n, 13);
-	/* Families past UNIX, transports past DGRAM. */
-	n = v2(buf, 0x21, 0x41, body_v4, sizeof(body_v4));
-	check_bad(buf, n, 14);
-	n = v2(buf, 0x21, 0x13, body_v4, sizeof(body_v4));
-	check_bad(buf, n, 14);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		n = v2(buf, t[i].ver_cmd, t[i].fam, t[i].body, t[i].body_len);
+		check_bad_as(t[i].what, buf, n, t[i].bad_at);
+	}
 
 	/* A length that would take us past RL_PROXY_MAX. */
-	n = v2(buf, 0x21, 0x11, body, 0);
+	n = v2(buf, 0x21, 0x11, NULL, 0);
 	buf[14] = (RL_PROXY_MAX - 16 + 1) >> 8;
 	buf[15] = (RL_PROXY_MAX - 16 + 1) & 0xff;
 	check_bad(buf, n, 16);
@@ -484,18 +498,6 @@ static void test_v2_bad(void **state)
 	check_bad(buf, n, 16);
 	/* ... also for LOCAL: we would still have to read it all. */
 	buf[12] = 0x20;
-	check_bad(buf, n, 16);
-
-	/* A length shorter than the family's address block. */
-	n = v2(buf, 0x21, 0x11, body, 11);
-	check_bad(buf, n, 16);
-	n = v2(buf, 0x21, 0x21, body, 35);
-	check_bad(buf, n, 16);
-	n = v2(buf, 0x21, 0x21, body, 12);
-	check_bad(buf, n, 16);
-	n = v2(buf, 0x21, 0x31, body, 64);
-	check_bad(buf, n, 16);
-	n = v2(buf, 0x21, 0x12, body, 0);
 	check_bad(buf, n, 16);
 
 	/* A signature that goes wrong at each of its bytes. */

@@ -124,6 +124,24 @@ static void test_styles(void **state)
 		     "\r\n" BODY_429);
 }
 
+/* The X-RateLimit-Reset of rule "api" at `rate` with `res`, reset after
+ * reset_ns, at now_ms: the line `want`. */
+static void check_x_reset(struct rl_result res, const struct rl_rate *rate,
+			  uint64_t reset_ns, uint64_t now_ms, const char *want)
+{
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	res.reset_after_ns = reset_ns;
+	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, rate,
+			 RL_HEADERS_XRATELIMIT, now_ms, 0);
+	assert_true(n > 0);
+	if (!strstr(buf, want))
+		fail_msg("reset %llu ns at %llu ms: no \"%s\" in\n%s",
+			 (unsigned long long)reset_ns, (unsigned long long)now_ms,
+			 want, buf);
+}
+
 static void test_values(void **state)
 {
 	struct rl_result res = {
@@ -159,23 +177,11 @@ static void test_values(void **state)
 		     "\r\n" BODY_429);
 
 	/* The epoch rounds up, even by one nanosecond. */
-	res.reset_after_ns = 1;
-	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
-			 RL_HEADERS_XRATELIMIT, 5000, 0);
-	assert_true(n > 0);
-	assert_non_null(strstr(buf, "\r\nX-RateLimit-Reset: 6\r\n"));
-	res.reset_after_ns = 0;
-	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
-			 RL_HEADERS_XRATELIMIT, 5000, 0);
-	assert_true(n > 0);
-	assert_non_null(strstr(buf, "\r\nX-RateLimit-Reset: 5\r\n"));
+	check_x_reset(res, &rate, 1, 5000, "\r\nX-RateLimit-Reset: 6\r\n");
+	check_x_reset(res, &rate, 0, 5000, "\r\nX-RateLimit-Reset: 5\r\n");
 	/* ... and saturates instead of wrapping. */
-	res.reset_after_ns = UINT64_MAX;
-	n = rl_reply_429(buf, sizeof(buf), &req11, "api", &res, &rate,
-			 RL_HEADERS_XRATELIMIT, UINT64_MAX - 5, 0);
-	assert_true(n > 0);
-	assert_non_null(
-		strstr(buf, "\r\nX-RateLimit-Reset: 18446744073709552\r\n"));
+	check_x_reset(res, &rate, UINT64_MAX, UINT64_MAX - 5,
+		      "\r\nX-RateLimit-Reset: 18446744073709552\r\n");
 }
 
 /* Retry-After for one retry_after_ns, from the RateLimit reply. */

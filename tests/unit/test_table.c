@@ -19,6 +19,7 @@
 
 #include "algo.h"
 #include "shm.h"
+#include "each.h"
 #include "skip.h"
 #include "table.h"
 
@@ -63,6 +64,25 @@ static unsigned add_rule(struct rl_table *t, const char *name, uint64_t period,
 
 	assert_int_equal(rl_table_rule(t, &def, &id), 0);
 	return id;
+}
+
+/* The segment's file: /dev/shm/<seg>. */
+static void seg_path(char path[128])
+{
+	snprintf(path, 128, "/dev/shm/%s", seg);
+}
+
+/* Opening `seg` with `flags` is refused with `rc`, no table and a reason
+ * that says `why`. */
+static void expect_open_refused(unsigned flags, int rc, const char *why)
+{
+	struct rl_err e;
+	struct rl_table *t = NULL;
+
+	assert_int_equal(rl_table_open(seg, 16, flags, &t, &e), rc);
+	assert_null(t);
+	if (!strstr(e.msg, why))
+		fail_msg("refused (%d) saying \"%s\", not \"%s\"", rc, e.msg, why);
 }
 
 /* ---- layout ----------------------------------------------------------------- */
@@ -184,7 +204,7 @@ static void test_create_then_attach(void **state)
 	assert_int_equal(a->hdr->magic, RL_SHM_MAGIC);
 	assert_int_equal(a->hdr->init, RL_SHM_INIT_READY);
 	assert_true(a->hdr->seed[0] || a->hdr->seed[1]);
-	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	seg_path(path);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal((uint64_t)st.st_size, rl_table_layout_size(1024));
@@ -199,25 +219,21 @@ static void test_create_then_attach(void **state)
 
 static void test_attach_missing(void **state)
 {
-	struct rl_err e;
-	struct rl_table *t = NULL;
-
 	(void)state;
-	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -ENOENT);
-	assert_null(t);
-	assert_non_null(strstr(e.msg, seg));
+	expect_open_refused(0, -ENOENT, seg);
 }
 
 static void test_bad_names(void **state)
 {
+	static const char *const bad[] = { "", "../etc", ".hidden", "a/b" };
 	struct rl_err e;
 	struct rl_table *t = NULL;
+	size_t i;
 
 	(void)state;
-	assert_int_equal(rl_table_open("", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
-	assert_int_equal(rl_table_open("../etc", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
-	assert_int_equal(rl_table_open(".hidden", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
-	assert_int_equal(rl_table_open("a/b", 16, RL_TABLE_CREATE, &t, &e), -EINVAL);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (rl_table_open(bad[i], 16, RL_TABLE_CREATE, &t, &e) != -EINVAL)
+			fail_msg("opened the segment \"%s\"", bad[i]);
 	assert_non_null(strstr(e.msg, "bad segment name"));
 }
 
@@ -238,85 +254,62 @@ static void write_file(const char *name, const void *data, size_t len,
 
 static void test_truncated(void **state)
 {
-	struct rl_err e;
 	char junk[100] = { 0 };
-	struct rl_table *t = NULL;
 
 	(void)state;
 	write_file(seg, junk, sizeof(junk), 0600);
-	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -EBADF);
-	assert_null(t);
-	assert_non_null(strstr(e.msg, "truncated"));
+	expect_open_refused(0, -EBADF, "truncated");
 }
 
 static void test_wrong_magic(void **state)
 {
-	struct rl_err e;
 	static char junk[200000];
-	struct rl_table *t = NULL;
 
 	(void)state;
 	memset(junk, 'A', sizeof(junk));
 	write_file(seg, junk, sizeof(junk), 0600);
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), -EPROTO);
-	assert_null(t);
-	assert_non_null(strstr(e.msg, "not an rlshim segment"));
+	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "not an rlshim segment");
 }
 
 static void test_wrong_version(void **state)
 {
-	struct rl_err e;
-	struct rl_table *t = open_new(16);
 	uint32_t v = RL_SHM_VERSION + 1;
 	char path[128];
 	int fd;
 
 	(void)state;
-	rl_table_close(t);
-	t = NULL;
-	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	rl_table_close(open_new(16));
+	seg_path(path);
 	fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, &v, 4, offsetof(struct rl_shm_header,
 						    version)), 4);
 	close(fd);
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), -EPROTO);
-	assert_null(t);
-	assert_non_null(strstr(e.msg, "layout version 4"));
+	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 4");
 }
 
 static void test_wrong_size(void **state)
 {
-	struct rl_err e;
-	struct rl_table *t = open_new(16);
 	char path[128];
 
 	(void)state;
-	rl_table_close(t);
-	t = NULL;
-	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	rl_table_close(open_new(16));
+	seg_path(path);
 	assert_int_equal(truncate(path, (off_t)rl_table_layout_size(16) - 4096), 0);
-	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -EBADF);
-	assert_non_null(strstr(e.msg, "size mismatch"));
+	expect_open_refused(0, -EBADF, "size mismatch");
 	assert_int_equal(truncate(path, (off_t)rl_table_layout_size(16) + 4096), 0);
-	assert_int_equal(rl_table_open(seg, 16, 0, &t, &e), -EBADF);
-	assert_null(t);
+	expect_open_refused(0, -EBADF, "size mismatch");
 }
 
 static void test_writable_by_others(void **state)
 {
-	struct rl_err e;
-	struct rl_table *t = open_new(16);
 	char path[128];
 
 	(void)state;
-	rl_table_close(t);
-	t = NULL;
-	snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+	rl_table_close(open_new(16));
+	seg_path(path);
 	assert_int_equal(chmod(path, 0666), 0);
-	assert_int_equal(rl_table_open(seg, 16, RL_TABLE_CREATE, &t, &e), -EPERM);
-	assert_null(t);
-	assert_non_null(strstr(e.msg, "mode 0666"));
+	expect_open_refused(RL_TABLE_CREATE, -EPERM, "mode 0666");
 }
 
 /* Another user's segment: needs root to make a second user. */
@@ -372,7 +365,7 @@ static void test_dead_creator(void **state)
 		char path[128];
 		int fd;
 
-		snprintf(path, sizeof(path), "/dev/shm/%s", seg);
+		seg_path(path);
 		fd = open(path, O_WRONLY | O_APPEND);
 		assert_int_equal(write(fd, zero, sizeof(zero)), (ssize_t)sizeof(zero));
 		close(fd);
@@ -701,29 +694,37 @@ static void key_of(unsigned i, char *buf)
 	snprintf(buf, 16, "k%08u", i);
 }
 
+/* Takes `cost` for each of the `n` keys from key_of(first) on, at `now`:
+ * how many were allowed. */
+static unsigned take_keys(struct rl_table *t, unsigned id, unsigned first,
+			  unsigned n, uint32_t cost, uint64_t now)
+{
+	struct rl_result r;
+	unsigned allowed = 0;
+	char k[16];
+
+	for (unsigned i = first; i < first + n; i++) {
+		key_of(i, k);
+		rl_table_take(t, id, k, 9, cost, now, &r);
+		allowed += r.allowed;
+	}
+	return allowed;
+}
+
 /* One bucket of 16: idle keys are reused without counting an eviction. */
 static void test_idle_reuse(void **state)
 {
 	struct rl_table *t = open_new(16);
 	unsigned id = add_rule(t, "r", SEC, 10, 10);
 	struct rl_table_stats ts;
-	struct rl_result r;
-	char k[16];
 
 	(void)state;
-	for (unsigned i = 0; i < 16; i++) {
-		key_of(i, k);
-		rl_table_take(t, id, k, 9, 1, T0, &r);
-	}
+	take_keys(t, id, 0, 16, 1, T0);
 	assert_int_equal(rl_table_stats(t, T0, &ts), 0);
 	assert_int_equal(ts.keys, 16);
 	assert_int_equal(ts.occupied, 16);
 	/* 100 ms later every bucket is full again: all 16 idle. */
-	for (unsigned i = 16; i < 32; i++) {
-		key_of(i, k);
-		rl_table_take(t, id, k, 9, 1, T0 + 100 * MS, &r);
-		assert_true(r.allowed);
-	}
+	assert_int_equal(take_keys(t, id, 16, 16, 1, T0 + 100 * MS), 16);
 	assert_int_equal(rl_table_stats(t, T0 + 100 * MS, &ts), 0);
 	assert_int_equal(ts.evictions, 0);
 	assert_int_equal(ts.overflows, 0);
@@ -773,10 +774,7 @@ static void test_least_debt_evicted(void **state)
 
 	(void)state;
 	/* 15 keys with debt 5 (half the bucket), one with debt 1. */
-	for (unsigned i = 0; i < 15; i++) {
-		key_of(i, k);
-		rl_table_take(t, id, k, 9, 5, T0, &r);
-	}
+	take_keys(t, id, 0, 15, 5, T0);
 	rl_table_take(t, id, "light", 5, 1, T0, &r);
 	rl_table_take(t, id, "newcomer", 8, 1, T0, &r);
 	/* "light" went: a peek sees a new key (and claims nothing). */
@@ -800,14 +798,9 @@ static void test_overflow(void **state)
 	unsigned id = add_rule(t, "r", 60 * SEC, 2, 2);
 	struct rl_table_stats ts;
 	struct rl_result r;
-	char k[16];
 
 	(void)state;
-	for (unsigned i = 0; i < 16; i++) {
-		key_of(i, k);
-		rl_table_take(t, id, k, 9, 2, T0, &r);
-		assert_true(r.allowed);
-	}
+	assert_int_equal(take_keys(t, id, 0, 16, 2, T0), 16);
 	rl_table_take(t, id, "new", 3, 1, T0, &r);
 	assert_true(r.allowed);
 	assert_int_equal(r.remaining, 1);
@@ -815,11 +808,7 @@ static void test_overflow(void **state)
 	assert_int_equal(ts.overflows, 1);
 	assert_int_equal(ts.evictions, 0);
 	/* The limited ones are all still limited. */
-	for (unsigned i = 0; i < 16; i++) {
-		key_of(i, k);
-		rl_table_take(t, id, k, 9, 1, T0, &r);
-		assert_false(r.allowed);
-	}
+	assert_int_equal(take_keys(t, id, 0, 16, 1, T0), 0);
 	rl_table_close(t);
 }
 
@@ -975,34 +964,35 @@ static void test_foreach(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layout),
-		cmocka_unit_test_setup_teardown(test_create_then_attach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_attach_missing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_magic, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_version, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_size, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_writable_by_others, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_other_user, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dead_creator, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_take_matches_step, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys_rules_processes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_long_keys, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_refund, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_idle_reuse, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limited_key_survives, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_least_debt_evicted, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_foreach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summarise, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rule_claim_use, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_uncounted, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fail_count, setup, teardown),
+		cmocka_unit_test(test_create_then_attach),
+		cmocka_unit_test(test_attach_missing),
+		cmocka_unit_test(test_bad_names),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_wrong_magic),
+		cmocka_unit_test(test_wrong_version),
+		cmocka_unit_test(test_wrong_size),
+		cmocka_unit_test(test_writable_by_others),
+		cmocka_unit_test(test_other_user),
+		cmocka_unit_test(test_dead_creator),
+		cmocka_unit_test(test_rules),
+		cmocka_unit_test(test_take_matches_step),
+		cmocka_unit_test(test_keys_rules_processes),
+		cmocka_unit_test(test_long_keys),
+		cmocka_unit_test(test_refund),
+		cmocka_unit_test(test_idle_reuse),
+		cmocka_unit_test(test_limited_key_survives),
+		cmocka_unit_test(test_least_debt_evicted),
+		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_stale_marker),
+		cmocka_unit_test(test_foreach),
+		cmocka_unit_test(test_summarise),
+		cmocka_unit_test(test_rule_claim_use),
+		cmocka_unit_test(test_uncounted),
+		cmocka_unit_test(test_fail_count),
 	};
 
-	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
+			setup, teardown);
 }
