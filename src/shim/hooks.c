@@ -35,7 +35,7 @@
 /* ---- the real functions -------------------------------------------------------- */
 
 /*
- * read, write, close, recv and send are the ones the core and io.c call
+ * read, write, close, recv and send are the ones the core and io_*.c call
  * too: they live in rl_sys (sys.h), which this file defines for the
  * shim, in place of sys.c's libc table.
  */

@@ -61,7 +61,7 @@ struct rl_http {
 	uint8_t last;         /* the request being framed ends the connection */
 	uint8_t tunnel;       /* IDLE: a CONNECT was answered 2xx; TLS may
 				 start here (it passes), HTTP/1.x is framed */
-	uint8_t ext;          /* CHUNK_EXT: the grammar's state (http.c) */
+	uint8_t ext;          /* CHUNK_EXT: the grammar's state (http_chunk.c) */
 	uint32_t head_len;    /* HEAD/TRAILER: bytes so far */
 	uint32_t line_len;    /* HEAD/TRAILER: bytes of the current line */
 	uint32_t ext_len;     /* CHUNK_SIZE/EXT: digits, then extension bytes */

@@ -28,7 +28,7 @@
  * before, and a connection's verdict points into it.
  */
 struct rl_io {
-	struct rl_sys sys; /* the calls io.c makes (rl_sys, or a test's) */
+	struct rl_sys sys; /* the calls io_*.c make (rl_sys, or a test's) */
 	const struct rl_config *cfg; /* the one started with: which ports are
 					guarded (a reload keeps them) */
 	const struct rl_policy *pol; /* rl_io_policy() to read it */

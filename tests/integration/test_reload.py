@@ -95,6 +95,25 @@ class Nginx:
         return [one(self.port, path='/probe', headers={'X-Key': key})
                 for _ in range(n)]
 
+    def both_limiting(self):
+        """Until both workers' shims have started (each logs "limiting"
+        at its first guarded accept): new connections, several at once
+        so that both workers accept some, each with a key of its own."""
+        for i in range(100):
+            pids = set(re.findall(r'pid=(\d+) msg="limiting"',
+                                  self.server.stderr_text()))
+            if len(pids) >= 2:
+                return
+            threads = [threading.Thread(target=one, args=(self.port,),
+                                        kwargs={'path': '/probe',
+                                                'headers': {'X-Key': f'w{i}.{j}'}})
+                       for j in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+        raise AssertionError(f'one nginx worker never accepted: {pids}')
+
     def stop(self):
         servers.stop_with_segment(self.server, self.shm)
 
@@ -185,6 +204,9 @@ def invalid_file_kept():
     workers; the rules in force stay; the file fixed, it applies."""
     s = Nginx('3/m')
     try:
+        # Both workers running the rules: a worker whose shim starts after
+        # the file broke says so itself (new_process_keeps_rules).
+        s.both_limiting()
         probe_limited(3, s.probe('a', 4))
         s.write('3/m', '\n[limit:bad]\nmatch = GET /x\nrate = lots\n')
         time.sleep(RELOAD_S)
