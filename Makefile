@@ -34,7 +34,8 @@ WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes \
 # across them as if they were one (half the instructions per request, see
 # docs/BENCHMARKS.md). The objects are fat, so the archives link as usual
 # everywhere else (tests, agent, rlshimctl, embedders): every other link
-# says -fno-lto (LDFLAGS), the shim's link -flto after it.
+# says -fno-lto (LDFLAGS), the shim's link -flto instead (gcc takes any
+# -fno-lto on a link for the whole link).
 ifeq ($(SANITIZE),)
 LTO := -flto=auto -ffat-lto-objects
 endif
@@ -159,7 +160,8 @@ $(SHIM): $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
-		-Wl,-z,defs -Wl,--as-needed -static-libgcc $(LDFLAGS) -O2 -flto=auto
+		-Wl,-z,defs -Wl,--as-needed -static-libgcc \
+		$(filter-out -fno-lto,$(LDFLAGS)) -O2 -flto=auto
 	$(Q)tools/check-selfcalls.sh $@
 
 # The agent: src/agent and the core; hiredis and libbpf stay out of the
