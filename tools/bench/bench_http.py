@@ -460,7 +460,12 @@ def bench_throughput(root: str, workers: int, duration: int, reps: int,
 
 # -- 2. system calls per request ------------------------------------------
 
-REQUEST = b'GET /index.html HTTP/1.1\r\nHost: bench\r\n\r\n'
+# RL_BENCH_COOKIE=N adds a Cookie of N bytes: a browser's head (1,500 makes
+# it straddle nginx's first 1 KiB read).
+_COOKIE = int(os.environ.get('RL_BENCH_COOKIE') or 0)
+REQUEST = (b'GET /index.html HTTP/1.1\r\nHost: bench\r\n' +
+           (b'Cookie: s=' + b'c' * (_COOKIE - 2) + b'\r\n' if _COOKIE > 2 else b'') +
+           b'\r\n')
 
 
 def keepalive_client(port: int, n: int) -> None:
