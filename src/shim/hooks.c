@@ -605,74 +605,79 @@ static ssize_t iov_len(const struct iovec *iov, int n)
 	return (ssize_t)t;
 }
 
-HOOK ssize_t write(int fd, const void *buf, size_t len)
-{
-	struct iovec v = { (void *)buf, len };
-	struct rl_conn *conn;
-
-	resolve();
-	conn = written(fd);
-	if (conn && rl_io_write(conn, &v, 1))
-		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
-}
-
-HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+/* Before the real write of `iov`: the connection it answers on (NULL to
+ * pass), and *swallow set when the shim takes the bytes itself (the
+ * connection is done: the application sees them all written). */
+static struct rl_conn *answering(int fd, const struct iovec *iov, int iovcnt,
+				 int *swallow)
 {
 	struct rl_conn *conn;
 
 	resolve();
 	conn = iovcnt >= 0 ? written(fd) : NULL;
-	if (conn && rl_io_write(conn, iov, iovcnt))
-		return iov_len(iov, iovcnt);
-	return wrote(fd, conn, iov, iovcnt, real_writev(fd, iov, iovcnt));
+	*swallow = conn && rl_io_write(conn, iov, iovcnt);
+	return conn;
+}
+
+HOOK ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+	int swallow;
+	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
+
+	return swallow ? (ssize_t)len
+		       : wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
+}
+
+HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	int swallow;
+	struct rl_conn *conn = answering(fd, iov, iovcnt, &swallow);
+
+	return swallow ? iov_len(iov, iovcnt)
+		       : wrote(fd, conn, iov, iovcnt, real_writev(fd, iov, iovcnt));
 }
 
 HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	struct iovec v = { (void *)buf, len };
-	struct rl_conn *conn;
+	int swallow;
+	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
 
-	resolve();
-	conn = written(fd);
-	if (conn && rl_io_write(conn, &v, 1))
-		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, rl_sys.send(fd, buf, len, flags));
+	return swallow ? (ssize_t)len
+		       : wrote(fd, conn, &v, 1, rl_sys.send(fd, buf, len, flags));
 }
 
 HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		    const struct sockaddr *to, socklen_t tolen)
 {
 	struct iovec v = { (void *)buf, len };
-	struct rl_conn *conn;
+	int swallow;
+	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
 
-	resolve();
-	conn = written(fd);
-	if (conn && rl_io_write(conn, &v, 1))
-		return (ssize_t)len;
-	return wrote(fd, conn, &v, 1, real_sendto(fd, buf, len, flags, to, tolen));
+	return swallow ? (ssize_t)len
+		       : wrote(fd, conn, &v, 1,
+			       real_sendto(fd, buf, len, flags, to, tolen));
 }
 
 HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	struct rl_conn *conn;
+	const struct iovec *iov = msg ? msg->msg_iov : NULL;
+	int n = msg ? (int)msg->msg_iovlen : -1, swallow;
+	struct rl_conn *conn = answering(fd, iov, n, &swallow);
 
-	resolve();
-	conn = msg ? written(fd) : NULL;
-	if (conn && rl_io_write(conn, msg->msg_iov, (int)msg->msg_iovlen))
-		return iov_len(msg->msg_iov, (int)msg->msg_iovlen);
-	return wrote(fd, conn, msg ? msg->msg_iov : NULL,
-		     msg ? (int)msg->msg_iovlen : 0, real_sendmsg(fd, msg, flags));
+	return swallow ? iov_len(iov, n)
+		       : wrote(fd, conn, iov, n < 0 ? 0 : n,
+			       real_sendmsg(fd, msg, flags));
 }
 
 static ssize_t do_sendfile(int out, int in, off_t *off, size_t count)
 {
-	struct rl_conn *conn;
+	int swallow;
+	struct rl_conn *conn = answering(out, NULL, 0, &swallow);
 	ssize_t r;
 
-	resolve();
-	conn = written(out);
-	if (conn && rl_io_write(conn, NULL, 0)) {
+	if (swallow) {
 		if (off)
 			*off += (off_t)count;
 		return (ssize_t)count;
