@@ -76,10 +76,10 @@ struct rl_result {
  * theoretical arrival time (0 for a new key) and is advanced only when the
  * request is allowed with cost > 0. cost 0 is a peek. `rate` must have
  * count >= 1, burst >= 1 and period_ns >= count; the caller validates.
- * One refinement: a busy key that comes back less than one emission
- * interval (or 2 ms, whichever is longer) after its turn keeps its
- * cadence instead of restarting from now, so that under load the admitted
- * rate is the configured one even with burst 1.
+ * One refinement: a busy key that comes back less than 2 ms after its
+ * turn keeps its cadence instead of restarting from now, so that under
+ * load the admitted rate is the configured one even with burst 1. Over any
+ * interval t a key is admitted at most burst + (t + 2 ms) x rate.
  */
 void rl_gcra_step(uint64_t *tat_ns, const struct rl_rate *rate, uint32_t cost,
 		  uint64_t now_ns, struct rl_result *out);

@@ -9,8 +9,8 @@
  *     base + c*T - B*T <= now,   base = max(TAT, now)
  *
  * and then TAT becomes base + c*T. One refinement keeps the rate exact
- * under load: a TAT less than one interval in the past still counts as the
- * base (see rl_gcra_decide). Everything is integer nanoseconds; products
+ * under load: a TAT less than RL_GCRA_CATCHUP_NS (2 ms) in the past still
+ * counts as the base (see rl_gcra_decide). Everything is integer nanoseconds; products
  * saturate instead of wrapping, so an absurd cost is simply denied.
  */
 #include "algo.h"
@@ -45,21 +45,18 @@ void rl_gcra_decide(uint64_t *tat_ns, uint64_t interval_ns, uint64_t depth_ns,
 
 	/*
 	 * Where the next emission is counted from: the TAT, or now when the
-	 * bucket is full. A request arriving late for its turn, by less than
-	 * one interval or RL_GCRA_CATCHUP_NS (whichever is longer), keeps the
-	 * cadence (counts from the TAT): under load a server reads requests
-	 * in batches, a little after their time, and restarting from now at
-	 * each would lose that lag every time (with burst 1 at 5000/s, a
-	 * fifth of the rate). So a key kept busy gets exactly its rate; after
-	 * a lull of up to the catch-up window it may take what it missed at
-	 * once (at 5000/s, burst 1: up to 11 together). Below 500/s the window
-	 * is one interval and never adds to the burst. An idle key (a new one
-	 * included) starts from now.
+	 * bucket is full. A request late for its turn by less than
+	 * RL_GCRA_CATCHUP_NS keeps the cadence (counts from the TAT): under
+	 * load a server reads requests in batches, a little after their
+	 * time, and restarting from now at each would lose that lag every
+	 * time (with burst 1 at 5000/s, a fifth of the rate). Later than
+	 * that, the key starts from now, as an idle (or new) key does. So
+	 * over any interval t a key is admitted at most
+	 * burst + (t + RL_GCRA_CATCHUP_NS) / interval: the catch-up never
+	 * adds a request to a rate of less than 500/s (3/m with burst 3 never
+	 * admits 4 within a minute, however late it comes back).
 	 */
-	if (tat < now_ns &&
-	    (tat == 0 || now_ns - tat >= (interval_ns > RL_GCRA_CATCHUP_NS
-						  ? interval_ns
-						  : RL_GCRA_CATCHUP_NS)))
+	if (tat < now_ns && (tat == 0 || now_ns - tat >= RL_GCRA_CATCHUP_NS))
 		tat = now_ns;
 	new_tat = sat_add(tat, sat_mul(interval_ns, cost));
 

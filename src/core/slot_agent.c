@@ -121,14 +121,17 @@ struct replan {
 static int plan_next(uint64_t old, uint64_t *new, const void *arg)
 {
 	const struct replan *p = arg;
-	uint64_t used;
+	unsigned __int128 debt;
+	uint64_t depth = p->to->interval_ns * p->to->rate.burst;
 
 	if (old <= p->now_ns)
 		return 0; /* a full bucket is full under any tariff */
-	used = (old - p->now_ns) / p->from->interval_ns;
-	if (used > p->to->rate.burst)
-		used = p->to->rate.burst;
-	*new = p->now_ns + used * p->to->interval_ns;
+	/* The debt in requests, fraction included (a request partly repaid
+	 * is still partly owed), in the new tariff's intervals, rounded up:
+	 * never a request forgiven. At most the whole new bucket. */
+	debt = (unsigned __int128)(old - p->now_ns) * p->to->interval_ns;
+	debt = (debt + p->from->interval_ns - 1) / p->from->interval_ns;
+	*new = p->now_ns + (debt < depth ? (uint64_t)debt : depth);
 	return 1;
 }
 

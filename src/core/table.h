@@ -217,7 +217,8 @@ int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
  * Put the key in slot `index` on plan `plan` (0: the rule's own rate),
  * carrying its debt over in requests, not in time: a key that used 100
  * requests of one tariff has used 100 of the next (at most the whole
- * bucket). Returns 0 or -ESTALE.
+ * bucket), a request partly repaid counting as the part still owed.
+ * Returns 0 or -ESTALE.
  */
 int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
 		      unsigned plan, uint64_t now_ns);

@@ -203,20 +203,115 @@ static void test_idle_restarts(void **state)
 	(void)state;
 	rl_gcra_step(&tat, &rate, 1, T0, &r);
 	assert_true(r.allowed);
-	/* 60 ms late for its turn: keeps the cadence, the next turn is at
-	 * T0 + 200 ms. */
-	rl_gcra_step(&tat, &rate, 1, T0 + 160 * MS, &r);
+	/* 1 ms late for its turn (under RL_GCRA_CATCHUP_NS): keeps the
+	 * cadence, the next turn is at T0 + 200 ms. */
+	rl_gcra_step(&tat, &rate, 1, T0 + 101 * MS, &r);
 	assert_true(r.allowed);
 	assert_int_equal(tat, T0 + 200 * MS);
 	rl_gcra_step(&tat, &rate, 1, T0 + 199 * MS, &r);
 	assert_false(r.allowed);
-	/* A full interval late or more: from now. */
-	rl_gcra_step(&tat, &rate, 1, T0 + 300 * MS, &r);
+	/* 60 ms late: from now, the next turn a whole interval later. */
+	rl_gcra_step(&tat, &rate, 1, T0 + 260 * MS, &r);
 	assert_true(r.allowed);
-	assert_int_equal(tat, T0 + 400 * MS);
+	assert_int_equal(tat, T0 + 360 * MS);
+	rl_gcra_step(&tat, &rate, 1, T0 + 359 * MS, &r);
+	assert_false(r.allowed);
 	rl_gcra_step(&tat, &rate, 0, T0 + 450 * MS, &r);
 	assert_int_equal(r.remaining, 1);
 	assert_int_equal(r.reset_after_ns, 0);
+}
+
+/* The seed's SMS rule, 3/m burst 3, back 79 s later (19 s late for the
+ * turn after its burst) and again a second after: never 4 within a
+ * minute. */
+static void test_late_return_keeps_the_bucket(void **state)
+{
+	const struct rl_rate rate = { 60 * SEC, 3, 3 };
+	struct rl_result r;
+	uint64_t tat = 0;
+	int n0 = 0, n79 = 0, n80 = 0;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) {
+		rl_gcra_step(&tat, &rate, 1, T0, &r);
+		n0 += r.allowed;
+	}
+	for (int i = 0; i < 5; i++) {
+		rl_gcra_step(&tat, &rate, 1, T0 + 79 * SEC, &r);
+		n79 += r.allowed;
+	}
+	rl_gcra_step(&tat, &rate, 1, T0 + 80 * SEC, &r);
+	n80 = r.allowed;
+	assert_int_equal(n0, 3);
+	assert_int_equal(n79, 3);
+	assert_int_equal(n80, 0);
+}
+
+/*
+ * The bound, as a property over random arrivals: whatever the rate, burst,
+ * costs and spacing (bursts, jitter around the interval, lulls), the
+ * admissions in any interval [a, b] never exceed
+ * burst + (b - a + RL_GCRA_CATCHUP_NS) / interval (DESIGN: at most
+ * burst + t x rate, but for the 2 ms a busy key may make up).
+ */
+static uint64_t xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void test_bound_property(void **state)
+{
+	static uint64_t at[4096];
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (int run = 0; run < 400; run++) {
+		struct rl_rate rate;
+		uint64_t tat = 0, t = T0, interval;
+		size_t n = 0;
+
+		rate.period_ns = (xorshift(&x) % 4 == 0 ? 60 : 1) * SEC;
+		rate.count = 1 + (uint32_t)(xorshift(&x) %
+					     (xorshift(&x) % 2 ? 20 : 20000));
+		rate.burst = 1 + (uint32_t)(xorshift(&x) % 12);
+		interval = rl_gcra_interval(&rate);
+		for (int k = 0; k < 300 && n < 4096; k++) {
+			struct rl_result r;
+			uint64_t gap;
+
+			switch (xorshift(&x) % 5) {
+			case 0: gap = 0; break;                       /* together */
+			case 1: gap = xorshift(&x) % (3 * RL_GCRA_CATCHUP_NS); break;
+			case 2: gap = interval - interval / 4 +
+				      xorshift(&x) % (interval / 2 + 1); break; /* on time */
+			case 3: gap = xorshift(&x) % (interval + 1); break;
+			default: gap = xorshift(&x) % (4 * interval + 1); break; /* lulls */
+			}
+			t += gap;
+			rl_gcra_step(&tat, &rate, 1, t, &r);
+			if (r.allowed)
+				at[n++] = t;
+		}
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = i; j < n; j++) {
+				uint64_t most = rate.burst +
+					(at[j] - at[i] + RL_GCRA_CATCHUP_NS) / interval;
+
+				if (j - i + 1 > most) {
+					print_error("run %d: %u per %llu ns burst %u: %zu "
+						    "admitted in %llu ns, at most %llu\n",
+						    run, rate.count,
+						    (unsigned long long)rate.period_ns,
+						    rate.burst, j - i + 1,
+						    (unsigned long long)(at[j] - at[i]),
+						    (unsigned long long)most);
+					fail();
+				}
+			}
+	}
 }
 
 /* rate x time + burst, for a burst larger than 1 and a fake clock that
@@ -546,6 +641,8 @@ int main(void)
 		cmocka_unit_test(test_strict_spacing_keeps_the_rate),
 		cmocka_unit_test(test_strict_spacing_batched),
 		cmocka_unit_test(test_idle_restarts),
+		cmocka_unit_test(test_late_return_keeps_the_bucket),
+		cmocka_unit_test(test_bound_property),
 		cmocka_unit_test(test_rate_times_time_plus_burst),
 		cmocka_unit_test(test_refill),
 		cmocka_unit_test(test_saturation),

@@ -612,6 +612,57 @@ static void test_refund(void **state)
 	rl_table_close(t);
 }
 
+/* The agent's rl_table_set_plan for the key just collected. */
+static int slot_of(const struct rl_sync_item *it, void *arg)
+{
+	*(struct rl_sync_item *)arg = *it;
+	return 1;
+}
+
+static int take_n(struct rl_table *t, unsigned id, const char *key, int n,
+		  uint64_t now)
+{
+	struct rl_result r;
+	int allowed = 0;
+
+	for (int i = 0; i < n; i++) {
+		rl_table_take(t, id, key, strlen(key), 1, now, &r);
+		allowed += r.allowed;
+	}
+	return allowed;
+}
+
+/* A plan set after a key's first request carries what it used over in
+ * requests, a request partly repaid included: 1 request, the plan 0.5 s
+ * later, then 7: a paid key (6/h) gets 5 more and a free one (3/h) 2, the
+ * bucket of each tariff and not one request more. */
+static void test_plan_keeps_what_was_used(void **state)
+{
+	static const struct rl_rate plans[] = { { 3600 * SEC, 6, 6 },
+						{ 3600 * SEC, 3, 3 } };
+	const struct rl_rule_def def = { "login", RL_ALGO_GCRA,
+					 { 3600 * SEC, 3, 3 }, 2, plans };
+
+	(void)state;
+	for (unsigned plan = 1; plan <= 2; plan++) {
+		struct rl_table *t = open_new(64);
+		struct rl_sync_item it;
+		unsigned id;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		/* an agent is syncing: decisions count what it collects */
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+		assert_int_equal(rl_table_sync_collect(t, slot_of, &it), 1);
+		assert_int_equal(rl_table_set_plan(t, it.index, it.tag, plan,
+						   T0 + 500 * MS), 0);
+		assert_int_equal(take_n(t, id, "k", 7, T0 + 500 * MS),
+				 plan == 1 ? 5 : 2);
+		rl_table_close(t);
+		rl_table_unlink(seg);
+	}
+}
+
 /* The shim's way: an allowance is counted once the whole request is
  * allowed, a give-back touches no counter, so `allowed` never goes back
  * (a Prometheus counter must not). A denial is counted at once. */
@@ -981,6 +1032,7 @@ int main(void)
 		cmocka_unit_test(test_keys_rules_processes),
 		cmocka_unit_test(test_long_keys),
 		cmocka_unit_test(test_refund),
+		cmocka_unit_test(test_plan_keeps_what_was_used),
 		cmocka_unit_test(test_idle_reuse),
 		cmocka_unit_test(test_limited_key_survives),
 		cmocka_unit_test(test_least_debt_evicted),
