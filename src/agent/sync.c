@@ -543,7 +543,7 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	/* From now on decisions count what the agent must push. */
 	rl_table_agent_flags_change(a->table, RL_AGENT_SYNC, 0);
 	a->nitems = 0;
-	rl_table_sync_collect(a->table, collect, a);
+	rl_table_sync_collect(a->table, now_ns, collect, a);
 	if (!rl_store_ready(a->store, now_ns)) {
 		store_down(a, now_ns);
 		return 0;

@@ -34,6 +34,47 @@ static void count(struct rl_table *t, unsigned rule, int allowed)
 }
 
 /*
+ * Where a key starts that this host has not seen in use: new to it, or idle
+ * long enough to be full again (`old` is its state). Alone, with a full
+ * bucket. With an agent syncing a token bucket across N hosts, the host
+ * cannot know what the others have used of it until the store answers (one
+ * sync_interval): it starts from its share of the bucket, ceil(burst / N),
+ * so that N hosts meeting a key at once admit at most burst + N - 1 of it
+ * together. The agent's next sync of the key puts the store's state in
+ * place of the share (slot_agent.c, `provisional`). A key in use (a TAT
+ * ahead, or behind by no more than the catch-up) goes on from its state.
+ */
+static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
+			 uint64_t old, uint64_t now_ns)
+{
+	uint32_t hosts, burst = a->rate.burst, share;
+
+	if (a->kind != RL_ALGO_GCRA ||
+	    (old && old + RL_GCRA_CATCHUP_NS > now_ns) ||
+	    !(rl_table_agent_flags(t) & RL_AGENT_SYNC))
+		return old;
+	hosts = atomic_load_explicit(&t->hdr->hosts_alive, memory_order_relaxed);
+	if (hosts <= 1)
+		return old;
+	share = (burst + hosts - 1) / hosts;
+	/* A TAT that far ahead of now leaves `share` requests in the bucket. */
+	return now_ns + (uint64_t)(burst - share) * a->interval_ns;
+}
+
+/* A refusal from this host's share of a key: the store's state for it is
+ * at most a sync_interval away, so the client is told to come back then
+ * rather than when the share alone would refill. */
+static void share_retry(struct rl_table *t, struct rl_result *out)
+{
+	uint64_t round = (uint64_t)atomic_load_explicit(&t->hdr->sync_interval_ms,
+							memory_order_relaxed) *
+			 RL_NS_PER_MS;
+
+	if (round && out->retry_after_ns > round)
+		out->retry_after_ns = round;
+}
+
+/*
  * Decide `cost` on slot `s`, which held `tag` when found. Returns 1 when
  * decided, 0 when the slot does not hold the key any more (look again).
  */
@@ -42,7 +83,7 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		     uint64_t now_ns, struct rl_result *out)
 {
 	uint64_t old = atomic_load_explicit(&s->state, memory_order_acquire);
-	uint64_t new;
+	uint64_t start, new;
 
 	for (;;) {
 		if (is_marker(old)) {
@@ -54,7 +95,8 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		/* The state is ours only if the key still is. */
 		if (atomic_load_explicit(&s->key, memory_order_acquire) != tag)
 			return 0;
-		new = old;
+		start = start_of(t, slot_algo(rc, s), old, now_ns);
+		new = start;
 		rl_algo_step(slot_algo(rc, s), &new, cost, now_ns, out);
 		if (!out->allowed) {
 			/* The agent refreshes keys being refused too (a plan
@@ -63,13 +105,22 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 				atomic_fetch_or_explicit(&s->sync_admitted,
 							 RL_SYNC_DENIED,
 							 memory_order_relaxed);
+			/* Refused from a share, not from the store's state:
+			 * that comes within a sync_interval, worth a retry. */
+			if (start != old ||
+			    atomic_load_explicit(&s->provisional,
+						 memory_order_relaxed))
+				share_retry(t, out);
 			return 1;
 		}
-		if (new == old)
+		if (new == old || cost == 0)
 			return 1;
 		if (atomic_compare_exchange_weak_explicit(&s->state, &old, new,
 							  memory_order_acq_rel,
 							  memory_order_acquire)) {
+			if (start != old)
+				atomic_store_explicit(&s->provisional, 1,
+						      memory_order_relaxed);
 			/* Only an agent that syncs needs the count. */
 			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
 				atomic_fetch_add_explicit(&s->sync_admitted, cost,

@@ -173,7 +173,10 @@ struct rl_slot {
 					   sync (the agent swaps it to 0) */
 	_Atomic uint8_t plan;         /* 0: the rule's rate; n: its plan n-1
 					 (set by the agent from the store) */
-	uint8_t reserved[3];
+	_Atomic uint8_t provisional;  /* 1: the state is this host's share of
+					 a key new to it, until the agent
+					 brings the store's (decide.c) */
+	uint8_t reserved[2];
 	_Atomic uint64_t fails;       /* the key's denials, for maxretry */
 };
 

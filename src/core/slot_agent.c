@@ -7,7 +7,19 @@
  */
 #include "slot.h"
 
-int rl_table_sync_collect(struct rl_table *t,
+/* A key this host holds in debt: other hosts may be using it too, so the
+ * store's view must reach it each round even while it is quiet here. */
+static int owes(struct rl_table *t, const struct rl_slot *s, uint64_t key,
+		uint64_t now_ns)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, tag_rule(key));
+	uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
+
+	return rc && slot_algo(rc, s)->kind == RL_ALGO_GCRA && !is_marker(st) &&
+	       st > now_ns;
+}
+
+int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 			  int (*fn)(const struct rl_sync_item *it, void *arg),
 			  void *arg)
 {
@@ -18,13 +30,15 @@ int rl_table_sync_collect(struct rl_table *t,
 		uint64_t key;
 		int r;
 
-		if (!atomic_load_explicit(&s->sync_admitted, memory_order_relaxed))
-			continue;
 		key = atomic_load_explicit(&s->key, memory_order_acquire);
+		if (!key)
+			continue;
+		if (!atomic_load_explicit(&s->sync_admitted,
+					  memory_order_relaxed) &&
+		    !owes(t, s, key, now_ns))
+			continue;
 		it.admitted = atomic_exchange_explicit(&s->sync_admitted, 0,
 						       memory_order_acq_rel);
-		if (!key || !it.admitted)
-			continue;
 		it.denied = (it.admitted & RL_SYNC_DENIED) != 0;
 		it.admitted &= ~RL_SYNC_DENIED;
 		if (!rl_slot_meta_read(t, i, key, it.key, &it.key_len,
@@ -54,6 +68,13 @@ static int agent_slot(struct rl_table *t, uint32_t index, uint64_t tag,
 	return *rc ? 0 : -ESTALE;
 }
 
+/* The store's figure, whatever the state was. */
+static int set_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	*new = *(const uint64_t *)arg;
+	return old != *new;
+}
+
 /* The store's figure: at least `want`, never lowered. */
 static int raise_next(uint64_t old, uint64_t *new, const void *arg)
 {
@@ -80,6 +101,16 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
 						      memory_order_relaxed) &
 				 ~RL_SYNC_DENIED);
+	/* A key new to this host started from its share of the bucket
+	 * (decide.c): the store's state replaces the share, lower or not.
+	 * Afterwards the store's figure only ever raises it. */
+	if (atomic_load_explicit(&s->provisional, memory_order_relaxed)) {
+		err = slot_cas(s, tag, set_next, &want);
+		if (!err)
+			atomic_store_explicit(&s->provisional, 0,
+					      memory_order_relaxed);
+		return err;
+	}
 	return slot_cas(s, tag, raise_next, &want);
 }
 

@@ -189,10 +189,12 @@ struct rl_sync_item {
 
 /*
  * Call `fn` for every slot whose key admitted or refused something since
- * the last collect, taking (swapping to 0) its count: what is collected is
- * the caller's to account for. Returns what `fn` returned if non-zero.
+ * the last collect, or that still owes at `now_ns` (a token bucket not full:
+ * other hosts' use of it must reach it), taking (swapping to 0) its count:
+ * what is collected is the caller's to account for. Returns what `fn`
+ * returned if non-zero.
  */
-int rl_table_sync_collect(struct rl_table *t,
+int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 			  int (*fn)(const struct rl_sync_item *it, void *arg),
 			  void *arg);
 
@@ -200,7 +202,9 @@ int rl_table_sync_collect(struct rl_table *t,
  * The store says key `tag` in slot `index` owes `debt_ns` beyond `now_ns`
  * for everything collected so far; what was admitted here since the collect
  * comes on top. Raises the key's GCRA state to at least that, never lowers
- * it. Returns 0, or -ESTALE if the slot holds another key now.
+ * it, except at the key's first sync on this host, where the state is this
+ * host's share of a fresh bucket (decide.c) and the store's replaces it.
+ * Returns 0, or -ESTALE if the slot holds another key now.
  */
 int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 			uint64_t debt_ns, uint64_t now_ns);

@@ -373,6 +373,68 @@ def maxretry_ban_spreads():
         r.stop()
 
 
+# ---- fresh keys on several hosts -------------------------------------------------------
+
+SMS = '[limit:sms]\nmatch = GET /sms\nrate = 10/m\nburst = 10\nkey = ip\n'
+
+
+def hosts_up(hosts):
+    """Every agent has synced and counts every host alive."""
+    def alive(h):
+        out = h.ctl('status', '--json').stdout
+        m = re.search(r'"hosts_alive":\s*(\d+)', out)
+        return m and int(m.group(1)) == len(hosts)
+    assert wait_for(lambda: all(alive(h) for h in hosts), 10), \
+        [h.ctl('status').stdout for h in hosts]
+
+
+def admitted(host, n):
+    """How many of n GET /sms reached the application (legacy_server
+    answers them 405; the shim's refusals are 429s)."""
+    rs = [host.get('/sms') for _ in range(n)]
+    assert all(r is not None and r.status in (405, 429) for r in rs), rs
+    return sum(r.status == 405 for r in rs)
+
+
+def fresh_key_two_hosts():
+    """2 hosts, 10/m burst 10, key ip: 7 on host 1, a pause, 7 on host 2,
+    a pause, 3 on each. A key new to a host starts there from its share of
+    the bucket until the store's view arrives, so the two admit 10 (at
+    most rate x t + burst + N - 1 = 11), where each used to give its whole
+    bucket (17)."""
+    r = Redis()
+    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', SMS, f'fk{i}') for i in range(2)]
+    try:
+        started(hosts)
+        hosts_up(hosts)
+        n = admitted(hosts[0], 7)
+        time.sleep(1)
+        n += admitted(hosts[1], 7)
+        time.sleep(1)
+        n += admitted(hosts[0], 3) + admitted(hosts[1], 3)
+        assert 10 <= n <= 11, n
+    finally:
+        for h in hosts:
+            h.stop()
+        r.stop()
+
+
+def fresh_key_four_hosts_round_robin():
+    """40 requests over 4 hosts in turn, as fast as a client can: at most
+    burst + N - 1 = 13 admitted, and the limit used (at least 10)."""
+    r = Redis()
+    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', SMS, f'rr{i}') for i in range(4)]
+    try:
+        started(hosts)
+        hosts_up(hosts)
+        n = sum(admitted(hosts[i % 4], 1) for i in range(40))
+        assert 10 <= n <= 13, n
+    finally:
+        for h in hosts:
+            h.stop()
+        r.stop()
+
+
 # ---- the agent --------------------------------------------------------------------------
 
 def agent_killed():
@@ -457,7 +519,8 @@ def urls():
 
 
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
-         redis_restarted_empty, ban_spreads, maxretry_ban_spreads, agent_killed,
+         redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
+         fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
          plans, urls]
 
 

@@ -653,13 +653,62 @@ static void test_plan_keeps_what_was_used(void **state)
 		/* an agent is syncing: decisions count what it collects */
 		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
 		assert_int_equal(take_n(t, id, "k", 1, T0), 1);
-		assert_int_equal(rl_table_sync_collect(t, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 		assert_int_equal(rl_table_set_plan(t, it.index, it.tag, plan,
 						   T0 + 500 * MS), 0);
 		assert_int_equal(take_n(t, id, "k", 7, T0 + 500 * MS),
 				 plan == 1 ? 5 : 2);
 		rl_table_close(t);
 		rl_table_unlink(seg);
+	}
+}
+
+/* A key new to a host, with an agent syncing N hosts: the host starts
+ * from its share of the bucket, ceil(burst / N), until the agent's first
+ * sync of the key puts the store's state in its place (lower or higher);
+ * after that the store's figure only raises it. Alone (N = 1), or with no
+ * agent syncing, the whole bucket. */
+static void test_fresh_key_share(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_GCRA,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	const uint64_t ei = 6 * SEC;
+
+	(void)state;
+	for (unsigned hosts = 1; hosts <= 4; hosts++) {
+		struct rl_table *t = open_new(64);
+		struct rl_sync_item it;
+		unsigned id;
+		int share = (10 + (int)hosts - 1) / (int)hosts;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, hosts);
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		assert_int_equal(take_n(t, id, "k", 12, T0), share);
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal((int)it.admitted, share);
+		/* The store: the other hosts used 2 more than this one. */
+		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
+						     (uint64_t)(share + 2) * ei,
+						     T0), 0);
+		assert_int_equal(take_n(t, id, "k", 12, T0),
+				 share + 2 < 10 ? 10 - share - 2 : 0);
+		/* Afterwards never lowered. */
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, 0, T0), 0);
+		assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+		rl_table_close(t);
+		rl_table_unlink(seg);
+	}
+	/* No agent syncing: a full bucket, whatever the hosts. */
+	{
+		struct rl_table *t = open_new(64);
+		unsigned id;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 4);
+		assert_int_equal(take_n(t, id, "k", 12, T0), 10);
+		rl_table_close(t);
 	}
 }
 
@@ -1033,6 +1082,7 @@ int main(void)
 		cmocka_unit_test(test_long_keys),
 		cmocka_unit_test(test_refund),
 		cmocka_unit_test(test_plan_keeps_what_was_used),
+		cmocka_unit_test(test_fresh_key_share),
 		cmocka_unit_test(test_idle_reuse),
 		cmocka_unit_test(test_limited_key_survives),
 		cmocka_unit_test(test_least_debt_evicted),
