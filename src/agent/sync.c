@@ -136,7 +136,11 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		rl_err_set(err, "out of memory");
 		return -ENOMEM;
 	}
-	return rl_agent_bans_init(a);
+	if (rl_agent_bans_init(a)) {
+		rl_err_set(err, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void rl_agent_free(struct rl_agent *a)
@@ -383,10 +387,11 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 			double us = e->type == REDIS_REPLY_STRING ? strtod(e->str, NULL)
 								  : 0;
 
-			if (us > 0)
-				rl_table_sync_apply(a->table, x->index, x->tag,
-						    (uint64_t)(us * 1000.0),
-						    rl_time_now_ns());
+			/* Owing nothing is news too: it replaces a share
+			 * (rl_table_sync_apply). */
+			rl_table_sync_apply(a->table, x->index, x->tag,
+					    us > 0 ? (uint64_t)(us * 1000.0) : 0,
+					    rl_time_now_ns());
 		}
 		break;
 	case JOB_PLANS: {

@@ -39,13 +39,14 @@ static void count(struct rl_table *t, unsigned rule, int allowed)
  * bucket. With an agent syncing a token bucket across N hosts, the host
  * cannot know what the others have used of it until the store answers (one
  * sync_interval): it starts from its share of the bucket, ceil(burst / N),
- * so that N hosts meeting a key at once admit at most burst + N - 1 of it
- * together. The agent's next sync of the key puts the store's state in
+ * so that N hosts meeting a key within one sync_interval admit at most
+ * burst + N - 1 of it together (in requests of cost 1; a costlier request
+ * gets at least its cost). The agent's next sync of the key puts the store's state in
  * place of the share (slot_agent.c, `provisional`). A key in use (a TAT
  * ahead, or behind by no more than the catch-up) goes on from its state.
  */
 static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
-			 uint64_t old, uint64_t now_ns)
+			 uint64_t old, uint32_t cost, uint64_t now_ns)
 {
 	uint32_t hosts, burst = a->rate.burst, share;
 
@@ -57,6 +58,11 @@ static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
 	if (hosts <= 1)
 		return old;
 	share = (burst + hosts - 1) / hosts;
+	/* A request the whole bucket could take is never refused by the
+	 * share alone: it would be refused again at every sight of the key
+	 * (its state never moves). */
+	if (share < cost)
+		share = cost < burst ? cost : burst;
 	/* A TAT that far ahead of now leaves `share` requests in the bucket. */
 	return now_ns + (uint64_t)(burst - share) * a->interval_ns;
 }
@@ -83,6 +89,7 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		     uint64_t now_ns, struct rl_result *out)
 {
 	uint64_t old = atomic_load_explicit(&s->state, memory_order_acquire);
+	const struct rl_algo *algo;
 	uint64_t start, new;
 
 	for (;;) {
@@ -95,9 +102,10 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		/* The state is ours only if the key still is. */
 		if (atomic_load_explicit(&s->key, memory_order_acquire) != tag)
 			return 0;
-		start = start_of(t, slot_algo(rc, s), old, now_ns);
+		algo = slot_algo(rc, s);
+		start = start_of(t, algo, old, cost, now_ns);
 		new = start;
-		rl_algo_step(slot_algo(rc, s), &new, cost, now_ns, out);
+		rl_algo_step(algo, &new, cost, now_ns, out);
 		if (!out->allowed) {
 			/* The agent refreshes keys being refused too (a plan
 			 * upgrade must reach them). */
@@ -107,9 +115,7 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 							 memory_order_relaxed);
 			/* Refused from a share, not from the store's state:
 			 * that comes within a sync_interval, worth a retry. */
-			if (start != old ||
-			    atomic_load_explicit(&s->provisional,
-						 memory_order_relaxed))
+			if (start != old && cost <= algo->rate.burst)
 				share_retry(t, out);
 			return 1;
 		}

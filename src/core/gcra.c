@@ -54,7 +54,7 @@ void rl_gcra_decide(uint64_t *tat_ns, uint64_t interval_ns, uint64_t depth_ns,
 	 * over any interval t a key is admitted at most
 	 * burst + (t + RL_GCRA_CATCHUP_NS) / interval: the catch-up never
 	 * adds a request to a rate of less than 500/s (3/m with burst 3 never
-	 * admits 4 within a minute, however late it comes back).
+	 * admits 4 within 20 s, however late it comes back).
 	 */
 	if (tat < now_ns && (tat == 0 || now_ns - tat >= RL_GCRA_CATCHUP_NS))
 		tat = now_ns;

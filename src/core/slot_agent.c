@@ -139,6 +139,9 @@ int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 		return err;
 	if (slot_algo(rc, s)->kind != RL_ALGO_GCRA)
 		return 0;
+	/* Charged for the other hosts, a share is a state of its own now:
+	 * the store's figure, when it is back, may only raise it. */
+	atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);
 	return slot_cas(s, tag, charge_next,
 			&(struct charge){ .extra_ns = extra_ns, .now_ns = now_ns });
 }

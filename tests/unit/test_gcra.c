@@ -222,8 +222,7 @@ static void test_idle_restarts(void **state)
 }
 
 /* The seed's SMS rule, 3/m burst 3, back 79 s later (19 s late for the
- * turn after its burst) and again a second after: never 4 within a
- * minute. */
+ * turn after its burst) and again a second after: never 4 within 20 s. */
 static void test_late_return_keeps_the_bucket(void **state)
 {
 	const struct rl_rate rate = { 60 * SEC, 3, 3 };

@@ -712,6 +712,55 @@ static void test_fresh_key_share(void **state)
 	}
 }
 
+/* The share's edges: a request costing more than the share but not more
+ * than the bucket passes; a share given back is replaced by the store's
+ * "owes nothing"; a share charged for a store outage is only raised by the
+ * store's figure afterwards, never lowered. */
+static void test_fresh_share_edges(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_GCRA,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	const uint64_t ei = 6 * SEC;
+	struct rl_sync_item it;
+	struct rl_result r;
+	struct rl_table *t;
+	unsigned id;
+
+	(void)state;
+	for (int c = 0; c < 3; c++) {
+		t = open_new(64);
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 2);
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		if (c == 0) {
+			/* cost 6 > share 5: passes, and 11 never would */
+			rl_table_take(t, id, "k", 1, 6, T0, &r);
+			assert_true(r.allowed);
+			rl_table_take(t, id, "j", 1, 11, T0, &r);
+			assert_false(r.allowed);
+		} else if (c == 1) {
+			assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+			assert_int_equal(rl_table_refund(t, id, "k", 1, 1, T0), 0);
+			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			assert_int_equal((int)it.admitted, 0);
+			assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, 0, T0), 0);
+			assert_int_equal(take_n(t, id, "k", 12, T0), 10);
+		} else {
+			assert_int_equal(take_n(t, id, "k", 2, T0), 2);
+			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			/* the store is down: charged for the other host */
+			assert_int_equal(rl_table_sync_charge(t, it.index, it.tag,
+							      2 * ei, T0), 0);
+			/* back, knowing only 2 */
+			assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
+							     2 * ei, T0), 0);
+			assert_int_equal(take_n(t, id, "k", 12, T0), 1);
+		}
+		rl_table_close(t);
+		rl_table_unlink(seg);
+	}
+}
+
 /* The shim's way: an allowance is counted once the whole request is
  * allowed, a give-back touches no counter, so `allowed` never goes back
  * (a Prometheus counter must not). A denial is counted at once. */
@@ -1083,6 +1132,7 @@ int main(void)
 		cmocka_unit_test(test_refund),
 		cmocka_unit_test(test_plan_keeps_what_was_used),
 		cmocka_unit_test(test_fresh_key_share),
+		cmocka_unit_test(test_fresh_share_edges),
 		cmocka_unit_test(test_idle_reuse),
 		cmocka_unit_test(test_limited_key_survives),
 		cmocka_unit_test(test_least_debt_evicted),

@@ -214,9 +214,12 @@ int main(int argc, char **argv)
 				   .rate = { 1000000000ull, 1000000000u,
 					     1000000000u } };
 
-		if (rl_table_open(seg, 65536, RL_TABLE_CREATE, &c.table, &e) ||
-		    rl_table_rule(c.table, &def, &c.rule)) {
+		if (rl_table_open(seg, 65536, RL_TABLE_CREATE, &c.table, &e)) {
 			fprintf(stderr, "bench_core: %s\n", e.msg);
+			return 1;
+		}
+		if (rl_table_rule(c.table, &def, &c.rule)) {
+			fprintf(stderr, "bench_core: cannot register the rule\n");
 			return 1;
 		}
 	}
