@@ -82,13 +82,34 @@ static int raise_next(uint64_t old, uint64_t *new, const void *arg)
 	return old < *new;
 }
 
+/*
+ * What this host holds back of a key whose global state is `want` (its
+ * TAT): of the R requests left in the bucket, the other hosts may spend
+ * theirs before they see this one's, so with N hosts alive this host takes
+ * ceil(R / N) of them until the next round, and the rest (returned, in ns)
+ * stays in the store's keeping. The refill is not shared: a key busy on one
+ * host gets the whole rate.
+ */
+static uint64_t held(struct rl_table *t, const struct rl_algo *a,
+		     uint64_t want, uint64_t now_ns)
+{
+	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
+					      memory_order_relaxed);
+	uint64_t full = now_ns + a->depth_ns, left;
+
+	if (hosts <= 1 || want >= full)
+		return 0;
+	left = (full - want) / a->interval_ns;
+	return (left - (left + hosts - 1) / hosts) * a->interval_ns;
+}
+
 int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 			uint64_t debt_ns, uint64_t now_ns)
 {
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
 	const struct rl_algo *a;
-	uint64_t want;
+	uint64_t want, hold;
 	int err = agent_slot(t, index, tag, &s, &rc);
 
 	if (err)
@@ -101,17 +122,24 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
 						      memory_order_relaxed) &
 				 ~RL_SYNC_DENIED);
-	/* A key new to this host started from its share of the bucket
-	 * (decide.c): the store's state replaces the share, lower or not.
-	 * Afterwards the store's figure only ever raises it. */
-	if (atomic_load_explicit(&s->provisional, memory_order_relaxed)) {
+	hold = held(t, a, want, now_ns);
+	want += hold;
+	/* A state that holds part of the bucket back (decide.c's share, or
+	 * this one) is replaced by the store's, lower or not; otherwise the
+	 * store's figure only ever raises it. */
+	if (atomic_load_explicit(&s->provisional, memory_order_relaxed))
 		err = slot_cas(s, tag, set_next, &want);
-		if (!err)
-			atomic_store_explicit(&s->provisional, 0,
-					      memory_order_relaxed);
-		return err;
-	}
-	return slot_cas(s, tag, raise_next, &want);
+	else
+		err = slot_cas(s, tag, raise_next, &want);
+	/* Held back only if this is the state now (a higher one, charged
+	 * for a store outage say, stays and is only raised). */
+	if (!err)
+		atomic_store_explicit(&s->provisional,
+				      hold && atomic_load_explicit(
+						      &s->state,
+						      memory_order_relaxed) == want,
+				      memory_order_relaxed);
+	return err;
 }
 
 /* `extra_ns` more than the key owes now. */

@@ -202,8 +202,9 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
  * The store says key `tag` in slot `index` owes `debt_ns` beyond `now_ns`
  * for everything collected so far; what was admitted here since the collect
  * comes on top. Raises the key's GCRA state to at least that, never lowers
- * it, except at the key's first sync on this host, where the state is this
- * host's share of a fresh bucket (decide.c) and the store's replaces it.
+ * it, except where the state holds part of the bucket back (a fresh key's
+ * share, decide.c, or this host's share of what the store says is left,
+ * which every sync sets with N hosts alive): the store's then replaces it.
  * Returns 0, or -ESTALE if the slot holds another key now.
  */
 int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,

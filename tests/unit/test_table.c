@@ -679,7 +679,7 @@ static void test_fresh_key_share(void **state)
 		struct rl_table *t = open_new(64);
 		struct rl_sync_item it;
 		unsigned id;
-		int share = (10 + (int)hosts - 1) / (int)hosts;
+		int share = (10 + (int)hosts - 1) / (int)hosts, left;
 
 		assert_int_equal(rl_table_rule(t, &def, &id), 0);
 		rl_table_agent_set_hosts(t, hosts);
@@ -691,11 +691,15 @@ static void test_fresh_key_share(void **state)
 		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
 						     (uint64_t)(share + 2) * ei,
 						     T0), 0);
+		/* Of what is left, this host takes its share, ceil(left / N),
+		 * until the next round. */
+		left = share + 2 < 10 ? 10 - share - 2 : 0;
 		assert_int_equal(take_n(t, id, "k", 12, T0),
-				 share + 2 < 10 ? 10 - share - 2 : 0);
-		/* Afterwards never lowered. */
+				 (left + (int)hosts - 1) / (int)hosts);
+		/* The store: the whole bucket used, all hosts together. */
 		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
-		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, 0, T0), 0);
+		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
+						     10 * ei, T0), 0);
 		assert_int_equal(take_n(t, id, "k", 1, T0), 0);
 		rl_table_close(t);
 		rl_table_unlink(seg);
@@ -744,7 +748,8 @@ static void test_fresh_share_edges(void **state)
 			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 			assert_int_equal((int)it.admitted, 0);
 			assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, 0, T0), 0);
-			assert_int_equal(take_n(t, id, "k", 12, T0), 10);
+			/* a full bucket in the store: this host's share of it */
+			assert_int_equal(take_n(t, id, "k", 12, T0), 5);
 		} else {
 			assert_int_equal(take_n(t, id, "k", 2, T0), 2);
 			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
