@@ -6,6 +6,7 @@
 its own (as separate machines would have), each with the agent the shim
 starts for it. Redis is started here on a free loopback port.
 """
+import contextlib
 import os
 import re
 import shutil
@@ -132,6 +133,23 @@ def started(hosts):
         [h.agent_log() for h in hosts]
 
 
+@contextlib.contextmanager
+def fleet(rules, n, name, **kw):
+    """A Redis and n hosts syncing through it, started (started()), all
+    stopped afterwards: (redis, hosts)."""
+    r = Redis()
+    hosts = []
+    try:
+        hosts = [Host(f'redis://127.0.0.1:{r.port}/0', rules, f'{name}{i}', **kw)
+                 for i in range(n)]
+        started(hosts)
+        yield r, hosts
+    finally:
+        for h in hosts:
+            h.stop()
+        r.stop()
+
+
 def overload(hosts, path, seconds, pick, threads=6):
     """Clients hammering `path` for `seconds`; pick(t, i) chooses the host
     for a request at time t of client i. Returns (admitted, denied)."""
@@ -167,10 +185,7 @@ ACC_RULES = ''.join(f'[limit:{n}]\nmatch = * /{n}\nrate = {RATE}/s\nburst = {BUR
 
 
 def accuracy(shape):
-    r = Redis()
-    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', ACC_RULES, f'acc{i}') for i in range(4)]
-    try:
-        started(hosts)
+    with fleet(ACC_RULES, 4, 'acc') as (r, hosts):
         pick = {
             'even': lambda t, i: hosts[i % 4],
             'one': lambda t, i: hosts[0],
@@ -183,10 +198,6 @@ def accuracy(shape):
               f'error {100 * (ok - ideal) / ideal:+.1f}%')
         assert ok + denied >= 10 * RATE * SECONDS * 0.9, 'not overloaded 10x'
         assert abs(ok - ideal) <= 0.05 * ideal, (ok, ideal)
-    finally:
-        for h in hosts:
-            h.stop()
-        r.stop()
 
 
 def accuracy_even():
@@ -289,12 +300,8 @@ def redis_restarted_empty():
 def ban_spreads():
     """A ban added by anybody with ZADD + PUBLISH is enforced by every host
     within a round or so; lifting it likewise."""
-    r = Redis()
-    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', '[limit:a]\nmatch = *\nrate = 1000/s\n',
-                  f'ban{i}') for i in range(4)]
     refused = lambda h: h.get('/books') is None  # noqa: E731
-    try:
-        started(hosts)
+    with fleet('[limit:a]\nmatch = *\nrate = 1000/s\n', 4, 'ban') as (r, hosts):
         exp = int(time.time() * 1000) + 60000
         t = time.monotonic()
         r.cli('ZADD', 'rlshim:bans', exp, '127.0.0.1')
@@ -342,20 +349,13 @@ def ban_spreads():
         assert r.cli('ZSCORE', 'rlshim:bans', '192.0.2.77/32')
         assert all('192.0.2.77' in h.ctl('bans').stdout for h in hosts), \
             [h.ctl('bans').stdout for h in hosts]
-    finally:
-        for h in hosts:
-            h.stop()
-        r.stop()
 
 
 def maxretry_ban_spreads():
     """A client banned by one host's maxretry is refused by the others,
     which never saw it misbehave; the ban says which rule made it."""
-    r = Redis()
     rules = '[limit:a]\nmatch = *\nrate = 1/m\nmaxretry = 3\nbantime = 1h\n'
-    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', rules, f'mr{i}') for i in range(3)]
-    try:
-        started(hosts)
+    with fleet(rules, 3, 'mr') as (r, hosts):
         # started() spent host 0's one request; three 429s ban.
         seen = [hosts[0].get('/books') for _ in range(4)]
         assert [x.status if x else None for x in seen] == [429, 429, 429, None], seen
@@ -367,10 +367,6 @@ def maxretry_ban_spreads():
         row = [ln for ln in hosts[1].ctl('bans').stdout.splitlines()
                if ln.startswith('127.0.0.1/32')]
         assert row and row[0].split()[1] == 'remote', row
-    finally:
-        for h in hosts:
-            h.stop()
-        r.stop()
 
 
 # ---- fresh keys on several hosts -------------------------------------------------------
@@ -431,10 +427,7 @@ def fresh_key_two_hosts():
     starts there from its share of the bucket until the store's view
     arrives, so the two admit 10 (at most rate x t + burst + N - 1 = 11),
     where each used to give its whole bucket (17)."""
-    r = Redis()
-    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', SMS, f'fk{i}') for i in range(2)]
-    try:
-        started(hosts)
+    with fleet(SMS, 2, 'fk') as (r, hosts):
         hosts_up(hosts)
         with Unheard(hosts):
             n = admitted(hosts[0], 7)
@@ -443,10 +436,6 @@ def fresh_key_two_hosts():
         with Unheard(hosts):
             n += admitted(hosts[0], 3) + admitted(hosts[1], 3)
         assert 10 <= n <= 11, n
-    finally:
-        for h in hosts:
-            h.stop()
-        r.stop()
 
 
 def fresh_key_four_hosts_round_robin():
@@ -454,18 +443,11 @@ def fresh_key_four_hosts_round_robin():
     others: at most burst + N - 1 = 13 admitted, and the limit used (at
     least 10). (Hosts that meet a key in different rounds can admit more:
     README, limits.)"""
-    r = Redis()
-    hosts = [Host(f'redis://127.0.0.1:{r.port}/0', SMS, f'rr{i}') for i in range(4)]
-    try:
-        started(hosts)
+    with fleet(SMS, 4, 'rr') as (r, hosts):
         hosts_up(hosts)
         with Unheard(hosts):
             n = sum(admitted(hosts[i % 4], 1) for i in range(40))
         assert 10 <= n <= 13, n
-    finally:
-        for h in hosts:
-            h.stop()
-        r.stop()
 
 
 # ---- the agent --------------------------------------------------------------------------
