@@ -41,30 +41,31 @@ static void count(struct rl_table *t, unsigned rule, int allowed)
  * sync_interval): it starts from its share of the bucket, ceil(burst / N),
  * so that N hosts meeting a key within one sync_interval admit at most
  * burst + N - 1 of it together (in requests of cost 1; a costlier request
- * gets at least its cost). The agent's next sync of the key puts the store's state in
- * place of the share (slot_agent.c, `provisional`). A key in use (a TAT
- * ahead, or behind by no more than the catch-up) goes on from its state.
+ * gets at least its cost). The agent's next sync of the key puts the
+ * store's state in place of the share (slot_agent.c, `provisional`). A key
+ * in use (a TAT ahead, or behind by no more than the catch-up) goes on
+ * from its state.
  */
 static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
 			 uint64_t old, uint32_t cost, uint64_t now_ns)
 {
-	uint32_t hosts, burst = a->rate.burst, share;
+	uint32_t burst = a->rate.burst;
+	uint64_t share;
 
 	if (a->kind != RL_ALGO_GCRA ||
 	    (old && old + RL_GCRA_CATCHUP_NS > now_ns) ||
 	    !(rl_table_agent_flags(t) & RL_AGENT_SYNC))
 		return old;
-	hosts = atomic_load_explicit(&t->hdr->hosts_alive, memory_order_relaxed);
-	if (hosts <= 1)
-		return old;
-	share = (burst + hosts - 1) / hosts;
+	share = host_share(t, burst);
+	if (share == burst)
+		return old; /* alone */
 	/* A request the whole bucket could take is never refused by the
 	 * share alone: it would be refused again at every sight of the key
 	 * (its state never moves). */
 	if (share < cost)
 		share = cost < burst ? cost : burst;
 	/* A TAT that far ahead of now leaves `share` requests in the bucket. */
-	return now_ns + (uint64_t)(burst - share) * a->interval_ns;
+	return now_ns + (burst - share) * a->interval_ns;
 }
 
 /* A refusal from this host's share of a key: the store's state for it is

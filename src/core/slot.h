@@ -42,6 +42,17 @@ static inline unsigned tag_rule(uint64_t tag)
 	return (unsigned)(tag & 0xFF);
 }
 
+/* This host's share of `n` requests of a token bucket synced across the
+ * hosts alive: ceil(n / hosts), all of them alone (decide.c for a key new
+ * here, slot_agent.c for what the store says is left). */
+static inline uint64_t host_share(const struct rl_table *t, uint64_t n)
+{
+	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
+					      memory_order_relaxed);
+
+	return hosts <= 1 ? n : (n + hosts - 1) / hosts;
+}
+
 static inline int is_marker(uint64_t s)
 {
 	return (s & RL_STATE_MARK) != 0;

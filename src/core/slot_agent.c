@@ -93,14 +93,12 @@ static int raise_next(uint64_t old, uint64_t *new, const void *arg)
 static uint64_t held(struct rl_table *t, const struct rl_algo *a,
 		     uint64_t want, uint64_t now_ns)
 {
-	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
-					      memory_order_relaxed);
 	uint64_t full = now_ns + a->depth_ns, left;
 
-	if (hosts <= 1 || want >= full)
+	if (want >= full)
 		return 0;
 	left = (full - want) / a->interval_ns;
-	return (left - (left + hosts - 1) / hosts) * a->interval_ns;
+	return (left - host_share(t, left)) * a->interval_ns;
 }
 
 int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
