@@ -114,9 +114,14 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 				atomic_fetch_or_explicit(&s->sync_admitted,
 							 RL_SYNC_DENIED,
 							 memory_order_relaxed);
-			/* Refused from a share, not from the store's state:
-			 * that comes within a sync_interval, worth a retry. */
-			if (start != old && cost <= algo->rate.burst)
+			/* Refused from a share (a fresh key's, or the part of
+			 * what is left that the last sync gave this host),
+			 * not from the store's whole state: that comes within
+			 * a sync_interval, worth a retry. */
+			if ((start != old ||
+			     atomic_load_explicit(&s->provisional,
+						  memory_order_relaxed)) &&
+			    cost <= algo->rate.burst)
 				share_retry(t, out);
 			return 1;
 		}

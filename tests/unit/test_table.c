@@ -680,6 +680,7 @@ static void test_fresh_key_share(void **state)
 		struct rl_sync_item it;
 		unsigned id;
 		int share = (10 + (int)hosts - 1) / (int)hosts, left;
+		struct rl_result r;
 
 		assert_int_equal(rl_table_rule(t, &def, &id), 0);
 		rl_table_agent_set_hosts(t, hosts);
@@ -692,10 +693,17 @@ static void test_fresh_key_share(void **state)
 						     (uint64_t)(share + 2) * ei,
 						     T0), 0);
 		/* Of what is left, this host takes its share, ceil(left / N),
-		 * until the next round. */
+		 * until the next round; refused past it, a client is told to
+		 * come back then (the round: 50 ms), not when the share
+		 * alone would refill. */
 		left = share + 2 < 10 ? 10 - share - 2 : 0;
+		rl_table_agent_set_interval(t, 50);
 		assert_int_equal(take_n(t, id, "k", 12, T0),
 				 (left + (int)hosts - 1) / (int)hosts);
+		rl_table_take(t, id, "k", 1, 1, T0, &r);
+		assert_false(r.allowed);
+		if (hosts > 1 && left > 1)
+			assert_true(r.retry_after_ns <= 50 * MS);
 		/* The store: the whole bucket used, all hosts together. */
 		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
