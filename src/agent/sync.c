@@ -3,21 +3,24 @@
  * sync.c - one global limit across hosts, with a hot path that never waits.
  *
  * Every host decides from its own segment. Each round (sync_interval) the
- * agent takes from the segment what every key admitted since the last round
- * and pushes it to the store, where a script keeps each key's global GCRA
- * state (its theoretical arrival time on the store's clock, advanced by one
- * emission interval per admitted request, from anywhere). The script answers
- * with each key's global debt, and the agent raises the key's local state to
- * it (plus what was admitted here meanwhile). So every host's bucket carries
- * what all hosts admitted, one round late at most:
+ * agent takes from the segment what every key admitted since the last round,
+ * and every key still in debt here, and pushes it to the store, where a
+ * script keeps each key's global GCRA state (its theoretical arrival time on
+ * the store's clock, advanced by one emission interval per admitted request,
+ * from anywhere). The script answers with each key's global debt, and the
+ * agent sets the key's local state from it (plus what was admitted here
+ * meanwhile, rl_table_sync_apply). So every host's bucket carries what all
+ * hosts admitted, one round late at most:
  *
  *   - load on one host: the global state is that host's own, exactly;
- *   - load on several: in the round before they see each other, each may
- *     admit what its stale view allows; the store counts all of it, and the
+ *   - a key new to a host starts there from its share of the burst, and
+ *     after each round a host takes its share of what the store says is
+ *     left (decide.c, slot_agent.c), so hosts that have not heard of each
+ *     other do not each spend the whole bucket;
+ *   - the refill is not shared: under load on several hosts each may admit
+ *     at the full rate within a round; the store counts all of it, and the
  *     debt is repaid by waiting. Over a run the total is rate x time + burst,
- *     off by what hosts admit in the last round only;
- *   - a key new to a host starts with a full local bucket, and pays back in
- *     the next round whatever that took from others.
+ *     off by what hosts admit in the last round only.
  *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
