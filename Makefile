@@ -173,7 +173,7 @@ $(B)/src/agent/xdp_loader.o $(B)/tools/ctl/cmd_xdp.o: INIH_CFLAGS += $(BPF_CFLAG
 $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
-		$(HIREDIS_LIBS) $(BPF_LIBS) $(LDFLAGS)
+		$(HIREDIS_LIBS) $(BPF_LIBS) -lpthread $(LDFLAGS)
 
 # rlshimctl status asks the shim's rl_agent_alive() (spawn.c) of the heartbeat.
 $(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(SHIM_INT) $(B)/librlcore.a

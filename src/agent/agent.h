@@ -53,6 +53,7 @@ struct rl_agent {
 	uint64_t rounds;
 	void *bans;                   /* ban_sync.c's state */
 	struct rl_xdp *xdp;           /* xdp_loader.c's, NULL without XDP */
+	struct rl_strict *strict;     /* strict.c's, NULL without strict rules */
 };
 
 /* Set up the agent's sync state over `cfg` and `table`. 0 or -errno. */
@@ -84,6 +85,12 @@ int rl_agent_xdp_init(struct rl_agent *a);
 void rl_agent_xdp_free(struct rl_agent *a);
 /* Bring the dropper's tries in line with the segment's bans. */
 void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns);
+
+/* strict.c: the thread that decides the shims' asks (sync = strict) in
+ * the store, if any rule is strict; NULL if none (or it cannot start:
+ * logged, and the shims apply on_store_down). Stop waits for it. */
+struct rl_strict *rl_agent_strict_start(struct rl_agent *a);
+void rl_agent_strict_stop(struct rl_strict *s);
 
 /* The text a key is named by in the store. */
 size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,

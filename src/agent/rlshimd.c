@@ -255,6 +255,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rl_agent_xdp_init(&agent);
+	agent.strict = rl_agent_strict_start(&agent);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
@@ -292,6 +293,7 @@ int main(int argc, char **argv)
 	 * syncs again within milliseconds: they go on counting). */
 	if (!restart)
 		rl_table_agent_flags_change(table, 0, RL_AGENT_SYNC);
+	rl_agent_strict_stop(agent.strict);
 	rl_agent_xdp_free(&agent);
 	rl_table_agent_set_pid(table, 0);
 	rl_log(RL_LOG_INFO, "msg=\"agent %s\" rounds=%llu",

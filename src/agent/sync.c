@@ -512,7 +512,10 @@ static void queue_keys(struct round *r)
 		for (uint32_t b = i; b < end; b += BATCH) {
 			uint32_t n = end - b < BATCH ? end - b : BATCH;
 
-			queue_sync(r, ci, b, n);
+			/* A strict rule's keys are decided in the store
+			 * (strict.c): nothing to push, only their plans. */
+			if (a->cfg->rules[ci].sync != RL_SYNC_STRICT)
+				queue_sync(r, ci, b, n);
 			if (a->cfg->rules[ci].nplans)
 				queue_plans(r, ci, b, n);
 		}

@@ -59,6 +59,9 @@ enum rl_key_kind {
 
 enum rl_store_down { RL_STORE_DOWN_OPEN = 0, RL_STORE_DOWN_CLOSED = 1 };
 
+/* sync: how a rule is one limit across hosts, with [redis] */
+enum rl_sync { RL_SYNC_ASYNC = 0, RL_SYNC_STRICT = 1 };
+
 enum rl_xdp_mode { RL_XDP_AUTO = 0, RL_XDP_NATIVE = 1, RL_XDP_GENERIC = 2 };
 
 struct rl_plan {
@@ -80,6 +83,7 @@ struct rl_rule_cfg {
 	enum rl_key_kind key;
 	char header[RL_HEADER_NAME_MAX]; /* for key = header:NAME */
 	enum rl_store_down on_store_down;
+	enum rl_sync sync;
 
 	unsigned nplans;
 	struct rl_plan plans[RL_MAX_PLANS];

@@ -73,6 +73,9 @@ struct parser {
 	int key_line[KEYS_MAX];       /* per key_def: line it was given, 0 */
 	uint32_t burst;               /* given burst, applied at section end */
 
+	/* the first `sync = strict`, checked against [redis] at the end */
+	int strict_line;
+
 	/* sections seen once */
 	int global_line, redis_line, xdp_line;
 

@@ -92,6 +92,11 @@ static const struct choices store_down_choices = {
 	{ { "open", RL_STORE_DOWN_OPEN }, { "closed", RL_STORE_DOWN_CLOSED } },
 };
 
+static const struct choices sync_choices = {
+	"async or strict",
+	{ { "async", RL_SYNC_ASYNC }, { "strict", RL_SYNC_STRICT } },
+};
+
 /* V_CHOICE stores through an int pointer. */
 _Static_assert(sizeof(enum rl_mode) == sizeof(int) &&
 	       sizeof(enum rl_algorithm) == sizeof(int) &&
@@ -245,6 +250,7 @@ static const struct key_def keys[] = {
 	{ SEC_LIMIT, "key", V_FN, .fn = rl_cfg_parse_key },
 	{ SEC_LIMIT, "on_store_down", V_CHOICE, RULE(on_store_down),
 	  .choices = &store_down_choices },
+	{ SEC_LIMIT, "sync", V_CHOICE, RULE(sync), .choices = &sync_choices },
 	{ SEC_LIMIT, "plans", V_FN, .fn = rl_cfg_parse_plans, .list = true },
 	{ SEC_LIMIT, "maxretry", V_UINT, RULE(maxretry), .max = 1000000 },
 	{ SEC_LIMIT, "findtime", V_DURATION, RULE(findtime_ns),
@@ -384,6 +390,8 @@ static void end_limit(struct parser *p)
 		r->bantime_max_ns = r->bantime_ns;
 	if (max_line && r->bantime_max_ns < r->bantime_ns)
 		perr_at(p, max_line, "bantime_max must be at least bantime");
+	if (r->sync == RL_SYNC_STRICT && !p->strict_line)
+		p->strict_line = given_at(p, "sync");
 }
 
 /* [global] comes once, so its end is the end of its keys. */
@@ -434,6 +442,9 @@ void rl_cfg_end_file(struct parser *p)
 				c->ipv4_prefix == 0 ? "ipv4_prefix" : "ipv6_prefix",
 				c->ipv4_prefix == 0 ? "IPv4" : "IPv6");
 	}
+	/* Strict decisions are made in the store: there must be one. */
+	if (p->strict_line && !c->redis)
+		perr_at(p, p->strict_line, "sync = strict needs [redis]");
 	/* The headers a request is parsed for: client_ip_header (where a
 	 * proxy is trusted) and each distinct key header. */
 	{

@@ -53,8 +53,7 @@ static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
 	uint64_t share;
 
 	if (a->kind != RL_ALGO_GCRA ||
-	    (old && old + RL_GCRA_CATCHUP_NS > now_ns) ||
-	    !(rl_table_agent_flags(t) & RL_AGENT_SYNC))
+	    (old && old + RL_GCRA_CATCHUP_NS > now_ns))
 		return old;
 	share = host_share(t, burst);
 	if (share == burst)
@@ -87,8 +86,13 @@ static void share_retry(struct rl_table *t, struct rl_result *out)
  */
 static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		     struct rl_slot *s, uint64_t tag, uint32_t cost,
-		     uint64_t now_ns, struct rl_result *out)
+		     uint64_t now_ns, struct rl_result *out, unsigned how)
 {
+	/* A strict rule's state mirrors the store's (ask.c): no share, and
+	 * nothing for the agent to push. */
+	int syncs = !(how & RL_TAKE_EXACT) &&
+		    (rl_table_agent_flags(t) & RL_AGENT_SYNC);
+
 	uint64_t old = atomic_load_explicit(&s->state, memory_order_acquire);
 	const struct rl_algo *algo;
 	uint64_t start, new;
@@ -104,13 +108,13 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 		if (atomic_load_explicit(&s->key, memory_order_acquire) != tag)
 			return 0;
 		algo = slot_algo(rc, s);
-		start = start_of(t, algo, old, cost, now_ns);
+		start = syncs ? start_of(t, algo, old, cost, now_ns) : old;
 		new = start;
 		rl_algo_step(algo, &new, cost, now_ns, out);
 		if (!out->allowed) {
 			/* The agent refreshes keys being refused too (a plan
 			 * upgrade must reach them). */
-			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
+			if (syncs)
 				atomic_fetch_or_explicit(&s->sync_admitted,
 							 RL_SYNC_DENIED,
 							 memory_order_relaxed);
@@ -134,7 +138,7 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 				atomic_store_explicit(&s->provisional, 1,
 						      memory_order_relaxed);
 			/* Only an agent that syncs needs the count. */
-			if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
+			if (syncs)
 				atomic_fetch_add_explicit(&s->sync_admitted, cost,
 							  memory_order_relaxed);
 			return 1;
@@ -143,10 +147,9 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 	}
 }
 
-static int take_in(struct rl_table *t, unsigned rule, const void *key,
-		   size_t key_len, uint32_t cost, uint64_t now_ns,
-		   struct rl_result *out, struct rl_slot_hint *hint,
-		   int count_allowed)
+int rl_slot_take(struct rl_table *t, unsigned rule, const void *key,
+		 size_t key_len, uint32_t cost, uint64_t now_ns,
+		 struct rl_result *out, struct rl_slot_hint *hint, unsigned how)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 	struct keyref k;
@@ -160,7 +163,7 @@ static int take_in(struct rl_table *t, unsigned rule, const void *key,
 
 		if (atomic_load_explicit(&s->key, memory_order_acquire) ==
 			    hint->tag &&
-		    decide_in(t, rc, s, hint->tag, cost, now_ns, out))
+		    decide_in(t, rc, s, hint->tag, cost, now_ns, out, how))
 			goto decided;
 	}
 	rl_slot_key(t, rule, key, key_len, &k);
@@ -173,7 +176,7 @@ static int take_in(struct rl_table *t, unsigned rule, const void *key,
 				goto fresh;
 			break;
 		}
-		if (decide_in(t, rc, s, k.tag, cost, now_ns, out)) {
+		if (decide_in(t, rc, s, k.tag, cost, now_ns, out, how)) {
 			if (hint) {
 				hint->index = (uint32_t)(s - t->slots);
 				hint->tag = k.tag;
@@ -183,6 +186,8 @@ static int take_in(struct rl_table *t, unsigned rule, const void *key,
 	}
 	/* No slot to give: decide as a new key, keep nothing. */
 	rl_table_count(t, RL_COUNT_OVERFLOWS);
+	if (hint)
+		hint->tag = 0;
 fresh:
 	{
 		uint64_t st = 0;
@@ -190,7 +195,7 @@ fresh:
 		rl_algo_step(&rc->algo, &st, cost, now_ns, out);
 	}
 decided:
-	if (count_allowed || !out->allowed)
+	if ((how & RL_TAKE_COUNT) || !out->allowed)
 		count(t, rule, out->allowed);
 	return 0;
 }
@@ -199,14 +204,15 @@ int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns,
 		       struct rl_result *out, struct rl_slot_hint *hint)
 {
-	return take_in(t, rule, key, key_len, cost, now_ns, out, hint, 1);
+	return rl_slot_take(t, rule, key, key_len, cost, now_ns, out, hint,
+			    RL_TAKE_COUNT);
 }
 
 int rl_table_take_uncounted(struct rl_table *t, unsigned rule, const void *key,
 			    size_t key_len, uint32_t cost, uint64_t now_ns,
 			    struct rl_result *out, struct rl_slot_hint *hint)
 {
-	return take_in(t, rule, key, key_len, cost, now_ns, out, hint, 0);
+	return rl_slot_take(t, rule, key, key_len, cost, now_ns, out, hint, 0);
 }
 
 void rl_table_count_allowed(struct rl_table *t, unsigned rule)

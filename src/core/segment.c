@@ -49,7 +49,8 @@ uint32_t rl_table_capacity_round(uint32_t capacity)
 }
 
 struct layout {
-	uint64_t rules_off, shards_off, slots_off, meta_off, bans_off, kept_off;
+	uint64_t rules_off, shards_off, slots_off, meta_off, bans_off, asks_off,
+		 kept_off;
 	uint64_t size;
 };
 
@@ -68,7 +69,9 @@ static void layout_of(uint32_t capacity, struct layout *l)
 	l->bans_off = align_up(l->meta_off +
 			       (uint64_t)capacity * sizeof(struct rl_slot_meta),
 			       RL_SHM_ALIGN);
-	l->kept_off = align_up(l->bans_off + RL_BANS * sizeof(struct rl_shm_ban),
+	l->asks_off = align_up(l->bans_off + RL_BANS * sizeof(struct rl_shm_ban),
+			       RL_SHM_ALIGN);
+	l->kept_off = align_up(l->asks_off + RL_ASKS * sizeof(struct rl_shm_ask),
 			       RL_SHM_ALIGN);
 	l->size = align_up(l->kept_off + RL_KEPT_MAX, RL_SHM_ALIGN);
 }
@@ -144,6 +147,7 @@ static void table_bind(struct rl_table *t, void *base, uint64_t size)
 	t->slots = (struct rl_slot *)((char *)base + h->slots_off);
 	t->meta = (struct rl_slot_meta *)((char *)base + h->meta_off);
 	t->bans = (struct rl_shm_ban *)((char *)base + h->bans_off);
+	t->asks = (struct rl_shm_ask *)((char *)base + h->asks_off);
 	t->kept = (char *)base + h->kept_off;
 	t->bucket_mask = (1ull << h->bucket_bits) - 1;
 	t->seed[0] = h->seed[0];
@@ -208,6 +212,8 @@ static int table_create(int fd, const char *path, uint32_t capacity,
 	h->slots_off = l.slots_off;
 	h->meta_off = l.meta_off;
 	h->bans_off = l.bans_off;
+	h->asks_off = l.asks_off;
+	h->asks_cap = RL_ASKS;
 	h->kept_off = l.kept_off;
 	h->kept_cap = RL_KEPT_MAX;
 	h->max_rules = RL_MAX_RULES;
@@ -243,7 +249,8 @@ static int header_valid(const char *path, const struct rl_shm_header *h,
 	if (h->size != file_size || l.size != file_size ||
 	    h->rules_off != l.rules_off || h->shards_off != l.shards_off ||
 	    h->slots_off != l.slots_off || h->meta_off != l.meta_off ||
-	    h->bans_off != l.bans_off || h->kept_off != l.kept_off) {
+	    h->bans_off != l.bans_off || h->asks_off != l.asks_off ||
+	    h->asks_cap != RL_ASKS || h->kept_off != l.kept_off) {
 		rl_err_set(e, "%s: segment size mismatch: header says %llu bytes for "
 			  "%u slots, file has %llu", path,
 			  (unsigned long long)h->size, h->capacity,

@@ -19,6 +19,8 @@
  *   +---------------------------+
  *   | struct rl_shm_ban [16384] |   bans
  *   +---------------------------+
+ *   | struct rl_shm_ask [256]   |   sync = strict: decisions asked of the
+ *   +---------------------------+   agent (ask.c)
  *   | char [RL_KEPT_MAX]        |   the configuration text in force (kept.c)
  *   +---------------------------+ size
  *
@@ -45,7 +47,7 @@
 #include "table.h"
 
 #define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
-#define RL_SHM_VERSION 3u
+#define RL_SHM_VERSION 4u
 #define RL_SHM_HEADER_SIZE 4096u
 #define RL_SHM_ALIGN 4096u
 #define RL_BUCKET_SLOTS 16u
@@ -124,7 +126,12 @@ struct rl_shm_header {
 	_Atomic uint32_t kept_len;
 	_Atomic uint64_t kept_stamp;
 	_Atomic uint64_t kept_hash;
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 368];
+	/* sync = strict (ask.c): the asks, and the word the agent waits on
+	 * for them (+1 at every ask posted). */
+	uint64_t asks_off;
+	uint32_t asks_cap;            /* RL_ASKS */
+	_Atomic uint32_t asks_bell;
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 384];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */
@@ -210,11 +217,44 @@ struct rl_shm_ban {
 					 than bring it back */
 };
 
+/*
+ * 64 bytes: a decision a shim asks the agent to make in the store (sync =
+ * strict). `word` is the futex word: a sequence number above the state,
+ * +1 at every claim, so that an ask left half-done by a dead process is
+ * told from a new one (ask.c).
+ */
+#define RL_ASK_STATE_BITS 4
+#define RL_ASK_STATE_MASK ((1u << RL_ASK_STATE_BITS) - 1)
+
+enum rl_ask_state {
+	RL_ASK_FREE = 0,
+	RL_ASK_FILLING = 1,           /* claimed by a shim, being written */
+	RL_ASK_POSTED = 2,            /* for the agent to take */
+	RL_ASK_TAKEN = 3,             /* sent to the store */
+	RL_ASK_DONE = 4,              /* answered: `allowed`, `debt_ns` */
+	RL_ASK_FAILED = 5,            /* the store did not answer */
+	RL_ASK_ABANDONED = 6,         /* the shim stopped waiting */
+};
+
+struct rl_shm_ask {
+	_Atomic uint32_t word;        /* seq << RL_ASK_STATE_BITS | state */
+	uint32_t rule;                /* rule id */
+	uint32_t index;               /* the key's slot ... */
+	uint32_t cost;
+	uint64_t tag;                 /* ... while it holds this key */
+	uint32_t allowed;             /* the answer */
+	uint32_t reserved0;
+	uint64_t debt_ns;             /* the key's state after, as what it
+					 owes from now (the store's clock) */
+	uint8_t reserved[24];
+};
+
 _Static_assert(sizeof(struct rl_shm_header) == RL_SHM_HEADER_SIZE,
 	       "header is one page");
 _Static_assert(sizeof(struct rl_shm_rule) == 256, "rule entry size");
 _Static_assert(sizeof(struct rl_slot) == 32, "slot size");
 _Static_assert(sizeof(struct rl_slot_meta) == 64, "slot meta size");
 _Static_assert(sizeof(struct rl_shm_ban) == 64, "ban entry size");
+_Static_assert(sizeof(struct rl_shm_ask) == 64, "ask entry size");
 
 #endif /* RL_SHM_H */

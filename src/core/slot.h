@@ -70,6 +70,20 @@ void rl_slot_key(const struct rl_table *t, unsigned rule, const void *key,
 struct rl_slot *rl_slot_find(struct rl_table *t, const struct keyref *k,
 			     uint64_t now_ns, int create);
 
+/* rl_slot_take's `how`. */
+#define RL_TAKE_COUNT 0x1u  /* count an allowed decision (else only denials) */
+#define RL_TAKE_EXACT 0x2u  /* a strict rule's mirror: no share of a fresh
+			       key, nothing counted for the agent to push */
+
+/*
+ * Decide `cost` for `key` of `rule` (decide.c): the take behind
+ * rl_table_take_hint and friends. With a hint, *hint names the slot
+ * decided in afterwards (tag 0: none, the table had no slot to give).
+ */
+int rl_slot_take(struct rl_table *t, unsigned rule, const void *key,
+		 size_t key_len, uint32_t cost, uint64_t now_ns,
+		 struct rl_result *out, struct rl_slot_hint *hint, unsigned how);
+
 /* Clear a marker left by a process that died while re-keying. Returns 1 if
  * the marker was stale (and is now gone or changed). */
 int rl_slot_marker_expire(struct rl_table *t, struct rl_slot *s, uint64_t mark,

@@ -25,6 +25,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 
 #define RL_BANS 16384u                   /* ban entries, a power of two: holds
 					    thousands at a low load */
+#define RL_ASKS 256u                    /* strict decisions in flight */
 #define RL_MARK_TIMEOUT_NS 200000000ull /* 200 ms: a dead re-keyer */
 #define RL_KEPT_MAX 65536u              /* bytes of configuration text kept */
 
@@ -32,6 +33,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 #define RL_AGENT_SYNC 0x1ull       /* an agent syncs: count slot.sync_admitted */
 #define RL_AGENT_STORE_DOWN 0x2ull /* the agent cannot reach its store */
 #define RL_AGENT_XDP 0x4ull        /* the XDP dropper is attached */
+#define RL_AGENT_STRICT 0x8ull     /* the agent answers asks (sync = strict) */
 
 /*
  * The process-private handle. A rule's rates are this process's own: what
@@ -73,6 +75,7 @@ struct rl_table {
 	struct rl_slot *slots;
 	struct rl_slot_meta *meta;
 	struct rl_shm_ban *bans;
+	struct rl_shm_ask *asks;
 	char *kept;
 	uint64_t bucket_mask;
 	uint64_t seed[2];
@@ -283,6 +286,63 @@ int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
 int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
 		  size_t key_len, uint32_t maxretry, uint64_t findtime_ns,
 		  uint64_t now_ns, struct rl_slot_hint *hint);
+
+/* ---- sync = strict (ask.c) ---------------------------------------------------- */
+
+/*
+ * Take as rl_table_take_uncounted, for a rule whose admissions are decided
+ * in the store. The key's state here is the store's as last answered: a
+ * request it refuses is refused here, without a round trip (returns 1). One
+ * it would admit is asked of the agent, which decides it in the store, and
+ * the answer is awaited until `deadline_ns` (CLOCK_MONOTONIC): returns 0,
+ * with the store's decision in *out and its state for the key here. Returns
+ * -EAGAIN when the store could not decide (no agent answering asks, every
+ * ask in flight, no slot for the key, the deadline passed, the store failed):
+ * *out is then the decision made here, and taken here if it allowed (the
+ * caller gives it back for on_store_down = closed). errno is kept.
+ */
+int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
+			 size_t key_len, uint32_t cost, uint64_t now_ns,
+			 uint64_t deadline_ns, struct rl_result *out,
+			 struct rl_slot_hint *hint);
+
+/* An ask, as the agent takes it. */
+struct rl_ask_item {
+	uint32_t id, word;            /* which ask, which use of it */
+	unsigned rule;                /* rule id */
+	uint32_t index;               /* the key's slot, while it holds tag */
+	uint64_t tag;
+	uint32_t cost;
+	uint8_t plan;                 /* the slot's, 0: the rule's rate */
+	uint8_t key_len;
+	uint8_t truncated;
+	uint8_t key[RL_KEY_MAX];
+};
+
+/* The bell the shims ring at every ask; wait while it still says `bell`,
+ * for `timeout_ns` at most (a post, a signal or the timeout ends it). */
+uint32_t rl_table_asks_bell(const struct rl_table *t);
+void rl_table_asks_wait(struct rl_table *t, uint32_t bell, uint64_t timeout_ns);
+
+/* Take every posted ask, `fn` for each (non-zero stops). Returns how many. */
+unsigned rl_table_asks_take(struct rl_table *t,
+			    int (*fn)(const struct rl_ask_item *it, void *arg),
+			    void *arg);
+
+/*
+ * The store's answer to ask `it`: allowed or not, and what the key owes
+ * from now (this request included when allowed). The key's state here
+ * becomes the store's, and the shim is woken. Or no answer: the shim
+ * applies on_store_down. The same thread must answer, fail and sweep.
+ */
+void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
+			 int allowed, uint64_t debt_ns, uint64_t now_ns);
+void rl_table_ask_fail(struct rl_table *t, const struct rl_ask_item *it);
+
+/* Free the asks that have not moved since the last call (`seen`, zeroed
+ * at first): left by a process that died. Call it far less often than any
+ * wait lasts. */
+void rl_table_asks_sweep(struct rl_table *t, uint32_t seen[RL_ASKS]);
 
 /*
  * The denial summary: when `interval_ms` (CLOCK_MONOTONIC ms) has passed

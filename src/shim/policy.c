@@ -195,6 +195,48 @@ static int store_down(const struct rl_policy *p, uint64_t now)
 	       rl_agent_dead(p->table, now);
 }
 
+/* The store cannot decide for rule `r`, on_store_down = closed: 429,
+ * Retry-After 1, until the store is back. */
+static void fail_closed(const struct rl_rule_cfg *r, struct rl_result *res,
+			struct rl_verdict *v)
+{
+	memset(res, 0, sizeof(*res));
+	res->limit = r->rate.burst;
+	res->retry_after_ns = RL_NS_PER_SEC;
+	res->reset_after_ns = RL_NS_PER_SEC;
+	v->store_down = 1;
+}
+
+/*
+ * Rule `i` is strict: the store decides, through the agent, within the
+ * store's timeout; a key the store already refused is refused here. When
+ * the store cannot decide (down, slow, no agent), on_store_down: open keeps
+ * the decision made here (on this host's share, as for async rules), closed
+ * refuses as for a store known to be down.
+ */
+static void strict(const struct rl_policy *p, unsigned i, const void *key,
+		   size_t len, uint64_t now, struct rl_result *res,
+		   struct rl_slot_hint *hint, struct rl_verdict *v)
+{
+	const struct rl_rule_cfg *r = &p->cfg->rules[i];
+
+	/* Known down: no request waits for it (closed was refused before). */
+	if (store_down(p, now)) {
+		rl_table_take_uncounted(p->table, p->ids[i], key, len, 1, now,
+					res, hint);
+		return;
+	}
+	if (rl_table_take_strict(p->table, p->ids[i], key, len, 1, now,
+				 now + p->cfg->redis_timeout_ns, res, hint) !=
+	    -EAGAIN)
+		return;
+	if (r->on_store_down != RL_STORE_DOWN_CLOSED)
+		return;
+	if (res->allowed)
+		rl_table_give_back(p->table, p->ids[i], key, len, 1, now);
+	fail_closed(r, res, v);
+}
+
 /* Returns 1 when the request is refused by rule `i`. A denial (or in
  * dry-run, a would-be denial) is left in v->rule: the caller counts it
  * towards maxretry. */
@@ -207,12 +249,9 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 
 	if (r->on_store_down == RL_STORE_DOWN_CLOSED && p->cfg->redis &&
 	    store_down(p, now)) {
-		/* Fail closed: 429, Retry-After 1, until the store is back. */
-		memset(&res, 0, sizeof(res));
-		res.limit = r->rate.burst;
-		res.retry_after_ns = RL_NS_PER_SEC;
-		res.reset_after_ns = RL_NS_PER_SEC;
-		v->store_down = 1;
+		fail_closed(r, &res, v);
+	} else if (r->sync == RL_SYNC_STRICT && p->cfg->redis) {
+		strict(p, i, key, len, now, &res, hint, v);
 	} else {
 		rl_table_take_uncounted(p->table, p->ids[i], key, len, 1, now,
 					&res, hint);

@@ -450,6 +450,105 @@ def fresh_key_four_hosts_round_robin():
         assert 10 <= n <= 13, n
 
 
+# ---- sync = strict ---------------------------------------------------------------------
+
+STRICT = SMS + 'sync = strict\n'
+
+
+def strict_four_hosts_round_robin():
+    """40 requests over 4 hosts in turn, as fast as a client can: strict
+    decides each admission in Redis, so exactly the bucket (10) passes,
+    however the requests are spread (async: up to burst + N - 1)."""
+    with fleet(STRICT, 4, 'srr') as (r, hosts):
+        hosts_up(hosts)
+        n = sum(admitted(hosts[i % 4], 1) for i in range(40))
+        assert n == 10, n
+
+
+def strict_two_hosts():
+    """The issue's 2-host case under strict: 7, then 7 on the other host,
+    then 3 on each: exactly 10."""
+    with fleet(STRICT, 2, 'st2') as (r, hosts):
+        hosts_up(hosts)
+        n = admitted(hosts[0], 7) + admitted(hosts[1], 7)
+        n += admitted(hosts[0], 3) + admitted(hosts[1], 3)
+        assert n == 10, n
+
+
+def hget_calls(r):
+    """The strict script's HGETs so far: one per request decided in Redis
+    (nothing else rlshim runs uses HGET)."""
+    m = re.search(r'cmdstat_hget:calls=(\d+)', r.cli('INFO', 'commandstats'))
+    return int(m.group(1)) if m else 0
+
+
+def strict_denials_cost_nothing():
+    """A flood of requests on a key out of budget: each admission is one
+    round trip to Redis, every refusal after that is made locally from the
+    state Redis gave back: 300 requests, 10 admitted, 10 decided in Redis."""
+    with fleet(STRICT, 1, 'sflood') as (r, hosts):
+        before = hget_calls(r)
+        n = admitted(hosts[0], 300)
+        asked = hget_calls(r) - before
+        print(f'  300 requests: {n} admitted, {asked} decided in Redis')
+        assert n == 10, n
+        assert n <= asked <= n + 1, asked  # +1: a refill due meanwhile
+
+
+def strict_redis_stopped(stop, cont):
+    """Under strict rules with Redis stopped by `stop`: no request waits
+    past `timeout` (100 ms here) for it, open rules are decided locally,
+    closed ones refused (429, Retry-After 1), async rules do not wait at
+    all; with Redis back (`cont`), strict decisions are made in Redis
+    again."""
+    rules = ('[limit:open]\nmatch = * /open\nrate = 1000000/s\nsync = strict\n'
+             '[limit:closed]\nmatch = * /closed\nrate = 1000000/s\nsync = strict\n'
+             'on_store_down = closed\n'
+             '[limit:async]\nmatch = * /async\nrate = 1000000/s\n')
+    with fleet(rules, 1, 'sstop') as (r, hosts):
+        h = hosts[0]
+        assert all(h.get(p).status != 429 for p in ('/open', '/closed', '/async'))
+        stop(r)
+        t_stop = time.monotonic()
+        waits = {'/open': [], '/async': []}
+        closed = []
+        while time.monotonic() - t_stop < 2.0:
+            for path in waits:
+                t = time.monotonic()
+                assert h.get(path).status != 429, path
+                waits[path].append(time.monotonic() - t)
+            rc = h.get('/closed')
+            closed.append((time.monotonic() - t_stop, rc.status,
+                           rc.headers.get('retry-after')))
+        cont(r)
+        print(f'  Redis stopped: longest strict wait {1000 * max(waits["/open"]):.0f} ms, '
+              f'async {1000 * max(waits["/async"]):.1f} ms, n={len(closed)}')
+        # A request that waited for Redis would take the rest of the stop.
+        assert max(waits['/open']) < 0.6, max(waits['/open'])
+        assert max(waits['/async']) < 0.6, max(waits['/async'])
+        late = [c for c in closed if c[0] > 0.5]
+        assert late and all(c[1] == 429 and c[2] == '1' for c in late), late[:5]
+        assert wait_for(lambda: h.get('/closed').status != 429, 5)
+        before = hget_calls(r)
+        assert h.get('/open').status != 429
+        assert hget_calls(r) == before + 1  # decided in Redis again
+
+
+def strict_redis_paused():
+    def stop(r):
+        os.kill(r.proc.pid, signal.SIGSTOP)
+
+    def cont(r):
+        os.kill(r.proc.pid, signal.SIGCONT)
+    strict_redis_stopped(stop, cont)
+
+
+def strict_redis_killed():
+    def cont(r):
+        r.start()
+    strict_redis_stopped(lambda r: r.kill(), cont)
+
+
 # ---- the agent --------------------------------------------------------------------------
 
 def agent_killed():
@@ -536,6 +635,8 @@ def urls():
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
+         strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
+         strict_redis_paused, strict_redis_killed,
          plans, urls]
 
 

@@ -407,6 +407,33 @@ static void test_get_body(void **state)
 		     "x.conf:3: duplicate key 'get_body' (first at line 2)");
 }
 
+/* sync: async by default; strict decides in the store, so needs one. */
+static void test_sync(void **state)
+{
+	struct rl_config *c;
+
+	(void)state;
+	c = parse_ok("[redis]\nurl = redis://127.0.0.1:6379/0\n"
+		     "[limit:a]\nrate = 1/s\n"
+		     "[limit:b]\nrate = 1/s\nsync = strict\n"
+		     "[limit:c]\nrate = 1/s\nsync = async\n");
+	assert_int_equal(c->rules[0].sync, RL_SYNC_ASYNC);
+	assert_int_equal(c->rules[1].sync, RL_SYNC_STRICT);
+	assert_int_equal(c->rules[2].sync, RL_SYNC_ASYNC);
+	rl_config_free(c);
+	/* [redis] after the rule is as good */
+	c = parse_ok("[limit:b]\nrate = 1/s\nsync = strict\n[redis]\n");
+	assert_int_equal(c->rules[0].sync, RL_SYNC_STRICT);
+	rl_config_free(c);
+	expect_error("[limit:a]\nrate = 1/s\n\n[limit:b]\nrate = 1/s\n"
+		     "sync = strict\n",
+		     "x.conf:6: sync = strict needs [redis]");
+	expect_error("[limit:a]\nrate = 1/s\nsync = exact\n",
+		     "x.conf:3: bad sync 'exact' (expected async or strict)");
+	expect_error("[global]\nsync = strict\n",
+		     "x.conf:2: unknown key 'sync' in [global]");
+}
+
 static void test_booleans(void **state)
 {
 	static const struct {
@@ -1347,6 +1374,7 @@ int main(void)
 		cmocka_unit_test(test_minimal_rule_defaults),
 		cmocka_unit_test(test_global_values),
 		cmocka_unit_test(test_get_body),
+		cmocka_unit_test(test_sync),
 		cmocka_unit_test(test_booleans),
 		cmocka_unit_test(test_redis_values),
 		cmocka_unit_test(test_xdp_values),

@@ -137,6 +137,9 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, kept_len), 348);
 	assert_int_equal(offsetof(struct rl_shm_header, kept_stamp), 352);
 	assert_int_equal(offsetof(struct rl_shm_header, kept_hash), 360);
+	assert_int_equal(offsetof(struct rl_shm_header, asks_off), 368);
+	assert_int_equal(offsetof(struct rl_shm_header, asks_cap), 376);
+	assert_int_equal(offsetof(struct rl_shm_header, asks_bell), 380);
 
 	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
@@ -182,9 +185,19 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_ban, offences), 48);
 	assert_int_equal(offsetof(struct rl_shm_ban, lifted_exp), 56);
 
-	/* 1,024 slots: header, rules, shards, slots, meta, bans, the kept
-	 * configuration, page-aligned. */
-	assert_int_equal(rl_table_layout_size(1024), 1200128 + RL_KEPT_MAX);
+	assert_int_equal(sizeof(struct rl_shm_ask), 64);
+	assert_int_equal(offsetof(struct rl_shm_ask, word), 0);
+	assert_int_equal(offsetof(struct rl_shm_ask, rule), 4);
+	assert_int_equal(offsetof(struct rl_shm_ask, index), 8);
+	assert_int_equal(offsetof(struct rl_shm_ask, cost), 12);
+	assert_int_equal(offsetof(struct rl_shm_ask, tag), 16);
+	assert_int_equal(offsetof(struct rl_shm_ask, allowed), 24);
+	assert_int_equal(offsetof(struct rl_shm_ask, debt_ns), 32);
+
+	/* 1,024 slots: header, rules, shards, slots, meta, bans, asks, the
+	 * kept configuration, page-aligned. */
+	assert_int_equal(rl_table_layout_size(1024),
+			 1200128 + RL_ASKS * 64 + RL_KEPT_MAX);
 	assert_int_equal(rl_table_capacity_round(1), 16);
 	assert_int_equal(rl_table_capacity_round(1000), 1024);
 	assert_int_equal(rl_table_capacity_round(1025), 2048);
@@ -285,7 +298,7 @@ static void test_wrong_version(void **state)
 	assert_int_equal(pwrite(fd, &v, 4, offsetof(struct rl_shm_header,
 						    version)), 4);
 	close(fd);
-	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 4");
+	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 5");
 }
 
 static void test_wrong_size(void **state)

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ask.c - sync = strict: decisions made in the store, through the agent.
+ *
+ * The shim never talks to the network. For a strict rule it decides from
+ * the key's state here first: that state is the store's, as the store last
+ * answered for this key, so a request it refuses is refused without a round
+ * trip (a flood of denied requests costs the store nothing). A request it
+ * would admit is posted as an ask in the segment; the agent takes it, runs
+ * the store's script (one round trip, every ask in flight pipelined), sets
+ * the key's state here to the store's and answers. The shim waits for the
+ * answer on the ask's futex word, up to the deadline its caller gives (the
+ * store's `timeout`); without an answer by then, the caller applies
+ * on_store_down.
+ *
+ * An ask's life, in `word` (a sequence number above the state, so that a
+ * word stuck the same for a whole sweep period is known to be left by a
+ * dead process, never mistaken for a later use of the same entry):
+ *
+ *   FREE -(shim)-> FILLING -(shim)-> POSTED -(agent)-> TAKEN -(agent)->
+ *   DONE or FAILED -(shim reads it)-> FREE
+ *
+ * A shim that gives up takes its POSTED ask back (FREE) or leaves a TAKEN
+ * one ABANDONED, which the agent frees when the store's answer comes.
+ */
+#include "slot.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+static inline uint32_t st_of(uint32_t w)
+{
+	return w & RL_ASK_STATE_MASK;
+}
+
+static inline uint32_t with_state(uint32_t w, uint32_t st)
+{
+	return (w & ~RL_ASK_STATE_MASK) | st;
+}
+
+/* Two words of the same use of an ask. */
+static inline int same_use(uint32_t a, uint32_t b)
+{
+	return (a & ~RL_ASK_STATE_MASK) == (b & ~RL_ASK_STATE_MASK);
+}
+
+/* The word's next use: the sequence moved on, the state `st`. */
+static inline uint32_t next_use(uint32_t w, uint32_t st)
+{
+	return ((w & ~RL_ASK_STATE_MASK) + (1u << RL_ASK_STATE_BITS)) | st;
+}
+
+static int futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / RL_NS_PER_SEC),
+			       (long)(ns % RL_NS_PER_SEC) };
+
+	/* Shared, not FUTEX_PRIVATE: the waker is another process. */
+	return (int)syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts,
+			    NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static int cas_word(_Atomic uint32_t *w, uint32_t *old, uint32_t new)
+{
+	return atomic_compare_exchange_strong_explicit(w, old, new,
+						       memory_order_acq_rel,
+						       memory_order_acquire);
+}
+
+/* ---- the shim's side ---------------------------------------------------------- */
+
+/* A free ask, claimed (FILLING), or NULL: all 256 in flight. */
+static struct rl_shm_ask *claim(struct rl_table *t, uint32_t from,
+				uint32_t *word)
+{
+	for (uint32_t k = 0; k < RL_ASKS; k++) {
+		struct rl_shm_ask *q = &t->asks[(from + k) % RL_ASKS];
+		uint32_t w = atomic_load_explicit(&q->word, memory_order_relaxed);
+
+		if (st_of(w) != RL_ASK_FREE)
+			continue;
+		*word = next_use(w, RL_ASK_FILLING);
+		if (cas_word(&q->word, &w, *word))
+			return q;
+	}
+	return NULL;
+}
+
+/*
+ * The client's view of the store's answer: `debt` is what the key owes
+ * from now on the store's clock, this request included when allowed (as
+ * rl_gcra_decide's arithmetic, with the TAT at now + debt).
+ */
+static void answer_result(const struct rl_algo *a, int allowed, uint64_t debt,
+			  uint32_t cost, struct rl_result *out)
+{
+	uint64_t depth = a->depth_ns, ei = a->interval_ns;
+	uint64_t rem = debt < depth ? (depth - debt) / ei : 0;
+
+	out->allowed = allowed;
+	out->limit = a->rate.burst;
+	out->remaining = rem < a->rate.burst ? (uint32_t)rem : a->rate.burst;
+	out->reset_after_ns = debt;
+	out->retry_after_ns = 0;
+	if (!allowed) {
+		uint64_t need = debt + (uint64_t)cost * ei;
+
+		out->retry_after_ns = need > depth ? need - depth : RL_NS_PER_MS;
+	}
+}
+
+/* Wait for the answer to ask `q` (claimed as `word`, now POSTED) until
+ * `deadline_ns`: its final word, or 0 when the wait ended without one (the
+ * ask is then given up: freed or left ABANDONED). */
+static uint32_t await(struct rl_shm_ask *q, uint32_t word,
+		      uint64_t deadline_ns)
+{
+	uint32_t w;
+
+	for (;;) {
+		uint64_t now = rl_time_now_ns();
+
+		w = atomic_load_explicit(&q->word, memory_order_acquire);
+		if (!same_use(w, word))
+			return 0; /* swept: we were stopped past any timeout */
+		if (st_of(w) == RL_ASK_DONE || st_of(w) == RL_ASK_FAILED)
+			return w;
+		if (now >= deadline_ns)
+			break;
+		futex_wait(&q->word, w, deadline_ns - now);
+	}
+	/* Give it up: take it back if not yet taken, else leave it to the
+	 * agent to free. An answer that comes meanwhile is used. */
+	for (;;) {
+		uint32_t st = st_of(w);
+
+		if (!same_use(w, word))
+			return 0;
+		if (st == RL_ASK_DONE || st == RL_ASK_FAILED)
+			return w;
+		if (cas_word(&q->word, &w,
+			     with_state(w, st == RL_ASK_POSTED ? RL_ASK_FREE
+							       : RL_ASK_ABANDONED)))
+			return 0;
+	}
+}
+
+/* An answer read: the ask is free again. */
+static void release(struct rl_shm_ask *q, uint32_t w)
+{
+	atomic_store_explicit(&q->word, with_state(w, RL_ASK_FREE),
+			      memory_order_release);
+}
+
+int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
+			 size_t key_len, uint32_t cost, uint64_t now_ns,
+			 uint64_t deadline_ns, struct rl_result *out,
+			 struct rl_slot_hint *hint)
+{
+	struct rl_slot_hint own = { 0 };
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *a;
+	struct rl_shm_ask *q;
+	uint32_t word, w;
+	int saved = errno, rc2;
+
+	if (!hint)
+		hint = &own;
+	rc2 = rl_slot_take(t, rule, key, key_len, cost, now_ns, out, hint,
+			   RL_TAKE_EXACT);
+	if (rc2)
+		return rc2;
+	if (!out->allowed)
+		return 1; /* the store said so already */
+	if (!(rl_table_agent_flags(t) & RL_AGENT_STRICT) || !hint->tag ||
+	    cost == 0)
+		return -EAGAIN;
+	rc = rl_table_rule_get(t, rule);
+	a = slot_algo(rc, &t->slots[hint->index]);
+	if (a->kind != RL_ALGO_GCRA)
+		return -EAGAIN;
+	q = claim(t, hint->index, &word);
+	if (!q)
+		return -EAGAIN;
+	q->rule = rule;
+	q->index = hint->index;
+	q->tag = hint->tag;
+	q->cost = cost;
+	w = word;
+	if (!cas_word(&q->word, &w, with_state(word, RL_ASK_POSTED)))
+		return -EAGAIN; /* swept meanwhile (we were stopped that long) */
+	atomic_fetch_add_explicit(&t->hdr->asks_bell, 1, memory_order_release);
+	futex_wake(&t->hdr->asks_bell);
+	w = await(q, word, deadline_ns);
+	errno = saved;
+	if (!w || st_of(w) == RL_ASK_FAILED) {
+		if (w)
+			release(q, w);
+		return -EAGAIN;
+	}
+	answer_result(a, (int)q->allowed, q->debt_ns, cost, out);
+	release(q, w);
+	return 0;
+}
+
+/* ---- the agent's side --------------------------------------------------------- */
+
+uint32_t rl_table_asks_bell(const struct rl_table *t)
+{
+	return atomic_load_explicit(&t->hdr->asks_bell, memory_order_acquire);
+}
+
+void rl_table_asks_wait(struct rl_table *t, uint32_t bell, uint64_t timeout_ns)
+{
+	int saved = errno;
+
+	futex_wait(&t->hdr->asks_bell, bell, timeout_ns);
+	errno = saved;
+}
+
+unsigned rl_table_asks_take(struct rl_table *t,
+			    int (*fn)(const struct rl_ask_item *it, void *arg),
+			    void *arg)
+{
+	struct rl_ask_item it;
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < RL_ASKS; i++) {
+		struct rl_shm_ask *q = &t->asks[i];
+		uint32_t w = atomic_load_explicit(&q->word, memory_order_acquire);
+
+		if (st_of(w) != RL_ASK_POSTED ||
+		    !cas_word(&q->word, &w, with_state(w, RL_ASK_TAKEN)))
+			continue;
+		it.id = i;
+		it.word = with_state(w, RL_ASK_TAKEN);
+		it.rule = q->rule;
+		it.index = q->index;
+		it.tag = q->tag;
+		it.cost = q->cost;
+		if (it.index >= t->hdr->capacity ||
+		    !rl_slot_meta_read(t, it.index, it.tag, it.key, &it.key_len,
+				       &it.truncated)) {
+			/* the key left its slot meanwhile: no answer */
+			rl_table_ask_fail(t, &it);
+			continue;
+		}
+		it.plan = atomic_load_explicit(&t->slots[it.index].plan,
+					       memory_order_relaxed);
+		n++;
+		if (fn(&it, arg))
+			break;
+	}
+	return n;
+}
+
+/* The agent is done with ask `it`, in `st`: its shim is woken, or, if it
+ * gave up waiting, the ask is free again. */
+static void finish(struct rl_table *t, const struct rl_ask_item *it,
+		   uint32_t st)
+{
+	struct rl_shm_ask *q = &t->asks[it->id % RL_ASKS];
+	uint32_t w = atomic_load_explicit(&q->word, memory_order_acquire);
+
+	for (;;) {
+		uint32_t now = st_of(w);
+
+		if (!same_use(w, it->word))
+			return; /* swept, and maybe in use again: not ours */
+		if (now == RL_ASK_ABANDONED) {
+			if (cas_word(&q->word, &w, with_state(w, RL_ASK_FREE)))
+				return;
+		} else if (now == RL_ASK_TAKEN) {
+			if (cas_word(&q->word, &w, with_state(w, st)))
+				break;
+		} else {
+			return; /* swept: not ours any more */
+		}
+	}
+	futex_wake(&q->word);
+}
+
+/* The store's state for a key, as this host's clock puts it. */
+static int mirror_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	*new = *(const uint64_t *)arg;
+	return old != *new;
+}
+
+void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
+			 int allowed, uint64_t debt_ns, uint64_t now_ns)
+{
+	struct rl_shm_ask *q = &t->asks[it->id % RL_ASKS];
+	uint64_t state = now_ns + debt_ns;
+
+	/* The key's state here is the store's, whether this ask is still
+	 * awaited or not: the next request decides from it. */
+	if (it->index < t->hdr->capacity)
+		slot_cas(&t->slots[it->index], it->tag, mirror_next, &state);
+	if (!same_use(atomic_load_explicit(&q->word, memory_order_acquire),
+		      it->word))
+		return;
+	q->allowed = (uint32_t)(allowed != 0);
+	q->debt_ns = debt_ns;
+	finish(t, it, RL_ASK_DONE);
+}
+
+void rl_table_ask_fail(struct rl_table *t, const struct rl_ask_item *it)
+{
+	finish(t, it, RL_ASK_FAILED);
+}
+
+void rl_table_asks_sweep(struct rl_table *t, uint32_t seen[RL_ASKS])
+{
+	for (uint32_t i = 0; i < RL_ASKS; i++) {
+		struct rl_shm_ask *q = &t->asks[i];
+		uint32_t w = atomic_load_explicit(&q->word, memory_order_acquire);
+
+		/* The same word as a sweep period ago, and not free: its
+		 * process died mid-way (a live one changes it within its
+		 * timeout). */
+		if (st_of(w) != RL_ASK_FREE && w == seen[i])
+			cas_word(&q->word, &w, with_state(w, RL_ASK_FREE));
+		seen[i] = atomic_load_explicit(&q->word, memory_order_relaxed);
+	}
+}
