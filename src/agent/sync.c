@@ -99,6 +99,25 @@ static const char clean_lua[] =
 	"end\n"
 	"return r[1]\n";
 
+/* KEYS[1]: a rule's hash. ARGV: idle TTL (ms), then pairs: key, what it
+ * owes on the host that sends it (us). Each key's TAT becomes at least
+ * that: after the store restarted empty, the hosts' states bring back the
+ * most any of them knew. */
+static const char floor_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local n = (#ARGV - 1) / 2\n"
+	"for i = 1, n do\n"
+	"  local k = ARGV[2 * i]\n"
+	"  local want = now + tonumber(ARGV[2 * i + 1])\n"
+	"  local tat = tonumber(redis.call('HGET', KEYS[1], k)) or 0\n"
+	"  if want > tat then\n"
+	"    redis.call('HSET', KEYS[1], k, string.format('%.0f', want))\n"
+	"  end\n"
+	"end\n"
+	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"return n\n";
+
 /* ---- set up -------------------------------------------------------------------- */
 
 int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
@@ -133,6 +152,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_SYNC, sync_lua);
 	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
+	rl_store_script(a->store, RL_SCRIPT_FLOOR, floor_lua);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -193,7 +213,8 @@ size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 /* ---- one round -------------------------------------------------------------------- */
 
 /* What each queued reply is for. */
-enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN };
+enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
+	   JOB_FLOOR };
 
 struct reply_plan {
 	enum job job;
@@ -237,6 +258,7 @@ static int collect(const struct rl_sync_item *it, void *arg)
 					     it->key_len, it->truncated, x->key,
 					     sizeof(x->key));
 	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
+	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
 	return 0;
 }
@@ -265,6 +287,17 @@ static size_t rule_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 				a->cfg->rules[ci].name);
 }
 
+/* The store's idle TTL for rule `ci`'s hash: while a key could owe
+ * anything, and a minute. */
+static void rule_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len)
+{
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	uint64_t depth_ms = rule->rate.period_ns / rule->rate.count *
+			    rule->rate.burst / RL_NS_PER_MS;
+
+	snprintf(out, len, "%llu", (unsigned long long)(depth_ms + 60000));
+}
+
 /* Queue the sync script for items [first, first + n) of rule `ci`. */
 static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
@@ -272,14 +305,9 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	const char *argv[2 + 3 * BATCH];
 	size_t lens[2 + 3 * BATCH];
 	char hkey[160], ttl[32];
-	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
-	uint64_t depth_ms = rule->rate.period_ns / rule->rate.count *
-			    rule->rate.burst / RL_NS_PER_MS;
 	int c = 0;
 
-	/* the store keeps a key while it could owe anything, and a minute */
-	snprintf(ttl, sizeof(ttl), "%llu",
-		 (unsigned long long)(depth_ms + 60000));
+	rule_ttl(a, ci, ttl, sizeof(ttl));
 	lens[c] = rule_hash_key(a, ci, hkey, sizeof(hkey));
 	argv[c++] = hkey;
 	argv[c] = ttl;
@@ -297,6 +325,38 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 1, c, argv, lens))
 		return -1;
 	return plan_add(r, JOB_SYNC, ci, first, n);
+}
+
+/* Queue the floor of items [first, first + n) of rule `ci`: what each
+ * owes here, at least, in the store. */
+static int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + 2 * BATCH];
+	size_t lens[2 + 2 * BATCH];
+	char hkey[160], ttl[32];
+	int c = 0;
+
+	lens[c] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+	argv[c++] = hkey;
+	rule_ttl(a, ci, ttl, sizeof(ttl));
+	argv[c] = ttl;
+	lens[c++] = strlen(ttl);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		if (!strcmp(x->debt, "0"))
+			continue;
+		argv[c] = x->key;
+		lens[c++] = x->klen;
+		argv[c] = x->debt;
+		lens[c++] = strlen(x->debt);
+	}
+	if (c == 2)
+		return 0;
+	if (rl_store_queue_script(a->store, RL_SCRIPT_FLOOR, 1, c, argv, lens))
+		return -1;
+	return plan_add(r, JOB_FLOOR, ci, first, n);
 }
 
 /* Queue an HMGET of the plans of items [first, first + n) of rule `ci`. */
@@ -372,6 +432,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		}
 		break;
 	case JOB_EPOCH_SET:
+	case JOB_FLOOR:
 		break;
 	case JOB_HOSTS:
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
@@ -498,8 +559,10 @@ static void queue_hosts(struct round *r)
 	plan_add(r, JOB_HOSTS, 0, 0, 0);
 }
 
-/* Queue each rule's keys (sorted by rule), in batches. */
-static void queue_keys(struct round *r)
+/* Call `fn` for each batch of each rule's keys (sorted by rule). */
+static void each_batch(struct round *r,
+		       void (*fn)(struct round *r, unsigned ci, uint32_t first,
+				  uint32_t n))
 {
 	struct rl_agent *a = r->a;
 
@@ -509,18 +572,28 @@ static void queue_keys(struct round *r)
 
 		while (end < a->nitems && a->items[end].rule == ci)
 			end++;
-		for (uint32_t b = i; b < end; b += BATCH) {
-			uint32_t n = end - b < BATCH ? end - b : BATCH;
-
-			/* A strict rule's keys are decided in the store
-			 * (strict.c): nothing to push, only their plans. */
-			if (a->cfg->rules[ci].sync != RL_SYNC_STRICT)
-				queue_sync(r, ci, b, n);
-			if (a->cfg->rules[ci].nplans)
-				queue_plans(r, ci, b, n);
-		}
+		for (uint32_t b = i; b < end; b += BATCH)
+			fn(r, ci, b, end - b < BATCH ? end - b : BATCH);
 		i = end;
 	}
+}
+
+/* A batch's sync and plans. */
+static void keys_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	const struct rl_rule_cfg *rule = &r->a->cfg->rules[ci];
+
+	/* A strict rule's keys are decided in the store (strict.c): nothing
+	 * to push, only their plans to read. */
+	if (rule->sync != RL_SYNC_STRICT)
+		queue_sync(r, ci, first, n);
+	if (rule->nplans)
+		queue_plans(r, ci, first, n);
+}
+
+static void floor_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	queue_floor(r, ci, first, n);
 }
 
 /* Queue the drop of the store's repaid keys, a chunk per rule. */
@@ -564,7 +637,7 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 
 	queue_epoch(r);
 	queue_hosts(r);
-	queue_keys(r);
+	each_batch(r, keys_batch);
 	/* now and then, drop the store's repaid keys */
 	if (a->rounds % CLEAN_EVERY == 0)
 		queue_clean(r);
@@ -574,10 +647,16 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		store_down(a, now_ns);
 		return 0;
 	}
-	if (!a->epoch[0]) {
-		/* none yet (a new or restarted store): plant ours */
+	if (!a->epoch[0] || a->restarted) {
 		r->nplan = 0;
-		new_epoch(a, r);
+		/* A store that restarted empty (or was flushed) has lost what
+		 * the keys owe: each host puts back what its keys owe here,
+		 * the store keeping the most any host knew. */
+		if (a->restarted)
+			each_batch(r, floor_batch);
+		/* none yet (a new or restarted store): plant ours */
+		if (!a->epoch[0])
+			new_epoch(a, r);
 		rl_store_flush(a->store, on_reply, r, now_ns);
 	}
 	store_synced(a, now_ns);

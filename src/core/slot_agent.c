@@ -48,6 +48,11 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 		it.tag = key;
 		it.rule = tag_rule(key);
 		it.plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
+		it.debt_ns = owes(t, s, key, now_ns)
+				     ? atomic_load_explicit(&s->state,
+							    memory_order_relaxed) -
+					       now_ns
+				     : 0;
 		r = fn(&it, arg);
 		if (r)
 			return r;

@@ -188,6 +188,7 @@ struct rl_sync_item {
 	uint8_t key_len;
 	uint8_t truncated;
 	uint8_t key[RL_KEY_MAX];
+	uint64_t debt_ns;   /* what a token bucket owes beyond now here */
 };
 
 /*

@@ -549,6 +549,29 @@ def strict_redis_killed():
     strict_redis_stopped(lambda r: r.kill(), cont)
 
 
+def restarted_keeps_debts(rules):
+    """Host 1 spends the key's bucket; Redis restarts empty; host 2 then
+    meets the key: the store's state was rebuilt from what the hosts' keys
+    owe (each agent puts back its own after a restart), so host 2 gets
+    nothing, not a fresh bucket (at most the one refill due meanwhile)."""
+    with fleet(rules, 2, 'rkeep') as (r, hosts):
+        hosts_up(hosts)
+        assert admitted(hosts[0], 10) >= 5
+        assert wait_for(lambda: r.cli('HGET', 'rlshim:{sms}', '127.0.0.1'), 3)
+        r.kill()
+        r.start()
+        assert r.cli('EXISTS', 'rlshim:{sms}') in ('0', '1')
+        # every agent back, and a round or two after
+        before = [syncs(h) for h in hosts]
+        assert wait_for(lambda: all(syncs(h) >= n + 3 for h, n in zip(hosts, before)), 10)
+        n = admitted(hosts[1], 10)
+        assert n <= 1, n
+
+
+def strict_redis_restarted():
+    restarted_keeps_debts(STRICT)
+
+
 # ---- the agent --------------------------------------------------------------------------
 
 def agent_killed():
@@ -636,7 +659,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
-         strict_redis_paused, strict_redis_killed,
+         strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          plans, urls]
 
 
