@@ -45,7 +45,7 @@
 #include "table.h"
 
 #define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
-#define RL_SHM_VERSION 3u
+#define RL_SHM_VERSION 4u
 #define RL_SHM_HEADER_SIZE 4096u
 #define RL_SHM_ALIGN 4096u
 #define RL_BUCKET_SLOTS 16u
@@ -176,7 +176,10 @@ struct rl_slot {
 	_Atomic uint8_t provisional;  /* 1: the state is this host's share of
 					 a key new to it, until the agent
 					 brings the store's (decide.c) */
-	uint8_t reserved[2];
+	_Atomic uint16_t sync_fails;  /* denials counted towards maxretry
+					 since the agent's last collect, for
+					 the count across hosts (saturates;
+					 the agent swaps it to 0) */
 	_Atomic uint64_t fails;       /* the key's denials, for maxretry */
 };
 
