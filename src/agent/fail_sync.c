@@ -44,16 +44,18 @@
 
 /* KEYS[1]: the rule's hash of counts, field: address, value: "<first ms>
  * <count>" on the store's clock. ARGV[1]: maxretry, ARGV[2]: findtime
- * (ms). Then pairs: address, refusals since the caller's last call.
- * Returns each address's count, in order; one that reaches maxretry is
- * deleted, so that only this call sees it reach. */
+ * (ms), ARGV[3]: an HSCAN cursor. Then pairs: address, refusals since the
+ * caller's last call. Returns each address's count, in order, and the next
+ * cursor; a count that reaches maxretry is deleted, so that only this call
+ * sees it reach. The scan drops a chunk of counts past their findtime: the
+ * hash of a rule that keeps refusing never idles long enough to expire. */
 static const char fails_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 	"local max, find = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-	"local n = (#ARGV - 2) / 2\n"
+	"local n = (#ARGV - 3) / 2\n"
 	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[2 * i + 1] end\n"
+	"for i = 1, n do fields[i] = ARGV[2 * i + 2] end\n"
 	"local cur = redis.call('HMGET', KEYS[1], unpack(fields))\n"
 	"local sets, dels, out = {}, {}, {}\n"
 	"for i = 1, n do\n"
@@ -64,7 +66,7 @@ static const char fails_lua[] =
 	"      first, c = tonumber(f), tonumber(k)\n"
 	"    end\n"
 	"  end\n"
-	"  c = c + tonumber(ARGV[2 * i + 2])\n"
+	"  c = c + tonumber(ARGV[2 * i + 3])\n"
 	"  if c >= max then\n"
 	"    dels[#dels + 1] = fields[i]\n"
 	"  else\n"
@@ -75,7 +77,15 @@ static const char fails_lua[] =
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end\n"
+	"local r = redis.call('HSCAN', KEYS[1], ARGV[3], 'COUNT', 100)\n"
+	"local kv, old = r[2], {}\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local f = tonumber(string.match(kv[i + 1], '^(%d+) '))\n"
+	"  if not f or now - f > find then old[#old + 1] = kv[i] end\n"
+	"end\n"
+	"if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], find + 60000)\n"
+	"out[n + 1] = r[1]\n"
 	"return out\n";
 
 /* One address refused on this host since the last round, under one rule. */
@@ -100,6 +110,7 @@ struct fails_state {
 	unsigned ncalls;
 	struct fail_call calls[FAIL_CALLS];
 	int any;                      /* a rule has maxretry */
+	char cursor[RL_MAX_RULES][24]; /* each rule's scan of stale counts */
 };
 
 int rl_agent_fails_init(struct rl_agent *a)
@@ -176,8 +187,8 @@ static int queue_call(struct rl_agent *a, unsigned ci, uint32_t first,
 {
 	struct fails_state *st = a->fails;
 	const struct rl_rule_cfg *r = &a->cfg->rules[ci];
-	const char *argv[3 + 2 * FAIL_BATCH];
-	size_t lens[3 + 2 * FAIL_BATCH];
+	const char *argv[4 + 2 * FAIL_BATCH];
+	size_t lens[4 + 2 * FAIL_BATCH];
 	char hkey[160], max[16], find[32];
 	int c = 0;
 
@@ -194,6 +205,10 @@ static int queue_call(struct rl_agent *a, unsigned ci, uint32_t first,
 	lens[c++] = strlen(max);
 	argv[c] = find;
 	lens[c++] = strlen(find);
+	if (!st->cursor[ci][0])
+		strcpy(st->cursor[ci], "0");
+	argv[c] = st->cursor[ci];
+	lens[c++] = strlen(st->cursor[ci]);
 	for (uint32_t i = first; i < first + n; i++) {
 		argv[c] = st->items[i].text;
 		lens[c++] = st->items[i].tlen;
@@ -252,7 +267,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	if (i >= st->ncalls)
 		return 0;
 	call = &st->calls[i];
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != call->n) {
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != call->n + 1) {
 		if (rep->type == REDIS_REPLY_ERROR) {
 			char q[256];
 
@@ -269,6 +284,9 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		    e->integer >= (long long)a->cfg->rules[x->rule].maxretry)
 			reached(a, x, e->integer, fr->now_ns);
 	}
+	if (rep->element[call->n]->type == REDIS_REPLY_STRING)
+		snprintf(st->cursor[call->rule], sizeof(st->cursor[0]), "%s",
+			 rep->element[call->n]->str);
 	return 0;
 }
 

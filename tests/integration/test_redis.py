@@ -440,14 +440,18 @@ def maxretry_four_hosts():
 
 def maxretry_below():
     """3 refusals over 2 hosts (2 + 1) ban nobody, however many rounds
-    pass; the 4th, on either, does."""
+    pass; the 4th, on either, does. Redis holds the count meanwhile, and
+    drops one past its findtime."""
     with fleet(MR.format(bantime='1m'), 2, 'mrb') as (r, hosts):
         hosts_up(hosts)
+        r.cli('HSET', 'rlshim:fails:{sms}', '192.0.2.1', '1000 3')
         refusals(hosts[0], 2)
         refusals(hosts[1], 1)
         rounds(hosts, 4)
         assert not any(banned(h) for h in hosts)
         assert not r.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32')
+        assert r.cli('HGET', 'rlshim:fails:{sms}', '127.0.0.1').endswith(' 3')
+        assert r.cli('HEXISTS', 'rlshim:fails:{sms}', '192.0.2.1') == '0'
         refusals(hosts[1], 1)
         assert wait_for(lambda: all(banned(h) for h in hosts), 5)
 
