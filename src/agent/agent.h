@@ -15,7 +15,7 @@
 
 /* Script ids in the store. */
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
-       RL_SCRIPT_FLOOR = 3 };
+       RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */ };
 
 /* One key to sync this round (text as the store names it). */
 struct rl_agent_item {
@@ -54,6 +54,7 @@ struct rl_agent {
 
 	uint64_t rounds;
 	void *bans;                   /* ban_sync.c's state */
+	void *fails;                  /* fail_sync.c's */
 	struct rl_xdp *xdp;           /* xdp_loader.c's, NULL without XDP */
 	struct rl_strict *strict;     /* strict.c's, NULL without strict rules */
 };
@@ -78,6 +79,18 @@ void rl_agent_bans_free(struct rl_agent *a);
 /* Mirror bans between the segment and the store: after a round that
  * rl_agent_sync() had the store answer. */
 void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns);
+
+/* fail_sync.c: maxretry counted across hosts in the store */
+int rl_agent_fails_init(struct rl_agent *a);
+void rl_agent_fails_free(struct rl_agent *a);
+/* Push the refusals counted here since the last round and ban the clients
+ * whose count across hosts reaches maxretry: each round, before
+ * rl_agent_bans_sync(), which spreads those bans. With the store down
+ * (`store_up` 0) the refusals are dropped: each host counts alone. */
+void rl_agent_fails_sync(struct rl_agent *a, int store_up, uint64_t now_ns);
+/* A ban of `c` came from the store: the refusals counted here are in it. */
+void rl_agent_fails_banned(struct rl_agent *a, const struct rl_cidr *c,
+			   uint64_t now_ns);
 
 /* xdp_loader.c: load and attach the dropper if [xdp] says so. 0 (attached, or
  * no [xdp]) or -1 (said why, once, and goes on without: the shim still

@@ -301,6 +301,7 @@ void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns)
 		} else {
 			rl_ban_add(a->table, &r->cidr, r->exp, RL_BAN_REMOTE,
 				   RL_BAN_NO_RULE, now_ms);
+			rl_agent_fails_banned(a, &r->cidr, now_ns);
 		}
 	}
 	/* forget what is gone from both sides */

@@ -269,14 +269,18 @@ int main(int argc, char **argv)
 	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
 
 	/* A round each sync_interval: the heartbeat, the store's sync and,
-	 * when the store answered, the bans through it, then XDP; each second
-	 * the table's sweep and the configuration file. */
+	 * when the store answered, the refusals counted across hosts and the
+	 * bans through it, then XDP; each second the table's sweep and the
+	 * configuration file. */
 	next = rl_time_now_ns();
 	while (!stopping) {
 		uint64_t now = rl_time_now_ns();
+		int up;
 
 		heartbeat(&agent, now);
-		if (rl_agent_sync(&agent, now))
+		up = rl_agent_sync(&agent, now);
+		rl_agent_fails_sync(&agent, up, now);
+		if (up)
 			rl_agent_bans_sync(&agent, now);
 		rl_agent_xdp_round(&agent, now);
 		if (now - last_sweep >= SWEEP_NS) {

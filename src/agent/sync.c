@@ -159,7 +159,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		rl_err_set(err, "out of memory");
 		return -ENOMEM;
 	}
-	if (rl_agent_bans_init(a)) {
+	if (rl_agent_bans_init(a) || rl_agent_fails_init(a)) {
 		rl_err_set(err, "out of memory");
 		return -ENOMEM;
 	}
@@ -169,6 +169,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 void rl_agent_free(struct rl_agent *a)
 {
 	rl_agent_bans_free(a);
+	rl_agent_fails_free(a);
 	rl_store_free(a->store);
 	free(a->items);
 }

@@ -228,39 +228,63 @@ void rl_table_count_allowed(struct rl_table *t, unsigned rule)
 #define FAILS_COUNT_BITS 24
 #define FAILS_COUNT_MAX ((1u << FAILS_COUNT_BITS) - 1)
 
+/* One more denial of slot `s`'s key for the agent to add to the count
+ * across hosts (fail_sync.c). At most UINT16_MAX between two rounds: a
+ * count that high is past any maxretry already. */
+static void fail_owed(struct rl_slot *s)
+{
+	uint16_t d = atomic_load_explicit(&s->sync_fails, memory_order_relaxed);
+
+	while (d < UINT16_MAX &&
+	       !atomic_compare_exchange_weak_explicit(&s->sync_fails, &d, d + 1,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/* The slot rl_table_fail counts `key` in: the hint's, else found (claimed
+ * if `create`). NULL when the table has no slot for it. */
+static struct rl_slot *fail_slot(struct rl_table *t, unsigned rule,
+				 const void *key, size_t key_len,
+				 uint64_t now_ns, struct rl_slot_hint *hint,
+				 int create)
+{
+	struct keyref k;
+
+	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
+	    hint->index < t->hdr->capacity &&
+	    atomic_load_explicit(&t->slots[hint->index].key,
+				 memory_order_acquire) == hint->tag)
+		return &t->slots[hint->index];
+	rl_slot_key(t, rule, key, key_len, &k);
+	return rl_slot_find(t, &k, now_ns, create);
+}
+
 int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
 		  size_t key_len, uint32_t maxretry, uint64_t findtime_ns,
 		  uint64_t now_ns, struct rl_slot_hint *hint)
 {
 	uint64_t now_ms = now_ns / RL_NS_PER_MS + 1;
 	uint64_t find_ms = findtime_ns / RL_NS_PER_MS;
-	struct rl_slot *s = NULL;
+	struct rl_slot *s;
 	uint64_t old, new;
-	struct keyref k;
+	uint32_t n;
 
 	if (!rl_table_rule_get(t, rule))
 		return -EINVAL;
 	if (maxretry == 0)
 		return 0;
-	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
-	    hint->index < t->hdr->capacity &&
-	    atomic_load_explicit(&t->slots[hint->index].key,
-				 memory_order_acquire) == hint->tag)
-		s = &t->slots[hint->index];
-	if (!s) {
-		rl_slot_key(t, rule, key, key_len, &k);
-		s = rl_slot_find(t, &k, now_ns, 1);
-		if (!s)
-			return 0;
-	}
+	s = fail_slot(t, rule, key, key_len, now_ns, hint, 1);
+	if (!s)
+		return 0;
 	/* Not fenced against re-keying like the state: a count that lands
 	 * just as the slot changes hands is one denial counted for the
 	 * wrong key, which no bucket's state depends on. */
 	old = atomic_load_explicit(&s->fails, memory_order_relaxed);
 	for (;;) {
 		uint64_t start = old >> FAILS_COUNT_BITS;
-		uint32_t n = (uint32_t)(old & FAILS_COUNT_MAX);
 
+		n = (uint32_t)(old & FAILS_COUNT_MAX);
 		if (start == 0 || now_ms < start || now_ms - start > find_ms) {
 			start = now_ms;
 			n = 0;
@@ -271,8 +295,30 @@ int rl_table_fail(struct rl_table *t, unsigned rule, const void *key,
 		if (atomic_compare_exchange_weak_explicit(&s->fails, &old, new,
 							  memory_order_relaxed,
 							  memory_order_relaxed))
-			return n >= maxretry;
+			break;
 	}
+	/* With an agent syncing, the store sums every host's denials of the
+	 * key (fail_sync.c): this one is owed to that count too, banned here
+	 * or not (the store's count then reaches maxretry on a client banned
+	 * already, which bans nothing more). */
+	if (rl_table_agent_flags(t) & RL_AGENT_SYNC)
+		fail_owed(s);
+	return n >= maxretry;
+}
+
+int rl_table_fail_forget(struct rl_table *t, unsigned rule, const void *key,
+			 size_t key_len, uint64_t now_ns)
+{
+	struct rl_slot *s;
+
+	if (!rl_table_rule_get(t, rule))
+		return -EINVAL;
+	s = fail_slot(t, rule, key, key_len, now_ns, NULL, 0);
+	if (!s)
+		return -ENOENT;
+	atomic_store_explicit(&s->fails, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->sync_fails, 0, memory_order_relaxed);
+	return 0;
 }
 
 int rl_table_take(struct rl_table *t, unsigned rule, const void *key,

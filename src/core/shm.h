@@ -183,7 +183,10 @@ struct rl_slot {
 	_Atomic uint8_t provisional;  /* 1: the state is this host's share of
 					 a key new to it, until the agent
 					 brings the store's (decide.c) */
-	uint8_t reserved[2];
+	_Atomic uint16_t sync_fails;  /* denials counted towards maxretry
+					 since the agent's last collect, for
+					 the count across hosts (saturates;
+					 the agent swaps it to 0) */
 	_Atomic uint64_t fails;       /* the key's denials, for maxretry */
 };
 

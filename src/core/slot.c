@@ -211,6 +211,7 @@ struct rl_slot *rl_slot_find(struct rl_table *t, const struct keyref *k,
 		atomic_store_explicit(&b[at].plan, 0, memory_order_relaxed);
 		atomic_store_explicit(&b[at].provisional, 0, memory_order_relaxed);
 		atomic_store_explicit(&b[at].fails, 0, memory_order_relaxed);
+		atomic_store_explicit(&b[at].sync_fails, 0, memory_order_relaxed);
 		meta_write(t, base + at, k);
 		/* 3: a new key's state. */
 		if (!atomic_compare_exchange_strong(&b[at].state, &mark, 0))

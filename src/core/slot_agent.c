@@ -60,6 +60,37 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 	return 0;
 }
 
+int rl_table_fails_collect(struct rl_table *t,
+			   int (*fn)(const struct rl_fail_item *it, void *arg),
+			   void *arg)
+{
+	struct rl_fail_item it;
+
+	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
+		struct rl_slot *s = &t->slots[i];
+		uint64_t key;
+		uint8_t truncated;
+		int r;
+
+		if (!atomic_load_explicit(&s->sync_fails, memory_order_relaxed))
+			continue;
+		key = atomic_load_explicit(&s->key, memory_order_acquire);
+		it.fails = atomic_exchange_explicit(&s->sync_fails, 0,
+						    memory_order_relaxed);
+		if (!key || !it.fails ||
+		    !rl_slot_meta_read(t, i, key, it.key, &it.key_len,
+				       &truncated))
+			continue; /* being re-keyed: a count lost, not moved */
+		it.index = i;
+		it.tag = key;
+		it.rule = tag_rule(key);
+		r = fn(&it, arg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 /* The slot at `index` that the agent names with `tag`, and the rule the
  * tag says: 0, -EINVAL for no such slot, -ESTALE for a rule unknown here
  * (the caller then checks, under its CAS, that the slot still holds tag). */

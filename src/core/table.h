@@ -346,6 +346,34 @@ void rl_table_ask_fail(struct rl_table *t, const struct rl_ask_item *it);
 void rl_table_asks_sweep(struct rl_table *t, uint32_t seen[RL_ASKS]);
 
 /*
+ * With an agent syncing (RL_AGENT_SYNC), each denial rl_table_fail counts
+ * is also owed to the count across hosts: rl_table_fails_collect calls
+ * `fn` for every key with denials since the last collect, with their
+ * number, taking (swapping to 0) it. Returns what `fn` returned if
+ * non-zero.
+ */
+struct rl_fail_item {
+	uint32_t index;     /* slot */
+	uint64_t tag;
+	unsigned rule;
+	uint32_t fails;     /* denials since the last collect */
+	uint8_t key_len;
+	uint8_t key[RL_KEY_MAX];
+};
+int rl_table_fails_collect(struct rl_table *t,
+			   int (*fn)(const struct rl_fail_item *it, void *arg),
+			   void *arg);
+
+/*
+ * Forget the denials of `key` under rule `rule`: its count and what is owed
+ * to the count across hosts (a ban, from here or elsewhere, took them into
+ * account). Returns 0, -ENOENT when the key has no slot, -EINVAL for a rule
+ * the table does not know.
+ */
+int rl_table_fail_forget(struct rl_table *t, unsigned rule, const void *key,
+			 size_t key_len, uint64_t now_ns);
+
+/*
  * The denial summary: when `interval_ms` (CLOCK_MONOTONIC ms) has passed
  * since the host's last one, this call takes the interval (one process in
  * all those sharing the segment does) and calls `fn` once for each rule

@@ -369,6 +369,115 @@ def maxretry_ban_spreads():
         assert row and row[0].split()[1] == 'remote', row
 
 
+# ---- maxretry across hosts ------------------------------------------------------------
+
+MR = ('[limit:sms]\nmatch = GET /sms\nrate = 1/m\nburst = 1\nkey = ip\n'
+      'maxretry = 4\nfindtime = 1m\nbantime = {bantime}\n')
+
+
+def refusals(host, n):
+    """GET /sms on `host` until the shim has refused n of them (429; what
+    it lets through legacy_server answers 405). A ban before that (the
+    connection refused at accept) fails the test."""
+    got = sent = 0
+    while got < n:
+        r = host.get('/sms')
+        assert r is not None and r.status in (405, 429), (r, got, sent)
+        got += r.status == 429
+        sent += 1
+        assert sent <= n + 1, sent  # the burst of 1, then refusals
+
+
+def banned(h):
+    """The client is refused at accept (legacy_server answers /books 200
+    otherwise; no rule counts /books)."""
+    return h.get('/books') is None
+
+
+def rounds(hosts, k):
+    """Every agent runs k more rounds."""
+    before = [syncs(h) for h in hosts]
+    assert wait_for(lambda: all(syncs(h) >= n + k for h, n in
+                                zip(hosts, before)), 10)
+
+
+def ban_origins(hosts):
+    """How each host holds the client's ban: (origin, rule, offence)."""
+    rows = [[ln.split()[1:4] for ln in h.ctl('bans').stdout.splitlines()
+             if ln.startswith('127.0.0.1/32')] for h in hosts]
+    return [tuple(r[0]) if r else None for r in rows]
+
+
+def maxretry_two_hosts():
+    """maxretry 4 on 2 hosts: 2 refusals on host 1 (after its one
+    admitted request), then 2 on host 2. Neither reaches 4 alone; together
+    they do, and the client is banned on both, once (one host's maxretry
+    ban, the other's remote)."""
+    with fleet(MR.format(bantime='1m'), 2, 'mr2') as (r, hosts):
+        hosts_up(hosts)
+        refusals(hosts[0], 2)
+        refusals(hosts[1], 2)
+        t = time.monotonic()
+        assert wait_for(lambda: all(banned(h) for h in hosts), 5), \
+            [h.agent_log() for h in hosts]
+        print(f'  banned on both hosts {1000 * (time.monotonic() - t):.0f} ms '
+              f'after the 4th refusal (sync_interval 50 ms)')
+        assert r.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32')
+        assert sorted(o[0] for o in ban_origins(hosts)) == ['maxretry', 'remote'], \
+            ban_origins(hosts)
+        assert ('maxretry', 'sms', '1') in ban_origins(hosts)
+
+
+def maxretry_four_hosts():
+    """maxretry 4 on 4 hosts, one refusal on each: banned on all four."""
+    with fleet(MR.format(bantime='1m'), 4, 'mr4') as (r, hosts):
+        hosts_up(hosts)
+        for h in hosts:
+            refusals(h, 1)
+        assert wait_for(lambda: all(banned(h) for h in hosts), 5), \
+            [h.agent_log() for h in hosts]
+
+
+def maxretry_below():
+    """3 refusals over 2 hosts (2 + 1) ban nobody, however many rounds
+    pass; the 4th, on either, does. Redis holds the count meanwhile, and
+    drops one past its findtime."""
+    with fleet(MR.format(bantime='1m'), 2, 'mrb') as (r, hosts):
+        hosts_up(hosts)
+        r.cli('HSET', 'rlshim:fails:{sms}', '192.0.2.1', '1000 3')
+        refusals(hosts[0], 2)
+        refusals(hosts[1], 1)
+        rounds(hosts, 4)
+        assert not any(banned(h) for h in hosts)
+        assert not r.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32')
+        assert r.cli('HGET', 'rlshim:fails:{sms}', '127.0.0.1').endswith(' 3')
+        assert r.cli('HEXISTS', 'rlshim:fails:{sms}', '192.0.2.1') == '0'
+        refusals(hosts[1], 1)
+        assert wait_for(lambda: all(banned(h) for h in hosts), 5)
+
+
+def maxretry_counted_once():
+    """3 refusals on each of 2 hosts before either agent runs a round (6:
+    banned). The ban took those in: once it is over (bantime 2s), one more
+    refusal on each host bans nobody (each host's own count of 3 would
+    have reached 4 alone), and the store's count starts again from 0."""
+    with fleet(MR.format(bantime='2s'), 2, 'mro') as (r, hosts):
+        hosts_up(hosts)
+        with Unheard(hosts):
+            refusals(hosts[0], 3)
+            refusals(hosts[1], 3)
+        assert wait_for(lambda: all(banned(h) for h in hosts), 5)
+        assert wait_for(lambda: not any(banned(h) for h in hosts), 10)
+        refusals(hosts[0], 1)
+        refusals(hosts[1], 1)
+        rounds(hosts, 4)
+        assert not any(banned(h) for h in hosts), ban_origins(hosts)
+        # One ban in all: by the agent that saw the store's count reach 4.
+        bans = [ln for h in hosts for ln in h.agent_log().splitlines()
+                if 'msg="banned"' in ln]
+        assert len(bans) == 1 and 'scope=hosts' in bans[0], bans
+
+
 # ---- fresh keys on several hosts -------------------------------------------------------
 
 SMS = '[limit:sms]\nmatch = GET /sms\nrate = 10/m\nburst = 10\nkey = ip\n'
@@ -661,6 +770,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          plans, urls]
+TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 
 
 def main():

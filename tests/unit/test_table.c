@@ -164,7 +164,10 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_slot, state), 8);
 	assert_int_equal(offsetof(struct rl_slot, sync_admitted), 16);
 	assert_int_equal(offsetof(struct rl_slot, plan), 20);
+	assert_int_equal(offsetof(struct rl_slot, provisional), 21);
+	assert_int_equal(offsetof(struct rl_slot, sync_fails), 22);
 	assert_int_equal(offsetof(struct rl_slot, fails), 24);
+	assert_int_equal(RL_SHM_VERSION, 4);
 
 	assert_int_equal(sizeof(struct rl_slot_meta), 64);
 	assert_int_equal(offsetof(struct rl_slot_meta, tag), 0);
@@ -862,6 +865,92 @@ static void test_fail_count(void **state)
 	rl_table_close(t);
 }
 
+/* What rl_table_fails_collect gave, by key ("k" or "j"). */
+struct fails_seen {
+	uint32_t k, j, calls;
+};
+
+static int fails_of(const struct rl_fail_item *it, void *arg)
+{
+	struct fails_seen *f = arg;
+
+	f->calls++;
+	if (it->key_len == 1 && it->key[0] == 'k')
+		f->k += it->fails;
+	if (it->key_len == 1 && it->key[0] == 'j')
+		f->j += it->fails;
+	return 0;
+}
+
+static struct fails_seen fails_collect(struct rl_table *t)
+{
+	struct fails_seen f = { 0, 0, 0 };
+
+	assert_int_equal(rl_table_fails_collect(t, fails_of, &f), 0);
+	return f;
+}
+
+/* maxretry across hosts: with an agent syncing, every denial counted is
+ * also owed to the store's count, once, the local maxretry-th included;
+ * without one, nothing is. */
+static void test_fail_owed(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned a = add_rule(t, "a", 60 * SEC, 3, 3);
+	uint64_t find = 10 * SEC;
+	struct fails_seen f;
+
+	(void)state;
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	f = fails_collect(t);
+	assert_int_equal(f.calls, 0);
+
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 1);
+	assert_int_equal(rl_table_fail(t, a, "j", 1, 3, find, T0, NULL), 0);
+	f = fails_collect(t);
+	assert_int_equal(f.calls, 2);
+	assert_int_equal(f.k, 2);
+	assert_int_equal(f.j, 1);
+	/* Taken: the next collect has nothing. */
+	f = fails_collect(t);
+	assert_int_equal(f.calls, 0);
+	/* A key's count that high between two rounds stops at 65535. */
+	for (unsigned i = 0; i < 70000; i++)
+		rl_table_fail(t, a, "k", 1, 1000000, find, T0, NULL);
+	f = fails_collect(t);
+	assert_int_equal(f.k, 65535);
+	rl_table_close(t);
+}
+
+/* A ban took the key's denials into account: forgotten, here and in what
+ * is owed to the store, so that they do not ban it a second time. */
+static void test_fail_forget(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned a = add_rule(t, "a", 60 * SEC, 3, 3);
+	uint64_t find = 10 * SEC;
+	struct fails_seen f;
+
+	(void)state;
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "j", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail_forget(t, a, "k", 1, T0), 0);
+	f = fails_collect(t);
+	assert_int_equal(f.k, 0);
+	assert_int_equal(f.j, 1);
+	/* Two more to go, not one. */
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 0);
+	assert_int_equal(rl_table_fail(t, a, "k", 1, 3, find, T0, NULL), 1);
+	assert_int_equal(rl_table_fail_forget(t, a, "x", 1, T0), -ENOENT);
+	assert_int_equal(rl_table_fail_forget(t, 63, "k", 1, T0), -EINVAL);
+	rl_table_close(t);
+}
+
 /* ---- eviction ------------------------------------------------------------------- */
 
 static void key_of(unsigned i, char *buf)
@@ -1169,6 +1258,8 @@ int main(void)
 		cmocka_unit_test(test_rule_claim_use),
 		cmocka_unit_test(test_uncounted),
 		cmocka_unit_test(test_fail_count),
+		cmocka_unit_test(test_fail_owed),
+		cmocka_unit_test(test_fail_forget),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
