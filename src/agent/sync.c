@@ -481,10 +481,12 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		for (uint32_t k = 0; k < p->n; k++) {
 			struct rl_agent_item *x = &a->items[p->first + k];
 			redisReply *e = rep->element[k];
-			/* unknown keys get `rate` */
-			unsigned plan = e->type == REDIS_REPLY_STRING
-						? plan_of(rule, e->str) : 0;
+			unsigned plan = 0; /* unknown keys get `rate` */
 
+			if (e->type == REDIS_REPLY_STRING)
+				for (unsigned q = 0; q < rule->nplans; q++)
+					if (strcmp(rule->plans[q].name, e->str) == 0)
+						plan = q + 1;
 			if (plan != x->plan)
 				rl_table_set_plan(a->table, x->index, x->tag, plan,
 						  rl_time_now_ns());
