@@ -51,6 +51,7 @@ struct rl_agent {
 	struct rl_agent_item *items;
 	uint32_t nitems, cap;
 	uint64_t clean_cursor[RL_MAX_RULES];
+	uint64_t plans_cursor[RL_MAX_RULES]; /* HSCAN of each rule's plans */
 
 	uint64_t rounds;
 	void *bans;                   /* ban_sync.c's state */
@@ -67,7 +68,8 @@ void rl_agent_free(struct rl_agent *a);
 /*
  * The round's sync with the store (sync.c): collect what each key
  * admitted, push it and pull the keys' global states, their plans and the
- * hosts alive; with the store down, charge this host's share instead.
+ * hosts alive, and mirror the next chunk of each rule's plans into the
+ * segment; with the store down, charge this host's share instead.
  * Returns 1 when the store answered the round, 0 without [redis] or with
  * the store down.
  */

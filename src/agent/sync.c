@@ -24,9 +24,11 @@
  *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
- * one cluster slot), one for the hosts alive, one for the epoch, one per
- * rule with plans, and the ban set (ban_sync.c). They grow with rules, keys and
- * hosts, never with requests.
+ * one cluster slot), one for the hosts alive, one for the epoch, two per
+ * rule with plans (the plans of its keys in the round, and the next chunk
+ * of its plans hash, mirrored into the segment so that a key's plan holds
+ * from its first request), and the ban set (ban_sync.c). They grow with
+ * rules, keys, planned keys and hosts, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
@@ -49,6 +51,7 @@
 
 #define BATCH 400             /* keys per script call */
 #define CLEAN_EVERY 200       /* rounds between sweeps of stale store keys */
+#define PLANS_SCAN "1000"     /* planned keys mirrored per rule per round */
 
 /* KEYS[1]: the rule's hash of global states (microseconds, store clock).
  * ARGV[1]: idle TTL (ms). Then triples: key, admitted, interval (us).
@@ -215,7 +218,7 @@ size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 
 /* What each queued reply is for. */
 enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
-	   JOB_FLOOR };
+	   JOB_FLOOR, JOB_PLANS_SCAN };
 
 struct reply_plan {
 	enum job job;
@@ -383,6 +386,78 @@ static int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	return plan_add(r, JOB_PLANS, ci, first, n);
 }
 
+/* The plan named `name` of rule `rule`: 1..nplans, or 0 (`rate`) for a
+ * name the rule does not have. */
+static unsigned plan_of(const struct rl_rule_cfg *rule, const char *name)
+{
+	for (unsigned q = 0; q < rule->nplans; q++)
+		if (strcmp(rule->plans[q].name, name) == 0)
+			return q + 1;
+	return 0;
+}
+
+/*
+ * Queue the next chunk of rule `ci`'s plans hash (HSCAN from where the
+ * last round stopped): a hash of up to a thousand keys is read whole each
+ * round, a longer one over several, so the store's work and the agent's
+ * grow with the planned keys, a chunk a round, never with requests.
+ */
+static int queue_plans_scan(struct round *r, unsigned ci)
+{
+	struct rl_agent *a = r->a;
+	char hkey[160], cur[32];
+	const char *argv[5] = { "HSCAN", hkey, cur, "COUNT", PLANS_SCAN };
+	size_t lens[5];
+
+	lens[1] = (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
+				   a->cfg->redis_prefix, a->cfg->rules[ci].name);
+	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+				   (unsigned long long)a->plans_cursor[ci]);
+	lens[0] = 5;
+	lens[3] = 5;
+	lens[4] = strlen(PLANS_SCAN);
+	if (rl_store_queue(a->store, 5, argv, lens))
+		return -1;
+	return plan_add(r, JOB_PLANS_SCAN, ci, 0, 0);
+}
+
+/*
+ * A chunk of rule `ci`'s plans: each key goes into the segment with its
+ * plan, seen here or not, so that its first request is judged by it
+ * (rl_table_plan_ahead). A key the shim could not key the rule by (not an
+ * address, say) is skipped; so is a planned key whose bucket is all in use
+ * (the next scan tries again), and one evicted before its first request is
+ * put back by the next scan of it. A name the rule has no plan of is
+ * `rate`, as for the keys in use.
+ */
+static void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep)
+{
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	redisReply *kv;
+	uint64_t now = rl_time_now_ns();
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_ARRAY)
+		return;
+	a->plans_cursor[ci] = strtoull(rep->element[0]->str, NULL, 10);
+	kv = rep->element[1];
+	for (size_t i = 0; i + 1 < kv->elements; i += 2) {
+		redisReply *k = kv->element[i], *v = kv->element[i + 1];
+		uint8_t buf[17];
+		const void *key;
+		size_t len;
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
+					    &len);
+		if (key)
+			rl_table_plan_ahead(a->table, a->ids[ci], key, len,
+					    plan_of(rule, v->str), now);
+	}
+}
+
 static void new_epoch(struct rl_agent *a, struct round *r)
 {
 	uint8_t rnd[16];
@@ -482,6 +557,9 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	case JOB_CLEAN:
 		if (rep->type == REDIS_REPLY_STRING)
 			a->clean_cursor[p->rule] = strtoull(rep->str, NULL, 10);
+		break;
+	case JOB_PLANS_SCAN:
+		plans_scanned(a, p->rule, rep);
 		break;
 	}
 	return 0;
@@ -639,6 +717,9 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	queue_epoch(r);
 	queue_hosts(r);
 	each_batch(r, keys_batch);
+	for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
+		if (a->cfg->rules[ci].nplans)
+			queue_plans_scan(r, ci);
 	/* now and then, drop the store's repaid keys */
 	if (a->rounds % CLEAN_EVERY == 0)
 		queue_clean(r);

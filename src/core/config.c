@@ -236,6 +236,42 @@ int rl_config_reload_ok(const struct rl_config *next, struct rl_err *err)
 	return -EINVAL;
 }
 
+unsigned rl_config_ip_prefix(const struct rl_config *c, const struct rl_addr *a)
+{
+	return a->family == RL_AF_INET ? c->ipv4_prefix : c->ipv6_prefix;
+}
+
+size_t rl_config_ip_key(const struct rl_config *c, const struct rl_addr *a,
+			uint8_t out[17])
+{
+	return rl_addr_key(a, rl_config_ip_prefix(c, a), out);
+}
+
+const void *rl_config_key_of_text(const struct rl_config *c,
+				  const struct rl_rule_cfg *r, const char *text,
+				  size_t tlen, uint8_t buf[17], size_t *len)
+{
+	struct rl_addr a;
+
+	switch (r->key) {
+	case RL_KEY_GLOBAL:
+		*len = 0;
+		return tlen == 1 && text[0] == '*' ? "" : NULL;
+	case RL_KEY_IP:
+		if (rl_addr_parse(text, tlen, &a))
+			return NULL;
+		*len = rl_config_ip_key(c, &a, buf);
+		return *len ? buf : NULL;
+	case RL_KEY_HEADER:
+		break;
+	}
+	/* the shim counts no empty value */
+	if (!tlen || tlen > RL_KEY_MAX)
+		return NULL;
+	*len = tlen;
+	return text;
+}
+
 int rl_config_guards(const struct rl_config *c, uint16_t port)
 {
 	if (c->nports == 0)

@@ -197,6 +197,27 @@ int rl_config_register(const struct rl_config *c, struct rl_table *t,
 int rl_config_use(const struct rl_config *c, struct rl_table *t,
 		  const unsigned ids[RL_MAX_RULES], struct rl_err *err);
 
+/* The prefix an `ip` rule keys a client of `a`'s family at. */
+unsigned rl_config_ip_prefix(const struct rl_config *c, const struct rl_addr *a);
+
+/* The bytes an `ip` rule keys client `a` by: its address at the prefix
+ * (rl_addr_key), 5 or 17 bytes into `out`. Returns the length. */
+size_t rl_config_ip_key(const struct rl_config *c, const struct rl_addr *a,
+			uint8_t out[17]);
+
+/*
+ * The bytes the shim decides rule `r`'s key by, from the text the store
+ * names it by (the agent's rl_agent_key_text, inverted): an address parsed
+ * and masked to the prefix (into `buf`), a header value as it is, "" for
+ * `*`. Returns them, their length in *len, or NULL for a text no request
+ * could key the rule by: not an address, empty, or longer than RL_KEY_MAX
+ * (the store names such a header value by a digest, whose value cannot be
+ * had back).
+ */
+const void *rl_config_key_of_text(const struct rl_config *c,
+				  const struct rl_rule_cfg *r, const char *text,
+				  size_t tlen, uint8_t buf[17], size_t *len);
+
 /* 1 if `port` is guarded by `c` (no ports = every port). */
 int rl_config_guards(const struct rl_config *c, uint16_t port);
 

@@ -191,7 +191,8 @@ struct rl_slot *rl_slot_find(struct rl_table *t, const struct keyref *k,
 			continue; /* taken meanwhile, maybe by our own key */
 		}
 		kind = victim_pick(t, b, now_ns, &at, &vkey, &s);
-		if (kind == VICTIM_NONE)
+		if (kind == VICTIM_NONE ||
+		    (kind == VICTIM_LIVE && create == RL_FIND_IDLE))
 			return NULL;
 		/* 1: fence off updates of the old key. */
 		mark = make_marker(now_ns);

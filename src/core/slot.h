@@ -62,6 +62,10 @@ static inline int is_marker(uint64_t s)
 void rl_slot_key(const struct rl_table *t, unsigned rule, const void *key,
 		 size_t len, struct keyref *k);
 
+/* rl_slot_find's `create`: find only; claim or re-key a slot if need be;
+ * claim only an empty or idle one (a key not in use yet, the agent's). */
+enum { RL_FIND_PEEK = 0, RL_FIND_CLAIM = 1, RL_FIND_IDLE = 2 };
+
 /*
  * Find the slot of `k`, claiming or re-keying one if it has none and
  * `create` says so. Returns NULL when the bucket has no slot to give

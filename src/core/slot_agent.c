@@ -254,3 +254,27 @@ int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
 			&(struct replan){ .from = from, .to = to,
 					  .now_ns = now_ns });
 }
+
+int rl_table_plan_ahead(struct rl_table *t, unsigned rule, const void *key,
+			size_t len, unsigned plan, uint64_t now_ns)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
+	struct rl_slot *s;
+	struct keyref k;
+
+	if (!rc)
+		return -EINVAL;
+	if (plan > rc->nplans)
+		return -ESTALE;
+	rl_slot_key(t, rule, key, len, &k);
+	/* A key on the rule's rate needs no slot to say so; a planned one
+	 * takes an empty or idle slot, never one a key in use holds: the
+	 * store's list of planned keys may be longer than the table. */
+	s = rl_slot_find(t, &k, now_ns, plan ? RL_FIND_IDLE : RL_FIND_PEEK);
+	if (!s)
+		return plan ? -ENOSPC : 0;
+	/* A slot just claimed holds a full bucket, which set_plan leaves
+	 * full; a key already here carries its use over, as from the sync. */
+	return rl_table_set_plan(t, (uint32_t)(s - t->slots), k.tag, plan,
+				 now_ns);
+}

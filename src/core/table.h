@@ -233,6 +233,20 @@ int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
 		      unsigned plan, uint64_t now_ns);
 
 /*
+ * The store says key `key` of rule `rule` is on plan `plan` (0: the rule's
+ * own rate), maybe before this host has seen it: the agent's mirror of the
+ * plans, so that the key's first request here is judged by its plan. A key
+ * with a slot is re-planned as by rl_table_set_plan(); a planned key
+ * without one is given an empty or idle slot (full bucket, the plan set),
+ * never one a key in use holds, and a key on `rate` without one needs
+ * none. `key` is the bytes the shim decides the key by. Returns 0, -ENOSPC
+ * when its bucket has no such slot (the next scan tries again), -ESTALE or
+ * -EINVAL for a plan or rule the table does not know.
+ */
+int rl_table_plan_ahead(struct rl_table *t, unsigned rule, const void *key,
+			size_t len, unsigned plan, uint64_t now_ns);
+
+/*
  * Where a key was found last time. A caller that decides the same (rule,
  * key) again and again (a connection's client) keeps one per pair; the
  * next decision then goes straight to the slot if it still holds the key.

@@ -82,17 +82,6 @@ static void verdict_allow(const struct rl_policy *p, struct rl_verdict *v)
 	v->rule = -1;
 }
 
-static unsigned ip_prefix(const struct rl_config *cfg, const struct rl_addr *a)
-{
-	return a->family == RL_AF_INET ? cfg->ipv4_prefix : cfg->ipv6_prefix;
-}
-
-/* The bytes an `ip` rule keys a client by: its address at the prefix. */
-static size_t ip_key(const struct rl_config *cfg, const struct rl_addr *a,
-		     uint8_t *out)
-{
-	return rl_addr_key(a, ip_prefix(cfg, a), out);
-}
 
 /*
  * The client was denied by rule `i` (in dry-run: would have been): count
@@ -111,7 +100,8 @@ static void offend(const struct rl_policy *p, unsigned i,
 	struct rl_ban_rule br = { r->bantime_ns / RL_NS_PER_MS,
 				  r->bantime_max_ns / RL_NS_PER_MS,
 				  r->bantime_increment, p->ids[i] };
-	struct rl_cidr c = { *client, (uint8_t)ip_prefix(cfg, client) };
+	struct rl_cidr c = { *client,
+			     (uint8_t)rl_config_ip_prefix(cfg, client) };
 	uint64_t wall = rl_time_wall_ms(), until = 0;
 	uint32_t n = 0;
 	char who[RL_CIDR_STRLEN], dur[32];
@@ -297,7 +287,7 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 		return;
 	if (!p->accept_rules)
 		return;
-	iplen = ip_key(cfg, client, ipkey);
+	iplen = rl_config_ip_key(cfg, client, ipkey);
 	for (unsigned i = 0; i < cfg->nrules; i++) {
 		const struct rl_rule_cfg *r = &cfg->rules[i];
 		const uint8_t *key = r->key == RL_KEY_IP ? ipkey
@@ -412,7 +402,7 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 	out->allowed = (uint8_t)rl_cidr_set_contains(&cfg->allow, a);
 	out->trusted = p->want_xff >= 0 &&
 		       rl_cidr_set_contains(&cfg->trusted_proxies, a);
-	out->key_len = (uint8_t)ip_key(cfg, a, out->key);
+	out->key_len = (uint8_t)rl_config_ip_key(cfg, a, out->key);
 	/* Checked at accept, by rl_policy_accept(). */
 	out->ban_gen = rl_table_ban_gen(p->table);
 	memset(out->hints, 0, sizeof(out->hints));
@@ -459,7 +449,7 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		rl_policy_client(p, &peer->addr, req, &proxied);
 		client = &proxied;
 		allowed = rl_cidr_set_contains(&cfg->allow, client);
-		iplen = ip_key(cfg, client, buf);
+		iplen = rl_config_ip_key(cfg, client, buf);
 		ipkey = buf;
 		if (!allowed && rl_ban_any(p->table, client->family) &&
 		    banned(p, client, v))

@@ -739,6 +739,124 @@ def plans():
         r.stop()
 
 
+# ---- plans before the first request ---------------------------------------------------------
+
+PLANNED_API = ('[limit:api]\nmatch = * /v1/*\nkey = header:X-Api-Key\nrate = 2/m\n'
+               'plans = free:2/m paid:100/m\n')
+PLANNED = PLANNED_API + ('[limit:ipr]\nmatch = * /ip/*\nkey = ip\nrate = 2/m\n'
+                         'plans = free:2/m paid:100/m\n')
+
+
+def rounds(hosts, n=2):
+    """Every agent runs n more rounds."""
+    before = [syncs(h) for h in hosts]
+    assert wait_for(lambda: all(syncs(h) >= b + n for h, b in zip(hosts, before)), 10)
+
+
+def reached(hosts, path, n, headers=None, family=socket.AF_INET):
+    """How many of n GETs of `path`, over `hosts` in turn, reached the
+    application (legacy_server answers 404; the shim's refusals are 429s)."""
+    rs = [hosts[i % len(hosts)].get(path, headers, family) for i in range(n)]
+    assert all(r is not None and r.status in (404, 429) for r in rs), rs
+    return sum(r.status == 404 for r in rs)
+
+
+def planned_first(n):
+    """Plans set in Redis before a key's first request, on n hosts: the
+    agents mirror the plans hash into their segments, so the key's first
+    requests are judged by its plan, not by `rate`. The requests go while
+    no agent runs a round (Unheard): what the segment held before them
+    decides. Plan names the rule has not, texts that are no address, a
+    header value too long to name (the store names it by a digest) are
+    `rate`, and the agents go on."""
+    with fleet(PLANNED, n, f'pf{n}-') as (r, hosts):
+        hosts_up(hosts)
+        r.cli('HSET', 'rlshim:plans:api', 'key-9', 'paid', 'key-gold', 'gold',
+              'k' * 60, 'paid')
+        r.cli('HSET', 'rlshim:plans:ipr', '127.0.0.1', 'paid', 'not-an-ip', 'paid',
+              '999.0.0.1', 'paid', '', 'paid')
+        rounds(hosts)
+        with Unheard(hosts):
+            paid = reached(hosts, '/v1/x', 10, {'X-Api-Key': 'key-9'})
+            plain = reached(hosts, '/v1/x', 10, {'X-Api-Key': 'key-1'})
+            gold = reached(hosts, '/v1/x', 10, {'X-Api-Key': 'key-gold'})
+            long_ = reached(hosts, '/v1/x', 10, {'X-Api-Key': 'k' * 60})
+            ip4 = reached(hosts, '/ip/x', 10)
+            ip6 = reached(hosts, '/ip/x', 10, family=socket.AF_INET6)
+        print(f'  {n} host(s), of 10 each: paid {paid}, no plan {plain}, '
+              f'unknown plan {gold}, 60-byte key {long_}, paid 127.0.0.1 {ip4}, '
+              f'::1 (no plan) {ip6}')
+        assert paid == 10 and ip4 == 10, (paid, ip4)
+        # burst 2, and hosts that have not heard of each other share it
+        assert plain == gold == long_ == ip6 == 2, (plain, gold, long_, ip6)
+        assert all(len(h.agent_pids()) == 1 for h in hosts)
+        # HDEL: back to `rate` (burst 2) for a key the agents know. Alone,
+        # what it used of paid (10) is more than the whole of 2/m: none
+        # pass. Across hosts the store's state of the key, kept in time at
+        # paid's interval, replaces each host's share: up to the burst.
+        r.cli('HDEL', 'rlshim:plans:api', 'key-9')
+        rounds(hosts)
+        after = reached(hosts, '/v1/x', 4, {'X-Api-Key': 'key-9'})
+        assert after <= (0 if n == 1 else 2), after
+
+
+def plans_before_first_request():
+    """One host: a paid key's first 10 requests all reach the application,
+    a key without a plan gets its 2."""
+    planned_first(1)
+
+
+def plans_before_first_request_two_hosts():
+    """Two hosts, the requests in turn: the same."""
+    planned_first(2)
+
+
+def plans_many():
+    """A plans hash of 5000 keys, read a chunk (HSCAN COUNT 1000) a round:
+    after ten rounds every planned key is in the segment, so any of them,
+    never seen before, gets paid's burst (3 of 3 here, where `rate` gives
+    2); a key with no plan still gets 2."""
+    n = 5000
+    with fleet(PLANNED_API, 1, 'pm') as (r, hosts):
+        for b in range(0, n, 1000):
+            pairs = [x for i in range(b, b + 1000) for x in (f'cust-{i}', 'paid')]
+            r.cli('HSET', 'rlshim:plans:api', *pairs)
+        r.cli('CONFIG', 'RESETSTAT')
+        rounds(hosts, 10)
+        stat = re.search(r'cmdstat_hscan:calls=(\d+),usec=(\d+)',
+                         r.cli('INFO', 'commandstats'))
+        with Unheard(hosts):
+            sample = [f'cust-{i}' for i in range(0, n, 250)] + [f'cust-{n - 1}']
+            got = {k: reached(hosts, '/v1/x', 3, {'X-Api-Key': k}) for k in sample}
+            plain = reached(hosts, '/v1/x', 3, {'X-Api-Key': 'cust-x'})
+        if stat:
+            calls, usec = map(int, stat.groups())
+            print(f'  {n} planned keys: {calls} HSCANs in 10+ rounds, '
+                  f'{usec / max(calls, 1):.0f} us each in Redis')
+        assert all(v == 3 for v in got.values()), got
+        assert plain == 2, plain
+
+
+def plans_after_first_request():
+    """The issue's case: 3/h, plans paid:6/h free:3/h, one request of each
+    key before its plan is set. A plan applied after a key's first request
+    gives no request back: paid gets at most 5 more, free 2. (Paid gets 4:
+    the store keeps the key's state in time, at the interval of the tariff
+    it was used under, 20 min for one request at 3/h, and the next sync
+    raises the host's state to it, two requests of paid.)"""
+    rules = ('[limit:login]\nmatch = * /v1/*\nkey = header:X-Api-Key\nrate = 3/h\n'
+             'plans = paid:6/h free:3/h\n')
+    with fleet(rules, 1, 'pa') as (r, hosts):
+        keys = {'p': {'X-Api-Key': 'key-p'}, 'f': {'X-Api-Key': 'key-f'}}
+        assert reached(hosts, '/v1/x', 1, keys['p']) == 1
+        assert reached(hosts, '/v1/x', 1, keys['f']) == 1
+        r.cli('HSET', 'rlshim:plans:login', 'key-p', 'paid', 'key-f', 'free')
+        rounds(hosts)
+        got = (reached(hosts, '/v1/x', 7, keys['p']),
+               reached(hosts, '/v1/x', 7, keys['f']))
+        assert got[0] in (4, 5) and got[1] == 2, got
+
+
 # ---- how Redis is reached -------------------------------------------------------------------
 
 def urls():
@@ -771,6 +889,8 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
+TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
+          plans_many, plans_after_first_request]
 
 
 def main():

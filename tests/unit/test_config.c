@@ -1365,6 +1365,62 @@ static void test_names(void **state)
 	assert_string_equal(rl_config_headers_name((enum rl_headers)9), "?");
 }
 
+/* The key bytes of a store key's text, as the shim would build them from
+ * a request (the agent's mirror of the plans): an address masked to the
+ * prefix, a header value as it is, "" for `*`; NULL for a text no request
+ * keys the rule by. */
+static void test_key_of_text(void **state)
+{
+	struct rl_config *c = parse_ok(
+		"[global]\nipv4_prefix = 24\n"
+		"[limit:ip]\nmatch = *\nrate = 1/s\n"
+		"[limit:h]\nmatch = *\nkey = header:X-Api-Key\nrate = 1/s\n"
+		"[limit:all]\nmatch = *\nkey = global\nrate = 1/s\n");
+	uint8_t buf[17], want[17];
+	struct rl_addr a;
+	const void *k;
+	char long_key[RL_KEY_MAX + 1];
+	size_t len;
+
+	(void)state;
+	assert_int_equal(c->nrules, 3);
+	/* the shim's bytes for 192.0.2.77 at /24 */
+	assert_int_equal(rl_addr_parse("192.0.2.77", 10, &a), 0);
+	assert_int_equal(rl_config_ip_key(c, &a, want), 5);
+	k = rl_config_key_of_text(c, &c->rules[0], "192.0.2.1", 9, buf, &len);
+	assert_ptr_equal(k, buf);
+	assert_int_equal(len, 5);
+	assert_memory_equal(k, want, 5);
+	/* IPv6 at the default /64; a mapped IPv4 is the IPv4 */
+	k = rl_config_key_of_text(c, &c->rules[0], "2001:db8::1", 11, buf, &len);
+	assert_non_null(k);
+	assert_int_equal(len, 17);
+	assert_non_null(rl_config_key_of_text(c, &c->rules[0], "::ffff:192.0.2.9",
+					      16, buf, &len));
+	assert_int_equal(len, 5);
+	assert_memory_equal(buf, want, 5);
+	assert_null(rl_config_key_of_text(c, &c->rules[0], "key-9", 5, buf, &len));
+	assert_null(rl_config_key_of_text(c, &c->rules[0], "999.0.0.1", 9, buf,
+					  &len));
+	assert_null(rl_config_key_of_text(c, &c->rules[0], "", 0, buf, &len));
+	/* header values as they are, up to RL_KEY_MAX */
+	k = rl_config_key_of_text(c, &c->rules[1], "key-9", 5, buf, &len);
+	assert_non_null(k);
+	assert_int_equal(len, 5);
+	assert_memory_equal(k, "key-9", 5);
+	memset(long_key, 'k', sizeof(long_key));
+	assert_non_null(rl_config_key_of_text(c, &c->rules[1], long_key,
+					      RL_KEY_MAX, buf, &len));
+	assert_null(rl_config_key_of_text(c, &c->rules[1], long_key,
+					  RL_KEY_MAX + 1, buf, &len));
+	assert_null(rl_config_key_of_text(c, &c->rules[1], "", 0, buf, &len));
+	/* one key, "*" in the store, no bytes in the table */
+	assert_non_null(rl_config_key_of_text(c, &c->rules[2], "*", 1, buf, &len));
+	assert_int_equal(len, 0);
+	assert_null(rl_config_key_of_text(c, &c->rules[2], "x", 1, buf, &len));
+	rl_config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1413,6 +1469,7 @@ int main(void)
 		cmocka_unit_test(test_directory),
 		cmocka_unit_test(test_config_path),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_key_of_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1076,6 +1076,87 @@ static void test_overflow(void **state)
 	rl_table_close(t);
 }
 
+/* ---- plans mirrored ahead of a key's first request ----------------------------- */
+
+/* The rule of test_plan_keeps_what_was_used: 3/h, plans paid 6/h, free 3/h. */
+static unsigned plan_rule(struct rl_table *t)
+{
+	static const struct rl_rate plans[] = { { 3600 * SEC, 6, 6 },
+						{ 3600 * SEC, 3, 3 } };
+	const struct rl_rule_def def = { "api", RL_ALGO_GCRA,
+					 { 3600 * SEC, 3, 3 }, 2, plans };
+	unsigned id;
+
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	return id;
+}
+
+/* A key planned before this host has seen it is judged by its plan from
+ * its first request: 6 of 7 on paid, where the rule's rate gives 3. A key
+ * on `rate` needs no slot, and gets none. */
+static void test_plan_ahead(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = plan_rule(t);
+	struct rl_table_stats ts;
+
+	(void)state;
+	assert_int_equal(rl_table_plan_ahead(t, id, "paid", 4, 1, T0), 0);
+	assert_int_equal(rl_table_plan_ahead(t, id, "none", 4, 0, T0), 0);
+	assert_int_equal(rl_table_stats(t, T0, &ts), 0);
+	assert_int_equal(ts.occupied, 1);
+	/* said again each scan: nothing changes */
+	assert_int_equal(rl_table_plan_ahead(t, id, "paid", 4, 1, T0 + MS), 0);
+	assert_int_equal(take_n(t, id, "paid", 7, T0 + 2 * MS), 6);
+	assert_int_equal(take_n(t, id, "none", 7, T0 + 2 * MS), 3);
+	/* Back to `rate` (HDEL) for a key it knows: what was used stays
+	 * used, in requests (6 of paid is the whole of 3/h). */
+	assert_int_equal(rl_table_plan_ahead(t, id, "paid", 4, 0, T0 + 3 * MS), 0);
+	assert_int_equal(take_n(t, id, "paid", 1, T0 + 3 * MS), 0);
+	assert_int_equal(rl_table_plan_ahead(t, id, "x", 1, 3, T0), -ESTALE);
+	assert_int_equal(rl_table_plan_ahead(t, 63, "x", 1, 1, T0), -EINVAL);
+	rl_table_close(t);
+}
+
+/* A plan for a key already in use carries its use over, as the sync's
+ * rl_table_set_plan does: 1 request on `rate`, then paid: 5 more. */
+static void test_plan_ahead_key_in_use(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = plan_rule(t);
+
+	(void)state;
+	assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+	assert_int_equal(rl_table_plan_ahead(t, id, "k", 1, 1, T0 + 500 * MS), 0);
+	assert_int_equal(take_n(t, id, "k", 7, T0 + 500 * MS), 5);
+	rl_table_close(t);
+}
+
+/* The planned keys may outnumber the slots: one not seen yet takes an
+ * empty or idle slot, never a key's in use. One bucket of 16 in use:
+ * refused, and every key keeps its state; once they are idle, taken. */
+static void test_plan_ahead_evicts_no_key_in_use(void **state)
+{
+	struct rl_table *t = open_new(16);
+	unsigned id = plan_rule(t);
+	struct rl_table_stats ts;
+
+	(void)state;
+	assert_int_equal(take_keys(t, id, 0, 16, 1, T0), 16);
+	assert_int_equal(rl_table_plan_ahead(t, id, "paid", 4, 1, T0), -ENOSPC);
+	assert_int_equal(take_keys(t, id, 0, 16, 2, T0), 16);
+	assert_int_equal(take_keys(t, id, 0, 16, 1, T0), 0);
+	assert_int_equal(rl_table_stats(t, T0, &ts), 0);
+	assert_int_equal(ts.evictions, 0);
+	/* two hours on, all full again: idle */
+	assert_int_equal(rl_table_plan_ahead(t, id, "paid", 4, 1,
+					     T0 + 7200 * SEC), 0);
+	assert_int_equal(take_n(t, id, "paid", 7, T0 + 7200 * SEC), 6);
+	assert_int_equal(rl_table_stats(t, T0 + 7200 * SEC, &ts), 0);
+	assert_int_equal(ts.evictions, 0);
+	rl_table_close(t);
+}
+
 /* ---- markers ------------------------------------------------------------------ */
 
 /* A marker left by a process that died while re-keying is cleared after
@@ -1246,6 +1327,9 @@ int main(void)
 		cmocka_unit_test(test_long_keys),
 		cmocka_unit_test(test_refund),
 		cmocka_unit_test(test_plan_keeps_what_was_used),
+		cmocka_unit_test(test_plan_ahead),
+		cmocka_unit_test(test_plan_ahead_key_in_use),
+		cmocka_unit_test(test_plan_ahead_evicts_no_key_in_use),
 		cmocka_unit_test(test_fresh_key_share),
 		cmocka_unit_test(test_fresh_share_edges),
 		cmocka_unit_test(test_idle_reuse),
