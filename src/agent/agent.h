@@ -17,6 +17,30 @@
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
        RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */ };
 
+/*
+ * A token bucket's state in the store, as the scripts share it (sync.c,
+ * strict.c): "TAT:EI", the key's TAT in microseconds of the store's clock
+ * and the emission interval (us) of the tariff it was counted under (a bare
+ * TAT is read as of the caller's). Lua: tat_of(value, ei, now) is the TAT
+ * in the caller's tariff `ei`, what is owed carried over in requests when a
+ * plan changed the interval (as rl_table_set_plan does in the segment);
+ * tat_text(tat, ei) the value to store, ei as the caller's text.
+ */
+#define RL_LUA_TAT \
+	"local function tat_of(v, ei, now)\n" \
+	"  if not v then return 0 end\n" \
+	"  local t, e = string.match(v, '^(%d+):?([%d%.]*)$')\n" \
+	"  t, e = tonumber(t), tonumber(e)\n" \
+	"  if not t then return 0 end\n" \
+	"  if e and e > 0 and e ~= ei and t > now then\n" \
+	"    t = now + math.ceil((t - now) * ei / e)\n" \
+	"  end\n" \
+	"  return t\n" \
+	"end\n" \
+	"local function tat_text(t, ei)\n" \
+	"  return string.format('%.0f:%s', t, ei)\n" \
+	"end\n"
+
 /* One key to sync this round (text as the store names it). */
 struct rl_agent_item {
 	uint32_t index;

@@ -37,13 +37,15 @@
 static const char strict_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local tat = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0\n"
+	RL_LUA_TAT
+	"local ei = tonumber(ARGV[3])\n"
+	"local tat = tat_of(redis.call('HGET', KEYS[1], ARGV[1]), ei, now)\n"
 	"if tat < now then tat = now end\n"
-	"local new = tat + tonumber(ARGV[2]) * tonumber(ARGV[3])\n"
+	"local new = tat + tonumber(ARGV[2]) * ei\n"
 	"if new - now > tonumber(ARGV[4]) then\n"
 	"  return {0, string.format('%.0f', tat - now)}\n"
 	"end\n"
-	"redis.call('HSET', KEYS[1], ARGV[1], string.format('%.0f', new))\n"
+	"redis.call('HSET', KEYS[1], ARGV[1], tat_text(new, ARGV[3]))\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))\n"
 	"return {1, string.format('%.0f', new - now)}\n";
 

@@ -59,19 +59,22 @@
 static const char sync_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	RL_LUA_TAT
 	"local n = (#ARGV - 1) / 3\n"
 	"local fields = {}\n"
 	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
-	"local tats = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
 	"local sets, out = {}, {}\n"
 	"for i = 1, n do\n"
-	"  local tat = tonumber(tats[i]) or 0\n"
+	"  local ei = ARGV[3 * i + 1]\n"
+	"  local tat = tat_of(vals[i], tonumber(ei), now)\n"
 	"  if tat < now then tat = now end\n"
 	"  local a = tonumber(ARGV[3 * i])\n"
-	"  if a > 0 then\n"
-	"    tat = tat + a * tonumber(ARGV[3 * i + 1])\n"
+	"  if a > 0 then tat = tat + a * tonumber(ei) end\n"
+	"  local v = tat_text(tat, ei)\n"
+	"  if tat > now and v ~= vals[i] then\n"
 	"    sets[#sets + 1] = fields[i]\n"
-	"    sets[#sets + 1] = string.format('%.0f', tat)\n"
+	"    sets[#sets + 1] = v\n"
 	"  end\n"
 	"  out[i] = string.format('%.0f', tat - now)\n"
 	"end\n"
@@ -98,26 +101,33 @@ static const char clean_lua[] =
 	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
 	"local kv = r[2]\n"
 	"for i = 1, #kv, 2 do\n"
-	"  if tonumber(kv[i + 1]) < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
+	"  local tat = tonumber(string.match(kv[i + 1], '^%d+'))\n"
+	"  if not tat or tat < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
 	"end\n"
 	"return r[1]\n";
 
-/* KEYS[1]: a rule's hash. ARGV: idle TTL (ms), then pairs: key, what it
- * owes on the host that sends it (us). Each key's TAT becomes at least
- * that: after the store restarted empty, the hosts' states bring back the
- * most any of them knew. */
+/* KEYS[1]: a rule's hash. ARGV: idle TTL (ms), then triples: key, what it
+ * owes on the host that sends it (us), its interval (us). Each key's TAT
+ * becomes at least that: after the store restarted empty, the hosts'
+ * states bring back the most any of them knew. */
 static const char floor_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local n = (#ARGV - 1) / 2\n"
+	RL_LUA_TAT
+	"local n = (#ARGV - 1) / 3\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
+	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local sets = {}\n"
 	"for i = 1, n do\n"
-	"  local k = ARGV[2 * i]\n"
-	"  local want = now + tonumber(ARGV[2 * i + 1])\n"
-	"  local tat = tonumber(redis.call('HGET', KEYS[1], k)) or 0\n"
-	"  if want > tat then\n"
-	"    redis.call('HSET', KEYS[1], k, string.format('%.0f', want))\n"
+	"  local ei = ARGV[3 * i + 1]\n"
+	"  local want = now + tonumber(ARGV[3 * i])\n"
+	"  if want > tat_of(vals[i], tonumber(ei), now) then\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = tat_text(want, ei)\n"
 	"  end\n"
 	"end\n"
+	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"return n\n";
 
@@ -336,8 +346,8 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 static int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[2 + 2 * BATCH];
-	size_t lens[2 + 2 * BATCH];
+	const char *argv[2 + 3 * BATCH];
+	size_t lens[2 + 3 * BATCH];
 	char hkey[160], ttl[32];
 	int c = 0;
 
@@ -355,6 +365,8 @@ static int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		lens[c++] = x->klen;
 		argv[c] = x->debt;
 		lens[c++] = strlen(x->debt);
+		argv[c] = x->ei;
+		lens[c++] = strlen(x->ei);
 	}
 	if (c == 2)
 		return 0;
