@@ -15,7 +15,8 @@
 
 /* Script ids in the store. */
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
-       RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */ };
+       RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */,
+       RL_SCRIPT_PULL = 5 };
 
 /*
  * A token bucket's state in the store, as the scripts share it (sync.c,
@@ -75,6 +76,7 @@ struct rl_agent {
 	struct rl_agent_item *items;
 	uint32_t nitems, cap;
 	uint64_t clean_cursor[RL_MAX_RULES];
+	uint64_t pull_cursor[RL_MAX_RULES];  /* store us: keys changed since */
 	uint64_t plans_cursor[RL_MAX_RULES]; /* HSCAN of each rule's plans */
 
 	uint64_t rounds;

@@ -80,6 +80,44 @@ static const char sync_lua[] =
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"local ch = {}\n"
+	"for i = 1, n do\n"
+	"  if tonumber(ARGV[3 * i]) > 0 then\n"
+	"    ch[#ch + 1] = now + #ch\n"
+	"    ch[#ch + 1] = fields[i]\n"
+	"  end\n"
+	"end\n"
+	"if #ch > 0 then\n"
+	"  redis.call('ZADD', KEYS[2], unpack(ch))\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf',\n"
+	"             now - 1000 * tonumber(ARGV[1]))\n"
+	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))\n"
+	"end\n"
+	"return out\n";
+
+/* KEYS[1]: a rule's hash of states, KEYS[2] its keys changed recently.
+ * ARGV: a cursor (store us), at most how many keys. Returns the cursor to
+ * go on from, the store's time, then key, state pairs of the keys changed
+ * since the cursor (the cursor's own included: it may be read twice). */
+static const char pull_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local max = tonumber(ARGV[2])\n"
+	"local r = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf',\n"
+	"                     'WITHSCORES', 'LIMIT', 0, max)\n"
+	"local out = {string.format('%.0f', now), string.format('%.0f', now)}\n"
+	"if #r == 2 * max then out[1] = r[#r] end\n"
+	"local ks = {}\n"
+	"for i = 1, #r, 2 do ks[#ks + 1] = r[i] end\n"
+	"if #ks > 0 then\n"
+	"  local vals = redis.call('HMGET', KEYS[1], unpack(ks))\n"
+	"  for i = 1, #ks do\n"
+	"    if vals[i] then\n"
+	"      out[#out + 1] = ks[i]\n"
+	"      out[#out + 1] = vals[i]\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
 	"return out\n";
 
 /* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
@@ -166,6 +204,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
 	rl_store_script(a->store, RL_SCRIPT_FLOOR, floor_lua);
+	rl_store_script(a->store, RL_SCRIPT_PULL, pull_lua);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -228,7 +267,7 @@ size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 
 /* What each queued reply is for. */
 enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
-	   JOB_FLOOR, JOB_PLANS_SCAN };
+	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL };
 
 struct reply_plan {
 	enum job job;
@@ -316,14 +355,16 @@ static void rule_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t le
 static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[2 + 3 * BATCH];
-	size_t lens[2 + 3 * BATCH];
-	char hkey[160], ttl[32];
+	const char *argv[3 + 3 * BATCH];
+	size_t lens[3 + 3 * BATCH];
+	char hkey[160], rkey[170], ttl[32];
 	int c = 0;
 
 	rule_ttl(a, ci, ttl, sizeof(ttl));
 	lens[c] = rule_hash_key(a, ci, hkey, sizeof(hkey));
 	argv[c++] = hkey;
+	lens[c] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
+	argv[c++] = rkey;
 	argv[c] = ttl;
 	lens[c++] = strlen(ttl);
 	for (uint32_t i = first; i < first + n; i++) {
@@ -336,9 +377,74 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		argv[c] = x->ei;
 		lens[c++] = strlen(x->ei);
 	}
-	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 1, c, argv, lens))
+	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 2, c, argv, lens))
 		return -1;
 	return plan_add(r, JOB_SYNC, ci, first, n);
+}
+
+#define PULL_MAX 2000 /* keys a rule's pull brings per round */
+
+/* Queue the pull of rule `ci`'s keys changed since the last round. */
+static int queue_pull(struct round *r, unsigned ci)
+{
+	struct rl_agent *a = r->a;
+	char hkey[160], rkey[170], cur[32], max[16];
+	const char *argv[4] = { hkey, rkey, cur, max };
+	size_t lens[4];
+
+	lens[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+	lens[1] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
+	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+				   (unsigned long long)a->pull_cursor[ci]);
+	lens[3] = (size_t)snprintf(max, sizeof(max), "%u", PULL_MAX);
+	if (rl_store_queue_script(a->store, RL_SCRIPT_PULL, 2, 4, argv, lens))
+		return -1;
+	return plan_add(r, JOB_PULL, ci, 0, 0);
+}
+
+/* A state as the store keeps it ("TAT:EI", RL_LUA_TAT): what it owes
+ * beyond the store's `now` and at which interval (ns); 0 if nothing. */
+static uint64_t store_debt(const char *v, uint64_t now_us, uint64_t *ei_ns)
+{
+	char *end;
+	double tat = strtod(v, &end);
+
+	if (*end == ':')
+		*ei_ns = (uint64_t)(strtod(end + 1, NULL) * 1000.0);
+	return tat > (double)now_us ? (uint64_t)((tat - (double)now_us) * 1000.0)
+				    : 0;
+}
+
+/* The pull's answer: every key another host changed, mirrored here. */
+static int on_pull(struct rl_agent *a, const struct reply_plan *p,
+		   const redisReply *rep, uint64_t now_ns)
+{
+	const struct rl_rule_cfg *rule = &a->cfg->rules[p->rule];
+	uint64_t now_us;
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+	    rep->elements % 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_STRING)
+		return -1;
+	a->pull_cursor[p->rule] = strtoull(rep->element[0]->str, NULL, 10);
+	now_us = strtoull(rep->element[1]->str, NULL, 10);
+	for (size_t i = 2; i + 1 < rep->elements; i += 2) {
+		const redisReply *k = rep->element[i], *v = rep->element[i + 1];
+		uint64_t ei = rule->rate.period_ns / rule->rate.count, debt;
+		uint8_t buf[17];
+		const void *key;
+		size_t len;
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
+					    &len);
+		debt = store_debt(v->str, now_us, &ei);
+		if (key && debt)
+			rl_table_sync_mirror(a->table, a->ids[p->rule], key, len,
+					     debt, ei, now_ns);
+	}
+	return 0;
 }
 
 /* Queue the floor of items [first, first + n) of rule `ci`: what each
@@ -521,6 +627,10 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		break;
 	case JOB_EPOCH_SET:
 	case JOB_FLOOR:
+		break;
+	case JOB_PULL:
+		if (on_pull(a, p, rep, rl_time_now_ns()))
+			r->failed = 1;
 		break;
 	case JOB_HOSTS:
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
@@ -729,9 +839,17 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	queue_epoch(r);
 	queue_hosts(r);
 	each_batch(r, keys_batch);
-	for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
-		if (a->cfg->rules[ci].nplans)
+	for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
+		const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+
+		if (rule->nplans)
 			queue_plans_scan(r, ci);
+		/* what the other hosts did with the keys (strict rules
+		 * ask the store for each admission instead) */
+		if (rule->algorithm == RL_ALGO_GCRA &&
+		    rule->sync != RL_SYNC_STRICT)
+			queue_pull(r, ci);
+	}
 	/* now and then, drop the store's repaid keys */
 	if (a->rounds % CLEAN_EVERY == 0)
 		queue_clean(r);
@@ -746,8 +864,11 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		/* A store that restarted empty (or was flushed) has lost what
 		 * the keys owe: each host puts back what its keys owe here,
 		 * the store keeping the most any host knew. */
-		if (a->restarted)
+		if (a->restarted) {
 			each_batch(r, floor_batch);
+			/* and the pulls start over, on its clock */
+			memset(a->pull_cursor, 0, sizeof(a->pull_cursor));
+		}
 		/* none yet (a new or restarted store): plant ours */
 		if (!a->epoch[0])
 			new_epoch(a, r);

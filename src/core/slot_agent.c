@@ -278,3 +278,34 @@ int rl_table_plan_ahead(struct rl_table *t, unsigned rule, const void *key,
 	return rl_table_set_plan(t, (uint32_t)(s - t->slots), k.tag, plan,
 				 now_ns);
 }
+
+int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
+			 size_t len, uint64_t debt_ns, uint64_t ei_ns,
+			 uint64_t now_ns)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
+	const struct rl_algo *a;
+	unsigned __int128 d;
+	struct rl_slot *s;
+	struct keyref k;
+
+	if (!rc)
+		return -EINVAL;
+	if (!debt_ns || !ei_ns)
+		return 0; /* repaid: a full bucket, which needs no slot */
+	rl_slot_key(t, rule, key, len, &k);
+	/* Like a planned key: never in the place of a key in use here. */
+	s = rl_slot_find(t, &k, now_ns, RL_FIND_IDLE);
+	if (!s)
+		return -ENOSPC;
+	a = slot_algo(rc, s);
+	if (a->kind != RL_ALGO_GCRA)
+		return 0;
+	/* What is owed, in requests, at this host's tariff for the key. */
+	d = (unsigned __int128)debt_ns * a->interval_ns;
+	d = (d + ei_ns - 1) / ei_ns;
+	if (d > a->depth_ns)
+		d = a->depth_ns;
+	return rl_table_sync_apply(t, (uint32_t)(s - t->slots), k.tag,
+				   (uint64_t)d, now_ns);
+}

@@ -247,6 +247,20 @@ int rl_table_plan_ahead(struct rl_table *t, unsigned rule, const void *key,
 			size_t len, unsigned plan, uint64_t now_ns);
 
 /*
+ * The store says key `key` of rule `rule`, which another host used, owes
+ * `debt_ns` at the interval `ei_ns` it was counted at: the agent's mirror
+ * of the keys in use anywhere, so that a host that meets a key the others
+ * have used starts from the store's state, not from a share of a full
+ * bucket. Converted to this host's tariff for the key, then applied as by
+ * rl_table_sync_apply(); a key without a slot takes an empty or idle one,
+ * never one a key in use holds. Returns 0, -ENOSPC (no such slot), -ESTALE
+ * or -EINVAL.
+ */
+int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
+			 size_t len, uint64_t debt_ns, uint64_t ei_ns,
+			 uint64_t now_ns);
+
+/*
  * Where a key was found last time. A caller that decides the same (rule,
  * key) again and again (a connection's client) keeps one per pair; the
  * next decision then goes straight to the slot if it still holds the key.

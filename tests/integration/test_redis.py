@@ -394,13 +394,6 @@ def banned(h):
     return h.get('/books') is None
 
 
-def rounds(hosts, k):
-    """Every agent runs k more rounds."""
-    before = [syncs(h) for h in hosts]
-    assert wait_for(lambda: all(syncs(h) >= n + k for h, n in
-                                zip(hosts, before)), 10)
-
-
 def ban_origins(hosts):
     """How each host holds the client's ban: (origin, rule, offence)."""
     rows = [[ln.split()[1:4] for ln in h.ctl('bans').stdout.splitlines()
@@ -506,6 +499,12 @@ def syncs(h):
     return int(m.group(1)) if m else 0
 
 
+def rounds(hosts, n=2):
+    """Every agent runs n more rounds."""
+    before = [syncs(h) for h in hosts]
+    assert wait_for(lambda: all(syncs(h) >= b + n for h, b in zip(hosts, before)), 10)
+
+
 class Unheard:
     """Within the block no agent runs a round (SIGSTOP; far shorter than
     the shims' wait before they take an agent for dead): the hosts decide
@@ -557,6 +556,41 @@ def fresh_key_four_hosts_round_robin():
         with Unheard(hosts):
             n = sum(admitted(hosts[i % 4], 1) for i in range(40))
         assert 10 <= n <= 13, n
+
+
+def spend(host, rounds_=6):
+    """Spend a key's bucket on `host` as a client coming back each round
+    would, heard by every agent: returns what it admitted."""
+    n = 0
+    for _ in range(rounds_):
+        n += admitted(host, 4)
+        rounds([host])
+    return n
+
+
+def used_elsewhere_two_hosts():
+    """A key whose bucket host 1 spent, over a few rounds, meets host 2:
+    host 2 has the store's state for it already (each agent pulls, each
+    round, the keys any host changed), so it admits none of it, where it
+    gave the key its share of a full bucket (5 of 10, 15 in all)."""
+    with fleet(SMS, 2, 'ue') as (r, hosts):
+        hosts_up(hosts)
+        n = spend(hosts[0])
+        assert n >= 9, n
+        rounds(hosts)
+        m = admitted(hosts[1], 10)
+        assert n + m <= 11, (n, m)
+
+
+def used_elsewhere_four_hosts():
+    """The same over four hosts: host 1 spends the key, then each of the
+    others meets it: at most burst + N - 1 = 13 in all (was 10 + 3 x 3)."""
+    with fleet(SMS, 4, 'ue4') as (r, hosts):
+        hosts_up(hosts)
+        n = spend(hosts[0])
+        rounds(hosts)
+        m = [admitted(h, 5) for h in hosts[1:]]
+        assert n + sum(m) <= 13, (n, m)
 
 
 # ---- sync = strict ---------------------------------------------------------------------
@@ -747,12 +781,6 @@ PLANNED = PLANNED_API + ('[limit:ipr]\nmatch = * /ip/*\nkey = ip\nrate = 2/m\n'
                          'plans = free:2/m paid:100/m\n')
 
 
-def rounds(hosts, n=2):
-    """Every agent runs n more rounds."""
-    before = [syncs(h) for h in hosts]
-    assert wait_for(lambda: all(syncs(h) >= b + n for h, b in zip(hosts, before)), 10)
-
-
 def reached(hosts, path, n, headers=None, family=socket.AF_INET):
     """How many of n GETs of `path`, over `hosts` in turn, reached the
     application (legacy_server answers 404; the shim's refusals are 429s)."""
@@ -885,6 +913,7 @@ def urls():
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
+         used_elsewhere_two_hosts, used_elsewhere_four_hosts,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          plans, urls]
