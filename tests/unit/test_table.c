@@ -1132,6 +1132,36 @@ static void test_plan_ahead_key_in_use(void **state)
 	rl_table_close(t);
 }
 
+/* A key another host used, mirrored before this host meets it: it
+ * starts from the store's state, converted to this host's tariff, and
+ * with several hosts alive keeps only its share of what is left. */
+static void test_sync_mirror(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = plan_rule(t); /* rate 3/h: 20 min an interval */
+	const uint64_t ei = 1200 * SEC;
+
+	(void)state;
+	/* 2 of 3 used elsewhere: one left */
+	assert_int_equal(rl_table_sync_mirror(t, id, "k", 1, 2 * ei, ei, T0), 0);
+	assert_int_equal(take_n(t, id, "k", 3, T0 + MS), 1);
+	/* 1 request counted at paid's 10 min interval (a host that knew the
+	 * key's plan): 1 request here too, two left */
+	assert_int_equal(rl_table_sync_mirror(t, id, "p", 1, ei / 2, ei / 2,
+					      T0), 0);
+	assert_int_equal(take_n(t, id, "p", 3, T0 + MS), 2);
+	/* repaid: nothing to mirror, no slot taken */
+	assert_int_equal(rl_table_sync_mirror(t, id, "z", 1, 0, ei, T0), 0);
+	assert_int_equal(take_n(t, id, "z", 4, T0 + MS), 3);
+	/* two hosts alive, 1 used of 3: of the 2 left this host takes 1 */
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(rl_table_sync_mirror(t, id, "h", 1, ei, ei, T0), 0);
+	assert_int_equal(take_n(t, id, "h", 3, T0 + MS), 1);
+	assert_int_equal(rl_table_sync_mirror(t, 63, "x", 1, ei, ei, T0), -EINVAL);
+	rl_table_close(t);
+}
+
 /* The planned keys may outnumber the slots: one not seen yet takes an
  * empty or idle slot, never a key's in use. One bucket of 16 in use:
  * refused, and every key keeps its state; once they are idle, taken. */
@@ -1330,6 +1360,7 @@ int main(void)
 		cmocka_unit_test(test_plan_ahead),
 		cmocka_unit_test(test_plan_ahead_key_in_use),
 		cmocka_unit_test(test_plan_ahead_evicts_no_key_in_use),
+		cmocka_unit_test(test_sync_mirror),
 		cmocka_unit_test(test_fresh_key_share),
 		cmocka_unit_test(test_fresh_share_edges),
 		cmocka_unit_test(test_idle_reuse),
