@@ -132,8 +132,8 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		return 0; /* failed below, with the unanswered */
 	us = strtod(rep->element[1]->str, NULL);
 	rl_table_ask_answer(s->a->table, &q->it, rep->element[0]->integer == 1,
-			    us > 0 ? (uint64_t)(us * 1000.0) : 0,
-			    rl_time_now_ns());
+			    rl_time_now_ns() + (us > 0 ? (uint64_t)(us * 1000.0)
+						       : 0));
 	q->answered = 1;
 	return 0;
 }

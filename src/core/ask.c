@@ -97,25 +97,24 @@ static struct rl_shm_ask *claim(struct rl_table *t, uint32_t from,
 }
 
 /*
- * The client's view of the store's answer: `debt` is what the key owes
- * from now on the store's clock, this request included when allowed (as
- * rl_gcra_decide's arithmetic, with the TAT at now + debt).
+ * The client's view of the store's answer, from the key's state after it
+ * (`state`, which is now the slot's too) by the key's algorithm: what is
+ * left once admitted (a step of cost 0), or when it could pass (a step of
+ * `cost`, refused: the store said so, whatever a clock a little apart
+ * says).
  */
-static void answer_result(const struct rl_algo *a, int allowed, uint64_t debt,
+static void answer_result(const struct rl_algo *a, int allowed, uint64_t state,
 			  uint32_t cost, struct rl_result *out)
 {
-	uint64_t depth = a->depth_ns, ei = a->interval_ns;
-	uint64_t rem = debt < depth ? (depth - debt) / ei : 0;
+	uint64_t now = rl_time_now_ns();
 
-	out->allowed = allowed;
-	out->limit = a->rate.burst;
-	out->remaining = rem < a->rate.burst ? (uint32_t)rem : a->rate.burst;
-	out->reset_after_ns = debt;
-	out->retry_after_ns = 0;
-	if (!allowed) {
-		uint64_t need = debt + (uint64_t)cost * ei;
-
-		out->retry_after_ns = need > depth ? need - depth : RL_NS_PER_MS;
+	rl_algo_step(a, &state, allowed ? 0 : cost, now, out);
+	if (allowed) {
+		out->allowed = 1;
+		out->retry_after_ns = 0;
+	} else if (out->allowed) {
+		out->allowed = 0;
+		out->retry_after_ns = RL_NS_PER_MS;
 	}
 }
 
@@ -208,7 +207,7 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 			release(q, w);
 		return -EAGAIN;
 	}
-	answer_result(a, (int)q->allowed, q->debt_ns, cost, out);
+	answer_result(a, (int)q->allowed, q->state, cost, out);
 	release(q, w);
 	return 0;
 }
@@ -298,10 +297,9 @@ static int mirror_next(uint64_t old, uint64_t *new, const void *arg)
 }
 
 void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
-			 int allowed, uint64_t debt_ns, uint64_t now_ns)
+			 int allowed, uint64_t state)
 {
 	struct rl_shm_ask *q = &t->asks[it->id % RL_ASKS];
-	uint64_t state = now_ns + debt_ns;
 
 	/* The key's state here is the store's, whether this ask is still
 	 * awaited or not: the next request decides from it. */
@@ -311,7 +309,7 @@ void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
 		      it->word))
 		return;
 	q->allowed = (uint32_t)(allowed != 0);
-	q->debt_ns = debt_ns;
+	q->state = state;
 	finish(t, it, RL_ASK_DONE);
 }
 

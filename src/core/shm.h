@@ -234,7 +234,7 @@ enum rl_ask_state {
 	RL_ASK_FILLING = 1,           /* claimed by a shim, being written */
 	RL_ASK_POSTED = 2,            /* for the agent to take */
 	RL_ASK_TAKEN = 3,             /* sent to the store */
-	RL_ASK_DONE = 4,              /* answered: `allowed`, `debt_ns` */
+	RL_ASK_DONE = 4,              /* answered: `allowed`, `state` */
 	RL_ASK_FAILED = 5,            /* the store did not answer */
 	RL_ASK_ABANDONED = 6,         /* the shim stopped waiting */
 };
@@ -247,8 +247,9 @@ struct rl_shm_ask {
 	uint64_t tag;                 /* ... while it holds this key */
 	uint32_t allowed;             /* the answer */
 	uint32_t reserved0;
-	uint64_t debt_ns;             /* the key's state after, as what it
-					 owes from now (the store's clock) */
+	uint64_t state;               /* the key's state after, as the store
+					 has it (the slot's, on this host's
+					 clock) */
 	uint8_t reserved[24];
 };
 

@@ -359,13 +359,15 @@ unsigned rl_table_asks_take(struct rl_table *t,
 			    void *arg);
 
 /*
- * The store's answer to ask `it`: allowed or not, and what the key owes
- * from now (this request included when allowed). The key's state here
- * becomes the store's, and the shim is woken. Or no answer: the shim
- * applies on_store_down. The same thread must answer, fail and sweep.
+ * The store's answer to ask `it`: allowed or not, and the key's state
+ * after it, as a state word of the key's algorithm on this host's clock
+ * (a token bucket's: now + what it owes, this request included when
+ * allowed). The key's state here becomes that, and the shim is woken. Or
+ * no answer: the shim applies on_store_down. The same thread must answer,
+ * fail and sweep.
  */
 void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
-			 int allowed, uint64_t debt_ns, uint64_t now_ns);
+			 int allowed, uint64_t state);
 void rl_table_ask_fail(struct rl_table *t, const struct rl_ask_item *it);
 
 /* Free the asks that have not moved since the last call (`seen`, zeroed

@@ -195,7 +195,7 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_ask, cost), 12);
 	assert_int_equal(offsetof(struct rl_shm_ask, tag), 16);
 	assert_int_equal(offsetof(struct rl_shm_ask, allowed), 24);
-	assert_int_equal(offsetof(struct rl_shm_ask, debt_ns), 32);
+	assert_int_equal(offsetof(struct rl_shm_ask, state), 32);
 
 	/* 1,024 slots: header, rules, shards, slots, meta, bans, asks, the
 	 * kept configuration, page-aligned. */
