@@ -25,6 +25,9 @@ struct rl_algo {
 	struct rl_rate rate;
 	uint64_t interval_ns; /* GCRA: period / count */
 	uint64_t depth_ns;    /* GCRA: interval * burst, the bucket in time */
+	uint64_t unix_off_ns; /* windows: Unix time - CLOCK_MONOTONIC, fixed
+				 per segment (rules.c), so that every host
+				 starts a window at the same instant */
 };
 
 /*

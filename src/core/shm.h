@@ -45,7 +45,7 @@
 #include "table.h"
 
 #define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
-#define RL_SHM_VERSION 3u
+#define RL_SHM_VERSION 4u
 #define RL_SHM_HEADER_SIZE 4096u
 #define RL_SHM_ALIGN 4096u
 #define RL_BUCKET_SLOTS 16u
@@ -70,8 +70,8 @@ struct rl_shm_header {
 	_Atomic uint32_t init;        /* enum rl_shm_init, written last */
 	uint32_t creator_pid;
 	uint64_t seed[2];             /* SipHash key, from getrandom */
-	uint64_t created_mono_ns;
-	uint64_t created_unix_ms;
+	uint64_t created_mono_ns;     /* with created_unix_ms, the offset */
+	uint64_t created_unix_ms;     /* that puts windows on Unix time */
 	uint64_t rules_off;
 	uint64_t shards_off;
 	uint64_t slots_off;

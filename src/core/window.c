@@ -2,9 +2,14 @@
 /*
  * window.c - fixed-window and sliding-window counters.
  *
- * Windows are aligned to multiples of the period on the monotonic clock, and
- * a period is at least one second (rl_algo_check), so a window index fits
- * easily in the packed state:
+ * Windows are aligned to multiples of the period on Unix time, so that they
+ * start and end at the same instant on every host (a per-minute window at
+ * :00) and the store can count a window's requests from all of them under
+ * one index. The clock the functions here are given is CLOCK_MONOTONIC
+ * shifted by an offset fixed when the segment was made (algo.c, rules.c):
+ * a step of the wall clock never moves a window mid-way. A period is at
+ * least one second (rl_algo_check), so a window index fits easily in the
+ * packed state:
  *
  *   fixed:    [0][index: 31][count: 32]
  *   sliding:  [0][index: 23][cur: 20][prev: 20]

@@ -285,7 +285,7 @@ static void test_wrong_version(void **state)
 	assert_int_equal(pwrite(fd, &v, 4, offsetof(struct rl_shm_header,
 						    version)), 4);
 	close(fd);
-	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 4");
+	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 5");
 }
 
 static void test_wrong_size(void **state)
@@ -774,6 +774,63 @@ static void test_fresh_share_edges(void **state)
 	}
 }
 
+/* ---- windows across hosts ---------------------------------------------------- */
+
+/* Unix time 1800000000 s is a minute's start: the segment below was made
+ * 30 s into that minute, at T0 on the monotonic clock. */
+#define UNIX_MIN_MS 1800000000000ull
+
+static struct rl_table *open_unix(uint64_t unix_ms_at_t0)
+{
+	struct rl_table *t = open_new(64);
+
+	t->hdr->created_mono_ns = T0;
+	t->hdr->created_unix_ms = unix_ms_at_t0;
+	return t;
+}
+
+static int view_of(const struct rl_slot_view *v, void *arg)
+{
+	*(struct rl_slot_view *)arg = *v;
+	return 1;
+}
+
+/* Windows start at multiples of the period on Unix time, not on the
+ * monotonic clock (whose zero differs between hosts): a per-minute window
+ * resets at :00, and what a client is told (Retry-After, RateLimit-Reset),
+ * and what rlshimctl shows agree. T0 is a
+ * multiple of a minute on the monotonic clock, 30 s past one on Unix time. */
+static void test_window_unix_aligned(void **state)
+{
+	const struct rl_rule_def fx = { "fx", RL_ALGO_FIXED_WINDOW,
+					{ 60 * SEC, 2, 2 }, 0, NULL };
+	const struct rl_rule_def sw = { "sw", RL_ALGO_SLIDING_WINDOW,
+					{ 60 * SEC, 2, 2 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS + 30000);
+	struct rl_slot_view v;
+	struct rl_result r;
+	unsigned f, w;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &fx, &f), 0);
+	assert_int_equal(rl_table_rule(t, &sw, &w), 0);
+	assert_int_equal(take_n(t, f, "k", 2, T0), 2);
+	rl_table_take(t, f, "k", 1, 1, T0, &r);
+	assert_false(r.allowed);
+	assert_int_equal(r.retry_after_ns, 30 * SEC);
+	assert_int_equal(r.reset_after_ns, 30 * SEC);
+	assert_int_equal(rl_table_foreach(t, T0, view_of, &v), 1);
+	assert_int_equal(v.debt_ns, 30 * SEC);
+	assert_int_equal(take_n(t, f, "k", 1, T0 + 30 * SEC - 1), 0);
+	assert_int_equal(take_n(t, f, "k", 3, T0 + 30 * SEC), 2);
+	/* Sliding: the window that held 2 ends at T0 + 30 s and weighs half
+	 * as much 30 s later. */
+	assert_int_equal(take_n(t, w, "k", 2, T0), 2);
+	assert_int_equal(take_n(t, w, "k", 1, T0 + 30 * SEC), 0);
+	assert_int_equal(take_n(t, w, "k", 2, T0 + 60 * SEC), 1);
+	rl_table_close(t);
+}
+
 /* The shim's way: an allowance is counted once the whole request is
  * allowed, a give-back touches no counter, so `allowed` never goes back
  * (a Prometheus counter must not). A denial is counted at once. */
@@ -1156,6 +1213,7 @@ int main(void)
 		cmocka_unit_test(test_rule_claim_use),
 		cmocka_unit_test(test_uncounted),
 		cmocka_unit_test(test_fail_count),
+		cmocka_unit_test(test_window_unix_aligned),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
