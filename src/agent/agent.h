@@ -14,7 +14,8 @@
 #include "table.h"
 
 /* Script ids in the store. */
-enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2 };
+enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
+       RL_SCRIPT_WINDOW = 3 };
 
 /* One key to sync this round (text as the store names it). */
 struct rl_agent_item {
@@ -28,6 +29,7 @@ struct rl_agent_item {
 	char key[112];   /* key text: address, header value, or "*" */
 	char count[12];  /* admitted, as text */
 	char ei[32];     /* emission interval in microseconds, as text */
+	char win[24];    /* a window's: its index on Unix time, as text */
 };
 
 struct rl_agent {

@@ -22,6 +22,16 @@
  *     debt is repaid by waiting. Over a run the total is rate x time + burst,
  *     off by what hosts admit in the last round only.
  *
+ * Fixed and sliding windows the same way, with counts for a state: windows
+ * are on Unix time (window.c), so every host names a window by the same
+ * index, which the agent sends with each key; a second script keeps each
+ * key's count in its window and in the one before, and answers with them
+ * (rl_table_sync_window). A key new to a host, or unused there in the
+ * current window, starts from its share of what the window has left, and
+ * after each round a host takes its share of what the store says is left:
+ * N hosts admit at most count + N - 1 of a window (sliding: an estimate
+ * over the global counts within limit + N - 1).
+ *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
  * one cluster slot), one for the hosts alive, one for the epoch, one per
@@ -74,6 +84,46 @@ static const char sync_lua[] =
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"return out\n";
+
+/* KEYS[1]: the rule's hash of window counts, each key's "idx:cur:prev"
+ * (its window's index on Unix time, the count in it and in the one
+ * before). ARGV[1]: TTL (ms). Then triples: key, admitted, the window the
+ * agent is in. A stored window one before the agent's becomes the previous
+ * one; a later one (a host whose clock is ahead) is counted in as current.
+ * Returns idx, cur, prev for each key, in order. */
+static const char window_lua[] =
+	"local n = (#ARGV - 1) / 3\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
+	"local got = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local sets, out = {}, {}\n"
+	"for i = 1, n do\n"
+	"  local w = tonumber(ARGV[3 * i + 1])\n"
+	"  local idx, cur, prev = w, 0, 0\n"
+	"  local si, sc, sp\n"
+	"  if got[i] then\n"
+	"    si, sc, sp = string.match(got[i], '^(%d+):(%d+):(%d+)$')\n"
+	"  end\n"
+	"  if si then\n"
+	"    si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
+	"    if si >= w then idx, cur, prev = si, sc, sp\n"
+	"    elseif si == w - 1 then prev = sc end\n"
+	"  end\n"
+	"  local a = tonumber(ARGV[3 * i])\n"
+	"  if a > 0 then\n"
+	"    cur = cur + a\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f', idx, cur, prev)\n"
+	"  end\n"
+	"  out[#out + 1] = string.format('%.0f', idx)\n"
+	"  out[#out + 1] = string.format('%.0f', cur)\n"
+	"  out[#out + 1] = string.format('%.0f', prev)\n"
+	"end\n"
+	"if #sets > 0 then\n"
+	"  redis.call('HSET', KEYS[1], unpack(sets))\n"
+	"  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"end\n"
 	"return out\n";
 
 /* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
@@ -133,6 +183,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_SYNC, sync_lua);
 	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
+	rl_store_script(a->store, RL_SCRIPT_WINDOW, window_lua);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -193,7 +244,8 @@ size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 /* ---- one round -------------------------------------------------------------------- */
 
 /* What each queued reply is for. */
-enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN };
+enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
+	   JOB_WINDOW };
 
 struct reply_plan {
 	enum job job;
@@ -238,6 +290,7 @@ static int collect(const struct rl_sync_item *it, void *arg)
 					     sizeof(x->key));
 	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
+	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);
 	return 0;
 }
 
@@ -297,6 +350,77 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 1, c, argv, lens))
 		return -1;
 	return plan_add(r, JOB_SYNC, ci, first, n);
+}
+
+/* The store key of rule `ci`'s window counts: a sibling of its hash of
+ * states, under the same hash tag. */
+static size_t rule_window_key(const struct rl_agent *a, unsigned ci, char *out,
+			      size_t len)
+{
+	return (size_t)snprintf(out, len, "%s{%s}:win", a->cfg->redis_prefix,
+				a->cfg->rules[ci].name);
+}
+
+/* Queue the window script for items [first, first + n) of rule `ci`. */
+static int queue_window(struct round *r, unsigned ci, uint32_t first,
+			uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + 3 * BATCH];
+	size_t lens[2 + 3 * BATCH];
+	char hkey[160], ttl[32];
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	uint64_t period = rule->rate.period_ns;
+	int c = 0;
+
+	for (unsigned p = 0; p < rule->nplans; p++)
+		if (rule->plans[p].rate.period_ns > period)
+			period = rule->plans[p].rate.period_ns;
+	/* a window's counts matter for two windows (sliding: the previous
+	 * one weighs in the current), and a round */
+	snprintf(ttl, sizeof(ttl), "%llu",
+		 (unsigned long long)((2 * period + a->interval_ns) /
+				      RL_NS_PER_MS + 1000));
+	lens[c] = rule_window_key(a, ci, hkey, sizeof(hkey));
+	argv[c++] = hkey;
+	argv[c] = ttl;
+	lens[c++] = strlen(ttl);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		argv[c] = x->key;
+		lens[c++] = x->klen;
+		argv[c] = x->count;
+		lens[c++] = strlen(x->count);
+		argv[c] = x->win;
+		lens[c++] = strlen(x->win);
+	}
+	if (rl_store_queue_script(a->store, RL_SCRIPT_WINDOW, 1, c, argv, lens))
+		return -1;
+	return plan_add(r, JOB_WINDOW, ci, first, n);
+}
+
+/* The window script's answer for items [first, first + n): idx, cur, prev
+ * for each, applied to the key's state. */
+static int on_window(struct rl_agent *a, const struct reply_plan *p,
+		     const redisReply *rep)
+{
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * (size_t)p->n)
+		return -1;
+	for (uint32_t k = 0; k < p->n; k++) {
+		struct rl_agent_item *x = &a->items[p->first + k];
+		uint64_t v[3];
+
+		for (unsigned j = 0; j < 3; j++) {
+			const redisReply *e = rep->element[3 * k + j];
+
+			v[j] = e->type == REDIS_REPLY_STRING
+				       ? strtoull(e->str, NULL, 10) : 0;
+		}
+		rl_table_sync_window(a->table, x->index, x->tag, v[0], v[1],
+				     v[2], rl_time_now_ns());
+	}
+	return 0;
 }
 
 /* Queue an HMGET of the plans of items [first, first + n) of rule `ci`. */
@@ -417,6 +541,10 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		}
 		break;
 	}
+	case JOB_WINDOW:
+		if (on_window(a, p, rep))
+			r->failed = 1;
+		break;
 	case JOB_CLEAN:
 		if (rep->type == REDIS_REPLY_STRING)
 			a->clean_cursor[p->rule] = strtoull(rep->str, NULL, 10);
@@ -512,7 +640,10 @@ static void queue_keys(struct round *r)
 		for (uint32_t b = i; b < end; b += BATCH) {
 			uint32_t n = end - b < BATCH ? end - b : BATCH;
 
-			queue_sync(r, ci, b, n);
+			if (a->cfg->rules[ci].algorithm == RL_ALGO_GCRA)
+				queue_sync(r, ci, b, n);
+			else
+				queue_window(r, ci, b, n);
 			if (a->cfg->rules[ci].nplans)
 				queue_plans(r, ci, b, n);
 		}

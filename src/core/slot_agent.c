@@ -7,16 +7,34 @@
  */
 #include "slot.h"
 
-/* A key this host holds in debt: other hosts may be using it too, so the
- * store's view must reach it each round even while it is quiet here. */
+/* A key this host holds in debt (a window: with a count in the current
+ * window): other hosts may be using it too, so the store's view must reach
+ * it each round even while it is quiet here. */
 static int owes(struct rl_table *t, const struct rl_slot *s, uint64_t key,
 		uint64_t now_ns)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, tag_rule(key));
 	uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
+	const struct rl_algo *a;
+	uint64_t cur, prev;
 
-	return rc && slot_algo(rc, s)->kind == RL_ALGO_GCRA && !is_marker(st) &&
-	       st > now_ns;
+	if (!rc || is_marker(st))
+		return 0;
+	a = slot_algo(rc, s);
+	if (a->kind == RL_ALGO_GCRA)
+		return st > now_ns;
+	rl_window_load(a, st, now_ns, &cur, &prev);
+	return cur != 0;
+}
+
+/* The window a window's key is counted in now (0 for a bucket). */
+static uint64_t window_of(struct rl_table *t, const struct rl_slot *s,
+			  uint64_t key, uint64_t now_ns)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, tag_rule(key));
+	const struct rl_algo *a = rc ? slot_algo(rc, s) : NULL;
+
+	return a && a->kind != RL_ALGO_GCRA ? rl_window_index(a, now_ns) : 0;
 }
 
 int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
@@ -48,6 +66,7 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 		it.tag = key;
 		it.rule = tag_rule(key);
 		it.plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
+		it.window = window_of(t, s, key, now_ns);
 		r = fn(&it, arg);
 		if (r)
 			return r;
@@ -114,7 +133,7 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 		return err;
 	a = slot_algo(rc, s);
 	if (a->kind != RL_ALGO_GCRA)
-		return 0; /* windows are enforced per host */
+		return 0; /* windows: rl_table_sync_window */
 	/* Admitted here since the collect: not in the store's figure yet. */
 	want = now_ns + debt_ns +
 	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
@@ -136,6 +155,81 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 				      hold && atomic_load_explicit(
 						      &s->state,
 						      memory_order_relaxed) == want,
+				      memory_order_relaxed);
+	return err;
+}
+
+/* A window's counts from the store, as a state (window_next). */
+struct window_set {
+	const struct rl_algo *a;
+	uint64_t want;       /* the state */
+	uint64_t idx, cur, prev;
+	int replace;         /* provisional: the store's, lower or not */
+	uint64_t now_ns;
+};
+
+/* The store's counts; unless they replace a share, each only ever raises
+ * the count the state has in the same window. */
+static int window_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct window_set *w = arg;
+	uint64_t cur, prev;
+
+	*new = w->want;
+	if (w->replace ||
+	    rl_window_load(w->a, old, w->now_ns, &cur, &prev) != w->idx)
+		return old != *new;
+	if (cur < w->cur)
+		cur = w->cur;
+	if (prev < w->prev)
+		prev = w->prev;
+	*new = rl_window_pack(w->a, w->idx, cur, prev);
+	return old != *new;
+}
+
+int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
+			 uint64_t idx, uint64_t cur, uint64_t prev,
+			 uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	struct window_set w = { .now_ns = now_ns };
+	uint64_t here, left, hold;
+	int err = agent_slot(t, index, tag, &s, &rc);
+
+	if (err)
+		return err;
+	w.a = slot_algo(rc, s);
+	if (w.a->kind == RL_ALGO_GCRA)
+		return 0;
+	here = rl_window_index(w.a, now_ns);
+	if (idx + 1 == here) {
+		/* The store counted the window that has just ended. */
+		prev = cur;
+		cur = 0;
+		idx = here;
+	} else if (idx != here && idx != here + 1) {
+		return 0; /* another host's clock is far off: nothing to go by */
+	}
+	/* Admitted here since the collect: not in the store's count yet. */
+	cur += atomic_load_explicit(&s->sync_admitted, memory_order_relaxed) &
+	       ~RL_SYNC_DENIED;
+	/* Of the R requests left in the window, the other hosts may spend
+	 * theirs before they see this one's: with N hosts alive this host
+	 * takes ceil(R / N) until the next round (as held() for a bucket). */
+	left = rl_window_left(w.a, cur, prev, now_ns);
+	hold = left - host_share(t, left);
+	w.idx = idx;
+	w.cur = cur + hold;
+	w.prev = prev;
+	w.want = rl_window_pack(w.a, idx, w.cur, prev);
+	w.replace = atomic_load_explicit(&s->provisional, memory_order_relaxed);
+	err = slot_cas(s, tag, window_next, &w);
+	if (!err)
+		atomic_store_explicit(&s->provisional,
+				      hold && atomic_load_explicit(
+						      &s->state,
+						      memory_order_relaxed) == w.want,
 				      memory_order_relaxed);
 	return err;
 }

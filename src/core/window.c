@@ -250,3 +250,51 @@ void rl_window_sliding_refund(uint64_t *state, const struct rl_rate *rate,
 	w.cur = w.cur > cost ? w.cur - cost : 0;
 	*state = sw_pack(&w);
 }
+
+/* ---- windows across hosts (decide.c, slot_agent.c) ------------------------------ */
+
+uint64_t rl_window_load(const struct rl_algo *a, uint64_t state,
+			uint64_t now_ns, uint64_t *cur, uint64_t *prev)
+{
+	uint64_t now = now_ns + a->unix_off_ns, idx;
+	struct sw w;
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW) {
+		*cur = fx_load(state, now / a->rate.period_ns, &idx);
+		*prev = 0;
+		return idx;
+	}
+	sw_load(state, &a->rate, now, &w);
+	*cur = w.cur;
+	*prev = w.prev;
+	return w.idx;
+}
+
+uint64_t rl_window_pack(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			uint64_t prev)
+{
+	struct sw w = { .idx = idx };
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW)
+		return ((idx & FX_IDX_MASK) << 32) | clamp32(cur);
+	/* Counts from many hosts may pass what one could admit: at the
+	 * maximum the estimate is over any limit all the same. */
+	w.cur = cur < SW_CNT_MASK ? cur : SW_CNT_MASK;
+	w.prev = prev < SW_CNT_MASK ? prev : SW_CNT_MASK;
+	return sw_pack(&w);
+}
+
+uint64_t rl_window_left(const struct rl_algo *a, uint64_t cur, uint64_t prev,
+			uint64_t now_ns)
+{
+	uint64_t now = now_ns + a->unix_off_ns, period = a->rate.period_ns;
+	struct sw w;
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW)
+		return cur < a->rate.count ? a->rate.count - cur : 0;
+	w.idx = now / period;
+	w.elapsed = now - w.idx * period;
+	w.cur = cur;
+	w.prev = prev;
+	return sw_remaining(&w, a->rate.count, period);
+}

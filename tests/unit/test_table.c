@@ -798,7 +798,7 @@ static int view_of(const struct rl_slot_view *v, void *arg)
 /* Windows start at multiples of the period on Unix time, not on the
  * monotonic clock (whose zero differs between hosts): a per-minute window
  * resets at :00, and what a client is told (Retry-After, RateLimit-Reset),
- * and what rlshimctl shows agree. T0 is a
+ * what rlshimctl shows and the store's window index all agree. T0 is a
  * multiple of a minute on the monotonic clock, 30 s past one on Unix time. */
 static void test_window_unix_aligned(void **state)
 {
@@ -808,6 +808,7 @@ static void test_window_unix_aligned(void **state)
 					{ 60 * SEC, 2, 2 }, 0, NULL };
 	struct rl_table *t = open_unix(UNIX_MIN_MS + 30000);
 	struct rl_slot_view v;
+	struct rl_sync_item it;
 	struct rl_result r;
 	unsigned f, w;
 
@@ -828,7 +829,138 @@ static void test_window_unix_aligned(void **state)
 	assert_int_equal(take_n(t, w, "k", 2, T0), 2);
 	assert_int_equal(take_n(t, w, "k", 1, T0 + 30 * SEC), 0);
 	assert_int_equal(take_n(t, w, "k", 2, T0 + 60 * SEC), 1);
+	/* The agent names the window by its Unix index. */
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, f, "j", 1, T0 + 31 * SEC), 1);
+	assert_int_equal(rl_table_sync_collect(t, T0 + 31 * SEC, slot_of, &it), 1);
+	assert_int_equal(it.window, UNIX_MIN_MS / 60000 + 1);
 	rl_table_close(t);
+}
+
+/* A window's key new to a host, with an agent syncing N hosts: the host
+ * starts from its share of the window, ceil(count / N), until the store's
+ * counts arrive; then it takes its share of what the store says is left,
+ * and a client refused from a share is told to come back in a round.
+ * Fixed and sliding alike, outside the previous window's weight. */
+static void test_window_share(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < 2; kind++) {
+		const struct rl_rule_def def = {
+			"r", kind ? RL_ALGO_SLIDING_WINDOW : RL_ALGO_FIXED_WINDOW,
+			{ 60 * SEC, 10, 10 }, 0, NULL };
+
+		for (unsigned hosts = 1; hosts <= 4; hosts++) {
+			struct rl_table *t = open_unix(UNIX_MIN_MS);
+			uint64_t idx = UNIX_MIN_MS / 60000;
+			int share = (10 + (int)hosts - 1) / (int)hosts, left;
+			struct rl_sync_item it;
+			struct rl_result r;
+			unsigned id;
+
+			assert_int_equal(rl_table_rule(t, &def, &id), 0);
+			rl_table_agent_set_hosts(t, hosts);
+			rl_table_agent_set_interval(t, 50);
+			rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+			assert_int_equal(take_n(t, id, "k", 12, T0), share);
+			rl_table_take(t, id, "k", 1, 1, T0, &r);
+			if (hosts > 1)
+				assert_true(r.retry_after_ns <= 50 * MS);
+			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			assert_int_equal((int)it.admitted, share);
+			assert_int_equal(it.window, idx);
+			/* The store: the other hosts used 2 more than this one. */
+			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+							      idx, share + 2, 0,
+							      T0), 0);
+			left = share + 2 < 10 ? 10 - share - 2 : 0;
+			assert_int_equal(take_n(t, id, "k", 12, T0),
+					 (left + (int)hosts - 1) / (int)hosts);
+			rl_table_take(t, id, "k", 1, 1, T0, &r);
+			assert_false(r.allowed);
+			if (hosts > 1 && left > 1)
+				assert_true(r.retry_after_ns <= 50 * MS);
+			/* The store: the window used up, all hosts together. */
+			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+							      idx, 10, 0, T0), 0);
+			assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+			rl_table_close(t);
+			rl_table_unlink(seg);
+		}
+	}
+	/* No agent syncing: the whole window, whatever the hosts. */
+	{
+		const struct rl_rule_def def = { "r", RL_ALGO_FIXED_WINDOW,
+						 { 60 * SEC, 10, 10 }, 0, NULL };
+		struct rl_table *t = open_unix(UNIX_MIN_MS);
+		unsigned id;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 4);
+		assert_int_equal(take_n(t, id, "k", 12, T0), 10);
+		rl_table_close(t);
+	}
+}
+
+/* The store's counts on a key this host uses alone (one host alive): what
+ * was admitted here since the collect comes on top; a lower count than the
+ * state's never lowers it; counts for the window just over are the
+ * previous window's (sliding), nothing for a fixed one; a key with a count
+ * in the current window is collected every round, quiet or not, and no
+ * longer once its window is over. */
+static void test_window_apply(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < 2; kind++) {
+		const struct rl_rule_def def = {
+			"r", kind ? RL_ALGO_SLIDING_WINDOW : RL_ALGO_FIXED_WINDOW,
+			{ 60 * SEC, 10, 10 }, 0, NULL };
+		struct rl_table *t = open_unix(UNIX_MIN_MS);
+		uint64_t idx = UNIX_MIN_MS / 60000;
+		struct rl_sync_item it;
+		unsigned id;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 1);
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		assert_int_equal(take_n(t, id, "k", 3, T0), 3);
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		/* one more admitted before the store answers */
+		assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+		/* the store has 3 of this host's and 3 of another's */
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      6, 0, T0), 0);
+		assert_int_equal(take_n(t, id, "k", 12, T0), 3);
+		/* a lower count is old news */
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      2, 0, T0), 0);
+		assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+		rl_table_close(t);
+		rl_table_unlink(seg);
+
+		/* Quiet here, still collected while its window lasts. */
+		t = open_unix(UNIX_MIN_MS);
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 1);
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_collect(t, T0 + SEC, slot_of, &it), 1);
+		assert_int_equal(it.admitted, 0);
+		assert_int_equal(rl_table_sync_collect(t, T0 + 60 * SEC, slot_of,
+						       &it), 0);
+		/* The store answers for the window that has just ended: 8 in
+		 * it. Sliding, 30 s on they weigh 4 and 6 are left; fixed,
+		 * the new window is whole. */
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      8, 0, T0 + 60 * SEC), 0);
+		assert_int_equal(take_n(t, id, "k", 12, T0 + 90 * SEC),
+				 kind ? 6 : 10);
+		rl_table_close(t);
+		rl_table_unlink(seg);
+	}
 }
 
 /* The shim's way: an allowance is counted once the whole request is
@@ -1214,6 +1346,8 @@ int main(void)
 		cmocka_unit_test(test_uncounted),
 		cmocka_unit_test(test_fail_count),
 		cmocka_unit_test(test_window_unix_aligned),
+		cmocka_unit_test(test_window_share),
+		cmocka_unit_test(test_window_apply),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
