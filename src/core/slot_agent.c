@@ -248,17 +248,41 @@ static int charge_next(uint64_t old, uint64_t *new, const void *arg)
 	return 1;
 }
 
+/* A window's share of an outage: `n` more requests in the current one. */
+struct window_charge {
+	const struct rl_algo *a;
+	uint64_t n;
+	uint64_t now_ns;
+};
+
+static int window_charge_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct window_charge *c = arg;
+	uint64_t cur, prev, idx = rl_window_load(c->a, old, c->now_ns, &cur, &prev);
+
+	*new = rl_window_pack(c->a, idx, cur + c->n, prev);
+	return *new != old;
+}
+
 int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 			 uint64_t extra_ns, uint64_t now_ns)
 {
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
+	const struct rl_algo *a;
 	int err = agent_slot(t, index, tag, &s, &rc);
 
 	if (err)
 		return err;
-	if (slot_algo(rc, s)->kind != RL_ALGO_GCRA)
-		return 0;
+	a = slot_algo(rc, s);
+	if (a->kind != RL_ALGO_GCRA) {
+		/* The same in requests, counted in the current window. */
+		atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);
+		return slot_cas(s, tag, window_charge_next,
+				&(struct window_charge){
+					.a = a, .n = extra_ns / a->interval_ns,
+					.now_ns = now_ns });
+	}
 	/* Charged for the other hosts, a share is a state of its own now:
 	 * the store's figure, when it is back, may only raise it. */
 	atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);

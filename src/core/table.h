@@ -230,7 +230,9 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 /*
  * The store is down: charge the key in slot `index` `extra_ns` more (what
  * the other hosts are assumed to admit alongside), so that each host keeps
- * to its share of the rate. Returns 0 or -ESTALE.
+ * to its share of the rate; a window is charged the same in requests
+ * (extra_ns / the emission interval) in its current window. Returns 0 or
+ * -ESTALE.
  */
 int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 			 uint64_t extra_ns, uint64_t now_ns);

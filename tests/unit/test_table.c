@@ -963,6 +963,33 @@ static void test_window_apply(void **state)
 	}
 }
 
+/* The store down: a window is charged for the other hosts alive as if
+ * each admitted what this one did, in its current window, and the store's
+ * counts afterwards only raise that. 10/m on 2 hosts: 2 admitted here,
+ * charged 2 for the other, the store knowing only this host's 2: 1 left
+ * (the share alone would leave 4). */
+static void test_window_store_down(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_FIXED_WINDOW,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS);
+	struct rl_sync_item it;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 2, T0), 2);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(rl_table_sync_charge(t, it.index, it.tag, 2 * 6 * SEC,
+					      T0), 0);
+	assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+					      UNIX_MIN_MS / 60000, 2, 0, T0), 0);
+	assert_int_equal(take_n(t, id, "k", 12, T0), 1);
+	rl_table_close(t);
+}
+
 /* The shim's way: an allowance is counted once the whole request is
  * allowed, a give-back touches no counter, so `allowed` never goes back
  * (a Prometheus counter must not). A denial is counted at once. */
@@ -1348,6 +1375,7 @@ int main(void)
 		cmocka_unit_test(test_window_unix_aligned),
 		cmocka_unit_test(test_window_share),
 		cmocka_unit_test(test_window_apply),
+		cmocka_unit_test(test_window_store_down),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
