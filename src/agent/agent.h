@@ -15,7 +15,7 @@
 
 /* Script ids in the store. */
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
-       RL_SCRIPT_WINDOW = 3 };
+       RL_SCRIPT_WINDOW = 3, RL_SCRIPT_WINDOW_CLEAN = 4 };
 
 /* One key to sync this round (text as the store names it). */
 struct rl_agent_item {
@@ -30,6 +30,7 @@ struct rl_agent_item {
 	char count[12];  /* admitted, as text */
 	char ei[32];     /* emission interval in microseconds, as text */
 	char win[24];    /* a window's: its index on Unix time, as text */
+	char until[24];  /* and when its counts stop mattering (Unix ms) */
 };
 
 struct rl_agent {

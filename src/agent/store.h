@@ -18,7 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
-#define RL_STORE_SCRIPTS 4
+#define RL_STORE_SCRIPTS 5
 
 struct rl_store;
 

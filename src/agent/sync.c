@@ -66,15 +66,15 @@
 static const char sync_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local n = (#ARGV - 1) / 3\n"
+	"local n = (#ARGV - 1) / 4\n"
 	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
+	"for i = 1, n do fields[i] = ARGV[4 * i - 2] end\n"
 	"local tats = redis.call('HMGET', KEYS[1], unpack(fields))\n"
 	"local sets, out = {}, {}\n"
 	"for i = 1, n do\n"
 	"  local tat = tonumber(tats[i]) or 0\n"
 	"  if tat < now then tat = now end\n"
-	"  local a = tonumber(ARGV[3 * i])\n"
+	"  local a = tonumber(ARGV[4 * i - 1])\n"
 	"  if a > 0 then\n"
 	"    tat = tat + a * tonumber(ARGV[3 * i + 1])\n"
 	"    sets[#sets + 1] = fields[i]\n"
@@ -86,12 +86,14 @@ static const char sync_lua[] =
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"return out\n";
 
-/* KEYS[1]: the rule's hash of window counts, each key's "idx:cur:prev"
- * (its window's index on Unix time, the count in it and in the one
- * before). ARGV[1]: TTL (ms). Then triples: key, admitted, the window the
- * agent is in. A stored window one before the agent's becomes the previous
- * one; a later one (a host whose clock is ahead) is counted in as current.
- * Returns idx, cur, prev for each key, in order. */
+/* KEYS[1]: the rule's hash of window counts, each key's
+ * "idx:cur:prev:until" (its window's index on Unix time, the count in it
+ * and in the one before, and the Unix ms when they stop mattering: the end
+ * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted,
+ * the window the agent is in, its until. A stored window one before the
+ * agent's becomes the previous one; a later one (a host whose clock is
+ * ahead) is counted in as current. Returns idx, cur, prev for each key, in
+ * order. */
 static const char window_lua[] =
 	"local n = (#ARGV - 1) / 3\n"
 	"local fields = {}\n"
@@ -99,11 +101,11 @@ static const char window_lua[] =
 	"local got = redis.call('HMGET', KEYS[1], unpack(fields))\n"
 	"local sets, out = {}, {}\n"
 	"for i = 1, n do\n"
-	"  local w = tonumber(ARGV[3 * i + 1])\n"
+	"  local w = tonumber(ARGV[4 * i])\n"
 	"  local idx, cur, prev = w, 0, 0\n"
 	"  local si, sc, sp\n"
 	"  if got[i] then\n"
-	"    si, sc, sp = string.match(got[i], '^(%d+):(%d+):(%d+)$')\n"
+	"    si, sc, sp = string.match(got[i], '^(%d+):(%d+):(%d+):')\n"
 	"  end\n"
 	"  if si then\n"
 	"    si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
@@ -114,7 +116,8 @@ static const char window_lua[] =
 	"  if a > 0 then\n"
 	"    cur = cur + a\n"
 	"    sets[#sets + 1] = fields[i]\n"
-	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f', idx, cur, prev)\n"
+	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f:%s', idx, cur, prev,\n"
+	"                                    ARGV[4 * i + 1])\n"
 	"  end\n"
 	"  out[#out + 1] = string.format('%.0f', idx)\n"
 	"  out[#out + 1] = string.format('%.0f', cur)\n"
@@ -125,6 +128,19 @@ static const char window_lua[] =
 	"  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"end\n"
 	"return out\n";
+
+/* KEYS[1]: a rule's hash of window counts; ARGV[1]: an HSCAN cursor.
+ * Drops the keys whose counts no longer matter; returns the next cursor. */
+static const char window_clean_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
+	"local kv = r[2]\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local u = tonumber(string.match(kv[i + 1], ':(%d+)$'))\n"
+	"  if not u or u < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
+	"end\n"
+	"return r[1]\n";
 
 /* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
  * counts as alive. Returns how many are. */
@@ -184,6 +200,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
 	rl_store_script(a->store, RL_SCRIPT_WINDOW, window_lua);
+	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, window_clean_lua);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -291,6 +308,9 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
 	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);
+	snprintf(x->until, sizeof(x->until), "%llu",
+		 (unsigned long long)((it->window + 2) *
+				      (alg->rate.period_ns / RL_NS_PER_MS)));
 	return 0;
 }
 
@@ -366,8 +386,8 @@ static int queue_window(struct round *r, unsigned ci, uint32_t first,
 			uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[2 + 3 * BATCH];
-	size_t lens[2 + 3 * BATCH];
+	const char *argv[2 + 4 * BATCH];
+	size_t lens[2 + 4 * BATCH];
 	char hkey[160], ttl[32];
 	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
 	uint64_t period = rule->rate.period_ns;
@@ -394,6 +414,8 @@ static int queue_window(struct round *r, unsigned ci, uint32_t first,
 		lens[c++] = strlen(x->count);
 		argv[c] = x->win;
 		lens[c++] = strlen(x->win);
+		argv[c] = x->until;
+		lens[c++] = strlen(x->until);
 	}
 	if (rl_store_queue_script(a->store, RL_SCRIPT_WINDOW, 1, c, argv, lens))
 		return -1;
@@ -651,7 +673,8 @@ static void queue_keys(struct round *r)
 	}
 }
 
-/* Queue the drop of the store's repaid keys, a chunk per rule. */
+/* Queue the drop of the store's repaid keys (windows: those whose counts
+ * no longer matter), a chunk per rule. */
 static void queue_clean(struct round *r)
 {
 	struct rl_agent *a = r->a;
@@ -661,12 +684,17 @@ static void queue_clean(struct round *r)
 		const char *cv[2];
 		size_t cl[2];
 
-		cl[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+		int window = a->cfg->rules[ci].algorithm != RL_ALGO_GCRA;
+
+		cl[0] = window ? rule_window_key(a, ci, hkey, sizeof(hkey))
+			       : rule_hash_key(a, ci, hkey, sizeof(hkey));
 		cv[0] = hkey;
 		cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
 					 (unsigned long long)a->clean_cursor[ci]);
 		cv[1] = cur;
-		rl_store_queue_script(a->store, RL_SCRIPT_CLEAN, 1, 2, cv, cl);
+		rl_store_queue_script(a->store, window ? RL_SCRIPT_WINDOW_CLEAN
+						       : RL_SCRIPT_CLEAN,
+				      1, 2, cv, cl);
 		plan_add(r, JOB_CLEAN, ci, 0, 0);
 	}
 }

@@ -602,6 +602,26 @@ def window_sequential(algorithm):
         assert admitted(hosts[0], 1) == 0
 
 
+def window_store_keys():
+    """A window's counts in Redis: the hash rlshim:{<rule>}:win, key ->
+    index:count:previous:until (Unix index of the window, Unix ms when the
+    counts stop mattering), expiring two periods after its last write; the
+    agent's sweeps drop the keys whose counts no longer matter."""
+    with fleet(window_rules('fixed-window'), 1, 'wk', interval='10ms') as (r, hosts):
+        inside_window()
+        assert admitted(hosts[0], 2) == 2
+        assert wait_for(lambda: r.cli('HGET', 'rlshim:{sms}:win', '127.0.0.1'), 3)
+        idx, cur, prev, until = map(int, r.cli('HGET', 'rlshim:{sms}:win',
+                                               '127.0.0.1').split(':'))
+        assert (idx, cur, prev) == (int(time.time()) // 60, 2, 0), (idx, cur, prev)
+        assert until == (idx + 2) * 60000, until
+        assert 0 < int(r.cli('PTTL', 'rlshim:{sms}:win')) <= 122000
+        r.cli('HSET', 'rlshim:{sms}:win', '192.0.2.1', f'{idx - 5}:3:0:{(idx - 3) * 60000}')
+        # a sweep each 200 rounds (2 s here)
+        assert wait_for(lambda: r.cli('HEXISTS', 'rlshim:{sms}:win', '192.0.2.1') == '0', 10)
+        assert r.cli('HEXISTS', 'rlshim:{sms}:win', '127.0.0.1') == '1'
+
+
 def fixed_window_two_hosts():
     """fixed-window 10/m on 2 hosts, 7 on host 1, then 7 on host 2, then 3
     on each, each phase before any agent hears of it: one window across
@@ -637,7 +657,8 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
          plans, urls]
 WINDOW_TESTS = [fixed_window_two_hosts, sliding_window_two_hosts, fixed_window_round_robin,
-                sliding_window_round_robin, fixed_window_sequential, sliding_window_sequential]
+                sliding_window_round_robin, fixed_window_sequential, sliding_window_sequential,
+                window_store_keys]
 TESTS += WINDOW_TESTS
 
 
