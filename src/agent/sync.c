@@ -91,9 +91,10 @@ static const char sync_lua[] =
  * and in the one before, and the Unix ms when they stop mattering: the end
  * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted,
  * the window the agent is in, its until. A stored window one before the
- * agent's becomes the previous one; a later one (a host whose clock is
- * ahead) is counted in as current. Returns idx, cur, prev for each key, in
- * order. */
+ * agent's becomes the previous one; the one after (a host whose clock is
+ * ahead) is counted in as current; any other (older, or counted under
+ * another period before a reload) is over. Returns idx, cur, prev for each
+ * key, in order. */
 static const char window_lua[] =
 	"local n = (#ARGV - 1) / 3\n"
 	"local fields = {}\n"
@@ -109,7 +110,7 @@ static const char window_lua[] =
 	"  end\n"
 	"  if si then\n"
 	"    si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
-	"    if si >= w then idx, cur, prev = si, sc, sp\n"
+	"    if si == w or si == w + 1 then idx, cur, prev = si, sc, sp\n"
 	"    elseif si == w - 1 then prev = sc end\n"
 	"  end\n"
 	"  local a = tonumber(ARGV[3 * i])\n"

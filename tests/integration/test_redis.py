@@ -606,9 +606,13 @@ def window_store_keys():
     """A window's counts in Redis: the hash rlshim:{<rule>}:win, key ->
     index:count:previous:until (Unix index of the window, Unix ms when the
     counts stop mattering), expiring two periods after its last write; the
-    agent's sweeps drop the keys whose counts no longer matter."""
+    agent's sweeps drop the keys whose counts no longer matter. Counts
+    under an index that is neither the agent's window nor the one just
+    before or after (another period's, before a reload) are over."""
     with fleet(window_rules('fixed-window'), 1, 'wk', interval='10ms') as (r, hosts):
         inside_window()
+        now = int(time.time()) // 60
+        r.cli('HSET', 'rlshim:{sms}:win', '127.0.0.1', f'{now + 100}:7:0:{(now + 102) * 60000}')
         assert admitted(hosts[0], 2) == 2
         assert wait_for(lambda: r.cli('HGET', 'rlshim:{sms}:win', '127.0.0.1'), 3)
         idx, cur, prev, until = map(int, r.cli('HGET', 'rlshim:{sms}:win',
