@@ -251,7 +251,7 @@ void rl_window_sliding_refund(uint64_t *state, const struct rl_rate *rate,
 	*state = sw_pack(&w);
 }
 
-/* ---- windows across hosts (decide.c, slot_agent.c) ------------------------------ */
+/* ---- windows across hosts (decide.c, slot_agent.c) ----------------------- */
 
 uint64_t rl_window_load(const struct rl_algo *a, uint64_t state,
 			uint64_t now_ns, uint64_t *cur, uint64_t *prev)
