@@ -88,6 +88,17 @@ uint64_t rl_window_load(const struct rl_algo *a, uint64_t state,
  * (counts past what the state holds are held at its maximum). */
 uint64_t rl_window_pack(const struct rl_algo *a, uint64_t idx, uint64_t cur,
 			uint64_t prev);
+/*
+ * A state of window `idx` that leaves `give` requests at `now_ns` of what
+ * counts `cur` and `prev` leave, for a host that shares the window with
+ * `hosts` - 1 others. Sliding, the previous window's weight, which falls
+ * as the window goes on and so frees requests, frees only 1/hosts of them
+ * here: as `give` is a share of what is left, so is what comes free (else
+ * every host took all of it within a round).
+ */
+uint64_t rl_window_share(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			 uint64_t prev, uint64_t give, uint32_t hosts,
+			 uint64_t now_ns);
 /* The requests of cost 1 that counts `cur` and `prev` leave at `now_ns`. */
 uint64_t rl_window_left(const struct rl_algo *a, uint64_t cur, uint64_t prev,
 			uint64_t now_ns);

@@ -60,7 +60,7 @@ static uint64_t window_start(struct rl_table *t, const struct rl_algo *a,
 	 * the share alone. */
 	if (share < cost)
 		share = cost < left ? cost : left;
-	return rl_window_pack(a, idx, left - share, prev);
+	return rl_window_share(a, idx, 0, prev, share, hosts_alive(t), now_ns);
 }
 
 /*

@@ -53,6 +53,8 @@
 
 /* slot.sync_admitted: the count, and this bit for "refused since" */
 #define RL_SYNC_DENIED 0x80000000u
+/* slot.provisional of a window key after a sync (1 is decide.c's share) */
+#define RL_PROVISIONAL_HELD 2u
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
@@ -175,7 +177,9 @@ struct rl_slot {
 					 (set by the agent from the store) */
 	_Atomic uint8_t provisional;  /* 1: the state is this host's share of
 					 a key new to it, until the agent
-					 brings the store's (decide.c) */
+					 brings the store's (decide.c);
+					 RL_PROVISIONAL_HELD: a window's,
+					 part of it held back by a sync */
 	uint8_t reserved[2];
 	_Atomic uint64_t fails;       /* the key's denials, for maxretry */
 };

@@ -163,7 +163,6 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 struct window_set {
 	const struct rl_algo *a;
 	uint64_t want;       /* the state */
-	uint64_t idx, cur, prev;
 	int replace;         /* provisional: the store's, lower or not */
 	uint64_t now_ns;
 };
@@ -173,18 +172,78 @@ struct window_set {
 static int window_next(uint64_t old, uint64_t *new, const void *arg)
 {
 	const struct window_set *w = arg;
-	uint64_t cur, prev;
+	uint64_t cur, prev, wcur, wprev;
+	uint64_t idx = rl_window_load(w->a, w->want, w->now_ns, &wcur, &wprev);
 
 	*new = w->want;
 	if (w->replace ||
-	    rl_window_load(w->a, old, w->now_ns, &cur, &prev) != w->idx)
+	    rl_window_load(w->a, old, w->now_ns, &cur, &prev) != idx)
 		return old != *new;
-	if (cur < w->cur)
-		cur = w->cur;
-	if (prev < w->prev)
-		prev = w->prev;
-	*new = rl_window_pack(w->a, w->idx, cur, prev);
+	*new = rl_window_pack(w->a, idx, cur > wcur ? cur : wcur,
+			      prev > wprev ? prev : wprev);
 	return old != *new;
+}
+
+/* A sliding window's previous count, raised to the store's. */
+struct window_raise_prev {
+	const struct rl_algo *a;
+	uint64_t prev;
+	uint64_t now_ns;
+};
+
+static int prev_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct window_raise_prev *p = arg;
+	uint64_t cur, prev, idx = rl_window_load(p->a, old, p->now_ns, &cur, &prev);
+
+	if (prev >= p->prev)
+		return 0;
+	*new = rl_window_pack(p->a, idx, cur, p->prev);
+	return 1;
+}
+
+static int window_prev(struct rl_slot *s, uint64_t tag,
+		       const struct rl_algo *a, uint64_t prev, uint64_t now_ns)
+{
+	if (a->kind != RL_ALGO_SLIDING_WINDOW)
+		return 0;
+	return slot_cas(s, tag, prev_next,
+			&(struct window_raise_prev){ .a = a, .prev = prev,
+						     .now_ns = now_ns });
+}
+
+/* The key has a count here in the current window. */
+static int counted(const struct rl_algo *a, const struct rl_slot *s,
+		   uint64_t now_ns)
+{
+	uint64_t cur, prev;
+
+	rl_window_load(a, atomic_load_explicit(&s->state, memory_order_relaxed),
+		       now_ns, &cur, &prev);
+	return cur != 0;
+}
+
+/*
+ * What this host may take of the `left` requests of a window at its first
+ * sync of the key in the window (it started the key from its share,
+ * decide.c, or has not used it in this window yet): every other host may
+ * have started from a share too and not pushed it yet (their rounds fall
+ * anywhere in this one), so their shares are counted as spent until the
+ * next round, by which each has pushed its own. Without this, the hosts
+ * syncing first in a window each took a share of what the others were
+ * still spending (4 hosts at 50/s: 71 a window, not 53).
+ */
+static uint64_t first_give(struct rl_table *t, const struct rl_algo *a,
+			   uint64_t left, uint64_t prev, uint64_t now_ns)
+{
+	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
+					      memory_order_relaxed);
+	uint64_t others;
+
+	if (hosts <= 1)
+		return left;
+	others = (hosts - 1) * host_share(t, rl_window_left(a, 0, prev, now_ns));
+	return others >= left ? 0 : host_share(t, left - others);
 }
 
 int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
@@ -194,7 +253,8 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
 	struct window_set w = { .now_ns = now_ns };
-	uint64_t here, left, hold;
+	uint64_t here, left, give;
+	unsigned prov;
 	int err = agent_slot(t, index, tag, &s, &rc);
 
 	if (err)
@@ -203,14 +263,13 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	if (w.a->kind == RL_ALGO_GCRA)
 		return 0;
 	here = rl_window_index(w.a, now_ns);
-	if (idx + 1 == here) {
-		/* The store counted the window that has just ended. */
-		prev = cur;
-		cur = 0;
-		idx = here;
-	} else if (idx != here && idx != here + 1) {
+	if (idx + 1 == here)
+		/* The store counted the window that has just ended (collected
+		 * before its end): news for the previous window only. Of the
+		 * current one it knows nothing, so no share of it is given. */
+		return window_prev(s, tag, w.a, cur, now_ns);
+	if (idx != here && idx != here + 1)
 		return 0; /* another host's clock is far off: nothing to go by */
-	}
 	/* Admitted here since the collect: not in the store's count yet. */
 	cur += atomic_load_explicit(&s->sync_admitted, memory_order_relaxed) &
 	       ~RL_SYNC_DENIED;
@@ -218,19 +277,28 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	 * theirs before they see this one's: with N hosts alive this host
 	 * takes ceil(R / N) until the next round (as held() for a bucket). */
 	left = rl_window_left(w.a, cur, prev, now_ns);
-	hold = left - host_share(t, left);
-	w.idx = idx;
-	w.cur = cur + hold;
-	w.prev = prev;
-	w.want = rl_window_pack(w.a, idx, w.cur, prev);
-	w.replace = atomic_load_explicit(&s->provisional, memory_order_relaxed);
+	prov = atomic_load_explicit(&s->provisional, memory_order_relaxed);
+	give = host_share(t, left);
+	if (prov == 1 || !counted(w.a, s, now_ns))
+		give = first_give(t, w.a, left, prev, now_ns);
+	w.want = rl_window_share(w.a, idx, cur, prev, give, hosts_alive(t),
+				 now_ns);
+	w.replace = prov != 0;
 	err = slot_cas(s, tag, window_next, &w);
-	if (!err)
+	/* With other hosts alive the state is this host's share, whatever
+	 * it holds back now: the next sync replaces it (a share of nothing
+	 * left now may be a share of what the previous window's weight frees
+	 * later). Only if it is the state now: a higher one, charged for a
+	 * store outage say, stays and is only raised. */
+	if (!err) {
+		int share = hosts_alive(t) > 1 &&
+			    atomic_load_explicit(&s->state,
+						 memory_order_relaxed) == w.want;
+
 		atomic_store_explicit(&s->provisional,
-				      hold && atomic_load_explicit(
-						      &s->state,
-						      memory_order_relaxed) == w.want,
+				      share ? RL_PROVISIONAL_HELD : 0,
 				      memory_order_relaxed);
+	}
 	return err;
 }
 

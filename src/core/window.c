@@ -284,6 +284,37 @@ uint64_t rl_window_pack(const struct rl_algo *a, uint64_t idx, uint64_t cur,
 	return sw_pack(&w);
 }
 
+uint64_t rl_window_share(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			 uint64_t prev, uint64_t give, uint32_t hosts,
+			 uint64_t now_ns)
+{
+	uint64_t now = now_ns + a->unix_off_ns, period = a->rate.period_ns;
+	uint64_t start = idx * period, left, weight, count;
+	uint64_t elapsed = now > start ? now - start : 0;
+	uint64_t mine = (prev + hosts - 1) / (hosts ? hosts : 1);
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW || hosts <= 1 || prev == 0 ||
+	    elapsed >= period) {
+		left = rl_window_left(a, cur, prev, now_ns);
+		return rl_window_pack(a, idx, cur + (left > give ? left - give : 0),
+				      prev);
+	}
+	/* The previous count this host carries is its share of it, so that
+	 * its weight falls by that share only; the current count, weight of
+	 * the rest included, makes `give` what is left now: remaining is
+	 * floor(limit - mine * (period - elapsed) / period - cur'), so cur' =
+	 * limit - give - the weight rounded up. At least the count plus the
+	 * weight of the rest, though: a window counted past its limit stays
+	 * so here (and is a previous window that weighs as much). */
+	weight = (uint64_t)(((u128)mine * (period - elapsed) + period - 1) / period);
+	count = a->rate.count > give + weight ? a->rate.count - give - weight : 0;
+	weight = (uint64_t)(((u128)(prev - mine) * (period - elapsed) + period - 1) /
+			    period);
+	if (count < cur + weight)
+		count = cur + weight;
+	return rl_window_pack(a, idx, count, mine);
+}
+
 uint64_t rl_window_left(const struct rl_algo *a, uint64_t cur, uint64_t prev,
 			uint64_t now_ns)
 {

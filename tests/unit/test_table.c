@@ -839,9 +839,10 @@ static void test_window_unix_aligned(void **state)
 
 /* A window's key new to a host, with an agent syncing N hosts: the host
  * starts from its share of the window, ceil(count / N), until the store's
- * counts arrive; then it takes its share of what the store says is left,
- * and a client refused from a share is told to come back in a round.
- * Fixed and sliding alike, outside the previous window's weight. */
+ * counts arrive; at that first sync it counts the other hosts' shares as
+ * spent, after it takes its share of what the store says is left, and a
+ * client refused from a share is told to come back in a round. Fixed and
+ * sliding alike, outside the previous window's weight. */
 static void test_window_share(void **state)
 {
 	(void)state;
@@ -869,7 +870,16 @@ static void test_window_share(void **state)
 			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 			assert_int_equal((int)it.admitted, share);
 			assert_int_equal(it.window, idx);
-			/* The store: the other hosts used 2 more than this one. */
+			/* The store: the other hosts used 2 more than this one.
+			 * At this first sync of the key in the window the
+			 * others may still be spending shares of their own:
+			 * counted as spent, nothing is left for this host. */
+			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+							      idx, share + 2, 0,
+							      T0), 0);
+			assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+			/* A round later, the same: of what is left, its share. */
+			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
 							      idx, share + 2, 0,
 							      T0), 0);
@@ -961,6 +971,35 @@ static void test_window_apply(void **state)
 		rl_table_close(t);
 		rl_table_unlink(seg);
 	}
+}
+
+/* Sliding, with other hosts: as the previous window's weight falls it
+ * frees requests, and each host takes only its share of them. 10/m on 2
+ * hosts, the store's previous window full (10), 1 in this one: half way
+ * through, 4 are free in all; this host takes 1 of them (it carries 5 of
+ * the previous 10, and the weight of the rest in its count), not 4. */
+static void test_window_sliding_decay(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_SLIDING_WINDOW,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS);
+	uint64_t idx = UNIX_MIN_MS / 60000;
+	struct rl_sync_item it;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      1, 10, T0), 0);
+	}
+	assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+	assert_int_equal(take_n(t, id, "k", 4, T0 + 30 * SEC), 1);
+	rl_table_close(t);
 }
 
 /* The store down: a window is charged for the other hosts alive as if
@@ -1376,6 +1415,7 @@ int main(void)
 		cmocka_unit_test(test_window_share),
 		cmocka_unit_test(test_window_apply),
 		cmocka_unit_test(test_window_store_down),
+		cmocka_unit_test(test_window_sliding_decay),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
