@@ -223,6 +223,20 @@ static int counted(const struct rl_algo *a, const struct rl_slot *s,
 	return cur != 0;
 }
 
+/* Within the first two rounds of window `idx`: the other hosts may not
+ * all have pushed the shares they started it from (a round late, and
+ * their rounds drift against this one's). */
+static int early(const struct rl_table *t, const struct rl_algo *a,
+		 uint64_t idx, uint64_t now_ns)
+{
+	uint64_t round = (uint64_t)atomic_load_explicit(&t->hdr->sync_interval_ms,
+							memory_order_relaxed) *
+			 1000000ull;
+	uint64_t start = idx * a->rate.period_ns - a->unix_off_ns;
+
+	return now_ns < start + 2 * round;
+}
+
 /*
  * What this host may take of the `left` requests of a window at its first
  * sync of the key in the window (it started the key from its share,
@@ -279,7 +293,7 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	left = rl_window_left(w.a, cur, prev, now_ns);
 	prov = atomic_load_explicit(&s->provisional, memory_order_relaxed);
 	give = host_share(t, left);
-	if (prov == 1 || !counted(w.a, s, now_ns))
+	if (prov == 1 || !counted(w.a, s, now_ns) || early(t, w.a, idx, now_ns))
 		give = first_give(t, w.a, left, prev, now_ns);
 	w.want = rl_window_share(w.a, idx, cur, prev, give, hosts_alive(t),
 				 now_ns);

@@ -871,30 +871,32 @@ static void test_window_share(void **state)
 			assert_int_equal((int)it.admitted, share);
 			assert_int_equal(it.window, idx);
 			/* The store: the other hosts used 2 more than this one.
-			 * At this first sync of the key in the window the
-			 * others may still be spending shares of their own:
-			 * counted as spent, nothing is left for this host. */
+			 * At this first sync of the key in the window (and in
+			 * the window's first two rounds) the others may still
+			 * be spending shares of their own: counted as spent,
+			 * nothing is left for this host. */
 			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
 							      idx, share + 2, 0,
 							      T0), 0);
 			assert_int_equal(take_n(t, id, "k", 1, T0), 0);
-			/* A round later, the same: of what is left, its share. */
-			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			/* Rounds later (past the window's first two), the same:
+			 * of what is left, its share. */
+			assert_int_equal(rl_table_sync_collect(t, T0 + SEC, slot_of, &it), 1);
 			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
 							      idx, share + 2, 0,
-							      T0), 0);
+							      T0 + SEC), 0);
 			left = share + 2 < 10 ? 10 - share - 2 : 0;
-			assert_int_equal(take_n(t, id, "k", 12, T0),
+			assert_int_equal(take_n(t, id, "k", 12, T0 + SEC),
 					 (left + (int)hosts - 1) / (int)hosts);
-			rl_table_take(t, id, "k", 1, 1, T0, &r);
+			rl_table_take(t, id, "k", 1, 1, T0 + SEC, &r);
 			assert_false(r.allowed);
 			if (hosts > 1 && left > 1)
 				assert_true(r.retry_after_ns <= 50 * MS);
 			/* The store: the window used up, all hosts together. */
-			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			assert_int_equal(rl_table_sync_collect(t, T0 + SEC, slot_of, &it), 1);
 			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
-							      idx, 10, 0, T0), 0);
-			assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+							      idx, 10, 0, T0 + SEC), 0);
+			assert_int_equal(take_n(t, id, "k", 1, T0 + SEC), 0);
 			rl_table_close(t);
 			rl_table_unlink(seg);
 		}
@@ -971,6 +973,40 @@ static void test_window_apply(void **state)
 		rl_table_close(t);
 		rl_table_unlink(seg);
 	}
+}
+
+/* In a window's first two rounds a host's syncs count the other hosts'
+ * shares as spent whether or not it is its first sync of the key: theirs
+ * may come a round late, and rounds drift. 10/m on 2 hosts, 1 used: what
+ * this host may take after each sync. */
+static void test_window_early(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_FIXED_WINDOW,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS);
+	uint64_t idx = UNIX_MIN_MS / 60000;
+	uint64_t at[3] = { T0, T0 + 60 * MS, T0 + 100 * MS };
+	/* of the 9 left, less the other host's share (5): ceil(4 / 2); then
+	 * ceil(9 / 2) */
+	uint32_t gets[3] = { 2, 2, 5 };
+	struct rl_sync_item it;
+	struct rl_result r;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_set_interval(t, 50);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(rl_table_sync_collect(t, at[i], slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      1, 0, at[i]), 0);
+		rl_table_take(t, id, "k", 1, 0, at[i], &r);
+		assert_int_equal(r.remaining, gets[i]);
+	}
+	rl_table_close(t);
 }
 
 /* Sliding, with other hosts: as the previous window's weight falls it
@@ -1416,6 +1452,7 @@ int main(void)
 		cmocka_unit_test(test_window_apply),
 		cmocka_unit_test(test_window_store_down),
 		cmocka_unit_test(test_window_sliding_decay),
+		cmocka_unit_test(test_window_early),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
