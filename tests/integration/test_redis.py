@@ -620,6 +620,14 @@ def window_store_keys():
         assert (idx, cur, prev) == (int(time.time()) // 60, 2, 0), (idx, cur, prev)
         assert until == (idx + 2) * 60000, until
         assert 0 < int(r.cli('PTTL', 'rlshim:{sms}:win')) <= 122000
+        # Two keys in one round (one script call): each counted as its own.
+        with Unheard(hosts):
+            assert admitted(hosts[0], 1) == 1
+            assert hosts[0].get('/sms', family=socket.AF_INET6).status == 405
+        assert r.cli('HGET', 'rlshim:{sms}:win', '127.0.0.1').split(':')[:3] == \
+            [str(idx), '3', '0']
+        # (::1 is counted under its /64, ::)
+        assert r.cli('HGET', 'rlshim:{sms}:win', '::').split(':')[:3] == [str(idx), '1', '0']
         r.cli('HSET', 'rlshim:{sms}:win', '192.0.2.1', f'{idx - 5}:3:0:{(idx - 3) * 60000}')
         # a sweep each 200 rounds (2 s here)
         assert wait_for(lambda: r.cli('HEXISTS', 'rlshim:{sms}:win', '192.0.2.1') == '0', 10)
