@@ -218,10 +218,15 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
  * of key `tag` from all hosts in window `idx` (rl_window_index), and `prev`
  * in the one before (sliding), for everything collected so far. The state
  * is set to those counts plus what was admitted here since the collect,
- * each count only ever raised, except where the state holds part of the
- * window back (a fresh key's share, decide.c, or this host's share of what
- * the store says is left, which every sync sets with N hosts alive).
- * Returns 0, or -ESTALE if the slot holds another key now.
+ * each count only ever raised, except where the state is a share (a fresh
+ * key's, decide.c, or, with N hosts alive, what every sync sets): then
+ * this host takes ceil(R / N) of the R the store says are left (none of
+ * the other hosts' shares counted as spent at its first sync of the key in
+ * a window and in a window's first two rounds), and a sliding window
+ * carries ceil(prev / N) of the previous count, so that it gains its share
+ * of what that count's falling weight frees. Counts for the window just
+ * over only raise the previous count. Returns 0, or -ESTALE if the slot
+ * holds another key now.
  */
 int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 			 uint64_t idx, uint64_t cur, uint64_t prev,
