@@ -16,7 +16,7 @@
 /* Script ids in the store. */
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
        RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */,
-       RL_SCRIPT_PULL = 5 };
+       RL_SCRIPT_PULL = 5, RL_SCRIPT_WINDOW = 6, RL_SCRIPT_WINDOW_CLEAN = 7 };
 
 /*
  * A token bucket's state in the store, as the scripts share it (sync.c,
@@ -55,6 +55,8 @@ struct rl_agent_item {
 	char count[12];  /* admitted, as text */
 	char ei[32];     /* emission interval in microseconds, as text */
 	char debt[24];   /* what it owes here (us), as text: 0 if nothing */
+	char win[24];    /* a window's: its index on Unix time, as text */
+	char until[24];  /* and when its counts stop mattering (Unix ms) */
 };
 
 struct rl_agent {

@@ -22,6 +22,16 @@
  *     debt is repaid by waiting. Over a run the total is rate x time + burst,
  *     off by what hosts admit in the last round only.
  *
+ * Fixed and sliding windows the same way, with counts for a state: windows
+ * are on Unix time (window.c), so every host names a window by the same
+ * index, which the agent sends with each key; a second script keeps each
+ * key's count in its window and in the one before, and answers with them
+ * (rl_table_sync_window). A key new to a host, or unused there in the
+ * current window, starts from its share of what the window has left, and
+ * after each round a host takes its share of what the store says is left:
+ * N hosts admit at most count + N - 1 of a window (sliding: an estimate
+ * over the global counts within limit + N - 1).
+ *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
  * one cluster slot), one for the hosts alive, one for the epoch, two per
@@ -120,6 +130,63 @@ static const char pull_lua[] =
 	"end\n"
 	"return out\n";
 
+/* KEYS[1]: the rule's hash of window counts, each key's
+ * "idx:cur:prev:until" (its window's index on Unix time, the count in it
+ * and in the one before, and the Unix ms when they stop mattering: the end
+ * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted,
+ * the window the agent is in, its until. A stored window one before the
+ * agent's becomes the previous one; the one after (a host whose clock is
+ * ahead) is counted in as current; any other (older, or counted under
+ * another period before a reload) is over. Returns idx, cur, prev for each
+ * key, in order. */
+static const char window_lua[] =
+	"local n = (#ARGV - 1) / 4\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[4 * i - 2] end\n"
+	"local got = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local sets, out = {}, {}\n"
+	"for i = 1, n do\n"
+	"  local w = tonumber(ARGV[4 * i])\n"
+	"  local idx, cur, prev = w, 0, 0\n"
+	"  local si, sc, sp\n"
+	"  if got[i] then\n"
+	"    si, sc, sp = string.match(got[i], '^(%d+):(%d+):(%d+):')\n"
+	"  end\n"
+	"  if si then\n"
+	"    si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
+	"    if si == w or si == w + 1 then idx, cur, prev = si, sc, sp\n"
+	"    elseif si == w - 1 then prev = sc end\n"
+	"  end\n"
+	"  local a = tonumber(ARGV[4 * i - 1])\n"
+	"  if a > 0 then\n"
+	"    cur = cur + a\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f:%s', idx, cur, prev,\n"
+	"                                    ARGV[4 * i + 1])\n"
+	"  end\n"
+	"  out[#out + 1] = string.format('%.0f', idx)\n"
+	"  out[#out + 1] = string.format('%.0f', cur)\n"
+	"  out[#out + 1] = string.format('%.0f', prev)\n"
+	"end\n"
+	"if #sets > 0 then\n"
+	"  redis.call('HSET', KEYS[1], unpack(sets))\n"
+	"  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"end\n"
+	"return out\n";
+
+/* KEYS[1]: a rule's hash of window counts; ARGV[1]: an HSCAN cursor.
+ * Drops the keys whose counts no longer matter; returns the next cursor. */
+static const char window_clean_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
+	"local kv = r[2]\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local u = tonumber(string.match(kv[i + 1], ':(%d+)$'))\n"
+	"  if not u or u < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
+	"end\n"
+	"return r[1]\n";
+
 /* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
  * counts as alive. Returns how many are. */
 static const char hosts_lua[] =
@@ -205,6 +272,8 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
 	rl_store_script(a->store, RL_SCRIPT_FLOOR, floor_lua);
 	rl_store_script(a->store, RL_SCRIPT_PULL, pull_lua);
+	rl_store_script(a->store, RL_SCRIPT_WINDOW, window_lua);
+	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, window_clean_lua);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -267,7 +336,7 @@ size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 
 /* What each queued reply is for. */
 enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
-	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL };
+	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL, JOB_WINDOW };
 
 struct reply_plan {
 	enum job job;
@@ -313,6 +382,11 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
 	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
+	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);
+	snprintf(x->until, sizeof(x->until), "%llu",
+		 (unsigned long long)((it->window + 2) *
+				      (alg->rate.period_ns / RL_NS_PER_MS)));
+
 	return 0;
 }
 
@@ -380,6 +454,79 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 2, c, argv, lens))
 		return -1;
 	return plan_add(r, JOB_SYNC, ci, first, n);
+}
+
+/* The store key of rule `ci`'s window counts: a sibling of its hash of
+ * states, under the same hash tag. */
+static size_t rule_window_key(const struct rl_agent *a, unsigned ci, char *out,
+			      size_t len)
+{
+	return (size_t)snprintf(out, len, "%s{%s}:win", a->cfg->redis_prefix,
+				a->cfg->rules[ci].name);
+}
+
+/* Queue the window script for items [first, first + n) of rule `ci`. */
+static int queue_window(struct round *r, unsigned ci, uint32_t first,
+			uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + 4 * BATCH];
+	size_t lens[2 + 4 * BATCH];
+	char hkey[160], ttl[32];
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	uint64_t period = rule->rate.period_ns;
+	int c = 0;
+
+	for (unsigned p = 0; p < rule->nplans; p++)
+		if (rule->plans[p].rate.period_ns > period)
+			period = rule->plans[p].rate.period_ns;
+	/* a window's counts matter for two windows (sliding: the previous
+	 * one weighs in the current), and a round */
+	snprintf(ttl, sizeof(ttl), "%llu",
+		 (unsigned long long)((2 * period + a->interval_ns) /
+				      RL_NS_PER_MS + 1000));
+	lens[c] = rule_window_key(a, ci, hkey, sizeof(hkey));
+	argv[c++] = hkey;
+	argv[c] = ttl;
+	lens[c++] = strlen(ttl);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		argv[c] = x->key;
+		lens[c++] = x->klen;
+		argv[c] = x->count;
+		lens[c++] = strlen(x->count);
+		argv[c] = x->win;
+		lens[c++] = strlen(x->win);
+		argv[c] = x->until;
+		lens[c++] = strlen(x->until);
+	}
+	if (rl_store_queue_script(a->store, RL_SCRIPT_WINDOW, 1, c, argv, lens))
+		return -1;
+	return plan_add(r, JOB_WINDOW, ci, first, n);
+}
+
+/* The window script's answer for items [first, first + n): idx, cur, prev
+ * for each, applied to the key's state. */
+static int on_window(struct rl_agent *a, const struct reply_plan *p,
+		     const redisReply *rep)
+{
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * (size_t)p->n)
+		return -1;
+	for (uint32_t k = 0; k < p->n; k++) {
+		struct rl_agent_item *x = &a->items[p->first + k];
+		uint64_t v[3];
+
+		for (unsigned j = 0; j < 3; j++) {
+			const redisReply *e = rep->element[3 * k + j];
+
+			v[j] = e->type == REDIS_REPLY_STRING
+				       ? strtoull(e->str, NULL, 10) : 0;
+		}
+		rl_table_sync_window(a->table, x->index, x->tag, v[0], v[1],
+				     v[2], rl_time_now_ns());
+	}
+	return 0;
 }
 
 #define PULL_MAX 2000 /* keys a rule's pull brings per round */
@@ -628,6 +775,10 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	case JOB_EPOCH_SET:
 	case JOB_FLOOR:
 		break;
+	case JOB_WINDOW:
+		if (on_window(a, p, rep))
+			r->failed = 1;
+		break;
 	case JOB_PULL:
 		if (on_pull(a, p, rep, rl_time_now_ns()))
 			r->failed = 1;
@@ -786,7 +937,9 @@ static void keys_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 	/* A strict rule's keys are decided in the store (strict.c): nothing
 	 * to push, only their plans to read. */
-	if (rule->sync != RL_SYNC_STRICT)
+	if (rule->algorithm != RL_ALGO_GCRA)
+		queue_window(r, ci, first, n);
+	else if (rule->sync != RL_SYNC_STRICT)
 		queue_sync(r, ci, first, n);
 	if (rule->nplans)
 		queue_plans(r, ci, first, n);
@@ -797,7 +950,8 @@ static void floor_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n
 	queue_floor(r, ci, first, n);
 }
 
-/* Queue the drop of the store's repaid keys, a chunk per rule. */
+/* Queue the drop of the store's repaid keys (windows: those whose counts
+ * no longer matter), a chunk per rule. */
 static void queue_clean(struct round *r)
 {
 	struct rl_agent *a = r->a;
@@ -807,12 +961,17 @@ static void queue_clean(struct round *r)
 		const char *cv[2];
 		size_t cl[2];
 
-		cl[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
+		int window = a->cfg->rules[ci].algorithm != RL_ALGO_GCRA;
+
+		cl[0] = window ? rule_window_key(a, ci, hkey, sizeof(hkey))
+			       : rule_hash_key(a, ci, hkey, sizeof(hkey));
 		cv[0] = hkey;
 		cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
 					 (unsigned long long)a->clean_cursor[ci]);
 		cv[1] = cur;
-		rl_store_queue_script(a->store, RL_SCRIPT_CLEAN, 1, 2, cv, cl);
+		rl_store_queue_script(a->store, window ? RL_SCRIPT_WINDOW_CLEAN
+						       : RL_SCRIPT_CLEAN,
+				      1, 2, cv, cl);
 		plan_add(r, JOB_CLEAN, ci, 0, 0);
 	}
 }

@@ -45,12 +45,16 @@ int rl_algo_init(struct rl_algo *a, enum rl_algorithm kind,
 void rl_algo_step(const struct rl_algo *a, uint64_t *state, uint32_t cost,
 		  uint64_t now_ns, struct rl_result *out)
 {
+	/* Windows count on Unix time (window.c); what they answer are
+	 * durations, the same on either clock. */
 	switch (a->kind) {
 	case RL_ALGO_FIXED_WINDOW:
-		rl_window_fixed_step(state, &a->rate, cost, now_ns, out);
+		rl_window_fixed_step(state, &a->rate, cost,
+				     now_ns + a->unix_off_ns, out);
 		return;
 	case RL_ALGO_SLIDING_WINDOW:
-		rl_window_sliding_step(state, &a->rate, cost, now_ns, out);
+		rl_window_sliding_step(state, &a->rate, cost,
+				       now_ns + a->unix_off_ns, out);
 		return;
 	case RL_ALGO_GCRA:
 		break;
@@ -59,14 +63,22 @@ void rl_algo_step(const struct rl_algo *a, uint64_t *state, uint32_t cost,
 		       now_ns, out);
 }
 
+/* A window's free-at on Unix time, back on the monotonic clock (0: free). */
+static uint64_t mono(const struct rl_algo *a, uint64_t at)
+{
+	return at ? at - a->unix_off_ns : 0;
+}
+
 uint64_t rl_algo_free_at(const struct rl_algo *a, uint64_t state,
 			 uint64_t now_ns)
 {
+	uint64_t now = now_ns + a->unix_off_ns;
+
 	switch (a->kind) {
 	case RL_ALGO_FIXED_WINDOW:
-		return rl_window_fixed_free_at(state, &a->rate, now_ns);
+		return mono(a, rl_window_fixed_free_at(state, &a->rate, now));
 	case RL_ALGO_SLIDING_WINDOW:
-		return rl_window_sliding_free_at(state, &a->rate, now_ns);
+		return mono(a, rl_window_sliding_free_at(state, &a->rate, now));
 	case RL_ALGO_GCRA:
 		break;
 	}
@@ -78,10 +90,12 @@ void rl_algo_refund(const struct rl_algo *a, uint64_t *state, uint32_t cost,
 {
 	switch (a->kind) {
 	case RL_ALGO_FIXED_WINDOW:
-		rl_window_fixed_refund(state, &a->rate, cost, now_ns);
+		rl_window_fixed_refund(state, &a->rate, cost,
+				       now_ns + a->unix_off_ns);
 		return;
 	case RL_ALGO_SLIDING_WINDOW:
-		rl_window_sliding_refund(state, &a->rate, cost, now_ns);
+		rl_window_sliding_refund(state, &a->rate, cost,
+					 now_ns + a->unix_off_ns);
 		return;
 	case RL_ALGO_GCRA:
 		break;

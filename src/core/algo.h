@@ -25,6 +25,9 @@ struct rl_algo {
 	struct rl_rate rate;
 	uint64_t interval_ns; /* GCRA: period / count */
 	uint64_t depth_ns;    /* GCRA: interval * burst, the bucket in time */
+	uint64_t unix_off_ns; /* windows: Unix time - CLOCK_MONOTONIC, fixed
+				 per segment (rules.c), so that every host
+				 starts a window at the same instant */
 };
 
 /*
@@ -65,6 +68,40 @@ static inline uint64_t rl_gcra_interval(const struct rl_rate *rate)
 {
 	return rate->period_ns / rate->count;
 }
+
+/* The window `now_ns` (CLOCK_MONOTONIC) is in: its index on Unix time,
+ * the same on every host (and the one the store keeps its counts under). */
+static inline uint64_t rl_window_index(const struct rl_algo *a, uint64_t now_ns)
+{
+	return (now_ns + a->unix_off_ns) / a->rate.period_ns;
+}
+
+/*
+ * Windows synced across hosts (decide.c, slot_agent.c). A window state seen
+ * as counts: the window it applies to at `now_ns` (returned: now's, or the
+ * next when the state was written from a later clock), *cur in it and *prev
+ * in the one before (sliding; 0 for fixed).
+ */
+uint64_t rl_window_load(const struct rl_algo *a, uint64_t state,
+			uint64_t now_ns, uint64_t *cur, uint64_t *prev);
+/* The state of counts `cur` in window `idx` and `prev` in the one before
+ * (counts past what the state holds are held at its maximum). */
+uint64_t rl_window_pack(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			uint64_t prev);
+/*
+ * A state of window `idx` that leaves `give` requests at `now_ns` of what
+ * counts `cur` and `prev` leave, for a host that shares the window with
+ * `hosts` - 1 others. Sliding, the previous window's weight, which falls
+ * as the window goes on and so frees requests, frees only 1/hosts of them
+ * here: as `give` is a share of what is left, so is what comes free (else
+ * every host took all of it within a round).
+ */
+uint64_t rl_window_share(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			 uint64_t prev, uint64_t give, uint32_t hosts,
+			 uint64_t now_ns);
+/* The requests of cost 1 that counts `cur` and `prev` leave at `now_ns`. */
+uint64_t rl_window_left(const struct rl_algo *a, uint64_t cur, uint64_t prev,
+			uint64_t now_ns);
 
 /* Per-algorithm parts behind the dispatch (gcra.c, window.c). */
 void rl_gcra_decide(uint64_t *tat_ns, uint64_t interval_ns, uint64_t depth_ns,

@@ -34,6 +34,36 @@ static void count(struct rl_table *t, unsigned rule, int allowed)
 }
 
 /*
+ * Where a window's key starts (start_of): a key with nothing counted here
+ * in the current window (new, or last used in an earlier one) starts, with
+ * an agent syncing N hosts, from its share of what the window has left,
+ * ceil(R / N): the state pretends the rest is used already (`provisional`,
+ * until the agent brings the store's counts). N hosts meeting a key in one
+ * window before they hear of each other admit at most count + N - 1 of it
+ * (sliding: an estimate over the global counts within limit + N - 1).
+ */
+static uint64_t window_start(struct rl_table *t, const struct rl_algo *a,
+			     uint64_t old, uint32_t cost, uint64_t now_ns)
+{
+	uint64_t cur, prev, idx, left, share;
+
+	if (!(rl_table_agent_flags(t) & RL_AGENT_SYNC))
+		return old;
+	idx = rl_window_load(a, old, now_ns, &cur, &prev);
+	if (cur)
+		return old; /* in use in this window: its own (or synced) count */
+	left = rl_window_left(a, 0, prev, now_ns);
+	share = host_share(t, left);
+	if (share == left)
+		return old; /* alone, or nothing to share */
+	/* As for the bucket: what the window could take is not refused by
+	 * the share alone. */
+	if (share < cost)
+		share = cost < left ? cost : left;
+	return rl_window_share(a, idx, 0, prev, share, hosts_alive(t), now_ns);
+}
+
+/*
  * Where a key starts that this host has not seen in use: new to it, or idle
  * long enough to be full again (`old` is its state). Alone, with a full
  * bucket. With an agent syncing a token bucket across N hosts, the host
@@ -52,8 +82,9 @@ static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
 	uint32_t burst = a->rate.burst;
 	uint64_t share;
 
-	if (a->kind != RL_ALGO_GCRA ||
-	    (old && old + RL_GCRA_CATCHUP_NS > now_ns))
+	if (a->kind != RL_ALGO_GCRA)
+		return window_start(t, a, old, cost, now_ns);
+	if (old && old + RL_GCRA_CATCHUP_NS > now_ns)
 		return old;
 	share = host_share(t, burst);
 	if (share == burst)
@@ -125,7 +156,8 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 			if ((start != old ||
 			     atomic_load_explicit(&s->provisional,
 						  memory_order_relaxed)) &&
-			    cost <= algo->rate.burst)
+			    cost <= (algo->kind == RL_ALGO_GCRA ? algo->rate.burst
+								: algo->rate.count))
 				share_retry(t, out);
 			return 1;
 		}

@@ -103,6 +103,24 @@ static int cache_fill(struct rl_rule_cache *c, enum rl_algorithm algorithm,
 }
 
 /*
+ * Unix time less CLOCK_MONOTONIC, as the segment's creator saw them: the
+ * windows of every process on the host start at the same instants, and at
+ * those of the other hosts (window.c). Fixed for the segment's life, so a
+ * step of the wall clock never moves a window; a host whose wall clock was
+ * off when the segment was made keeps that error until it is made again.
+ */
+static void cache_clock(const struct rl_table *t, struct rl_rule_cache *c)
+{
+	uint64_t unix_ns = t->hdr->created_unix_ms * 1000000ull;
+	uint64_t mono_ns = t->hdr->created_mono_ns;
+	uint64_t off = unix_ns > mono_ns ? unix_ns - mono_ns : 0;
+
+	c->algo.unix_off_ns = off;
+	for (unsigned i = 0; i < c->nplans; i++)
+		c->plans[i].unix_off_ns = off;
+}
+
+/*
  * What the segment says of rule `id`, into `c`: read between two equal
  * even values of `seq` when it can be; after a few tries (a writer at work,
  * or one killed half-way) as it stands. Either way every value is checked
@@ -166,6 +184,7 @@ const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id)
 		__atomic_store_n(&t->from_segment_state[id], 0, __ATOMIC_RELEASE);
 		return NULL;
 	}
+	cache_clock(t, c);
 	{
 		struct rl_rule_cache *expect = NULL;
 
@@ -203,6 +222,7 @@ static int cache_own(struct rl_table *t, unsigned id,
 		free(c);
 		return -EINVAL;
 	}
+	cache_clock(t, c);
 	old = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
 	do {
 		c->retired = old && old != &t->from_segment[id] ? old : NULL;

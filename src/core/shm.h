@@ -55,6 +55,8 @@
 
 /* slot.sync_admitted: the count, and this bit for "refused since" */
 #define RL_SYNC_DENIED 0x80000000u
+/* slot.provisional of a window key after a sync (1 is decide.c's share) */
+#define RL_PROVISIONAL_HELD 2u
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
@@ -72,8 +74,8 @@ struct rl_shm_header {
 	_Atomic uint32_t init;        /* enum rl_shm_init, written last */
 	uint32_t creator_pid;
 	uint64_t seed[2];             /* SipHash key, from getrandom */
-	uint64_t created_mono_ns;
-	uint64_t created_unix_ms;
+	uint64_t created_mono_ns;     /* with created_unix_ms, the offset */
+	uint64_t created_unix_ms;     /* that puts windows on Unix time */
 	uint64_t rules_off;
 	uint64_t shards_off;
 	uint64_t slots_off;
@@ -182,7 +184,9 @@ struct rl_slot {
 					 (set by the agent from the store) */
 	_Atomic uint8_t provisional;  /* 1: the state is this host's share of
 					 a key new to it, until the agent
-					 brings the store's (decide.c) */
+					 brings the store's (decide.c);
+					 RL_PROVISIONAL_HELD: a window's,
+					 part of it held back by a sync */
 	_Atomic uint16_t sync_fails;  /* denials counted towards maxretry
 					 since the agent's last collect, for
 					 the count across hosts (saturates;

@@ -7,16 +7,34 @@
  */
 #include "slot.h"
 
-/* A key this host holds in debt: other hosts may be using it too, so the
- * store's view must reach it each round even while it is quiet here. */
+/* A key this host holds in debt (a window: with a count in the current
+ * window): other hosts may be using it too, so the store's view must reach
+ * it each round even while it is quiet here. */
 static int owes(struct rl_table *t, const struct rl_slot *s, uint64_t key,
 		uint64_t now_ns)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, tag_rule(key));
 	uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
+	const struct rl_algo *a;
+	uint64_t cur, prev;
 
-	return rc && slot_algo(rc, s)->kind == RL_ALGO_GCRA && !is_marker(st) &&
-	       st > now_ns;
+	if (!rc || is_marker(st))
+		return 0;
+	a = slot_algo(rc, s);
+	if (a->kind == RL_ALGO_GCRA)
+		return st > now_ns;
+	rl_window_load(a, st, now_ns, &cur, &prev);
+	return cur != 0;
+}
+
+/* The window a window's key is counted in now (0 for a bucket). */
+static uint64_t window_of(struct rl_table *t, const struct rl_slot *s,
+			  uint64_t key, uint64_t now_ns)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, tag_rule(key));
+	const struct rl_algo *a = rc ? slot_algo(rc, s) : NULL;
+
+	return a && a->kind != RL_ALGO_GCRA ? rl_window_index(a, now_ns) : 0;
 }
 
 int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
@@ -53,6 +71,7 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 							    memory_order_relaxed) -
 					       now_ns
 				     : 0;
+		it.window = window_of(t, s, key, now_ns);
 		r = fn(&it, arg);
 		if (r)
 			return r;
@@ -150,7 +169,7 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 		return err;
 	a = slot_algo(rc, s);
 	if (a->kind != RL_ALGO_GCRA)
-		return 0; /* windows are enforced per host */
+		return 0; /* windows: rl_table_sync_window */
 	/* Admitted here since the collect: not in the store's figure yet. */
 	want = now_ns + debt_ns +
 	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
@@ -176,6 +195,163 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 	return err;
 }
 
+/* A window's counts from the store, as a state (window_next). */
+struct window_set {
+	const struct rl_algo *a;
+	uint64_t want;       /* the state */
+	int replace;         /* provisional: the store's, lower or not */
+	uint64_t now_ns;
+};
+
+/* The store's counts; unless they replace a share, each only ever raises
+ * the count the state has in the same window. */
+static int window_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct window_set *w = arg;
+	uint64_t cur, prev, wcur, wprev;
+	uint64_t idx = rl_window_load(w->a, w->want, w->now_ns, &wcur, &wprev);
+
+	*new = w->want;
+	if (w->replace ||
+	    rl_window_load(w->a, old, w->now_ns, &cur, &prev) != idx)
+		return old != *new;
+	*new = rl_window_pack(w->a, idx, cur > wcur ? cur : wcur,
+			      prev > wprev ? prev : wprev);
+	return old != *new;
+}
+
+/* A sliding window's previous count, raised to the store's. */
+struct window_raise_prev {
+	const struct rl_algo *a;
+	uint64_t prev;
+	uint64_t now_ns;
+};
+
+static int prev_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct window_raise_prev *p = arg;
+	uint64_t cur, prev, idx = rl_window_load(p->a, old, p->now_ns, &cur, &prev);
+
+	if (prev >= p->prev)
+		return 0;
+	*new = rl_window_pack(p->a, idx, cur, p->prev);
+	return 1;
+}
+
+static int window_prev(struct rl_slot *s, uint64_t tag,
+		       const struct rl_algo *a, uint64_t prev, uint64_t now_ns)
+{
+	if (a->kind != RL_ALGO_SLIDING_WINDOW)
+		return 0;
+	return slot_cas(s, tag, prev_next,
+			&(struct window_raise_prev){ .a = a, .prev = prev,
+						     .now_ns = now_ns });
+}
+
+/* The key has a count here in the current window. */
+static int counted(const struct rl_algo *a, const struct rl_slot *s,
+		   uint64_t now_ns)
+{
+	uint64_t cur, prev;
+
+	rl_window_load(a, atomic_load_explicit(&s->state, memory_order_relaxed),
+		       now_ns, &cur, &prev);
+	return cur != 0;
+}
+
+/* Within the first two rounds of window `idx`: the other hosts may not
+ * all have pushed the shares they started it from (a round late, and
+ * their rounds drift against this one's). */
+static int early(const struct rl_table *t, const struct rl_algo *a,
+		 uint64_t idx, uint64_t now_ns)
+{
+	uint64_t round = (uint64_t)atomic_load_explicit(&t->hdr->sync_interval_ms,
+							memory_order_relaxed) *
+			 1000000ull;
+	uint64_t start = idx * a->rate.period_ns - a->unix_off_ns;
+
+	return now_ns < start + 2 * round;
+}
+
+/*
+ * What this host may take of the `left` requests of a window at its first
+ * sync of the key in the window (it started the key from its share,
+ * decide.c, or has not used it in this window yet): every other host may
+ * have started from a share too and not pushed it yet (their rounds fall
+ * anywhere in this one), so their shares are counted as spent until the
+ * next round, by which each has pushed its own. Without this, the hosts
+ * syncing first in a window each took a share of what the others were
+ * still spending (4 hosts at 50/s: 71 a window, not 53).
+ */
+static uint64_t first_give(struct rl_table *t, const struct rl_algo *a,
+			   uint64_t left, uint64_t prev, uint64_t now_ns)
+{
+	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
+					      memory_order_relaxed);
+	uint64_t others;
+
+	if (hosts <= 1)
+		return left;
+	others = (hosts - 1) * host_share(t, rl_window_left(a, 0, prev, now_ns));
+	return others >= left ? 0 : host_share(t, left - others);
+}
+
+int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
+			 uint64_t idx, uint64_t cur, uint64_t prev,
+			 uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	struct window_set w = { .now_ns = now_ns };
+	uint64_t here, left, give;
+	unsigned prov;
+	int err = agent_slot(t, index, tag, &s, &rc);
+
+	if (err)
+		return err;
+	w.a = slot_algo(rc, s);
+	if (w.a->kind == RL_ALGO_GCRA)
+		return 0;
+	here = rl_window_index(w.a, now_ns);
+	if (idx + 1 == here)
+		/* The store counted the window that has just ended (collected
+		 * before its end): news for the previous window only. Of the
+		 * current one it knows nothing, so no share of it is given. */
+		return window_prev(s, tag, w.a, cur, now_ns);
+	if (idx != here && idx != here + 1)
+		return 0; /* another host's clock is far off: nothing to go by */
+	/* Admitted here since the collect: not in the store's count yet. */
+	cur += atomic_load_explicit(&s->sync_admitted, memory_order_relaxed) &
+	       ~RL_SYNC_DENIED;
+	/* Of the R requests left in the window, the other hosts may spend
+	 * theirs before they see this one's: with N hosts alive this host
+	 * takes ceil(R / N) until the next round (as held() for a bucket). */
+	left = rl_window_left(w.a, cur, prev, now_ns);
+	prov = atomic_load_explicit(&s->provisional, memory_order_relaxed);
+	give = host_share(t, left);
+	if (prov == 1 || !counted(w.a, s, now_ns) || early(t, w.a, idx, now_ns))
+		give = first_give(t, w.a, left, prev, now_ns);
+	w.want = rl_window_share(w.a, idx, cur, prev, give, hosts_alive(t),
+				 now_ns);
+	w.replace = prov != 0;
+	err = slot_cas(s, tag, window_next, &w);
+	/* With other hosts alive the state is this host's share, whatever
+	 * it holds back now: the next sync replaces it (a share of nothing
+	 * left now may be a share of what the previous window's weight frees
+	 * later). Only if it is the state now: a higher one, charged for a
+	 * store outage say, stays and is only raised. */
+	if (!err) {
+		int share = hosts_alive(t) > 1 &&
+			    atomic_load_explicit(&s->state,
+						 memory_order_relaxed) == w.want;
+
+		atomic_store_explicit(&s->provisional,
+				      share ? RL_PROVISIONAL_HELD : 0,
+				      memory_order_relaxed);
+	}
+	return err;
+}
+
 /* `extra_ns` more than the key owes now. */
 struct charge {
 	uint64_t extra_ns;
@@ -190,17 +366,41 @@ static int charge_next(uint64_t old, uint64_t *new, const void *arg)
 	return 1;
 }
 
+/* A window's share of an outage: `n` more requests in the current one. */
+struct window_charge {
+	const struct rl_algo *a;
+	uint64_t n;
+	uint64_t now_ns;
+};
+
+static int window_charge_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct window_charge *c = arg;
+	uint64_t cur, prev, idx = rl_window_load(c->a, old, c->now_ns, &cur, &prev);
+
+	*new = rl_window_pack(c->a, idx, cur + c->n, prev);
+	return *new != old;
+}
+
 int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 			 uint64_t extra_ns, uint64_t now_ns)
 {
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
+	const struct rl_algo *a;
 	int err = agent_slot(t, index, tag, &s, &rc);
 
 	if (err)
 		return err;
-	if (slot_algo(rc, s)->kind != RL_ALGO_GCRA)
-		return 0;
+	a = slot_algo(rc, s);
+	if (a->kind != RL_ALGO_GCRA) {
+		/* The same in requests, counted in the current window. */
+		atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);
+		return slot_cas(s, tag, window_charge_next,
+				&(struct window_charge){
+					.a = a, .n = extra_ns / a->interval_ns,
+					.now_ns = now_ns });
+	}
 	/* Charged for the other hosts, a share is a state of its own now:
 	 * the store's figure, when it is back, may only raise it. */
 	atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);

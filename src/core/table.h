@@ -189,12 +189,15 @@ struct rl_sync_item {
 	uint8_t truncated;
 	uint8_t key[RL_KEY_MAX];
 	uint64_t debt_ns;   /* what a token bucket owes beyond now here */
+	uint64_t window;    /* a window's: the index of the current one on Unix
+			       time, the store's name for it (rl_window_index) */
 };
 
 /*
  * Call `fn` for every slot whose key admitted or refused something since
- * the last collect, or that still owes at `now_ns` (a token bucket not full:
- * other hosts' use of it must reach it), taking (swapping to 0) its count:
+ * the last collect, or that still owes at `now_ns` (a token bucket not full,
+ * a window with a count in the current one: other hosts' use of it must
+ * reach it), taking (swapping to 0) its count:
  * what is collected is the caller's to account for. Returns what `fn`
  * returned if non-zero.
  */
@@ -215,9 +218,30 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 			uint64_t debt_ns, uint64_t now_ns);
 
 /*
+ * The same for a fixed or sliding window: the store counted `cur` requests
+ * of key `tag` from all hosts in window `idx` (rl_window_index), and `prev`
+ * in the one before (sliding), for everything collected so far. The state
+ * is set to those counts plus what was admitted here since the collect,
+ * each count only ever raised, except where the state is a share (a fresh
+ * key's, decide.c, or, with N hosts alive, what every sync sets): then
+ * this host takes ceil(R / N) of the R the store says are left (none of
+ * the other hosts' shares counted as spent at its first sync of the key in
+ * a window and in a window's first two rounds), and a sliding window
+ * carries ceil(prev / N) of the previous count, so that it gains its share
+ * of what that count's falling weight frees. Counts for the window just
+ * over only raise the previous count. Returns 0, or -ESTALE if the slot
+ * holds another key now.
+ */
+int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
+			 uint64_t idx, uint64_t cur, uint64_t prev,
+			 uint64_t now_ns);
+
+/*
  * The store is down: charge the key in slot `index` `extra_ns` more (what
  * the other hosts are assumed to admit alongside), so that each host keeps
- * to its share of the rate. Returns 0 or -ESTALE.
+ * to its share of the rate; a window is charged the same in requests
+ * (extra_ns / the emission interval) in its current window. Returns 0 or
+ * -ESTALE.
  */
 int rl_table_sync_charge(struct rl_table *t, uint32_t index, uint64_t tag,
 			 uint64_t extra_ns, uint64_t now_ns);

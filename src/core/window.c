@@ -2,9 +2,14 @@
 /*
  * window.c - fixed-window and sliding-window counters.
  *
- * Windows are aligned to multiples of the period on the monotonic clock, and
- * a period is at least one second (rl_algo_check), so a window index fits
- * easily in the packed state:
+ * Windows are aligned to multiples of the period on Unix time, so that they
+ * start and end at the same instant on every host (a per-minute window at
+ * :00) and the store can count a window's requests from all of them under
+ * one index. The clock the functions here are given is CLOCK_MONOTONIC
+ * shifted by an offset fixed when the segment was made (algo.c, rules.c):
+ * a step of the wall clock never moves a window mid-way. A period is at
+ * least one second (rl_algo_check), so a window index fits easily in the
+ * packed state:
  *
  *   fixed:    [0][index: 31][count: 32]
  *   sliding:  [0][index: 23][cur: 20][prev: 20]
@@ -244,4 +249,83 @@ void rl_window_sliding_refund(uint64_t *state, const struct rl_rate *rate,
 		return;
 	w.cur = w.cur > cost ? w.cur - cost : 0;
 	*state = sw_pack(&w);
+}
+
+/* ---- windows across hosts (decide.c, slot_agent.c) ----------------------- */
+
+uint64_t rl_window_load(const struct rl_algo *a, uint64_t state,
+			uint64_t now_ns, uint64_t *cur, uint64_t *prev)
+{
+	uint64_t now = now_ns + a->unix_off_ns, idx;
+	struct sw w;
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW) {
+		*cur = fx_load(state, now / a->rate.period_ns, &idx);
+		*prev = 0;
+		return idx;
+	}
+	sw_load(state, &a->rate, now, &w);
+	*cur = w.cur;
+	*prev = w.prev;
+	return w.idx;
+}
+
+uint64_t rl_window_pack(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			uint64_t prev)
+{
+	struct sw w = { .idx = idx };
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW)
+		return ((idx & FX_IDX_MASK) << 32) | clamp32(cur);
+	/* Counts from many hosts may pass what one could admit: at the
+	 * maximum the estimate is over any limit all the same. */
+	w.cur = cur < SW_CNT_MASK ? cur : SW_CNT_MASK;
+	w.prev = prev < SW_CNT_MASK ? prev : SW_CNT_MASK;
+	return sw_pack(&w);
+}
+
+uint64_t rl_window_share(const struct rl_algo *a, uint64_t idx, uint64_t cur,
+			 uint64_t prev, uint64_t give, uint32_t hosts,
+			 uint64_t now_ns)
+{
+	uint64_t now = now_ns + a->unix_off_ns, period = a->rate.period_ns;
+	uint64_t start = idx * period, left, weight, count;
+	uint64_t elapsed = now > start ? now - start : 0;
+	uint64_t mine = (prev + hosts - 1) / (hosts ? hosts : 1);
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW || hosts <= 1 || prev == 0 ||
+	    elapsed >= period) {
+		left = rl_window_left(a, cur, prev, now_ns);
+		return rl_window_pack(a, idx, cur + (left > give ? left - give : 0),
+				      prev);
+	}
+	/* The previous count this host carries is its share of it, so that
+	 * its weight falls by that share only; the current count, weight of
+	 * the rest included, makes `give` what is left now: remaining is
+	 * floor(limit - mine * (period - elapsed) / period - cur'), so cur' =
+	 * limit - give - the weight rounded up. At least the count plus the
+	 * weight of the rest, though: a window counted past its limit stays
+	 * so here (and is a previous window that weighs as much). */
+	weight = (uint64_t)(((u128)mine * (period - elapsed) + period - 1) / period);
+	count = a->rate.count > give + weight ? a->rate.count - give - weight : 0;
+	weight = (uint64_t)(((u128)(prev - mine) * (period - elapsed) + period - 1) /
+			    period);
+	if (count < cur + weight)
+		count = cur + weight;
+	return rl_window_pack(a, idx, count, mine);
+}
+
+uint64_t rl_window_left(const struct rl_algo *a, uint64_t cur, uint64_t prev,
+			uint64_t now_ns)
+{
+	uint64_t now = now_ns + a->unix_off_ns, period = a->rate.period_ns;
+	struct sw w;
+
+	if (a->kind == RL_ALGO_FIXED_WINDOW)
+		return cur < a->rate.count ? a->rate.count - cur : 0;
+	w.idx = now / period;
+	w.elapsed = now - w.idx * period;
+	w.cur = cur;
+	w.prev = prev;
+	return sw_remaining(&w, a->rate.count, period);
 }

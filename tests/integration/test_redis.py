@@ -910,6 +910,137 @@ def urls():
         u.stop()
 
 
+# ---- windows --------------------------------------------------------------------------
+
+def window_rules(algorithm):
+    return (f'[limit:sms]\nmatch = GET /sms\nrate = 10/m\nalgorithm = {algorithm}\n'
+            'key = ip\n')
+
+
+def inside_window(need=20):
+    """Windows are on Unix time (a 10/m window resets at :00): start a
+    case only with `need` seconds left in the current minute, so that it
+    runs inside one window."""
+    left = 60 - time.time() % 60
+    if left < need:
+        time.sleep(left + 0.5)
+
+
+def window_two_hosts(algorithm):
+    with fleet(window_rules(algorithm), 2, 'w2') as (r, hosts):
+        hosts_up(hosts)
+        inside_window()
+        with Unheard(hosts):
+            n = admitted(hosts[0], 7)
+        with Unheard(hosts):
+            n += admitted(hosts[1], 7)
+        with Unheard(hosts):
+            n += admitted(hosts[0], 3) + admitted(hosts[1], 3)
+        print(f'  {algorithm}: {n} admitted of 20 over 2 hosts')
+        assert 10 <= n <= 11, n
+
+
+def window_round_robin(algorithm):
+    with fleet(window_rules(algorithm), 4, 'w4') as (r, hosts):
+        hosts_up(hosts)
+        inside_window()
+        with Unheard(hosts):
+            n = sum(admitted(hosts[i % 4], 1) for i in range(40))
+        print(f'  {algorithm}: {n} admitted of 40 over 4 hosts in turn')
+        assert 10 <= n <= 13, n
+
+
+def rounds(hosts, k=2):
+    """Every agent runs k more rounds."""
+    before = [syncs(h) for h in hosts]
+    assert wait_for(lambda: all(syncs(h) >= n + k for h, n in zip(hosts, before)), 10)
+
+
+def window_sequential(algorithm):
+    """Hosts that hear of each other: 5 on host 1, then, two rounds
+    later, host 2 asked until it refuses right after two more rounds:
+    10 admitted in all, and host 1 refuses too (host 2's use reached it)."""
+    with fleet(window_rules(algorithm), 2, 'ws') as (r, hosts):
+        hosts_up(hosts)
+        inside_window()
+        n = admitted(hosts[0], 5)
+        assert n == 5, n
+        rounds(hosts)
+        for _ in range(20):
+            got = 0
+            while admitted(hosts[1], 1):
+                got += 1
+            n += got
+            if not got:
+                break  # refused at once, two rounds after the last
+            rounds(hosts)
+        print(f'  {algorithm}: {n} admitted over 2 hosts one after the other')
+        assert n == 10, n
+        assert admitted(hosts[0], 1) == 0
+
+
+def window_store_keys():
+    """A window's counts in Redis: the hash rlshim:{<rule>}:win, key ->
+    index:count:previous:until (Unix index of the window, Unix ms when the
+    counts stop mattering), expiring two periods after its last write; the
+    agent's sweeps drop the keys whose counts no longer matter. Counts
+    under an index that is neither the agent's window nor the one just
+    before or after (another period's, before a reload) are over."""
+    with fleet(window_rules('fixed-window'), 1, 'wk', interval='10ms') as (r, hosts):
+        inside_window()
+        now = int(time.time()) // 60
+        r.cli('HSET', 'rlshim:{sms}:win', '127.0.0.1', f'{now + 100}:7:0:{(now + 102) * 60000}')
+        assert admitted(hosts[0], 2) == 2
+        assert wait_for(lambda: r.cli('HGET', 'rlshim:{sms}:win', '127.0.0.1'), 3)
+        idx, cur, prev, until = map(int, r.cli('HGET', 'rlshim:{sms}:win',
+                                               '127.0.0.1').split(':'))
+        assert (idx, cur, prev) == (int(time.time()) // 60, 2, 0), (idx, cur, prev)
+        assert until == (idx + 2) * 60000, until
+        assert 0 < int(r.cli('PTTL', 'rlshim:{sms}:win')) <= 122000
+        # Two keys in one round (one script call): each counted as its own.
+        with Unheard(hosts):
+            assert admitted(hosts[0], 1) == 1
+            assert hosts[0].get('/sms', family=socket.AF_INET6).status == 405
+        assert r.cli('HGET', 'rlshim:{sms}:win', '127.0.0.1').split(':')[:3] == \
+            [str(idx), '3', '0']
+        # (::1 is counted under its /64, ::)
+        assert r.cli('HGET', 'rlshim:{sms}:win', '::').split(':')[:3] == [str(idx), '1', '0']
+        r.cli('HSET', 'rlshim:{sms}:win', '192.0.2.1', f'{idx - 5}:3:0:{(idx - 3) * 60000}')
+        # a sweep each 200 rounds (2 s here)
+        assert wait_for(lambda: r.cli('HEXISTS', 'rlshim:{sms}:win', '192.0.2.1') == '0', 10)
+        assert r.cli('HEXISTS', 'rlshim:{sms}:win', '127.0.0.1') == '1'
+
+
+def fixed_window_two_hosts():
+    """fixed-window 10/m on 2 hosts, 7 on host 1, then 7 on host 2, then 3
+    on each, each phase before any agent hears of it: one window across
+    the hosts, at most count + N - 1 = 11 (each host's own window: 17)."""
+    window_two_hosts('fixed-window')
+
+
+def sliding_window_two_hosts():
+    """The same with sliding-window: the estimate over the global counts."""
+    window_two_hosts('sliding-window')
+
+
+def fixed_window_round_robin():
+    """40 requests over 4 hosts in turn before any agent hears of the
+    others: at most count + N - 1 = 13 (each host's own: 40)."""
+    window_round_robin('fixed-window')
+
+
+def sliding_window_round_robin():
+    window_round_robin('sliding-window')
+
+
+def fixed_window_sequential():
+    window_sequential('fixed-window')
+
+
+def sliding_window_sequential():
+    window_sequential('sliding-window')
+
+
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
@@ -920,6 +1051,10 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
           plans_many, plans_after_first_request]
+WINDOW_TESTS = [fixed_window_two_hosts, sliding_window_two_hosts, fixed_window_round_robin,
+                sliding_window_round_robin, fixed_window_sequential, sliding_window_sequential,
+                window_store_keys]
+TESTS += WINDOW_TESTS
 
 
 def main():

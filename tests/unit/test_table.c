@@ -790,6 +790,297 @@ static void test_fresh_share_edges(void **state)
 	}
 }
 
+/* ---- windows across hosts ---------------------------------------------------- */
+
+/* Unix time 1800000000 s is a minute's start: the segment below was made
+ * 30 s into that minute, at T0 on the monotonic clock. */
+#define UNIX_MIN_MS 1800000000000ull
+
+static struct rl_table *open_unix(uint64_t unix_ms_at_t0)
+{
+	struct rl_table *t = open_new(64);
+
+	t->hdr->created_mono_ns = T0;
+	t->hdr->created_unix_ms = unix_ms_at_t0;
+	return t;
+}
+
+static int view_of(const struct rl_slot_view *v, void *arg)
+{
+	*(struct rl_slot_view *)arg = *v;
+	return 1;
+}
+
+/* Windows start at multiples of the period on Unix time, not on the
+ * monotonic clock (whose zero differs between hosts): a per-minute window
+ * resets at :00, and what a client is told (Retry-After, RateLimit-Reset),
+ * what rlshimctl shows and the store's window index all agree. T0 is a
+ * multiple of a minute on the monotonic clock, 30 s past one on Unix time. */
+static void test_window_unix_aligned(void **state)
+{
+	const struct rl_rule_def fx = { "fx", RL_ALGO_FIXED_WINDOW,
+					{ 60 * SEC, 2, 2 }, 0, NULL };
+	const struct rl_rule_def sw = { "sw", RL_ALGO_SLIDING_WINDOW,
+					{ 60 * SEC, 2, 2 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS + 30000);
+	struct rl_slot_view v;
+	struct rl_sync_item it;
+	struct rl_result r;
+	unsigned f, w;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &fx, &f), 0);
+	assert_int_equal(rl_table_rule(t, &sw, &w), 0);
+	assert_int_equal(take_n(t, f, "k", 2, T0), 2);
+	rl_table_take(t, f, "k", 1, 1, T0, &r);
+	assert_false(r.allowed);
+	assert_int_equal(r.retry_after_ns, 30 * SEC);
+	assert_int_equal(r.reset_after_ns, 30 * SEC);
+	assert_int_equal(rl_table_foreach(t, T0, view_of, &v), 1);
+	assert_int_equal(v.debt_ns, 30 * SEC);
+	assert_int_equal(take_n(t, f, "k", 1, T0 + 30 * SEC - 1), 0);
+	assert_int_equal(take_n(t, f, "k", 3, T0 + 30 * SEC), 2);
+	/* Sliding: the window that held 2 ends at T0 + 30 s and weighs half
+	 * as much 30 s later. */
+	assert_int_equal(take_n(t, w, "k", 2, T0), 2);
+	assert_int_equal(take_n(t, w, "k", 1, T0 + 30 * SEC), 0);
+	assert_int_equal(take_n(t, w, "k", 2, T0 + 60 * SEC), 1);
+	/* The agent names the window by its Unix index. */
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, f, "j", 1, T0 + 31 * SEC), 1);
+	assert_int_equal(rl_table_sync_collect(t, T0 + 31 * SEC, slot_of, &it), 1);
+	assert_int_equal(it.window, UNIX_MIN_MS / 60000 + 1);
+	rl_table_close(t);
+}
+
+/* A window's key new to a host, with an agent syncing N hosts: the host
+ * starts from its share of the window, ceil(count / N), until the store's
+ * counts arrive; at that first sync it counts the other hosts' shares as
+ * spent, after it takes its share of what the store says is left, and a
+ * client refused from a share is told to come back in a round. Fixed and
+ * sliding alike, outside the previous window's weight. */
+static void test_window_share(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < 2; kind++) {
+		const struct rl_rule_def def = {
+			"r", kind ? RL_ALGO_SLIDING_WINDOW : RL_ALGO_FIXED_WINDOW,
+			{ 60 * SEC, 10, 10 }, 0, NULL };
+
+		for (unsigned hosts = 1; hosts <= 4; hosts++) {
+			struct rl_table *t = open_unix(UNIX_MIN_MS);
+			uint64_t idx = UNIX_MIN_MS / 60000;
+			int share = (10 + (int)hosts - 1) / (int)hosts, left;
+			struct rl_sync_item it;
+			struct rl_result r;
+			unsigned id;
+
+			assert_int_equal(rl_table_rule(t, &def, &id), 0);
+			rl_table_agent_set_hosts(t, hosts);
+			rl_table_agent_set_interval(t, 50);
+			rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+			assert_int_equal(take_n(t, id, "k", 12, T0), share);
+			rl_table_take(t, id, "k", 1, 1, T0, &r);
+			if (hosts > 1)
+				assert_true(r.retry_after_ns <= 50 * MS);
+			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+			assert_int_equal((int)it.admitted, share);
+			assert_int_equal(it.window, idx);
+			/* The store: the other hosts used 2 more than this one.
+			 * At this first sync of the key in the window (and in
+			 * the window's first two rounds) the others may still
+			 * be spending shares of their own: counted as spent,
+			 * nothing is left for this host. */
+			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+							      idx, share + 2, 0,
+							      T0), 0);
+			assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+			/* Rounds later (past the window's first two), the same:
+			 * of what is left, its share. */
+			assert_int_equal(rl_table_sync_collect(t, T0 + SEC, slot_of, &it), 1);
+			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+							      idx, share + 2, 0,
+							      T0 + SEC), 0);
+			left = share + 2 < 10 ? 10 - share - 2 : 0;
+			assert_int_equal(take_n(t, id, "k", 12, T0 + SEC),
+					 (left + (int)hosts - 1) / (int)hosts);
+			rl_table_take(t, id, "k", 1, 1, T0 + SEC, &r);
+			assert_false(r.allowed);
+			if (hosts > 1 && left > 1)
+				assert_true(r.retry_after_ns <= 50 * MS);
+			/* The store: the window used up, all hosts together. */
+			assert_int_equal(rl_table_sync_collect(t, T0 + SEC, slot_of, &it), 1);
+			assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+							      idx, 10, 0, T0 + SEC), 0);
+			assert_int_equal(take_n(t, id, "k", 1, T0 + SEC), 0);
+			rl_table_close(t);
+			rl_table_unlink(seg);
+		}
+	}
+	/* No agent syncing: the whole window, whatever the hosts. */
+	{
+		const struct rl_rule_def def = { "r", RL_ALGO_FIXED_WINDOW,
+						 { 60 * SEC, 10, 10 }, 0, NULL };
+		struct rl_table *t = open_unix(UNIX_MIN_MS);
+		unsigned id;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 4);
+		assert_int_equal(take_n(t, id, "k", 12, T0), 10);
+		rl_table_close(t);
+	}
+}
+
+/* The store's counts on a key this host uses alone (one host alive): what
+ * was admitted here since the collect comes on top; a lower count than the
+ * state's never lowers it; counts for the window just over are the
+ * previous window's (sliding), nothing for a fixed one; a key with a count
+ * in the current window is collected every round, quiet or not, and no
+ * longer once its window is over. */
+static void test_window_apply(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < 2; kind++) {
+		const struct rl_rule_def def = {
+			"r", kind ? RL_ALGO_SLIDING_WINDOW : RL_ALGO_FIXED_WINDOW,
+			{ 60 * SEC, 10, 10 }, 0, NULL };
+		struct rl_table *t = open_unix(UNIX_MIN_MS);
+		uint64_t idx = UNIX_MIN_MS / 60000;
+		struct rl_sync_item it;
+		unsigned id;
+
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 1);
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		assert_int_equal(take_n(t, id, "k", 3, T0), 3);
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		/* one more admitted before the store answers */
+		assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+		/* the store has 3 of this host's and 3 of another's */
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      6, 0, T0), 0);
+		assert_int_equal(take_n(t, id, "k", 12, T0), 3);
+		/* a lower count is old news */
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      2, 0, T0), 0);
+		assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+		rl_table_close(t);
+		rl_table_unlink(seg);
+
+		/* Quiet here, still collected while its window lasts. */
+		t = open_unix(UNIX_MIN_MS);
+		assert_int_equal(rl_table_rule(t, &def, &id), 0);
+		rl_table_agent_set_hosts(t, 1);
+		rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+		assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_collect(t, T0 + SEC, slot_of, &it), 1);
+		assert_int_equal(it.admitted, 0);
+		assert_int_equal(rl_table_sync_collect(t, T0 + 60 * SEC, slot_of,
+						       &it), 0);
+		/* The store answers for the window that has just ended: 8 in
+		 * it. Sliding, 30 s on they weigh 4 and 6 are left; fixed,
+		 * the new window is whole. */
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      8, 0, T0 + 60 * SEC), 0);
+		assert_int_equal(take_n(t, id, "k", 12, T0 + 90 * SEC),
+				 kind ? 6 : 10);
+		rl_table_close(t);
+		rl_table_unlink(seg);
+	}
+}
+
+/* In a window's first two rounds a host's syncs count the other hosts'
+ * shares as spent whether or not it is its first sync of the key: theirs
+ * may come a round late, and rounds drift. 10/m on 2 hosts, 1 used: what
+ * this host may take after each sync. */
+static void test_window_early(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_FIXED_WINDOW,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS);
+	uint64_t idx = UNIX_MIN_MS / 60000;
+	uint64_t at[3] = { T0, T0 + 60 * MS, T0 + 100 * MS };
+	/* of the 9 left, less the other host's share (5): ceil(4 / 2); then
+	 * ceil(9 / 2) */
+	uint32_t gets[3] = { 2, 2, 5 };
+	struct rl_sync_item it;
+	struct rl_result r;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_set_interval(t, 50);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(rl_table_sync_collect(t, at[i], slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      1, 0, at[i]), 0);
+		rl_table_take(t, id, "k", 1, 0, at[i], &r);
+		assert_int_equal(r.remaining, gets[i]);
+	}
+	rl_table_close(t);
+}
+
+/* Sliding, with other hosts: as the previous window's weight falls it
+ * frees requests, and each host takes only its share of them. 10/m on 2
+ * hosts, the store's previous window full (10), 1 in this one: half way
+ * through, 4 are free in all; this host takes 1 of them (it carries 5 of
+ * the previous 10, and the weight of the rest in its count), not 4. */
+static void test_window_sliding_decay(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_SLIDING_WINDOW,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS);
+	uint64_t idx = UNIX_MIN_MS / 60000;
+	struct rl_sync_item it;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 1, T0), 1);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+		assert_int_equal(rl_table_sync_window(t, it.index, it.tag, idx,
+						      1, 10, T0), 0);
+	}
+	assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+	assert_int_equal(take_n(t, id, "k", 4, T0 + 30 * SEC), 1);
+	rl_table_close(t);
+}
+
+/* The store down: a window is charged for the other hosts alive as if
+ * each admitted what this one did, in its current window, and the store's
+ * counts afterwards only raise that. 10/m on 2 hosts: 2 admitted here,
+ * charged 2 for the other, the store knowing only this host's 2: 1 left
+ * (the share alone would leave 4). */
+static void test_window_store_down(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_FIXED_WINDOW,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	struct rl_table *t = open_unix(UNIX_MIN_MS);
+	struct rl_sync_item it;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 2);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 2, T0), 2);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(rl_table_sync_charge(t, it.index, it.tag, 2 * 6 * SEC,
+					      T0), 0);
+	assert_int_equal(rl_table_sync_window(t, it.index, it.tag,
+					      UNIX_MIN_MS / 60000, 2, 0, T0), 0);
+	assert_int_equal(take_n(t, id, "k", 12, T0), 1);
+	rl_table_close(t);
+}
+
 /* The shim's way: an allowance is counted once the whole request is
  * allowed, a give-back touches no counter, so `allowed` never goes back
  * (a Prometheus counter must not). A denial is counted at once. */
@@ -1375,6 +1666,12 @@ int main(void)
 		cmocka_unit_test(test_fail_count),
 		cmocka_unit_test(test_fail_owed),
 		cmocka_unit_test(test_fail_forget),
+		cmocka_unit_test(test_window_unix_aligned),
+		cmocka_unit_test(test_window_share),
+		cmocka_unit_test(test_window_apply),
+		cmocka_unit_test(test_window_store_down),
+		cmocka_unit_test(test_window_sliding_decay),
+		cmocka_unit_test(test_window_early),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),
