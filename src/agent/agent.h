@@ -55,6 +55,7 @@ struct rl_agent_item {
 	char count[12];  /* admitted, as text */
 	char ei[32];     /* emission interval in microseconds, as text */
 	char debt[24];   /* what it owes here (us), as text: 0 if nothing */
+	char own[24];    /* the same, or 0 when part of it is a share held */
 	char win[24];    /* a window's: its index on Unix time, as text */
 	char until[24];  /* and when its counts stop mattering (Unix ms) */
 };
@@ -79,6 +80,7 @@ struct rl_agent {
 	uint32_t nitems, cap;
 	uint64_t clean_cursor[RL_MAX_RULES];
 	uint64_t pull_cursor[RL_MAX_RULES];  /* store us: keys changed since */
+	uint64_t last_collect_ns;     /* the last round's collect */
 	uint64_t plans_cursor[RL_MAX_RULES]; /* HSCAN of each rule's plans */
 
 	uint64_t rounds;

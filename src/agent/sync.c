@@ -63,24 +63,39 @@
 #define CLEAN_EVERY 200       /* rounds between sweeps of stale store keys */
 #define PLANS_SCAN "1000"     /* planned keys mirrored per rule per round */
 
-/* KEYS[1]: the rule's hash of global states (microseconds, store clock).
- * ARGV[1]: idle TTL (ms). Then triples: key, admitted, interval (us).
- * Returns each key's debt (us), in order. */
+/* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
+ * keys changed recently (for the pulls). ARGV[1]: idle TTL (ms), ARGV[2]:
+ * the time (us) since the sending host's last round. Then quadruples: key,
+ * admitted, interval (us), what the key owes on that host (us; 0 if its
+ * state there holds a share back).
+ *
+ * The requests a host admitted came at times within its last round, which
+ * the store does not know: counting them from now (all at the last moment)
+ * makes a key busy at its rate owe a whole round at each round, and a host
+ * alone under load admitted half the rate where a round's refill is more
+ * than the burst. So they are counted from the start of the round at the
+ * earliest (all at once, the least they can owe), and at least what the
+ * host itself says the key owes, which its own GCRA knows exactly: alone,
+ * the store's state is the host's. Returns each key's debt (us), in order. */
 static const char sync_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	RL_LUA_TAT
-	"local n = (#ARGV - 1) / 3\n"
+	"local floor = now - tonumber(ARGV[2])\n"
+	"local n = (#ARGV - 2) / 4\n"
 	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
+	"for i = 1, n do fields[i] = ARGV[4 * i - 1] end\n"
 	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
 	"local sets, out = {}, {}\n"
 	"for i = 1, n do\n"
-	"  local ei = ARGV[3 * i + 1]\n"
+	"  local ei = ARGV[4 * i + 1]\n"
 	"  local tat = tat_of(vals[i], tonumber(ei), now)\n"
-	"  if tat < now then tat = now end\n"
-	"  local a = tonumber(ARGV[3 * i])\n"
+	"  if tat < floor then tat = floor end\n"
+	"  local a = tonumber(ARGV[4 * i])\n"
 	"  if a > 0 then tat = tat + a * tonumber(ei) end\n"
+	"  local own = now + tonumber(ARGV[4 * i + 2])\n"
+	"  if tat < own then tat = own end\n"
+	"  if tat < now then tat = now end\n"
 	"  local v = tat_text(tat, ei)\n"
 	"  if tat > now and v ~= vals[i] then\n"
 	"    sets[#sets + 1] = fields[i]\n"
@@ -92,7 +107,7 @@ static const char sync_lua[] =
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"local ch = {}\n"
 	"for i = 1, n do\n"
-	"  if tonumber(ARGV[3 * i]) > 0 then\n"
+	"  if tonumber(ARGV[4 * i]) > 0 then\n"
 	"    ch[#ch + 1] = now + #ch\n"
 	"    ch[#ch + 1] = fields[i]\n"
 	"  end\n"
@@ -349,6 +364,7 @@ struct reply_plan {
 struct round {
 	struct rl_agent *a;
 	uint64_t now_ns;
+	uint64_t since_ns;   /* since the last round's collect */
 	unsigned nplan;
 	struct reply_plan plan[PLAN_MAX];
 	int failed;
@@ -381,6 +397,7 @@ static int collect(const struct rl_sync_item *it, void *arg)
 					     sizeof(x->key));
 	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
 	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
+	snprintf(x->own, sizeof(x->own), "%s", it->provisional ? "0" : x->debt);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
 	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);
 	snprintf(x->until, sizeof(x->until), "%llu",
@@ -429,9 +446,9 @@ static void rule_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t le
 static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[3 + 3 * BATCH];
-	size_t lens[3 + 3 * BATCH];
-	char hkey[160], rkey[170], ttl[32];
+	const char *argv[4 + 4 * BATCH];
+	size_t lens[4 + 4 * BATCH];
+	char hkey[160], rkey[170], ttl[32], since[32];
 	int c = 0;
 
 	rule_ttl(a, ci, ttl, sizeof(ttl));
@@ -441,6 +458,9 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	argv[c++] = rkey;
 	argv[c] = ttl;
 	lens[c++] = strlen(ttl);
+	lens[c] = (size_t)snprintf(since, sizeof(since), "%llu",
+				   (unsigned long long)(r->since_ns / 1000));
+	argv[c++] = since;
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
 
@@ -450,6 +470,8 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		lens[c++] = strlen(x->count);
 		argv[c] = x->ei;
 		lens[c++] = strlen(x->ei);
+		argv[c] = x->own;
+		lens[c++] = strlen(x->own);
 	}
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 2, c, argv, lens))
 		return -1;
@@ -988,6 +1010,13 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	rl_table_agent_flags_change(a->table, RL_AGENT_SYNC, 0);
 	a->nitems = 0;
 	rl_table_sync_collect(a->table, now_ns, collect, a);
+	/* what was collected came since the last collect: a round, or more
+	 * after a stall (at most a second is trusted to spread it over) */
+	r->since_ns = a->last_collect_ns ? now_ns - a->last_collect_ns
+					 : a->interval_ns;
+	if (r->since_ns > RL_NS_PER_SEC)
+		r->since_ns = RL_NS_PER_SEC;
+	a->last_collect_ns = now_ns;
 	if (!rl_store_ready(a->store, now_ns)) {
 		store_down(a, now_ns);
 		return 0;

@@ -72,6 +72,8 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 					       now_ns
 				     : 0;
 		it.window = window_of(t, s, key, now_ns);
+		it.provisional = atomic_load_explicit(&s->provisional,
+						      memory_order_relaxed) != 0;
 		r = fn(&it, arg);
 		if (r)
 			return r;

@@ -189,6 +189,7 @@ struct rl_sync_item {
 	uint8_t truncated;
 	uint8_t key[RL_KEY_MAX];
 	uint64_t debt_ns;   /* what a token bucket owes beyond now here */
+	uint8_t provisional; /* ... part of which is a share held back */
 	uint64_t window;    /* a window's: the index of the current one on Unix
 			       time, the store's name for it (rl_window_index) */
 };
