@@ -27,6 +27,16 @@
  *       each paced at R/T the same way (a thread that falls behind catches
  *       up back to back, so an unreachable R shows as a lower achieved
  *       rate). The added latency is the EVALSHA round trip.
+ *   (c) sync = strict: a fresh rlshimd with the same rule `sync = strict`
+ *       decides each ask in Redis (one EVALSHA per ask, the asks of a
+ *       wake pipelined, on its own connection) and syncs as (a); this
+ *       process calls rl_table_take_strict() with a deadline of now +
+ *       100 ms ([redis] timeout's default) from T threads paced as (b)'s.
+ *       The added latency is that call: the ask, the agent's round trip,
+ *       the wake. Each key is decided once before the warm-up. Then one
+ *       more row, 10,000/s over 100 keys of a rule of 10/m, burst 10: every
+ *       key is out of budget after its burst, and its refusals are made
+ *       from the state Redis gave back, without asking it.
  *
  * Latencies are sampled (every 10th decision) between two clock_gettime()
  * calls, whose own cost is printed with the results.
@@ -45,6 +55,8 @@
  *       1,000,000, checked not to overflow), by name;
  *   (b) the design sends EVALSHA only and a script cannot run EVALSHA, so
  *       commandstats' evalsha calls over the window are its commands.
+ *   (c) the slow log would overflow (each strict call also logs its
+ *       script's 4 commands), so from commandstats: see account_strict().
  * The agent's EVALSHAs from the slow log are checked against commandstats
  * as well. The agent, Redis and this process share the machine's CPUs.
  *
@@ -85,9 +97,13 @@
 #define SLOWLOG_LEN 1000000
 #define KEY_LEN 17               /* family + 16 bytes: an IPv6 client, /64 */
 #define CTL_TIMEOUT_S 5
+#define STRICT_TIMEOUT_NS 100000000ull /* (c): [redis] timeout's default */
+#define LOW_RATE 10000           /* (c), denied: offered/s of the flood */
+#define LOW_KEYS 100             /*      over these keys */
 
 static const unsigned rates[] = { 1000, 10000, 50000 };
 static const unsigned key_counts[] = { 100, 10000 };
+static unsigned strict_threads; /* -T: (c)'s threads, else as (b)'s */
 
 /* The classic per-request limiter: a fixed window of 1 s per key. */
 static const char fw_lua[] =
@@ -443,7 +459,7 @@ static long long nested_check(redisContext *c)
 
 /* ---- the load -------------------------------------------------------------- */
 
-enum design { DESIGN_RLSHIM, DESIGN_EVALSHA };
+enum design { DESIGN_RLSHIM, DESIGN_EVALSHA, DESIGN_STRICT };
 enum phase { PHASE_WARMUP, PHASE_MEASURE, PHASE_STOP };
 
 struct key {
@@ -461,6 +477,7 @@ struct worker {
 	redisContext *c;        /* (b) */
 	uint64_t decisions;     /* in the measured window */
 	uint64_t denied;
+	uint64_t fallbacks;     /* (c): -EAGAIN, decided here */
 	uint64_t *samples;      /* latencies (ns) */
 	size_t nsamples, cap;
 	int failed;
@@ -472,7 +489,7 @@ struct load {
 	_Atomic int phase;
 	const struct key *keys;
 	unsigned nkeys;
-	struct rl_table *table;  /* (a) */
+	struct rl_table *table;  /* (a), (c) */
 	unsigned rule;
 	char sha[41];            /* (b) */
 	unsigned nworkers;
@@ -503,6 +520,21 @@ static int decide(struct worker *w, const struct key *k, uint64_t *ns)
 		rl_table_take(l->table, l->rule, k->bin, KEY_LEN, 1,
 			      rl_time_now_ns(), &res);
 		t1 = mono_ns();
+		if (!res.allowed)
+			w->denied++;
+	} else if (l->design == DESIGN_STRICT) {
+		struct rl_result res;
+		uint64_t now;
+		int rc;
+
+		t0 = mono_ns();
+		now = rl_time_now_ns();
+		rc = rl_table_take_strict(l->table, l->rule, k->bin, KEY_LEN, 1,
+					  now, now + STRICT_TIMEOUT_NS, &res,
+					  NULL);
+		t1 = mono_ns();
+		if (rc == -EAGAIN)
+			w->fallbacks++;
 		if (!res.allowed)
 			w->denied++;
 	} else {
@@ -541,6 +573,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct load *l = w->load;
 	uint64_t start = mono_ns(), done = 0, seq = 0;
+	int measuring = 0;
 
 	for (uint64_t tick = 1;; tick++) {
 		int phase = atomic_load(&l->phase);
@@ -553,6 +586,11 @@ static void *worker_main(void *arg)
 			uint64_t ns, i = rng_next(&w->rng) % l->nkeys;
 			const struct key *k = &l->keys[i];
 
+			if (phase == PHASE_MEASURE && !measuring) {
+				/* the window's own, not the warm-up's */
+				w->denied = w->fallbacks = 0;
+				measuring = 1;
+			}
 			if (decide(w, k, &ns)) {
 				w->failed = 1;
 				return NULL;
@@ -580,6 +618,8 @@ struct stats {
 	double redis_cpu;        /* Redis's CPU time / window */
 	uint64_t p50_ns, p99_ns;
 	uint64_t denied;
+	uint64_t fallbacks;      /* (c): decided here, not in Redis */
+	double strict_s;         /* (c): the strict connection's EVALSHAs */
 	double rounds_s;         /* (a): the agent's sync rounds */
 	uint64_t first_p50_ns;   /* (a): a key's first decision in the */
 	uint64_t first_p99_ns;   /*      fresh segment (priming) */
@@ -591,7 +631,10 @@ struct snapshot {
 	long long total;    /* total_commands_processed */
 	long long evalsha;  /* commandstats */
 	double cpu_s;       /* Redis's user + system CPU time */
-	uint64_t syncs;     /* (a): agent_syncs */
+	uint64_t syncs;     /* (a), (c): agent_syncs */
+	/* (c): the commands only the agent sends at top level, and the
+	 * ones only its scripts run that tell their calls apart */
+	long long get, zrange, zrem, zcard, hget;
 };
 
 /* One INFO for all the counters: what this process sends in the window is
@@ -604,6 +647,11 @@ static int snap_info(redisContext *c, struct snapshot *s)
 		return -EIO;
 	s->total = info_number(text, "total_commands_processed");
 	s->evalsha = info_calls(text, "evalsha");
+	s->get = info_calls(text, "get");
+	s->zrange = info_calls(text, "zrangebyscore");
+	s->zrem = info_calls(text, "zremrangebyscore");
+	s->zcard = info_calls(text, "zcard");
+	s->hget = info_calls(text, "hget");
 	s->cpu_s = info_double(text, "used_cpu_sys") +
 		   info_double(text, "used_cpu_user");
 	return 0;
@@ -611,17 +659,16 @@ static int snap_info(redisContext *c, struct snapshot *s)
 
 static int snap_before(redisContext *c, struct load *l, struct snapshot *s)
 {
-	if (l->design == DESIGN_RLSHIM) {
-		if (ask_ok(c, "SLOWLOG RESET", NULL))
-			return -EIO;
+	if (l->design == DESIGN_RLSHIM && ask_ok(c, "SLOWLOG RESET", NULL))
+		return -EIO;
+	if (l->design != DESIGN_EVALSHA)
 		s->syncs = rl_table_counted(l->table, RL_COUNT_AGENT_SYNCS);
-	}
 	return snap_info(c, s);
 }
 
 static int snap_after(redisContext *c, struct load *l, struct snapshot *s)
 {
-	if (l->design == DESIGN_RLSHIM)
+	if (l->design != DESIGN_EVALSHA)
 		s->syncs = rl_table_counted(l->table, RL_COUNT_AGENT_SYNCS);
 	return snap_info(c, s);
 }
@@ -757,6 +804,27 @@ static void account_evalsha(const struct snapshot *s0,
 			"commandstats for %.0f calls made\n", seen, made);
 }
 
+/*
+ * (c): the agent's commands over the window, from commandstats (the slow
+ * log would overflow: it also records the 4 calls of each strict script).
+ * Top level, the agent sends EVALSHA (both connections), GET (the epoch),
+ * ZRANGEBYSCORE and ZREMRANGEBYSCORE (the bans), and its scripts run none
+ * of them but ZREMRANGEBYSCORE, once per hosts script, which is the one
+ * script that runs ZCARD (once). The strict script is the one that runs
+ * HGET, once per call: its calls are the strict connection's EVALSHAs.
+ */
+static void account_strict(const struct snapshot *s0,
+			   const struct snapshot *s1, struct stats *st)
+{
+	long long n = (s1->evalsha - s0->evalsha) + (s1->get - s0->get) +
+		      (s1->zrange - s0->zrange) +
+		      (s1->zrem - s0->zrem) - (s1->zcard - s0->zcard);
+
+	st->commands_s = (double)n / st->seconds;
+	st->strict_s = (double)(s1->hget - s0->hget) / st->seconds;
+	st->rounds_s = (double)(s1->syncs - s0->syncs) / st->seconds;
+}
+
 /* The workers' latency samples, merged: p50 and p99. */
 static int percentiles(const struct load *l, struct stats *st)
 {
@@ -836,6 +904,7 @@ stop:
 		}
 		decisions += l->w[i].decisions;
 		st->denied += l->w[i].denied;
+		st->fallbacks += l->w[i].fallbacks;
 	}
 	if (rc)
 		return interrupted ? -EINTR : rc;
@@ -848,6 +917,8 @@ stop:
 	if (l->design == DESIGN_RLSHIM) {
 		if (account_agent(ctl, self, &s0, &s1, st))
 			return -EIO;
+	} else if (l->design == DESIGN_STRICT) {
+		account_strict(&s0, &s1, st);
 	} else {
 		account_evalsha(&s0, &s1, decisions, st);
 	}
@@ -890,7 +961,8 @@ static void workers_free(struct load *l)
 
 /* ---- the two designs ----------------------------------------------------------- */
 
-static int write_config(const char *path, int port)
+/* (a)'s rule, or with `strict` (c)'s: the same rule and the flood's. */
+static int write_config(const char *path, int port, int strict)
 {
 	FILE *f = fopen(path, "w");
 
@@ -899,20 +971,31 @@ static int write_config(const char *path, int port)
 	fprintf(f, "[global]\nshm = %s\ncapacity = 65536\n"
 		   "[redis]\nurl = redis://127.0.0.1:%d/0\n"
 		   "sync_interval = 50ms\n"
-		   "[limit:bench]\nmatch = *\nrate = 1000000/s\n",
-		shm_name, port);
+		   "[limit:bench]\nmatch = *\nrate = 1000000/s\n%s",
+		shm_name, port, strict ? "sync = strict\n" : "");
+	if (strict)
+		fprintf(f, "[limit:low]\nmatch = *\nrate = 10/m\n"
+			   "burst = 10\nsync = strict\n");
 	return fclose(f) ? -EIO : 0;
 }
 
-/* Start rlshimd and attach to its segment once it syncs with Redis. */
+/* The rules as the configurations say; (c) uses both. */
+static const struct rl_rule_def rule_defs[] = {
+	{ .name = "bench", .algorithm = RL_ALGO_GCRA,
+	  .rate = { 1000000000ull, 1000000, 1000000 } },
+	{ .name = "low", .algorithm = RL_ALGO_GCRA,
+	  .rate = { 60000000000ull, 10, 10 } },
+};
+
+/*
+ * Start rlshimd and attach to its segment once it syncs with Redis (and,
+ * for `nrules` 2, the strict configuration, answers asks): rules[i] is
+ * the id of rule_defs[i].
+ */
 static int start_agent(const char *agent, const char *conf,
-		       struct rl_table **t, unsigned *rule)
+		       struct rl_table **t, unsigned *rules, unsigned nrules)
 {
-	static const struct rl_rule_def def = {
-		.name = "bench",
-		.algorithm = RL_ALGO_GCRA,
-		.rate = { 1000000000ull, 1000000, 1000000 },
-	};
+	uint64_t want = RL_AGENT_SYNC | (nrules > 1 ? RL_AGENT_STRICT : 0);
 	char log[128];
 	char *argv[] = { (char *)agent, (char *)"-c", (char *)conf,
 			 (char *)"--foreground", NULL };
@@ -932,7 +1015,7 @@ static int start_agent(const char *agent, const char *conf,
 			*t = NULL;
 		if (*t)
 			rl_table_agent_read(*t, &h);
-		if (*t && h.heartbeat_ns && (h.flags & RL_AGENT_SYNC) &&
+		if (*t && h.heartbeat_ns && (h.flags & want) == want &&
 		    !(h.flags & RL_AGENT_STORE_DOWN) && h.syncs > 0)
 			break;
 		nap(10000000ull);
@@ -945,9 +1028,11 @@ static int start_agent(const char *agent, const char *conf,
 		}
 		return interrupted ? -EINTR : -EIO;
 	}
-	if (rl_table_rule(*t, &def, rule) ||
-	    rl_table_stats(*t, rl_time_now_ns(), &ts) || ts.rules != 1) {
-		fprintf(stderr, "bench_redis: the rule is not the agent's\n");
+	for (unsigned i = 0; i < nrules; i++)
+		if (rl_table_rule(*t, &rule_defs[i], &rules[i]))
+			return -EIO;
+	if (rl_table_stats(*t, rl_time_now_ns(), &ts) || ts.rules != nrules) {
+		fprintf(stderr, "bench_redis: the rules are not the agent's\n");
 		return -EIO;
 	}
 	return 0;
@@ -960,7 +1045,7 @@ static int start_agent(const char *agent, const char *conf,
  * slots it touches first; their cost is kept apart, in st->first_*.
  */
 static int prime(struct rl_table *t, unsigned rule, const struct key *keys,
-		 unsigned nkeys, struct stats *st)
+		 unsigned nkeys, int strict, struct stats *st)
 {
 	uint64_t *ns = malloc(nkeys * sizeof(*ns));
 
@@ -970,8 +1055,15 @@ static int prime(struct rl_table *t, unsigned rule, const struct key *keys,
 		struct rl_result res;
 		uint64_t t0 = mono_ns();
 
-		rl_table_take(t, rule, keys[i].bin, KEY_LEN, 1,
-			      rl_time_now_ns(), &res);
+		uint64_t now = rl_time_now_ns();
+
+		if (strict)
+			rl_table_take_strict(t, rule, keys[i].bin, KEY_LEN, 1,
+					     now, now + STRICT_TIMEOUT_NS, &res,
+					     NULL);
+		else
+			rl_table_take(t, rule, keys[i].bin, KEY_LEN, 1, now,
+				      &res);
 		ns[i] = mono_ns() - t0;
 	}
 	qsort(ns, nkeys, sizeof(*ns), cmp_u64);
@@ -994,9 +1086,9 @@ static int run_rlshim(const char *agent, const char *conf, redisContext *ctl,
 	if (ask_ok(ctl, "CONFIG SET slowlog-max-len %s", len) ||
 	    ask_ok(ctl, "CONFIG SET slowlog-log-slower-than %s", "0"))
 		return -EIO;
-	rc = start_agent(agent, conf, &l.table, &l.rule);
+	rc = start_agent(agent, conf, &l.table, &l.rule, 1);
 	if (!rc)
-		rc = prime(l.table, l.rule, keys, nkeys, st);
+		rc = prime(l.table, l.rule, keys, nkeys, 0, st);
 	if (!rc)
 		rc = workers_new(&l, rate, 1, measure_s);
 	if (!rc)
@@ -1007,6 +1099,42 @@ static int run_rlshim(const char *agent, const char *conf, redisContext *ctl,
 	rl_table_unlink(shm_name);
 	if (ask_ok(ctl, "CONFIG SET slowlog-log-slower-than %s", "10000") ||
 	    ask_ok(ctl, "SLOWLOG RESET", NULL) || ask_ok(ctl, "FLUSHALL", NULL))
+		rc = rc ? rc : -EIO;
+	return rc;
+}
+
+/*
+ * (c): rlshimd with the rules strict, this process deciding with
+ * rl_table_take_strict() from T threads, as (b)'s, on rule_defs[which]:
+ * 0, the rule that never refuses; 1, 10/m burst 10, where every key is
+ * out of budget after its burst (the flood of denied requests).
+ */
+static int run_strict(const char *agent, const char *conf, redisContext *ctl,
+		      const struct key *keys, unsigned nkeys, unsigned rate,
+		      unsigned which, unsigned measure_s, struct stats *st,
+		      unsigned *threads)
+{
+	struct load l = { .design = DESIGN_STRICT, .keys = keys,
+			  .nkeys = nkeys };
+	unsigned n = strict_threads ? strict_threads
+				  : (rate + PER_THREAD_RATE - 1) / PER_THREAD_RATE;
+	unsigned rules[2];
+	int rc;
+
+	*threads = n;
+	rc = start_agent(agent, conf, &l.table, rules, 2);
+	l.rule = rules[which];
+	if (!rc)
+		rc = prime(l.table, l.rule, keys, nkeys, 1, st);
+	if (!rc)
+		rc = workers_new(&l, rate, n, measure_s);
+	if (!rc)
+		rc = run_load(&l, ctl, measure_s, st);
+	workers_free(&l);
+	stop_child(&agent_pid);
+	rl_table_close(l.table);
+	rl_table_unlink(shm_name);
+	if (ask_ok(ctl, "FLUSHALL", NULL))
 		rc = rc ? rc : -EIO;
 	return rc;
 }
@@ -1088,20 +1216,23 @@ static uint64_t timer_cost(void)
 
 struct cell {
 	unsigned rate, keys;
-	struct stats a, b;
-	unsigned threads;
+	struct stats a, b, c;
+	unsigned threads, cthreads;
 };
 
-/* One row of the main table: design `d` (0: rlshim, 1: EVALSHA). */
+/* One row of the main table: design `d` (0: rlshim, 1: EVALSHA, 2: strict). */
 static void print_row(const struct cell *c, int d)
 {
-	const struct stats *s = d ? &c->b : &c->a;
+	const struct stats *s = d == 2 ? &c->c : d ? &c->b : &c->a;
 	char design[48], off[32], keys[32], ach[64], cmds[32], all[32];
 	char p50[32], p99[32];
 	double per = s->decisions_s > 0 ? s->commands_s / s->decisions_s : 0;
 	size_t o;
 
-	if (d)
+	if (d == 2)
+		snprintf(design, sizeof(design), "(c) strict, T = %u",
+			 c->cthreads);
+	else if (d)
 		snprintf(design, sizeof(design), "(b) EVALSHA, T = %u",
 			 c->threads);
 	else
@@ -1141,9 +1272,39 @@ static void print_agent_row(const struct cell *c)
 	       c->a.rounds_s, per_round, c->a.by_name, p50, p99);
 }
 
+static double ratio(uint64_t x, uint64_t y)
+{
+	return y ? (double)x / (double)y : 0;
+}
+
+/* One row of the strict table: (c) against (b) of the same cell. */
+static void print_strict_row(const struct cell *c, const char *rule)
+{
+	const struct stats *s = &c->c;
+	double d = s->decisions_s * s->seconds;
+	double denied = d > 0 ? (double)s->denied / d : 0;
+	char off[32], keys[32], ach[32], p50[32], p99[32], vs[64] = "-";
+
+	fmt_count(c->rate, off, sizeof(off));
+	fmt_count(c->keys, keys, sizeof(keys));
+	fmt_count(s->decisions_s, ach, sizeof(ach));
+	fmt_ns(s->p50_ns, p50, sizeof(p50));
+	fmt_ns(s->p99_ns, p99, sizeof(p99));
+	if (c->b.p50_ns)
+		snprintf(vs, sizeof(vs), "%.2f, %.2f",
+			 ratio(s->p50_ns, c->b.p50_ns),
+			 ratio(s->p99_ns, c->b.p99_ns));
+	printf("| %s | %s | %s | %u | %s | %.1f%% | %.4f | %.4f | %llu | "
+	       "%.1f | %s | %s | %s |\n", rule, off, keys, c->cthreads, ach,
+	       100.0 * denied,
+	       s->decisions_s > 0 ? s->strict_s / s->decisions_s : 0,
+	       s->decisions_s > 0 ? s->commands_s / s->decisions_s : 0,
+	       (unsigned long long)s->fallbacks, s->rounds_s, p50, p99, vs);
+}
+
 static void print_results(const struct cell *cells, int argc, char **argv,
-			  const char *version, uint64_t timer,
-			  long long nested, unsigned measure_s)
+			  const struct cell *low, const char *version,
+			  uint64_t timer, long long nested, unsigned measure_s)
 {
 	char date[64], cmdline[512];
 	time_t now = time(NULL);
@@ -1160,7 +1321,10 @@ static void print_results(const struct cell *cells, int argc, char **argv,
 	printf("(a) rlshim: rl_table_take() on the segment, rlshimd syncing "
 	       "it with Redis every 50 ms. (b) per request: one EVALSHA of a "
 	       "fixed-window script (INCR + PEXPIRE) per decision, T "
-	       "synchronous connections.\n\n");
+	       "synchronous connections. (c) sync = strict: "
+	       "rl_table_take_strict() (deadline now + 100 ms) from T threads, "
+	       "rlshimd deciding each ask in Redis (one EVALSHA, pipelined) "
+	       "and syncing every 50 ms.\n\n");
 	printf("| design | offered/s | active keys | achieved/s | "
 	       "Redis commands/s | commands per decision | "
 	       "incl. script calls, /s | Redis CPU | added latency p50 | "
@@ -1169,7 +1333,25 @@ static void print_results(const struct cell *cells, int argc, char **argv,
 	for (unsigned i = 0; i < NCELLS; i++) {
 		print_row(&cells[i], 0);
 		print_row(&cells[i], 1);
+		print_row(&cells[i], 2);
 	}
+	printf("\n(c) in detail: the strict connection's EVALSHAs (the "
+	       "strict script's HGET calls, one per call) and all the agent's "
+	       "top-level commands (commandstats: EVALSHA, GET, ZRANGEBYSCORE, "
+	       "ZREMRANGEBYSCORE less the hosts script's), per decision; "
+	       "decisions Redis could not make in time (-EAGAIN: on_store_down "
+	       "applies); the added latency against (b)'s in the same cell. "
+	       "The last row: a rule of 10/m, burst 10, every key out of "
+	       "budget after its burst, flooded for the whole window.\n\n");
+	printf("| rule | offered/s | active keys | T | achieved/s | denied | "
+	       "strict EVALSHAs per decision | agent commands per decision | "
+	       "not decided in Redis | sync rounds/s | added latency p50 | "
+	       "p99 | p50, p99 / (b)'s |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	       "---:|\n");
+	for (unsigned i = 0; i < NCELLS; i++)
+		print_strict_row(&cells[i], "1,000,000/s (never refuses)");
+	print_strict_row(low, "10/m, burst 10 (denied flood)");
 	printf("\n(a) in detail: rlshimd's sync rounds and the commands it "
 	       "sent per round, by name (from the slow log); and, apart from "
 	       "the window, each key's first decision in the fresh segment "
@@ -1186,7 +1368,8 @@ static void print_results(const struct cell *cells, int argc, char **argv,
 	       "by %lld here, so that counter (\"incl. script calls\") "
 	       "includes what scripts run; (a) counts the agent's connection "
 	       "in the slow log (slowlog-log-slower-than 0, on during (a) "
-	       "only), (b) commandstats' evalsha. Redis CPU: its user + "
+	       "only), (b) commandstats' evalsha, (c) commandstats (above). "
+	       "Redis CPU: its user + "
 	       "system time over the window, in %% of one core. Latency: "
 	       "sampled every %d decisions between two clock_gettime() "
 	       "calls, which alone take %llu ns here. (b) threads that fall "
@@ -1194,11 +1377,12 @@ static void print_results(const struct cell *cells, int argc, char **argv,
 	       "machine cannot reach shows as less achieved (in bold when "
 	       "below 98%%).", nested, SAMPLE_EVERY, (unsigned long long)timer);
 	for (unsigned i = 0; i < NCELLS; i++)
-		if (cells[i].a.denied || cells[i].b.denied)
+		if (cells[i].a.denied || cells[i].b.denied || cells[i].c.denied)
 			printf(" Denied decisions at %u/s over %u keys: %llu.",
 			       cells[i].rate, cells[i].keys,
 			       (unsigned long long)(cells[i].a.denied +
-						    cells[i].b.denied));
+						    cells[i].b.denied +
+						    cells[i].c.denied));
 	printf("\n");
 }
 
@@ -1206,12 +1390,14 @@ static void print_results(const struct cell *cells, int argc, char **argv,
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: bench_redis [-t SECONDS] [-a RLSHIMD] "
+	fprintf(f, "usage: bench_redis [-t SECONDS] [-T THREADS] [-a RLSHIMD] "
 		   "[-s REDIS_SERVER]\n"
 		   "  -t SECONDS       measured per cell (default %d)\n"
 		   "  -a RLSHIMD       the agent (default: rlshimd in the "
 		   "parent of this binary's directory)\n"
-		   "  -s REDIS_SERVER  (default: redis-server from PATH)\n",
+		   "  -s REDIS_SERVER  (default: redis-server from PATH)\n"
+		   "  -T THREADS       (c)'s caller threads at every rate "
+		   "(default: as (b)'s)\n",
 		   MEASURE_S);
 }
 
@@ -1255,10 +1441,10 @@ static struct key *make_keys(unsigned n)
 static int run(int argc, char **argv, const char *agent, const char *server,
 	       unsigned measure_s)
 {
-	struct cell cells[NCELLS];
+	struct cell cells[NCELLS], low = { .rate = LOW_RATE, .keys = LOW_KEYS };
 	struct key *keys = NULL;
 	redisContext *ctl = NULL;
-	char conf[128], version[32] = "?", text[8192];
+	char conf[128], sconf[128], version[32] = "?", text[8192];
 	const char *v;
 	long long nested;
 	uint64_t timer;
@@ -1287,7 +1473,8 @@ static int run(int argc, char **argv, const char *agent, const char *server,
 	snprintf(shm_name, sizeof(shm_name), "rlshim-benchredis-%d",
 		 (int)getpid());
 	snprintf(conf, sizeof(conf), "%s/rlshim.conf", tmpdir);
-	if (write_config(conf, port))
+	snprintf(sconf, sizeof(sconf), "%s/strict.conf", tmpdir);
+	if (write_config(conf, port, 0) || write_config(sconf, port, 1))
 		goto out;
 	timer = timer_cost();
 
@@ -1309,8 +1496,21 @@ static int run(int argc, char **argv, const char *agent, const char *server,
 				 measure_s, &c->b, &c->threads);
 		if (rc)
 			goto out;
+		fprintf(stderr, "bench_redis: %u/s over %u keys: strict\n",
+			c->rate, c->keys);
+		rc = run_strict(agent, sconf, ctl, keys, c->keys, c->rate, 0,
+				measure_s, &c->c, &c->cthreads);
+		if (rc)
+			goto out;
 	}
-	print_results(cells, argc, argv, version, timer, nested, measure_s);
+	fprintf(stderr, "bench_redis: %u/s over %u keys: strict, denied\n",
+		low.rate, low.keys);
+	rc = run_strict(agent, sconf, ctl, keys, low.keys, low.rate, 1,
+			measure_s, &low.c, &low.cthreads);
+	if (rc)
+		goto out;
+	print_results(cells, argc, argv, &low, version, timer, nested,
+		      measure_s);
 	rc = 0;
 out:
 	if (ctl)
@@ -1328,8 +1528,15 @@ int main(int argc, char **argv)
 	int opt, rc;
 
 	default_agent(agent, sizeof(agent));
-	while ((opt = getopt(argc, argv, "t:a:s:h")) != -1) {
+	while ((opt = getopt(argc, argv, "t:T:a:s:h")) != -1) {
 		switch (opt) {
+		case 'T':
+			strict_threads = (unsigned)strtoul(optarg, NULL, 10);
+			if (strict_threads < 1 || strict_threads > 64) {
+				usage(stderr);
+				return 2;
+			}
+			break;
 		case 't':
 			measure_s = (unsigned)strtoul(optarg, NULL, 10);
 			if (measure_s < 1 || measure_s > 600) {

@@ -45,8 +45,21 @@ echo
 "$B/bench/bench_redis"
 echo
 
-python3 "$(dirname "$0")/bench_global.py"
-echo
+if command -v wrk >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/bench_global.py"
+	echo
+else
+	echo "## One limit across four hosts: skipped (needs wrk)"
+	echo
+fi
+
+if command -v wrk >/dev/null 2>&1 &&
+	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/bench_strict_http.py"
+else
+	echo "## What strict costs an event-loop server: skipped (needs nginx and wrk)"
+	echo
+fi
 
 if [ "$(id -u)" = 0 ]; then
 	echo "## XDP: ns per packet (tools/bench/bench_xdp.c)"
