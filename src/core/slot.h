@@ -42,15 +42,23 @@ static inline unsigned tag_rule(uint64_t tag)
 	return (unsigned)(tag & 0xFF);
 }
 
+/* The hosts alive at the last sync, this one included. */
+static inline uint32_t hosts_of(const struct rl_table *t)
+{
+	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
+					      memory_order_relaxed);
+
+	return hosts ? hosts : 1;
+}
+
 /* This host's share of `n` requests of a token bucket synced across the
  * hosts alive: ceil(n / hosts), all of them alone (decide.c for a key new
  * here, slot_agent.c for what the store says is left). */
 static inline uint64_t host_share(const struct rl_table *t, uint64_t n)
 {
-	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
-					      memory_order_relaxed);
+	uint32_t hosts = hosts_of(t);
 
-	return hosts <= 1 ? n : (n + hosts - 1) / hosts;
+	return (n + hosts - 1) / hosts;
 }
 
 /* The hosts alive at the agent's last sync (0 or 1: alone). */

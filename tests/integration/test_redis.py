@@ -593,6 +593,34 @@ def used_elsewhere_four_hosts():
         assert n + sum(m) <= 13, (n, m)
 
 
+def met_in_different_rounds():
+    """40 requests over 4 hosts in turn, with the rounds falling where they
+    fall: as fast as one client goes, and 4 ms apart (some hosts then meet
+    the key a round or two after the others). As fast as one client goes,
+    at most burst + N - 1 = 13 each time: in a key's first rounds on a host
+    the others' fresh shares, maybe not pushed yet, count as spent (up to
+    15 and 16 before). 4 ms apart, at most 14: each round a host takes its
+    part of what the store says is left, not knowing what the others took
+    of it since their last round (README, limits)."""
+    rules = ('[limit:sms]\nmatch = GET /sms\nrate = 10/m\nburst = 10\n'
+             'key = header:X-Client\n')
+    with fleet(rules, 4, 'mdr') as (r, hosts):
+        hosts_up(hosts)
+        got = []
+        for trial in range(6):
+            who = {'X-Client': f'c{trial}'}
+            n = 0
+            for i in range(40):
+                rs = hosts[i % 4].get('/sms', who)
+                assert rs is not None and rs.status in (405, 429), rs
+                n += rs.status == 405
+                if trial % 2:
+                    time.sleep(0.004)
+            got.append(n)
+        print(f'  admitted per trial (fast, 4 ms apart, ...): {got}')
+        assert all(10 <= n <= (14 if i % 2 else 13) for i, n in enumerate(got)), got
+
+
 # ---- sync = strict ---------------------------------------------------------------------
 
 STRICT = SMS + 'sync = strict\n'
@@ -1044,7 +1072,7 @@ def sliding_window_sequential():
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
-         used_elsewhere_two_hosts, used_elsewhere_four_hosts,
+         used_elsewhere_two_hosts, used_elsewhere_four_hosts, met_in_different_rounds,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          plans, urls]

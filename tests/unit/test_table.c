@@ -695,7 +695,7 @@ static void test_fresh_key_share(void **state)
 		struct rl_table *t = open_new(64);
 		struct rl_sync_item it;
 		unsigned id;
-		int share = (10 + (int)hosts - 1) / (int)hosts, left;
+		int share = (10 + (int)hosts - 1) / (int)hosts, left, free;
 		struct rl_result r;
 
 		assert_int_equal(rl_table_rule(t, &def, &id), 0);
@@ -708,14 +708,17 @@ static void test_fresh_key_share(void **state)
 		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
 						     (uint64_t)(share + 2) * ei,
 						     T0), 0);
-		/* Of what is left, this host takes its share, ceil(left / N),
-		 * until the next round; refused past it, a client is told to
-		 * come back then (the round: 50 ms), not when the share
-		 * alone would refill. */
+		/* Of what is left, this host takes its share until the next
+		 * round: in the key's first rounds, of what the others' own
+		 * fresh shares, maybe not pushed yet, leave, ceil(free / N);
+		 * refused past it, a client is told to come back then (the
+		 * round: 50 ms), not when the share alone would refill. */
 		left = share + 2 < 10 ? 10 - share - 2 : 0;
+		free = left > ((int)hosts - 1) * share
+			       ? left - ((int)hosts - 1) * share : 0;
 		rl_table_agent_set_interval(t, 50);
 		assert_int_equal(take_n(t, id, "k", 12, T0),
-				 (left + (int)hosts - 1) / (int)hosts);
+				 (free + (int)hosts - 1) / (int)hosts);
 		rl_table_take(t, id, "k", 1, 1, T0, &r);
 		assert_false(r.allowed);
 		if (hosts > 1 && left > 1)
@@ -772,8 +775,9 @@ static void test_fresh_share_edges(void **state)
 			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 			assert_int_equal((int)it.admitted, 0);
 			assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, 0, T0), 0);
-			/* a full bucket in the store: this host's share of it */
-			assert_int_equal(take_n(t, id, "k", 12, T0), 5);
+			/* a full bucket in the store: this host's share of what
+			 * the other host's fresh share (5) leaves, 3 of 5 */
+			assert_int_equal(take_n(t, id, "k", 12, T0), 3);
 		} else {
 			assert_int_equal(take_n(t, id, "k", 2, T0), 2);
 			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
@@ -1444,11 +1448,16 @@ static void test_sync_mirror(void **state)
 	/* repaid: nothing to mirror, no slot taken */
 	assert_int_equal(rl_table_sync_mirror(t, id, "z", 1, 0, ei, T0), 0);
 	assert_int_equal(take_n(t, id, "z", 4, T0 + MS), 3);
-	/* two hosts alive, 1 used of 3: of the 2 left this host takes 1 */
+	/* two hosts alive, 1 used of 3, the key new here: the other host may
+	 * hold the rest of its fresh share (2) unpushed, so nothing is left
+	 * for this one until the next round; then of the 2 left, 1 */
 	rl_table_agent_set_hosts(t, 2);
 	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
 	assert_int_equal(rl_table_sync_mirror(t, id, "h", 1, ei, ei, T0), 0);
-	assert_int_equal(take_n(t, id, "h", 3, T0 + MS), 1);
+	assert_int_equal(take_n(t, id, "h", 3, T0 + MS), 0);
+	assert_int_equal(rl_table_sync_mirror(t, id, "h", 1, ei, ei, T0 + MS), 0);
+	assert_int_equal(rl_table_sync_mirror(t, id, "h", 1, ei, ei, T0 + MS), 0);
+	assert_int_equal(take_n(t, id, "h", 3, T0 + 2 * MS), 1);
 	assert_int_equal(rl_table_sync_mirror(t, 63, "x", 1, ei, ei, T0), -EINVAL);
 	rl_table_close(t);
 }
