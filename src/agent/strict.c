@@ -49,10 +49,45 @@ static const char strict_lua[] =
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))\n"
 	"return {1, string.format('%.0f', new - now)}\n";
 
-enum { SCRIPT_STRICT = 0 };
+/* The same for a window (the async windows' hash and counts: sync.c's
+ * window_lua). KEYS[1]: the rule's hash of window counts. ARGV: key, cost,
+ * the window (its index on Unix time), the limit, "f" (fixed) or "s"
+ * (sliding), the period and how far into the window (ms), until when the
+ * counts matter (Unix ms), the hash's TTL (ms). Sliding: the previous
+ * count weighs (period - elapsed) / period, compared exactly.
+ * Returns { 1 or 0, the window, its count, the previous one's }. */
+static const char strict_window_lua[] =
+	"local w = tonumber(ARGV[3])\n"
+	"local cur, prev = 0, 0\n"
+	"local v = redis.call('HGET', KEYS[1], ARGV[1])\n"
+	"if v then\n"
+	"  local si, sc, sp = string.match(v, '^(%d+):(%d+):(%d+):')\n"
+	"  si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
+	"  if si == w or si == w + 1 then w, cur, prev = si, sc, sp\n"
+	"  elseif si == w - 1 then prev = sc end\n"
+	"end\n"
+	"local cost, limit = tonumber(ARGV[2]), tonumber(ARGV[4])\n"
+	"local ok\n"
+	"if ARGV[5] == 'f' then\n"
+	"  ok = cur + cost <= limit\n"
+	"else\n"
+	"  local p, e = tonumber(ARGV[6]), tonumber(ARGV[7])\n"
+	"  ok = prev * (p - e) + (cur + cost) * p <= limit * p\n"
+	"end\n"
+	"if not ok then\n"
+	"  return {0, string.format('%.0f', w), cur, prev}\n"
+	"end\n"
+	"cur = cur + cost\n"
+	"redis.call('HSET', KEYS[1], ARGV[1],\n"
+	"           string.format('%.0f:%.0f:%.0f:%s', w, cur, prev, ARGV[8]))\n"
+	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[9]))\n"
+	"return {1, string.format('%.0f', w), cur, prev}\n";
+
+enum { SCRIPT_STRICT = 0, SCRIPT_STRICT_WINDOW = 1 };
 
 struct ask {
 	struct rl_ask_item it;
+	const struct rl_algo *alg;    /* the key's tariff */
 	int answered;
 };
 
@@ -88,8 +123,44 @@ static int take_one(const struct rl_ask_item *it, void *arg)
 	return s->n == RL_ASKS;
 }
 
+/* Queue the window script for ask `q` of rule `r`. */
+static int queue_window(struct rl_strict *s, const struct ask *q,
+			const struct rl_rule_cfg *r, const char *key, size_t klen)
+{
+	const struct rl_agent *a = s->a;
+	const struct rl_algo *alg = q->alg;
+	uint64_t now = rl_time_now_ns(), idx = rl_window_index(alg, now);
+	uint64_t period_ms = alg->rate.period_ns / RL_NS_PER_MS;
+	uint64_t elapsed_ms = ((now + alg->unix_off_ns) % alg->rate.period_ns) /
+			      RL_NS_PER_MS;
+	char hkey[170], cost[16], w[24], limit[16], p[24], e[24], until[24], ttl[24];
+	const char *argv[10] = { hkey, key, cost, w, limit,
+				 alg->kind == RL_ALGO_FIXED_WINDOW ? "f" : "s",
+				 p, e, until, ttl };
+	size_t lens[10];
+
+	lens[0] = (size_t)snprintf(hkey, sizeof(hkey), "%s{%s}:win",
+				   a->cfg->redis_prefix, r->name);
+	lens[1] = klen;
+	lens[2] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
+	lens[3] = (size_t)snprintf(w, sizeof(w), "%llu", (unsigned long long)idx);
+	lens[4] = (size_t)snprintf(limit, sizeof(limit), "%u", alg->rate.count);
+	lens[5] = 1;
+	lens[6] = (size_t)snprintf(p, sizeof(p), "%llu",
+				   (unsigned long long)period_ms);
+	lens[7] = (size_t)snprintf(e, sizeof(e), "%llu",
+				   (unsigned long long)elapsed_ms);
+	/* as the async windows': the end of the window after this one */
+	lens[8] = (size_t)snprintf(until, sizeof(until), "%llu",
+				   (unsigned long long)((idx + 2) * period_ms));
+	lens[9] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
+				   (unsigned long long)(2 * period_ms + 1000));
+	return rl_store_queue_script(s->store, SCRIPT_STRICT_WINDOW, 1, 10, argv,
+				     lens);
+}
+
 /* Queue the script for ask `q`. */
-static int queue(struct rl_strict *s, const struct ask *q)
+static int queue(struct rl_strict *s, struct ask *q)
 {
 	struct rl_agent *a = s->a;
 	const struct rl_rule_cache *rc = rl_table_rule_get(a->table, q->it.rule);
@@ -104,10 +175,13 @@ static int queue(struct rl_strict *s, const struct ask *q)
 		return -1;
 	alg = q->it.plan && q->it.plan <= rc->nplans ? &rc->plans[q->it.plan - 1]
 						     : &rc->algo;
-	lens[0] = (size_t)snprintf(hkey, sizeof(hkey), "%s{%s}",
-				   a->cfg->redis_prefix, r->name);
+	q->alg = alg;
 	lens[1] = rl_agent_key_text(r, q->it.key, q->it.key_len,
 				    q->it.truncated, key, sizeof(key));
+	if (alg->kind != RL_ALGO_GCRA)
+		return queue_window(s, q, r, key, lens[1]);
+	lens[0] = (size_t)snprintf(hkey, sizeof(hkey), "%s{%s}",
+				   a->cfg->redis_prefix, r->name);
 	lens[2] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
 	lens[3] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
 				   (double)alg->interval_ns / 1000.0);
@@ -120,20 +194,45 @@ static int queue(struct rl_strict *s, const struct ask *q)
 	return rl_store_queue_script(s->store, SCRIPT_STRICT, 1, 6, argv, lens);
 }
 
+/* The key's state after the store's answer `rep`, as this host keeps it;
+ * 0 with *ok unset for an answer that does not parse. */
+static int answer_state(const struct ask *q, const redisReply *rep,
+			uint64_t *state)
+{
+	const struct rl_algo *alg = q->alg;
+	uint64_t now = rl_time_now_ns();
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[1]->type != REDIS_REPLY_STRING)
+		return -1;
+	if (alg->kind == RL_ALGO_GCRA) {
+		double us = strtod(rep->element[1]->str, NULL);
+
+		if (rep->elements != 2)
+			return -1;
+		*state = now + (us > 0 ? (uint64_t)(us * 1000.0) : 0);
+		return 0;
+	}
+	if (rep->elements != 4 || rep->element[2]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[3]->type != REDIS_REPLY_INTEGER)
+		return -1;
+	*state = rl_window_pack(alg, strtoull(rep->element[1]->str, NULL, 10),
+				(uint64_t)rep->element[2]->integer,
+				(uint64_t)rep->element[3]->integer);
+	return 0;
+}
+
 static int on_reply(redisReply *rep, unsigned i, void *arg)
 {
 	struct rl_strict *s = arg;
 	struct ask *q = &s->asks[i];
-	double us;
+	uint64_t state;
 
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
-	    rep->element[1]->type != REDIS_REPLY_STRING)
+	if (answer_state(q, rep, &state))
 		return 0; /* failed below, with the unanswered */
-	us = strtod(rep->element[1]->str, NULL);
 	rl_table_ask_answer(s->a->table, &q->it, rep->element[0]->integer == 1,
-			    rl_time_now_ns() + (us > 0 ? (uint64_t)(us * 1000.0)
-						       : 0));
+			    state);
 	q->answered = 1;
 	return 0;
 }
@@ -204,6 +303,7 @@ struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 		return NULL;
 	}
 	rl_store_script(s->store, SCRIPT_STRICT, strict_lua);
+	rl_store_script(s->store, SCRIPT_STRICT_WINDOW, strict_window_lua);
 	if (pthread_create(&s->thread, NULL, run, s)) {
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start the strict thread\" "
 		       "err=\"%s\"", strerror(errno));

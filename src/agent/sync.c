@@ -959,10 +959,12 @@ static void keys_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 	/* A strict rule's keys are decided in the store (strict.c): nothing
 	 * to push, only their plans to read. */
-	if (rule->algorithm != RL_ALGO_GCRA)
-		queue_window(r, ci, first, n);
-	else if (rule->sync != RL_SYNC_STRICT)
-		queue_sync(r, ci, first, n);
+	if (rule->sync != RL_SYNC_STRICT) {
+		if (rule->algorithm != RL_ALGO_GCRA)
+			queue_window(r, ci, first, n);
+		else
+			queue_sync(r, ci, first, n);
+	}
 	if (rule->nplans)
 		queue_plans(r, ci, first, n);
 }

@@ -186,8 +186,6 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 		return -EAGAIN;
 	rc = rl_table_rule_get(t, rule);
 	a = slot_algo(rc, &t->slots[hint->index]);
-	if (a->kind != RL_ALGO_GCRA)
-		return -EAGAIN;
 	q = claim(t, hint->index, &word);
 	if (!q)
 		return -EAGAIN;

@@ -210,9 +210,8 @@ static void strict(const struct rl_policy *p, unsigned i, const void *key,
 {
 	const struct rl_rule_cfg *r = &p->cfg->rules[i];
 
-	/* Known down: no request waits for it (closed was refused before).
-	 * Windows are not decided in the store yet: async. */
-	if (store_down(p, now) || r->algorithm != RL_ALGO_GCRA) {
+	/* Known down: no request waits for it (closed was refused before). */
+	if (store_down(p, now)) {
 		rl_table_take_uncounted(p->table, p->ids[i], key, len, 1, now,
 					res, hint);
 		return;

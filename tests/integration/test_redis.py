@@ -978,12 +978,6 @@ def window_round_robin(algorithm):
         assert 10 <= n <= 13, n
 
 
-def rounds(hosts, k=2):
-    """Every agent runs k more rounds."""
-    before = [syncs(h) for h in hosts]
-    assert wait_for(lambda: all(syncs(h) >= n + k for h, n in zip(hosts, before)), 10)
-
-
 def window_sequential(algorithm):
     """Hosts that hear of each other: 5 on host 1, then, two rounds
     later, host 2 asked until it refuses right after two more rounds:
@@ -1079,9 +1073,24 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
           plans_many, plans_after_first_request]
+def strict_windows():
+    """Fixed and sliding windows under sync = strict: 40 requests over 4
+    hosts in turn, then 7 on one host and 7 on another: each admission is
+    decided in Redis, so exactly the window's 10 pass."""
+    for algorithm in ('fixed-window', 'sliding-window'):
+        rules = window_rules(algorithm) + 'sync = strict\n'
+        with fleet(rules, 4, 'sw') as (r, hosts):
+            hosts_up(hosts)
+            inside_window()
+            n = sum(admitted(hosts[i % 4], 1) for i in range(40))
+            print(f'  {algorithm}: {n} of 40 over 4 hosts in turn')
+            assert n == 10, (algorithm, n)
+            assert admitted(hosts[1], 5) == 0
+
+
 WINDOW_TESTS = [fixed_window_two_hosts, sliding_window_two_hosts, fixed_window_round_robin,
                 sliding_window_round_robin, fixed_window_sequential, sliding_window_sequential,
-                window_store_keys]
+                window_store_keys, strict_windows]
 TESTS += WINDOW_TESTS
 
 
