@@ -269,7 +269,7 @@ def redis_restarted_empty():
     """Redis killed and restarted empty: sync resumes (scripts loaded
     again), and each agent re-asserts the bans it holds."""
     r = Redis()
-    h = Host(f'redis://127.0.0.1:{r.port}/0', '[limit:a]\nmatch = *\nrate = 100/s\n',
+    h = Host(f'redis://127.0.0.1:{r.port}/0', '[limit:a]\nmatch = *\nrate = 100/m\nburst = 100\n',
              'restart')
     try:
         started([h])
@@ -916,14 +916,16 @@ def plans_after_first_request():
 # ---- how Redis is reached -------------------------------------------------------------------
 
 def urls():
-    """redis://user:pass@host:port/db with an ACL user, and unix:///path."""
+    """redis://user:pass@host:port/db with an ACL user, and unix:///path.
+    (Rates whose one request is still owed a round later, so that it is
+    in the store whatever the timing: Redis keeps no state owing nothing.)"""
     r = Redis(extra=['--user', 'alice', 'on', '>s3cret', '~*', '&*', '+@all',
                      '--user', 'default', 'off'])
     r.auth = ['--user', 'alice', '--pass', 's3cret', '--no-auth-warning']
     u = Redis(unix=True)
-    a = Host(f'redis://alice:s3cret@127.0.0.1:{r.port}/2', '[limit:a]\nmatch = *\nrate = 100/s\n',
+    a = Host(f'redis://alice:s3cret@127.0.0.1:{r.port}/2', '[limit:a]\nmatch = *\nrate = 100/m\nburst = 100\n',
              'acl')
-    b = Host(f'unix://{u.sock}', '[limit:b]\nmatch = *\nrate = 100/s\n', 'unix')
+    b = Host(f'unix://{u.sock}', '[limit:b]\nmatch = *\nrate = 100/m\nburst = 100\n', 'unix')
     try:
         started([a, b])
         a.get('/books')
