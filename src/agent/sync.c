@@ -423,6 +423,19 @@ static int plan_add(struct round *r, enum job job, unsigned rule,
 	return 0;
 }
 
+/* One more argument of a command being built: argv[*c], lens[*c]. */
+static void arg(const char **argv, size_t *lens, int *c, const char *s,
+		size_t len)
+{
+	argv[*c] = s;
+	lens[(*c)++] = len;
+}
+
+static void arg_text(const char **argv, size_t *lens, int *c, const char *s)
+{
+	arg(argv, lens, c, s, strlen(s));
+}
+
 /* The store key of rule `ci`'s global states: one hash tag per rule. */
 static size_t rule_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 			    size_t len)
@@ -452,26 +465,20 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	int c = 0;
 
 	rule_ttl(a, ci, ttl, sizeof(ttl));
-	lens[c] = rule_hash_key(a, ci, hkey, sizeof(hkey));
-	argv[c++] = hkey;
-	lens[c] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
-	argv[c++] = rkey;
-	argv[c] = ttl;
-	lens[c++] = strlen(ttl);
-	lens[c] = (size_t)snprintf(since, sizeof(since), "%llu",
-				   (unsigned long long)(r->since_ns / 1000));
-	argv[c++] = since;
+	snprintf(since, sizeof(since), "%llu",
+		 (unsigned long long)(r->since_ns / 1000));
+	arg(argv, lens, &c, hkey, rule_hash_key(a, ci, hkey, sizeof(hkey)));
+	arg(argv, lens, &c, rkey,
+	    (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
+	arg_text(argv, lens, &c, ttl);
+	arg_text(argv, lens, &c, since);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
 
-		argv[c] = x->key;
-		lens[c++] = x->klen;
-		argv[c] = x->count;
-		lens[c++] = strlen(x->count);
-		argv[c] = x->ei;
-		lens[c++] = strlen(x->ei);
-		argv[c] = x->own;
-		lens[c++] = strlen(x->own);
+		arg(argv, lens, &c, x->key, x->klen);
+		arg_text(argv, lens, &c, x->count);
+		arg_text(argv, lens, &c, x->ei);
+		arg_text(argv, lens, &c, x->own);
 	}
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 2, c, argv, lens))
 		return -1;
@@ -507,21 +514,15 @@ static int queue_window(struct round *r, unsigned ci, uint32_t first,
 	snprintf(ttl, sizeof(ttl), "%llu",
 		 (unsigned long long)((2 * period + a->interval_ns) /
 				      RL_NS_PER_MS + 1000));
-	lens[c] = rule_window_key(a, ci, hkey, sizeof(hkey));
-	argv[c++] = hkey;
-	argv[c] = ttl;
-	lens[c++] = strlen(ttl);
+	arg(argv, lens, &c, hkey, rule_window_key(a, ci, hkey, sizeof(hkey)));
+	arg_text(argv, lens, &c, ttl);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
 
-		argv[c] = x->key;
-		lens[c++] = x->klen;
-		argv[c] = x->count;
-		lens[c++] = strlen(x->count);
-		argv[c] = x->win;
-		lens[c++] = strlen(x->win);
-		argv[c] = x->until;
-		lens[c++] = strlen(x->until);
+		arg(argv, lens, &c, x->key, x->klen);
+		arg_text(argv, lens, &c, x->count);
+		arg_text(argv, lens, &c, x->win);
+		arg_text(argv, lens, &c, x->until);
 	}
 	if (rl_store_queue_script(a->store, RL_SCRIPT_WINDOW, 1, c, argv, lens))
 		return -1;
@@ -626,22 +627,17 @@ static int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	char hkey[160], ttl[32];
 	int c = 0;
 
-	lens[c] = rule_hash_key(a, ci, hkey, sizeof(hkey));
-	argv[c++] = hkey;
 	rule_ttl(a, ci, ttl, sizeof(ttl));
-	argv[c] = ttl;
-	lens[c++] = strlen(ttl);
+	arg(argv, lens, &c, hkey, rule_hash_key(a, ci, hkey, sizeof(hkey)));
+	arg_text(argv, lens, &c, ttl);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
 
 		if (!strcmp(x->debt, "0"))
 			continue;
-		argv[c] = x->key;
-		lens[c++] = x->klen;
-		argv[c] = x->debt;
-		lens[c++] = strlen(x->debt);
-		argv[c] = x->ei;
-		lens[c++] = strlen(x->ei);
+		arg(argv, lens, &c, x->key, x->klen);
+		arg_text(argv, lens, &c, x->debt);
+		arg_text(argv, lens, &c, x->ei);
 	}
 	if (c == 2)
 		return 0;
@@ -659,15 +655,12 @@ static int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	char hkey[160];
 	int c = 0;
 
-	argv[c] = "HMGET";
-	lens[c++] = 5;
-	lens[c] = (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
-				   a->cfg->redis_prefix, a->cfg->rules[ci].name);
-	argv[c++] = hkey;
-	for (uint32_t i = first; i < first + n; i++) {
-		argv[c] = a->items[i].key;
-		lens[c++] = a->items[i].klen;
-	}
+	arg_text(argv, lens, &c, "HMGET");
+	arg(argv, lens, &c, hkey,
+	    (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
+			     a->cfg->redis_prefix, a->cfg->rules[ci].name));
+	for (uint32_t i = first; i < first + n; i++)
+		arg(argv, lens, &c, a->items[i].key, a->items[i].klen);
 	if (rl_store_queue(a->store, c, argv, lens))
 		return -1;
 	return plan_add(r, JOB_PLANS, ci, first, n);
