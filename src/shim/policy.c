@@ -63,6 +63,14 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		if (r->match == RL_MATCH_REQUEST && r->path[0])
 			p->want.need_path = 1;
 	}
+	/* The order rules are taken in: the file's, strict rules last, so
+	 * that a request another rule refuses never spends a strict rule's
+	 * budget in the store (which no give-back reaches). */
+	for (unsigned pass = 0; pass < 2; pass++)
+		for (unsigned i = 0; i < cfg->nrules; i++)
+			if ((cfg->redis &&
+			     cfg->rules[i].sync == RL_SYNC_STRICT) == (int)pass)
+				p->steps[p->nsteps++] = (uint8_t)i;
 	/* All of it is right: its rates in force in this process. */
 	return rl_config_use(cfg, t, p->ids, err);
 }
@@ -287,7 +295,8 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 	if (!p->accept_rules)
 		return;
 	iplen = rl_config_ip_key(cfg, client, ipkey);
-	for (unsigned i = 0; i < cfg->nrules; i++) {
+	for (unsigned step = 0; step < p->nsteps; step++) {
+		unsigned i = p->steps[step];
 		const struct rl_rule_cfg *r = &cfg->rules[i];
 		const uint8_t *key = r->key == RL_KEY_IP ? ipkey
 						       : (const uint8_t *)"";
@@ -464,7 +473,8 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		if (client == &peer->addr && banned(p, client, v))
 			return 0;
 	}
-	for (unsigned i = 0; i < cfg->nrules; i++) {
+	for (unsigned step = 0; step < p->nsteps; step++) {
+		unsigned i = p->steps[step];
 		const struct rl_rule_cfg *r = &cfg->rules[i];
 		struct rl_slot_hint *hint = NULL;
 		const void *key = NULL;

@@ -27,6 +27,8 @@ struct rl_policy {
 	int want_xff;                  /* index in `want`, or -1 */
 	int want_key[RL_MAX_RULES];    /* header-keyed rules: index in `want` */
 	uint8_t accept_rules;          /* some rule has match = accept */
+	uint8_t nsteps;                /* the rules in the order taken: */
+	uint8_t steps[RL_MAX_RULES];   /* the file's, strict rules last */
 };
 
 /* What a connection's peer means to the policy, worked out once at

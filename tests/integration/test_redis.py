@@ -653,6 +653,23 @@ def strict_two_hosts():
         assert n == 10, n
 
 
+def strict_refused_elsewhere():
+    """A request another rule refuses spends nothing of a strict rule's
+    budget in Redis (strict rules are taken last): 20 requests of one
+    X-B value (its own rule: 1/m) pass once; then 20 of new values pass
+    9 times, the strict rule's 10 less the one."""
+    rules = STRICT + '[limit:per]\nmatch = GET /sms\nkey = header:X-B\nrate = 1/m\n'
+    with fleet(rules, 1, 'sre') as (r, hosts):
+        h = hosts[0]
+
+        def passed(values):
+            rs = [h.get('/sms', {'X-B': v}) for v in values]
+            assert all(x is not None and x.status in (405, 429) for x in rs), rs
+            return sum(x.status == 405 for x in rs)
+        assert passed(['same'] * 20) == 1
+        assert passed([f'b{i}' for i in range(20)]) == 9
+
+
 def hget_calls(r):
     """The strict script's HGETs so far: one per request decided in Redis
     (nothing else rlshim runs uses HGET)."""
@@ -1072,6 +1089,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
          used_elsewhere_two_hosts, used_elsewhere_four_hosts, met_in_different_rounds,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
+         strict_refused_elsewhere,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
