@@ -525,12 +525,16 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 	a = slot_algo(rc, s);
 	if (a->kind != RL_ALGO_GCRA)
 		return 0;
-	/* Not in use here (new, or repaid): as for a key met fresh here
-	 * (decide.c), the others may hold fresh shares of it not pushed
-	 * yet, which this host's part of the remainder must leave them. */
-	if (atomic_load_explicit(&s->state, memory_order_relaxed) <= now_ns)
-		atomic_store_explicit(&s->provisional, RL_PROVISIONAL_FRESH,
-				      memory_order_relaxed);
+	/* In debt here, the key is synced this round anyway (and the pull
+	 * brings this host's own keys back too): the mirror is for keys
+	 * this host has not used, or has repaid. */
+	if (atomic_load_explicit(&s->state, memory_order_relaxed) > now_ns)
+		return 0;
+	/* Not in use here: as for a key met fresh here (decide.c), the
+	 * others may hold fresh shares of it not pushed yet, which this
+	 * host's part of the remainder must leave them. */
+	atomic_store_explicit(&s->provisional, RL_PROVISIONAL_FRESH,
+			      memory_order_relaxed);
 	/* What is owed, in requests, at this host's tariff for the key. */
 	d = (unsigned __int128)debt_ns * a->interval_ns;
 	d = (d + ei_ns - 1) / ei_ns;
