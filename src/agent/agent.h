@@ -139,6 +139,11 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns);
 struct rl_strict *rl_agent_strict_start(struct rl_agent *a);
 void rl_agent_strict_stop(struct rl_strict *s);
 
+/* How long the store keeps a rule's hash of states after its last write
+ * (ms): for as long as any of its keys, under any plan, could still owe
+ * (a bucket) or count (a window). */
+uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r);
+
 /* The text a key is named by in the store. */
 size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 			 size_t len, int truncated, char *out, size_t outlen);

@@ -28,7 +28,8 @@
 #include "clock.h"
 #include "log.h"
 
-#define SWEEP_NS (2 * RL_NS_PER_SEC) /* asks left by dead processes */
+#define SWEEP_NS (2 * RL_NS_PER_SEC) /* asks left by dead processes, at
+					 least: far longer than any wait */
 #define IDLE_NS (100 * RL_NS_PER_MS) /* longest sleep between checks */
 
 /* KEYS[1]: the rule's hash of global states (as sync.c's).
@@ -52,9 +53,11 @@ static const char strict_lua[] =
 /* The same for a window (the async windows' hash and counts: sync.c's
  * window_lua). KEYS[1]: the rule's hash of window counts. ARGV: key, cost,
  * the window (its index on Unix time), the limit, "f" (fixed) or "s"
- * (sliding), the period and how far into the window (ms), until when the
- * counts matter (Unix ms), the hash's TTL (ms). Sliding: the previous
- * count weighs (period - elapsed) / period, compared exactly.
+ * (sliding), the period and how far into the window (ms), the hash's TTL
+ * (ms). Sliding: the previous count weighs (period - elapsed) / period,
+ * compared exactly (a window stored one ahead, from a host whose clock is
+ * ahead, has only begun). The counts matter until the end of the window
+ * after theirs (as window_lua's, for the sweep).
  * Returns { 1 or 0, the window, its count, the previous one's }. */
 static const char strict_window_lua[] =
 	"local w = tonumber(ARGV[3])\n"
@@ -67,11 +70,12 @@ static const char strict_window_lua[] =
 	"  elseif si == w - 1 then prev = sc end\n"
 	"end\n"
 	"local cost, limit = tonumber(ARGV[2]), tonumber(ARGV[4])\n"
+	"local p, e = tonumber(ARGV[6]), tonumber(ARGV[7])\n"
+	"if w > tonumber(ARGV[3]) then e = 0 end\n"
 	"local ok\n"
 	"if ARGV[5] == 'f' then\n"
 	"  ok = cur + cost <= limit\n"
 	"else\n"
-	"  local p, e = tonumber(ARGV[6]), tonumber(ARGV[7])\n"
 	"  ok = prev * (p - e) + (cur + cost) * p <= limit * p\n"
 	"end\n"
 	"if not ok then\n"
@@ -79,8 +83,8 @@ static const char strict_window_lua[] =
 	"end\n"
 	"cur = cur + cost\n"
 	"redis.call('HSET', KEYS[1], ARGV[1],\n"
-	"           string.format('%.0f:%.0f:%.0f:%s', w, cur, prev, ARGV[8]))\n"
-	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[9]))\n"
+	"           string.format('%.0f:%.0f:%.0f:%.0f', w, cur, prev, (w + 2) * p))\n"
+	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[8]))\n"
 	"return {1, string.format('%.0f', w), cur, prev}\n";
 
 enum { SCRIPT_STRICT = 0, SCRIPT_STRICT_WINDOW = 1 };
@@ -133,11 +137,11 @@ static int queue_window(struct rl_strict *s, const struct ask *q,
 	uint64_t period_ms = alg->rate.period_ns / RL_NS_PER_MS;
 	uint64_t elapsed_ms = ((now + alg->unix_off_ns) % alg->rate.period_ns) /
 			      RL_NS_PER_MS;
-	char hkey[170], cost[16], w[24], limit[16], p[24], e[24], until[24], ttl[24];
-	const char *argv[10] = { hkey, key, cost, w, limit,
-				 alg->kind == RL_ALGO_FIXED_WINDOW ? "f" : "s",
-				 p, e, until, ttl };
-	size_t lens[10];
+	char hkey[170], cost[16], w[24], limit[16], p[24], e[24], ttl[24];
+	const char *argv[9] = { hkey, key, cost, w, limit,
+				alg->kind == RL_ALGO_FIXED_WINDOW ? "f" : "s",
+				p, e, ttl };
+	size_t lens[9];
 
 	lens[0] = (size_t)snprintf(hkey, sizeof(hkey), "%s{%s}:win",
 				   a->cfg->redis_prefix, r->name);
@@ -150,12 +154,9 @@ static int queue_window(struct rl_strict *s, const struct ask *q,
 				   (unsigned long long)period_ms);
 	lens[7] = (size_t)snprintf(e, sizeof(e), "%llu",
 				   (unsigned long long)elapsed_ms);
-	/* as the async windows': the end of the window after this one */
-	lens[8] = (size_t)snprintf(until, sizeof(until), "%llu",
-				   (unsigned long long)((idx + 2) * period_ms));
-	lens[9] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
-				   (unsigned long long)(2 * period_ms + 1000));
-	return rl_store_queue_script(s->store, SCRIPT_STRICT_WINDOW, 1, 10, argv,
+	lens[8] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
+				   (unsigned long long)rl_agent_ttl_ms(a, r));
+	return rl_store_queue_script(s->store, SCRIPT_STRICT_WINDOW, 1, 9, argv,
 				     lens);
 }
 
@@ -187,10 +188,8 @@ static int queue(struct rl_strict *s, struct ask *q)
 				   (double)alg->interval_ns / 1000.0);
 	lens[4] = (size_t)snprintf(depth, sizeof(depth), "%.3f",
 				   (double)alg->depth_ns / 1000.0);
-	/* kept while it could owe anything, and a minute */
 	lens[5] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
-				   (unsigned long long)(alg->depth_ns /
-							RL_NS_PER_MS + 60000));
+				   (unsigned long long)rl_agent_ttl_ms(a, r));
 	return rl_store_queue_script(s->store, SCRIPT_STRICT, 1, 6, argv, lens);
 }
 
@@ -262,19 +261,25 @@ static void *run(void *arg)
 	struct rl_table *t = s->a->table;
 	uint64_t swept = rl_time_now_ns();
 
+	uint64_t timeout = s->a->cfg->redis_timeout_ns;
+	uint64_t every = timeout > UINT64_MAX / 4 ? UINT64_MAX : 4 * timeout;
+
+	if (every < SWEEP_NS)
+		every = SWEEP_NS;
 	while (!atomic_load(&s->stop)) {
 		uint32_t bell = rl_table_asks_bell(t);
 		uint64_t now;
 
 		rl_table_asks_take(t, take_one, s);
 		now = rl_time_now_ns();
+		/* (also under a steady stream of asks) */
+		if (now - swept >= every) {
+			rl_table_asks_sweep(t, s->seen);
+			swept = now;
+		}
 		if (s->n) {
 			decide(s, now);
 			continue;
-		}
-		if (now - swept >= SWEEP_NS) {
-			rl_table_asks_sweep(t, s->seen);
-			swept = now;
 		}
 		rl_table_asks_wait(t, bell, IDLE_NS);
 	}

@@ -444,15 +444,33 @@ static size_t rule_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 				a->cfg->rules[ci].name);
 }
 
-/* The store's idle TTL for rule `ci`'s hash: while a key could owe
- * anything, and a minute. */
+uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r)
+{
+	uint64_t depth = r->rate.period_ns / r->rate.count * r->rate.burst;
+	uint64_t period = r->rate.period_ns;
+
+	for (unsigned p = 0; p < r->nplans; p++) {
+		const struct rl_rate *q = &r->plans[p].rate;
+		uint64_t d = q->period_ns / q->count * q->burst;
+
+		if (d > depth)
+			depth = d;
+		if (q->period_ns > period)
+			period = q->period_ns;
+	}
+	/* a bucket: while a key could owe anything, and a minute; a window:
+	 * its counts matter for two windows (sliding: the previous one weighs
+	 * in the current), and a round */
+	if (r->algorithm == RL_ALGO_GCRA)
+		return depth / RL_NS_PER_MS + 60000;
+	return (2 * period + a->interval_ns) / RL_NS_PER_MS + 1000;
+}
+
+/* rl_agent_ttl_ms of rule `ci`, as text. */
 static void rule_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len)
 {
-	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
-	uint64_t depth_ms = rule->rate.period_ns / rule->rate.count *
-			    rule->rate.burst / RL_NS_PER_MS;
-
-	snprintf(out, len, "%llu", (unsigned long long)(depth_ms + 60000));
+	snprintf(out, len, "%llu",
+		 (unsigned long long)rl_agent_ttl_ms(a, &a->cfg->rules[ci]));
 }
 
 /* Queue the sync script for items [first, first + n) of rule `ci`. */
@@ -502,18 +520,9 @@ static int queue_window(struct round *r, unsigned ci, uint32_t first,
 	const char *argv[2 + 4 * BATCH];
 	size_t lens[2 + 4 * BATCH];
 	char hkey[160], ttl[32];
-	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
-	uint64_t period = rule->rate.period_ns;
 	int c = 0;
 
-	for (unsigned p = 0; p < rule->nplans; p++)
-		if (rule->plans[p].rate.period_ns > period)
-			period = rule->plans[p].rate.period_ns;
-	/* a window's counts matter for two windows (sliding: the previous
-	 * one weighs in the current), and a round */
-	snprintf(ttl, sizeof(ttl), "%llu",
-		 (unsigned long long)((2 * period + a->interval_ns) /
-				      RL_NS_PER_MS + 1000));
+	rule_ttl(a, ci, ttl, sizeof(ttl));
 	arg(argv, lens, &c, hkey, rule_window_key(a, ci, hkey, sizeof(hkey)));
 	arg_text(argv, lens, &c, ttl);
 	for (uint32_t i = first; i < first + n; i++) {

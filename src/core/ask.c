@@ -26,6 +26,7 @@
 #include "slot.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -65,9 +66,11 @@ static int futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t ns)
 			    NULL, 0);
 }
 
+/* Every waiter: one left from an earlier use (stopped past the sweep)
+ * must not take the wake of the ask's own. */
 static void futex_wake(_Atomic uint32_t *w)
 {
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 1, NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 static int cas_word(_Atomic uint32_t *w, uint32_t *old, uint32_t new)
@@ -154,11 +157,12 @@ static uint32_t await(struct rl_shm_ask *q, uint32_t word,
 	}
 }
 
-/* An answer read: the ask is free again. */
-static void release(struct rl_shm_ask *q, uint32_t w)
+/* An answer read: the ask is free again, if it is still this use (else
+ * it was swept while this process stood still, and what was read may be
+ * another use's: 0, not to be believed). */
+static int release(struct rl_shm_ask *q, uint32_t w)
 {
-	atomic_store_explicit(&q->word, with_state(w, RL_ASK_FREE),
-			      memory_order_release);
+	return cas_word(&q->word, &w, with_state(w, RL_ASK_FREE));
 }
 
 int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
@@ -171,7 +175,8 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 	const struct rl_algo *a;
 	struct rl_shm_ask *q;
 	uint32_t word, w;
-	int saved = errno, rc2;
+	uint64_t state;
+	int saved = errno, rc2, allowed;
 
 	if (!hint)
 		hint = &own;
@@ -199,14 +204,20 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 	atomic_fetch_add_explicit(&t->hdr->asks_bell, 1, memory_order_release);
 	futex_wake(&t->hdr->asks_bell);
 	w = await(q, word, deadline_ns);
-	errno = saved;
 	if (!w || st_of(w) == RL_ASK_FAILED) {
 		if (w)
 			release(q, w);
+		errno = saved;
 		return -EAGAIN;
 	}
-	answer_result(a, (int)q->allowed, q->state, cost, out);
-	release(q, w);
+	allowed = (int)q->allowed;
+	state = q->state;
+	if (!release(q, w)) {
+		errno = saved;
+		return -EAGAIN;
+	}
+	answer_result(a, allowed, state, cost, out);
+	errno = saved;
 	return 0;
 }
 
