@@ -81,6 +81,7 @@ struct rl_agent {
 	uint64_t clean_cursor[RL_MAX_RULES];
 	uint64_t pull_cursor[RL_MAX_RULES];  /* store us: keys changed since */
 	uint64_t last_collect_ns;     /* the last round's collect */
+	int was_down;                 /* the store, at the last round */
 	uint64_t plans_cursor[RL_MAX_RULES]; /* HSCAN of each rule's plans */
 
 	uint64_t rounds;

@@ -885,14 +885,22 @@ static void charge_shares(struct rl_agent *a, uint64_t now_ns)
  * host keeps to its share. */
 static void store_down(struct rl_agent *a, uint64_t now_ns)
 {
+	a->was_down = 1;
 	rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
 	rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
 	charge_shares(a, now_ns);
 }
 
-/* The store answered the round. */
+/* The store answered the round. Back from an outage: what the strict
+ * rules decided here meanwhile is not the store's (their keys ask it
+ * again). */
 static void store_synced(struct rl_agent *a, uint64_t now_ns)
 {
+	if (a->was_down)
+		for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
+			if (a->cfg->rules[ci].sync == RL_SYNC_STRICT)
+				rl_table_rule_forget(a->table, a->ids[ci]);
+	a->was_down = 0;
 	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
 	rl_table_agent_synced(a->table, now_ns);
 }
@@ -973,7 +981,8 @@ static void keys_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 static void floor_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
-	queue_floor(r, ci, first, n);
+	if (r->a->cfg->rules[ci].algorithm == RL_ALGO_GCRA)
+		queue_floor(r, ci, first, n);
 }
 
 /* Queue the drop of the store's repaid keys (windows: those whose counts

@@ -66,12 +66,12 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 		it.tag = key;
 		it.rule = tag_rule(key);
 		it.plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
-		it.debt_ns = owes(t, s, key, now_ns)
-				     ? atomic_load_explicit(&s->state,
-							    memory_order_relaxed) -
-					       now_ns
-				     : 0;
 		it.window = window_of(t, s, key, now_ns);
+		it.debt_ns = 0;
+		if (!it.window && owes(t, s, key, now_ns))
+			it.debt_ns = atomic_load_explicit(&s->state,
+							  memory_order_relaxed) -
+				     now_ns;
 		it.provisional = atomic_load_explicit(&s->provisional,
 						      memory_order_relaxed) != 0;
 		r = fn(&it, arg);
@@ -542,4 +542,27 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 		d = a->depth_ns;
 	return rl_table_sync_apply(t, (uint32_t)(s - t->slots), k.tag,
 				   (uint64_t)d, now_ns);
+}
+
+/* A state that is not the store's: gone. */
+static int forget_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	(void)arg;
+	*new = 0;
+	return old != 0;
+}
+
+void rl_table_rule_forget(struct rl_table *t, unsigned rule)
+{
+	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
+		struct rl_slot *s = &t->slots[i];
+		uint64_t key = atomic_load_explicit(&s->key, memory_order_acquire);
+
+		if (!key || tag_rule(key) != rule)
+			continue;
+		if (slot_cas(s, key, forget_next, NULL))
+			continue;
+		atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->sync_admitted, 0, memory_order_relaxed);
+	}
 }

@@ -286,6 +286,13 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 			 uint64_t now_ns);
 
 /*
+ * Forget every key's state of rule `rule` here: a strict rule's, decided
+ * here while the store was down, is not the store's, and would refuse what
+ * the store admits. Its keys ask the store again from their next request.
+ */
+void rl_table_rule_forget(struct rl_table *t, unsigned rule);
+
+/*
  * Where a key was found last time. A caller that decides the same (rule,
  * key) again and again (a connection's client) keeps one per pair; the
  * next decision then goes straight to the slot if it still holds the key.

@@ -729,6 +729,30 @@ def strict_redis_stopped(stop, cont):
         assert hget_calls(r) == before + 1  # decided in Redis again
 
 
+def store_state(h):
+    """What rlshimctl status says of the store: up, down, ..."""
+    m = re.search(r'"store":\s*\{\s*"state":\s*"(\w+)"', h.ctl('status', '--json').stdout)
+    return m and m.group(1)
+
+
+def strict_after_outage():
+    """What a strict rule decided on its own while Redis was away is not
+    Redis's: once Redis is back, the keys ask it again (the 10 admitted
+    meanwhile never reached it), rather than being refused from the
+    state of the outage."""
+    with fleet(STRICT, 1, 'sao') as (r, hosts):
+        h = hosts[0]
+        os.kill(r.proc.pid, signal.SIGSTOP)
+        try:
+            assert wait_for(lambda: store_state(h) == 'down', 5)
+            assert admitted(h, 12) == 10  # open: this host alone, locally
+        finally:
+            os.kill(r.proc.pid, signal.SIGCONT)
+        assert wait_for(lambda: store_state(h) == 'up', 5)
+        rounds(hosts)
+        assert admitted(h, 12) == 10
+
+
 def strict_redis_paused():
     def stop(r):
         os.kill(r.proc.pid, signal.SIGSTOP)
@@ -1091,6 +1115,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
          strict_refused_elsewhere,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
+         strict_after_outage,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
