@@ -56,6 +56,7 @@ struct rl_agent_item {
 	char ei[32];     /* emission interval in microseconds, as text */
 	char debt[24];   /* what it owes here (us), as text: 0 if nothing */
 	char own[24];    /* the same, or 0 when part of it is a share held */
+	char burst[12];  /* its tariff's burst, as text */
 	char win[24];    /* a window's: its index on Unix time, as text */
 	char until[24];  /* and when its counts stop mattering (Unix ms) */
 };
@@ -67,6 +68,7 @@ struct rl_agent {
 	unsigned ids[RL_MAX_RULES];   /* the table's id of each config rule */
 	int rule_of[RL_MAX_RULES];    /* the config rule of each table id */
 	char host_id[256];
+	char host_tag[17];            /* host_id's short name in the store */
 	uint64_t interval_ns;
 
 	/* the store's epoch: a random value it keeps; a different one (or

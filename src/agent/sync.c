@@ -7,16 +7,18 @@
  * and every key still in debt here, and pushes it to the store, where a
  * script keeps each key's global GCRA state (its theoretical arrival time on
  * the store's clock, advanced by one emission interval per admitted request,
- * from anywhere). The script answers with each key's global debt, and the
- * agent sets the key's local state from it (plus what was admitted here
- * meanwhile, rl_table_sync_apply). So every host's bucket carries what all
- * hosts admitted, one round late at most:
+ * from anywhere). The script answers with each key's global debt and this
+ * host's grant of what is left, and the agent sets the key's local state
+ * from them (rl_table_sync_grant). Each round the agent also pulls the keys
+ * any host changed and mirrors them here (rl_table_sync_mirror), so a key
+ * another host used is known here before its first request. So:
  *
  *   - load on one host: the global state is that host's own, exactly;
- *   - a key new to a host starts there from its share of the burst, and
- *     after each round a host takes its share of what the store says is
- *     left (decide.c, slot_agent.c), so hosts that have not heard of each
- *     other do not each spend the whole bucket;
+ *   - a key new to a host starts there from its share of the burst; after
+ *     that a host spends only its grant: of what is left, what the other
+ *     hosts' grants (and, while the key is young, their fresh shares)
+ *     leave, divided among the hosts. The grants outstanding never exceed
+ *     what is left, plus N - 1, however the hosts' rounds fall;
  *   - the refill is not shared: under load on several hosts each may admit
  *     at the full rate within a round; the store counts all of it, and the
  *     debt is repaid by waiting. Over a run the total is rate x time + burst,
@@ -64,36 +66,53 @@
 #define PLANS_SCAN "1000"     /* planned keys mirrored per rule per round */
 
 /* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
- * keys changed recently (for the pulls). ARGV[1]: idle TTL (ms), ARGV[2]:
- * the time (us) since the sending host's last round. Then quadruples: key,
- * admitted, interval (us), what the key owes on that host (us; 0 if its
- * state there holds a share back).
+ * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
+ * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
+ * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
+ * grant stands and a key counts as young. Then quintuples: key, admitted,
+ * interval (us), what the key owes on that host (us; 0 if its state there
+ * holds a grant back), burst.
  *
  * The requests a host admitted came at times within its last round, which
  * the store does not know: counting them from now (all at the last moment)
  * makes a key busy at its rate owe a whole round at each round, and a host
  * alone under load admitted half the rate where a round's refill is more
  * than the burst. So they are counted from the start of the round at the
- * earliest (all at once, the least they can owe), and at least what the
+ * earliest (all at once, the least they can owe), and at least at what the
  * host itself says the key owes, which its own GCRA knows exactly: alone,
- * the store's state is the host's. Returns each key's debt (us), in order. */
+ * the store's state is the host's.
+ *
+ * Grants: of the L requests left in a key's bucket, each host's sync takes
+ * ceil(F / N) of what the other hosts' grants (made at their own last
+ * syncs, not yet spent or pushed) leave, F = L - their sum, and records it.
+ * So the grants outstanding never add up to more than what is left, plus
+ * N - 1, however the hosts' rounds fall. While a key is young, hosts with
+ * no grant yet may hold the share of a fresh key they started from
+ * (decide.c): those count as spent too. A host's grant is renewed at each
+ * of its syncs (a key in debt is synced every round) and lapses after a
+ * few rounds without one (the host is gone).
+ *
+ * Returns each key's debt (us) and grant, in order. */
 static const char sync_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	RL_LUA_TAT
 	"local floor = now - tonumber(ARGV[2])\n"
-	"local n = (#ARGV - 2) / 4\n"
+	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+	"local n = (#ARGV - 5) / 5\n"
 	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[4 * i - 1] end\n"
+	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
 	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
-	"local sets, out = {}, {}\n"
+	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
+	"local sets, gsets, out = {}, {}, {}\n"
 	"for i = 1, n do\n"
-	"  local ei = ARGV[4 * i + 1]\n"
-	"  local tat = tat_of(vals[i], tonumber(ei), now)\n"
+	"  local ei = ARGV[5 * i + 3]\n"
+	"  local e = tonumber(ei)\n"
+	"  local tat = tat_of(vals[i], e, now)\n"
 	"  if tat < floor then tat = floor end\n"
-	"  local a = tonumber(ARGV[4 * i])\n"
-	"  if a > 0 then tat = tat + a * tonumber(ei) end\n"
-	"  local own = now + tonumber(ARGV[4 * i + 2])\n"
+	"  local a = tonumber(ARGV[5 * i + 2])\n"
+	"  if a > 0 then tat = tat + a * e end\n"
+	"  local own = now + tonumber(ARGV[5 * i + 4])\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
 	"  local v = tat_text(tat, ei)\n"
@@ -101,13 +120,42 @@ static const char sync_lua[] =
 	"    sets[#sets + 1] = fields[i]\n"
 	"    sets[#sets + 1] = v\n"
 	"  end\n"
-	"  out[i] = string.format('%.0f', tat - now)\n"
+	"  local burst = tonumber(ARGV[5 * i + 5])\n"
+	"  local left = math.floor((now + burst * e - tat) / e)\n"
+	"  if left < 0 then left = 0 end\n"
+	"  local born, keep, others, reg = now, {}, 0, 0\n"
+	"  if gvals[i] then\n"
+	"    local w = string.gmatch(gvals[i], '%S+')\n"
+	"    born = tonumber(w()) or now\n"
+	"    while true do\n"
+	"      local h, g, ts = w(), tonumber(w() or ''), tonumber(w() or '')\n"
+	"      if not h or not g or not ts then break end\n"
+	"      if h ~= me and ts >= now - span then\n"
+	"        others = others + g\n"
+	"        reg = reg + 1\n"
+	"        keep[#keep + 1] = h .. ' ' .. g .. ' ' .. string.format('%.0f', ts)\n"
+	"      end\n"
+	"    end\n"
+	"  end\n"
+	"  if now - born < span and nh - 1 > reg then\n"
+	"    others = others + (nh - 1 - reg) * math.ceil(burst / nh)\n"
+	"  end\n"
+	"  local free = left - others\n"
+	"  if free < 0 then free = 0 end\n"
+	"  local mine = math.ceil(free / nh)\n"
+	"  keep[#keep + 1] = me .. ' ' .. mine .. ' ' .. string.format('%.0f', now)\n"
+	"  gsets[#gsets + 1] = fields[i]\n"
+	"  gsets[#gsets + 1] = string.format('%.0f', born) .. ' ' .. table.concat(keep, ' ')\n"
+	"  out[2 * i - 1] = string.format('%.0f', tat - now)\n"
+	"  out[2 * i] = mine\n"
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
+	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
 	"local ch = {}\n"
 	"for i = 1, n do\n"
-	"  if tonumber(ARGV[4 * i]) > 0 then\n"
+	"  if tonumber(ARGV[5 * i + 2]) > 0 then\n"
 	"    ch[#ch + 1] = now + #ch\n"
 	"    ch[#ch + 1] = fields[i]\n"
 	"  end\n"
@@ -274,6 +322,15 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	host[sizeof(host) - 1] = '\0';
 	snprintf(a->host_id, sizeof(a->host_id), "%s/%s/%d", host, cfg->shm,
 		 (int)getpid());
+	/* its short name in the store's grants: FNV-1a of the id */
+	{
+		uint64_t h = 14695981039346656037ull;
+
+		for (const char *c = a->host_id; *c; c++)
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+		snprintf(a->host_tag, sizeof(a->host_tag), "%016llx",
+			 (unsigned long long)h);
+	}
 	a->hosts_alive = 1;
 	if (!cfg->redis)
 		return 0;
@@ -398,6 +455,7 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
 	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
 	snprintf(x->own, sizeof(x->own), "%s", it->provisional ? "0" : x->debt);
+	snprintf(x->burst, sizeof(x->burst), "%u", alg->rate.burst);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
 	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);
 	snprintf(x->until, sizeof(x->until), "%llu",
@@ -477,19 +535,29 @@ static void rule_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t le
 static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[4 + 4 * BATCH];
-	size_t lens[4 + 4 * BATCH];
-	char hkey[160], rkey[170], ttl[32], since[32];
+	const char *argv[8 + 5 * BATCH];
+	size_t lens[8 + 5 * BATCH];
+	char hkey[160], rkey[170], gkey[170], ttl[32], since[32], hosts[16];
+	char span[32];
 	int c = 0;
 
 	rule_ttl(a, ci, ttl, sizeof(ttl));
 	snprintf(since, sizeof(since), "%llu",
 		 (unsigned long long)(r->since_ns / 1000));
+	snprintf(hosts, sizeof(hosts), "%u", a->hosts_alive ? a->hosts_alive : 1);
+	/* a grant stands, and a key is young, for three rounds */
+	snprintf(span, sizeof(span), "%llu",
+		 (unsigned long long)(3 * a->interval_ns / 1000));
 	arg(argv, lens, &c, hkey, rule_hash_key(a, ci, hkey, sizeof(hkey)));
 	arg(argv, lens, &c, rkey,
 	    (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
+	arg(argv, lens, &c, gkey,
+	    (size_t)snprintf(gkey, sizeof(gkey), "%s:grants", hkey));
 	arg_text(argv, lens, &c, ttl);
 	arg_text(argv, lens, &c, since);
+	arg_text(argv, lens, &c, a->host_tag);
+	arg_text(argv, lens, &c, hosts);
+	arg_text(argv, lens, &c, span);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
 
@@ -497,8 +565,9 @@ static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		arg_text(argv, lens, &c, x->count);
 		arg_text(argv, lens, &c, x->ei);
 		arg_text(argv, lens, &c, x->own);
+		arg_text(argv, lens, &c, x->burst);
 	}
-	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 2, c, argv, lens))
+	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 3, c, argv, lens))
 		return -1;
 	return plan_add(r, JOB_SYNC, ci, first, n);
 }
@@ -814,20 +883,26 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		}
 		break;
 	case JOB_SYNC:
-		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != p->n) {
+		if (rep->type != REDIS_REPLY_ARRAY ||
+		    rep->elements != 2 * (size_t)p->n) {
 			r->failed = 1;
 			break;
 		}
 		for (uint32_t k = 0; k < p->n; k++) {
 			struct rl_agent_item *x = &a->items[p->first + k];
-			redisReply *e = rep->element[k];
+			redisReply *e = rep->element[2 * k];
+			redisReply *g = rep->element[2 * k + 1];
 			double us = e->type == REDIS_REPLY_STRING ? strtod(e->str, NULL)
 								  : 0;
 
-			/* Owing nothing is news too: it replaces a share
-			 * (rl_table_sync_apply). */
-			rl_table_sync_apply(a->table, x->index, x->tag,
+			/* Owing nothing is news too: it replaces a grant
+			 * (rl_table_sync_grant). */
+			rl_table_sync_grant(a->table, x->index, x->tag,
 					    us > 0 ? (uint64_t)(us * 1000.0) : 0,
+					    g->type == REDIS_REPLY_INTEGER &&
+							    g->integer > 0
+						    ? (uint64_t)g->integer
+						    : 0,
 					    rl_time_now_ns());
 		}
 		break;

@@ -57,13 +57,11 @@
 #define RL_SYNC_DENIED 0x80000000u
 /* slot.provisional: 0, the state is the key's; else it holds part of the
  * bucket back, and the next sync replaces it. RL_PROVISIONAL_FRESH is
- * decide.c's share of a key new to this host; a bucket's first sync after
- * it leaves RL_PROVISIONAL_CAUTIOUS (the other hosts may still hold shares
- * they have not pushed: one more cautious round); a sync's share of what
- * the store says is left is RL_PROVISIONAL_HELD. */
+ * decide.c's share of a key new to this host (or a key mirrored from the
+ * others before this host's grant of it); RL_PROVISIONAL_HELD what a sync
+ * left this host (a grant, a window's share). */
 #define RL_PROVISIONAL_FRESH 1u
 #define RL_PROVISIONAL_HELD 2u
-#define RL_PROVISIONAL_CAUTIOUS 3u
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */

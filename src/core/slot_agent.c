@@ -139,86 +139,6 @@ static int raise_next(uint64_t old, uint64_t *new, const void *arg)
 	return old < *new;
 }
 
-/*
- * What this host holds back of a key whose global state is `want` (its
- * TAT): of the R requests left in the bucket, the other hosts may spend
- * theirs before they see this one's, so with N hosts alive this host takes
- * ceil(R / N) of them until the next round, and the rest (returned, in ns)
- * stays in the store's keeping. `cautious`: in a key's first rounds on this
- * host, the others may also hold the shares of a fresh key they started
- * from (decide.c) and have not pushed yet: those count as spent, and this
- * host takes its part of what is left after them. Without it, hosts that
- * met a key in different rounds each took a share of a remainder the
- * others were still spending (40 requests over 4 hosts in turn: up to 15
- * of 10). The refill is not shared: a key busy on one host gets the whole
- * rate.
- */
-static uint64_t held(struct rl_table *t, const struct rl_algo *a,
-		     uint64_t want, uint64_t now_ns, int cautious)
-{
-	uint64_t full = now_ns + a->depth_ns, left, free;
-
-	if (want >= full)
-		return 0;
-	left = (full - want) / a->interval_ns;
-	free = left;
-	if (cautious) {
-		uint64_t others = (uint64_t)(hosts_of(t) - 1) *
-				  host_share(t, a->rate.burst);
-
-		free = left > others ? left - others : 0;
-	}
-	return (left - host_share(t, free)) * a->interval_ns;
-}
-
-int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
-			uint64_t debt_ns, uint64_t now_ns)
-{
-	struct rl_slot *s;
-	const struct rl_rule_cache *rc;
-	const struct rl_algo *a;
-	uint64_t want, hold;
-	uint8_t prov;
-	int err = agent_slot(t, index, tag, &s, &rc);
-
-	if (err)
-		return err;
-	a = slot_algo(rc, s);
-	if (a->kind != RL_ALGO_GCRA)
-		return 0; /* windows: rl_table_sync_window */
-	/* Admitted here since the collect: not in the store's figure yet. */
-	want = now_ns + debt_ns +
-	       a->interval_ns * (atomic_load_explicit(&s->sync_admitted,
-						      memory_order_relaxed) &
-				 ~RL_SYNC_DENIED);
-	prov = atomic_load_explicit(&s->provisional, memory_order_relaxed);
-	hold = held(t, a, want, now_ns,
-		    prov == RL_PROVISIONAL_FRESH || prov == RL_PROVISIONAL_CAUTIOUS);
-	want += hold;
-	/* A state that holds part of the bucket back (decide.c's share, or
-	 * this one) is replaced by the store's, lower or not; otherwise the
-	 * store's figure only ever raises it. */
-	if (prov)
-		err = slot_cas(s, tag, set_next, &want);
-	else
-		err = slot_cas(s, tag, raise_next, &want);
-	/* Held back only if this is the state now (a higher one, charged
-	 * for a store outage say, stays and is only raised); a fresh key's
-	 * first sync is followed by one more cautious one. */
-	if (!err) {
-		int mine = atomic_load_explicit(&s->state, memory_order_relaxed) ==
-			   want;
-		uint8_t next = 0;
-
-		if (mine && prov == RL_PROVISIONAL_FRESH)
-			next = RL_PROVISIONAL_CAUTIOUS;
-		else if (mine && hold)
-			next = RL_PROVISIONAL_HELD;
-		atomic_store_explicit(&s->provisional, next, memory_order_relaxed);
-	}
-	return err;
-}
-
 /* A window's counts from the store, as a state (window_next). */
 struct window_set {
 	const struct rl_algo *a;
@@ -376,6 +296,52 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	return err;
 }
 
+int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
+			uint64_t debt_ns, uint64_t grant, uint64_t now_ns)
+{
+	struct rl_slot *s;
+	const struct rl_rule_cache *rc;
+	const struct rl_algo *a;
+	uint64_t want, since, lim, left;
+	uint8_t prov;
+	int err = agent_slot(t, index, tag, &s, &rc);
+
+	if (err)
+		return err;
+	a = slot_algo(rc, s);
+	if (a->kind != RL_ALGO_GCRA)
+		return 0; /* windows: rl_table_sync_window */
+	/* Admitted here since the collect: not in the store's figure yet,
+	 * and spent out of what the grant leaves this host. */
+	since = atomic_load_explicit(&s->sync_admitted, memory_order_relaxed) &
+		~RL_SYNC_DENIED;
+	want = now_ns + debt_ns + a->interval_ns * since;
+	left = grant > since ? grant - since : 0;
+	if (left > a->rate.burst)
+		left = a->rate.burst;
+	/* the state that leaves this host `left` requests now */
+	lim = now_ns + a->depth_ns - left * a->interval_ns;
+	prov = lim > want;
+	if (prov)
+		want = lim;
+	/* A state that holds part of the bucket back is replaced by the
+	 * store's, lower or not; otherwise the store's figure only ever
+	 * raises it. */
+	if (atomic_load_explicit(&s->provisional, memory_order_relaxed))
+		err = slot_cas(s, tag, set_next, &want);
+	else
+		err = slot_cas(s, tag, raise_next, &want);
+	if (!err)
+		atomic_store_explicit(&s->provisional,
+				      prov && atomic_load_explicit(
+						      &s->state,
+						      memory_order_relaxed) == want
+					      ? RL_PROVISIONAL_HELD
+					      : 0,
+				      memory_order_relaxed);
+	return err;
+}
+
 /* `extra_ns` more than the key owes now. */
 struct charge {
 	uint64_t extra_ns;
@@ -530,9 +496,9 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 	 * this host has not used, or has repaid. */
 	if (atomic_load_explicit(&s->state, memory_order_relaxed) > now_ns)
 		return 0;
-	/* Not in use here: as for a key met fresh here (decide.c), the
-	 * others may hold fresh shares of it not pushed yet, which this
-	 * host's part of the remainder must leave them. */
+	/* Not in use here: the store's state, and no grant yet (the others
+	 * hold theirs): this host's own sync of the key, in debt here now,
+	 * brings one within a round. */
 	atomic_store_explicit(&s->provisional, RL_PROVISIONAL_FRESH,
 			      memory_order_relaxed);
 	/* What is owed, in requests, at this host's tariff for the key. */
@@ -540,8 +506,9 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 	d = (d + ei_ns - 1) / ei_ns;
 	if (d > a->depth_ns)
 		d = a->depth_ns;
-	return rl_table_sync_apply(t, (uint32_t)(s - t->slots), k.tag,
-				   (uint64_t)d, now_ns);
+	return rl_table_sync_grant(t, (uint32_t)(s - t->slots), k.tag,
+				   (uint64_t)d,
+				   hosts_of(t) > 1 ? 0 : a->rate.burst, now_ns);
 }
 
 /* A state that is not the store's: gone. */

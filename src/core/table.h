@@ -206,17 +206,6 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 			  int (*fn)(const struct rl_sync_item *it, void *arg),
 			  void *arg);
 
-/*
- * The store says key `tag` in slot `index` owes `debt_ns` beyond `now_ns`
- * for everything collected so far; what was admitted here since the collect
- * comes on top. Raises the key's GCRA state to at least that, never lowers
- * it, except where the state holds part of the bucket back (a fresh key's
- * share, decide.c, or this host's share of what the store says is left,
- * which every sync sets with N hosts alive): the store's then replaces it.
- * Returns 0, or -ESTALE if the slot holds another key now.
- */
-int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
-			uint64_t debt_ns, uint64_t now_ns);
 
 /*
  * The same for a fixed or sliding window: the store counted `cur` requests
@@ -236,6 +225,20 @@ int rl_table_sync_apply(struct rl_table *t, uint32_t index, uint64_t tag,
 int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 			 uint64_t idx, uint64_t cur, uint64_t prev,
 			 uint64_t now_ns);
+
+/*
+ * The store says key `tag` in slot `index` owes `debt_ns` beyond `now_ns`
+ * for everything collected so far (what was admitted here since the
+ * collect comes on top), and grants this host `grant` of the requests left
+ * in its bucket until its next sync (the other hosts hold theirs: sync.c),
+ * less what it admitted since the collect. The key's state leaves this
+ * host that many, holding the rest back. It only ever raises the state,
+ * except one that holds part of the bucket back (a fresh key's share,
+ * decide.c, or a grant's): the store's then replaces it. Returns 0, or
+ * -ESTALE if the slot holds another key now.
+ */
+int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
+			uint64_t debt_ns, uint64_t grant, uint64_t now_ns);
 
 /*
  * The store is down: charge the key in slot `index` `extra_ns` more (what
@@ -277,7 +280,7 @@ int rl_table_plan_ahead(struct rl_table *t, unsigned rule, const void *key,
  * of the keys in use anywhere, so that a host that meets a key the others
  * have used starts from the store's state, not from a share of a full
  * bucket. Converted to this host's tariff for the key, then applied as by
- * rl_table_sync_apply(); a key without a slot takes an empty or idle one,
+ * rl_table_sync_grant(); a key without a slot takes an empty or idle one,
  * never one a key in use holds. Returns 0, -ENOSPC (no such slot), -ESTALE
  * or -EINVAL.
  */

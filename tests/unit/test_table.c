@@ -695,7 +695,7 @@ static void test_fresh_key_share(void **state)
 		struct rl_table *t = open_new(64);
 		struct rl_sync_item it;
 		unsigned id;
-		int share = (10 + (int)hosts - 1) / (int)hosts, left, free;
+		int share = (10 + (int)hosts - 1) / (int)hosts, left, grant;
 		struct rl_result r;
 
 		assert_int_equal(rl_table_rule(t, &def, &id), 0);
@@ -704,29 +704,27 @@ static void test_fresh_key_share(void **state)
 		assert_int_equal(take_n(t, id, "k", 12, T0), share);
 		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 		assert_int_equal((int)it.admitted, share);
-		/* The store: the other hosts used 2 more than this one. */
-		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
-						     (uint64_t)(share + 2) * ei,
-						     T0), 0);
-		/* Of what is left, this host takes its share until the next
-		 * round: in the key's first rounds, of what the others' own
-		 * fresh shares, maybe not pushed yet, leave, ceil(free / N);
-		 * refused past it, a client is told to come back then (the
-		 * round: 50 ms), not when the share alone would refill. */
+		/* The store: the other hosts used 2 more than this one, and
+		 * of what is left grants this host `grant` until its next
+		 * round (sync.c: the others' grants and, while the key is
+		 * young, their fresh shares count as spent); refused past
+		 * it, a client is told to come back then (the round: 50 ms),
+		 * not when the grant alone would refill. */
 		left = share + 2 < 10 ? 10 - share - 2 : 0;
-		free = left > ((int)hosts - 1) * share
-			       ? left - ((int)hosts - 1) * share : 0;
+		grant = (left + (int)hosts - 1) / (int)hosts;
+		assert_int_equal(rl_table_sync_grant(t, it.index, it.tag,
+						     (uint64_t)(share + 2) * ei,
+						     (uint64_t)grant, T0), 0);
 		rl_table_agent_set_interval(t, 50);
-		assert_int_equal(take_n(t, id, "k", 12, T0),
-				 (free + (int)hosts - 1) / (int)hosts);
+		assert_int_equal(take_n(t, id, "k", 12, T0), grant);
 		rl_table_take(t, id, "k", 1, 1, T0, &r);
 		assert_false(r.allowed);
-		if (hosts > 1 && left > 1)
+		if (hosts > 1 && left > grant)
 			assert_true(r.retry_after_ns <= 50 * MS);
 		/* The store: the whole bucket used, all hosts together. */
 		assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
-		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
-						     10 * ei, T0), 0);
+		assert_int_equal(rl_table_sync_grant(t, it.index, it.tag,
+						     10 * ei, 0, T0), 0);
 		assert_int_equal(take_n(t, id, "k", 1, T0), 0);
 		rl_table_close(t);
 		rl_table_unlink(seg);
@@ -774,9 +772,10 @@ static void test_fresh_share_edges(void **state)
 			assert_int_equal(rl_table_refund(t, id, "k", 1, 1, T0), 0);
 			assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
 			assert_int_equal((int)it.admitted, 0);
-			assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, 0, T0), 0);
-			/* a full bucket in the store: this host's share of what
-			 * the other host's fresh share (5) leaves, 3 of 5 */
+			/* a full bucket in the store, and a grant of 3: the
+			 * share's hold gives way to it */
+			assert_int_equal(rl_table_sync_grant(t, it.index, it.tag,
+							     0, 3, T0), 0);
 			assert_int_equal(take_n(t, id, "k", 12, T0), 3);
 		} else {
 			assert_int_equal(take_n(t, id, "k", 2, T0), 2);
@@ -784,9 +783,11 @@ static void test_fresh_share_edges(void **state)
 			/* the store is down: charged for the other host */
 			assert_int_equal(rl_table_sync_charge(t, it.index, it.tag,
 							      2 * ei, T0), 0);
-			/* back, knowing only 2 */
-			assert_int_equal(rl_table_sync_apply(t, it.index, it.tag,
-							     2 * ei, T0), 0);
+			/* back, knowing only 2, granting 4 of the 8 left: the
+			 * charged state (the share's 5, 2 admitted, 2 charged:
+			 * 9 owed) is only raised, never lowered: 1 more */
+			assert_int_equal(rl_table_sync_grant(t, it.index, it.tag,
+							     2 * ei, 4, T0), 0);
 			assert_int_equal(take_n(t, id, "k", 12, T0), 1);
 		}
 		rl_table_close(t);
@@ -1448,9 +1449,10 @@ static void test_sync_mirror(void **state)
 	/* repaid: nothing to mirror, no slot taken */
 	assert_int_equal(rl_table_sync_mirror(t, id, "z", 1, 0, ei, T0), 0);
 	assert_int_equal(take_n(t, id, "z", 4, T0 + MS), 3);
-	/* two hosts alive, 1 used of 3, the key new here: the other host may
-	 * hold the rest of its fresh share (2) unpushed, so nothing is left
-	 * for this one until the next round; then of the 2 left, 1 */
+	/* two hosts alive, 1 used of 3, the key new here: the others hold
+	 * grants this host does not know, so it has none until its own sync
+	 * of the key (in debt here now) brings one: then of the 2 left, the
+	 * grant's 1 */
 	rl_table_close(t);
 	rl_table_unlink(seg);
 	t = open_new(64);
@@ -1459,18 +1461,59 @@ static void test_sync_mirror(void **state)
 	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
 	assert_int_equal(rl_table_sync_mirror(t, id, "h", 1, ei, ei, T0), 0);
 	assert_int_equal(take_n(t, id, "h", 3, T0 + MS), 0);
-	/* in debt here now: the next rounds sync it (a mirror of it, the
-	 * pull bringing this host's own keys back, changes nothing) */
+	/* (a mirror of it now, the pull bringing this host's own keys back,
+	 * changes nothing) */
 	assert_int_equal(rl_table_sync_mirror(t, id, "h", 1, 3 * ei, ei, T0 + MS), 0);
-	for (int round = 0; round < 2; round++) {
+	{
 		struct rl_sync_item it;
 
 		assert_int_equal(rl_table_sync_collect(t, T0 + MS, slot_of, &it), 1);
-		assert_int_equal(rl_table_sync_apply(t, it.index, it.tag, ei,
+		assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, ei, 1,
 						     T0 + MS), 0);
 	}
 	assert_int_equal(take_n(t, id, "h", 3, T0 + 2 * MS), 1);
 	assert_int_equal(rl_table_sync_mirror(t, 63, "x", 1, ei, ei, T0), -EINVAL);
+	rl_table_close(t);
+}
+
+/* The store's grant: of what is left, this host may use `grant` until
+ * its next sync, less what it admitted since the collect; a grant that
+ * covers all that is left holds nothing back. */
+static void test_sync_grant(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_GCRA,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	const uint64_t ei = 6 * SEC;
+	struct rl_table *t = open_new(64);
+	struct rl_sync_item it;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 4);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 2, T0), 2); /* its fresh share: 3 */
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	/* 2 used in all, a grant of 3 of the 8 left */
+	assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, 2 * ei, 3, T0), 0);
+	assert_int_equal(take_n(t, id, "k", 9, T0), 3);
+	/* one admitted since the collect comes out of the next grant */
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(take_n(t, id, "k", 1, T0), 0);
+	assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, 5 * ei, 8, T0), 0);
+	/* 5 used, 5 left, a grant of 8: all 5 left, nothing held back */
+	assert_int_equal(take_n(t, id, "k", 9, T0), 5);
+	/* a grant of 0: nothing until the next sync */
+	rl_table_close(t);
+	rl_table_unlink(seg);
+	t = open_new(64);
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 4);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "j", 1, T0), 1);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, ei, 0, T0), 0);
+	assert_int_equal(take_n(t, id, "j", 9, T0), 0);
 	rl_table_close(t);
 }
 
@@ -1673,6 +1716,7 @@ int main(void)
 		cmocka_unit_test(test_plan_ahead_key_in_use),
 		cmocka_unit_test(test_plan_ahead_evicts_no_key_in_use),
 		cmocka_unit_test(test_sync_mirror),
+		cmocka_unit_test(test_sync_grant),
 		cmocka_unit_test(test_fresh_key_share),
 		cmocka_unit_test(test_fresh_share_edges),
 		cmocka_unit_test(test_idle_reuse),
