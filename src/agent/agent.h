@@ -42,6 +42,15 @@ enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
 	"  return string.format('%.0f:%s', t, ei)\n" \
 	"end\n"
 
+/* scripts.c: the store's side of sync.c's jobs */
+extern const char rl_lua_sync[];
+extern const char rl_lua_pull[];
+extern const char rl_lua_window[];
+extern const char rl_lua_window_clean[];
+extern const char rl_lua_hosts[];
+extern const char rl_lua_clean[];
+extern const char rl_lua_floor[];
+
 /* One key to sync this round (text as the store names it). */
 struct rl_agent_item {
 	uint32_t index;

@@ -47,7 +47,7 @@
  * keeps it to its share of the rate (on_store_down = open). Rules set to
  * `closed` are refused by the shim instead, from the flag set here.
  */
-#include "agent.h"
+#include "sync_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -61,243 +61,8 @@
 #include "log.h"
 #include "clock.h"
 
-#define BATCH 400             /* keys per script call */
 #define CLEAN_EVERY 200       /* rounds between sweeps of stale store keys */
-#define PLANS_SCAN "1000"     /* planned keys mirrored per rule per round */
 
-/* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
- * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
- * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
- * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
- * grant stands and a key counts as young. Then quintuples: key, admitted,
- * interval (us), what the key owes on that host (us; 0 if its state there
- * holds a grant back), burst.
- *
- * The requests a host admitted came at times within its last round, which
- * the store does not know: counting them from now (all at the last moment)
- * makes a key busy at its rate owe a whole round at each round, and a host
- * alone under load admitted half the rate where a round's refill is more
- * than the burst. So they are counted from the start of the round at the
- * earliest (all at once, the least they can owe), and at least at what the
- * host itself says the key owes, which its own GCRA knows exactly: alone,
- * the store's state is the host's.
- *
- * Grants: of the L requests left in a key's bucket, each host's sync takes
- * ceil(F / N) of what the other hosts' grants (made at their own last
- * syncs, not yet spent or pushed) leave, F = L - their sum, and records it.
- * So the grants outstanding never add up to more than what is left, plus
- * N - 1, however the hosts' rounds fall. While a key is young, hosts with
- * no grant yet may hold the share of a fresh key they started from
- * (decide.c): those count as spent too. A host's grant is renewed at each
- * of its syncs (a key in debt is synced every round) and lapses after a
- * few rounds without one (the host is gone).
- *
- * Returns each key's debt (us) and grant, in order. */
-static const char sync_lua[] =
-	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	RL_LUA_TAT
-	"local floor = now - tonumber(ARGV[2])\n"
-	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-	"local n = (#ARGV - 5) / 5\n"
-	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
-	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
-	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
-	"local sets, gsets, out = {}, {}, {}\n"
-	"for i = 1, n do\n"
-	"  local ei = ARGV[5 * i + 3]\n"
-	"  local e = tonumber(ei)\n"
-	"  local tat = tat_of(vals[i], e, now)\n"
-	"  if tat < floor then tat = floor end\n"
-	"  local a = tonumber(ARGV[5 * i + 2])\n"
-	"  if a > 0 then tat = tat + a * e end\n"
-	"  local own = now + tonumber(ARGV[5 * i + 4])\n"
-	"  if tat < own then tat = own end\n"
-	"  if tat < now then tat = now end\n"
-	"  local v = tat_text(tat, ei)\n"
-	"  if tat > now and v ~= vals[i] then\n"
-	"    sets[#sets + 1] = fields[i]\n"
-	"    sets[#sets + 1] = v\n"
-	"  end\n"
-	"  local burst = tonumber(ARGV[5 * i + 5])\n"
-	"  local left = math.floor((now + burst * e - tat) / e)\n"
-	"  if left < 0 then left = 0 end\n"
-	"  local born, keep, others, reg = now, {}, 0, 0\n"
-	"  if gvals[i] then\n"
-	"    local w = string.gmatch(gvals[i], '%S+')\n"
-	"    born = tonumber(w()) or now\n"
-	"    while true do\n"
-	"      local h, g, ts = w(), tonumber(w() or ''), tonumber(w() or '')\n"
-	"      if not h or not g or not ts then break end\n"
-	"      if h ~= me and ts >= now - span then\n"
-	"        others = others + g\n"
-	"        reg = reg + 1\n"
-	"        keep[#keep + 1] = h .. ' ' .. g .. ' ' .. string.format('%.0f', ts)\n"
-	"      end\n"
-	"    end\n"
-	"  end\n"
-	"  if now - born < span and nh - 1 > reg then\n"
-	"    others = others + (nh - 1 - reg) * math.ceil(burst / nh)\n"
-	"  end\n"
-	"  local free = left - others\n"
-	"  if free < 0 then free = 0 end\n"
-	"  local mine = math.ceil(free / nh)\n"
-	"  keep[#keep + 1] = me .. ' ' .. mine .. ' ' .. string.format('%.0f', now)\n"
-	"  gsets[#gsets + 1] = fields[i]\n"
-	"  gsets[#gsets + 1] = string.format('%.0f', born) .. ' ' .. table.concat(keep, ' ')\n"
-	"  out[2 * i - 1] = string.format('%.0f', tat - now)\n"
-	"  out[2 * i] = mine\n"
-	"end\n"
-	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
-	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
-	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
-	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
-	"local ch = {}\n"
-	"for i = 1, n do\n"
-	"  if tonumber(ARGV[5 * i + 2]) > 0 then\n"
-	"    ch[#ch + 1] = now + #ch\n"
-	"    ch[#ch + 1] = fields[i]\n"
-	"  end\n"
-	"end\n"
-	"if #ch > 0 then\n"
-	"  redis.call('ZADD', KEYS[2], unpack(ch))\n"
-	"  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf',\n"
-	"             now - 1000 * tonumber(ARGV[1]))\n"
-	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))\n"
-	"end\n"
-	"return out\n";
-
-/* KEYS[1]: a rule's hash of states, KEYS[2] its keys changed recently.
- * ARGV: a cursor (store us), at most how many keys. Returns the cursor to
- * go on from, the store's time, then key, state pairs of the keys changed
- * since the cursor (the cursor's own included: it may be read twice). */
-static const char pull_lua[] =
-	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local max = tonumber(ARGV[2])\n"
-	"local r = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf',\n"
-	"                     'WITHSCORES', 'LIMIT', 0, max)\n"
-	"local out = {string.format('%.0f', now), string.format('%.0f', now)}\n"
-	"if #r == 2 * max then out[1] = r[#r] end\n"
-	"local ks = {}\n"
-	"for i = 1, #r, 2 do ks[#ks + 1] = r[i] end\n"
-	"if #ks > 0 then\n"
-	"  local vals = redis.call('HMGET', KEYS[1], unpack(ks))\n"
-	"  for i = 1, #ks do\n"
-	"    if vals[i] then\n"
-	"      out[#out + 1] = ks[i]\n"
-	"      out[#out + 1] = vals[i]\n"
-	"    end\n"
-	"  end\n"
-	"end\n"
-	"return out\n";
-
-/* KEYS[1]: the rule's hash of window counts, each key's
- * "idx:cur:prev:until" (its window's index on Unix time, the count in it
- * and in the one before, and the Unix ms when they stop mattering: the end
- * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted,
- * the window the agent is in, its until. A stored window one before the
- * agent's becomes the previous one; the one after (a host whose clock is
- * ahead) is counted in as current; any other (older, or counted under
- * another period before a reload) is over. Returns idx, cur, prev for each
- * key, in order. */
-static const char window_lua[] =
-	"local n = (#ARGV - 1) / 4\n"
-	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[4 * i - 2] end\n"
-	"local got = redis.call('HMGET', KEYS[1], unpack(fields))\n"
-	"local sets, out = {}, {}\n"
-	"for i = 1, n do\n"
-	"  local w = tonumber(ARGV[4 * i])\n"
-	"  local idx, cur, prev = w, 0, 0\n"
-	"  local si, sc, sp\n"
-	"  if got[i] then\n"
-	"    si, sc, sp = string.match(got[i], '^(%d+):(%d+):(%d+):')\n"
-	"  end\n"
-	"  if si then\n"
-	"    si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
-	"    if si == w or si == w + 1 then idx, cur, prev = si, sc, sp\n"
-	"    elseif si == w - 1 then prev = sc end\n"
-	"  end\n"
-	"  local a = tonumber(ARGV[4 * i - 1])\n"
-	"  if a > 0 then\n"
-	"    cur = cur + a\n"
-	"    sets[#sets + 1] = fields[i]\n"
-	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f:%s', idx, cur, prev,\n"
-	"                                    ARGV[4 * i + 1])\n"
-	"  end\n"
-	"  out[#out + 1] = string.format('%.0f', idx)\n"
-	"  out[#out + 1] = string.format('%.0f', cur)\n"
-	"  out[#out + 1] = string.format('%.0f', prev)\n"
-	"end\n"
-	"if #sets > 0 then\n"
-	"  redis.call('HSET', KEYS[1], unpack(sets))\n"
-	"  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
-	"end\n"
-	"return out\n";
-
-/* KEYS[1]: a rule's hash of window counts; ARGV[1]: an HSCAN cursor.
- * Drops the keys whose counts no longer matter; returns the next cursor. */
-static const char window_clean_lua[] =
-	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
-	"local kv = r[2]\n"
-	"for i = 1, #kv, 2 do\n"
-	"  local u = tonumber(string.match(kv[i + 1], ':(%d+)$'))\n"
-	"  if not u or u < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
-	"end\n"
-	"return r[1]\n";
-
-/* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
- * counts as alive. Returns how many are. */
-static const char hosts_lua[] =
-	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-	"local win = tonumber(ARGV[2])\n"
-	"redis.call('ZADD', KEYS[1], now, ARGV[1])\n"
-	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)\n"
-	"redis.call('PEXPIRE', KEYS[1], win * 10)\n"
-	"return redis.call('ZCARD', KEYS[1])\n";
-
-/* KEYS[1]: a rule's hash; ARGV[1]: an HSCAN cursor. Drops the keys whose
- * state is repaid; returns the next cursor. */
-static const char clean_lua[] =
-	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
-	"local kv = r[2]\n"
-	"for i = 1, #kv, 2 do\n"
-	"  local tat = tonumber(string.match(kv[i + 1], '^%d+'))\n"
-	"  if not tat or tat < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
-	"end\n"
-	"return r[1]\n";
-
-/* KEYS[1]: a rule's hash. ARGV: idle TTL (ms), then triples: key, what it
- * owes on the host that sends it (us), its interval (us). Each key's TAT
- * becomes at least that: after the store restarted empty, the hosts'
- * states bring back the most any of them knew. */
-static const char floor_lua[] =
-	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	RL_LUA_TAT
-	"local n = (#ARGV - 1) / 3\n"
-	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
-	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
-	"local sets = {}\n"
-	"for i = 1, n do\n"
-	"  local ei = ARGV[3 * i + 1]\n"
-	"  local want = now + tonumber(ARGV[3 * i])\n"
-	"  if want > tat_of(vals[i], tonumber(ei), now) then\n"
-	"    sets[#sets + 1] = fields[i]\n"
-	"    sets[#sets + 1] = tat_text(want, ei)\n"
-	"  end\n"
-	"end\n"
-	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
-	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
-	"return n\n";
 
 /* ---- set up -------------------------------------------------------------------- */
 
@@ -339,13 +104,13 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		rl_err_set(err, "bad redis url");
 		return -EINVAL;
 	}
-	rl_store_script(a->store, RL_SCRIPT_SYNC, sync_lua);
-	rl_store_script(a->store, RL_SCRIPT_HOSTS, hosts_lua);
-	rl_store_script(a->store, RL_SCRIPT_CLEAN, clean_lua);
-	rl_store_script(a->store, RL_SCRIPT_FLOOR, floor_lua);
-	rl_store_script(a->store, RL_SCRIPT_PULL, pull_lua);
-	rl_store_script(a->store, RL_SCRIPT_WINDOW, window_lua);
-	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, window_clean_lua);
+	rl_store_script(a->store, RL_SCRIPT_SYNC, rl_lua_sync);
+	rl_store_script(a->store, RL_SCRIPT_HOSTS, rl_lua_hosts);
+	rl_store_script(a->store, RL_SCRIPT_CLEAN, rl_lua_clean);
+	rl_store_script(a->store, RL_SCRIPT_FLOOR, rl_lua_floor);
+	rl_store_script(a->store, RL_SCRIPT_PULL, rl_lua_pull);
+	rl_store_script(a->store, RL_SCRIPT_WINDOW, rl_lua_window);
+	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, rl_lua_window_clean);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -406,26 +171,6 @@ size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 
 /* ---- one round -------------------------------------------------------------------- */
 
-/* What each queued reply is for. */
-enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
-	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL, JOB_WINDOW };
-
-struct reply_plan {
-	enum job job;
-	unsigned rule;       /* config index */
-	uint32_t first, n;   /* items */
-};
-
-#define PLAN_MAX 1024
-
-struct round {
-	struct rl_agent *a;
-	uint64_t now_ns;
-	uint64_t since_ns;   /* since the last round's collect */
-	unsigned nplan;
-	struct reply_plan plan[PLAN_MAX];
-	int failed;
-};
 
 static int collect(const struct rl_sync_item *it, void *arg)
 {
@@ -472,7 +217,7 @@ static int by_rule(const void *x, const void *y)
 	return p->rule < q->rule ? -1 : p->rule > q->rule;
 }
 
-static int plan_add(struct round *r, enum job job, unsigned rule,
+int sync_plan_add(struct round *r, enum job job, unsigned rule,
 		    uint32_t first, uint32_t n)
 {
 	if (r->nplan == PLAN_MAX)
@@ -482,20 +227,20 @@ static int plan_add(struct round *r, enum job job, unsigned rule,
 }
 
 /* One more argument of a command being built: argv[*c], lens[*c]. */
-static void arg(const char **argv, size_t *lens, int *c, const char *s,
+void sync_arg(const char **argv, size_t *lens, int *c, const char *s,
 		size_t len)
 {
 	argv[*c] = s;
 	lens[(*c)++] = len;
 }
 
-static void arg_text(const char **argv, size_t *lens, int *c, const char *s)
+void sync_arg_text(const char **argv, size_t *lens, int *c, const char *s)
 {
-	arg(argv, lens, c, s, strlen(s));
+	sync_arg(argv, lens, c, s, strlen(s));
 }
 
 /* The store key of rule `ci`'s global states: one hash tag per rule. */
-static size_t rule_hash_key(const struct rl_agent *a, unsigned ci, char *out,
+size_t sync_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 			    size_t len)
 {
 	return (size_t)snprintf(out, len, "%s{%s}", a->cfg->redis_prefix,
@@ -525,295 +270,10 @@ uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r)
 }
 
 /* rl_agent_ttl_ms of rule `ci`, as text. */
-static void rule_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len)
+void sync_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len)
 {
 	snprintf(out, len, "%llu",
 		 (unsigned long long)rl_agent_ttl_ms(a, &a->cfg->rules[ci]));
-}
-
-/* Queue the sync script for items [first, first + n) of rule `ci`. */
-static int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
-{
-	struct rl_agent *a = r->a;
-	const char *argv[8 + 5 * BATCH];
-	size_t lens[8 + 5 * BATCH];
-	char hkey[160], rkey[170], gkey[170], ttl[32], since[32], hosts[16];
-	char span[32];
-	int c = 0;
-
-	rule_ttl(a, ci, ttl, sizeof(ttl));
-	snprintf(since, sizeof(since), "%llu",
-		 (unsigned long long)(r->since_ns / 1000));
-	snprintf(hosts, sizeof(hosts), "%u", a->hosts_alive ? a->hosts_alive : 1);
-	/* a grant stands, and a key is young, for three rounds */
-	snprintf(span, sizeof(span), "%llu",
-		 (unsigned long long)(3 * a->interval_ns / 1000));
-	arg(argv, lens, &c, hkey, rule_hash_key(a, ci, hkey, sizeof(hkey)));
-	arg(argv, lens, &c, rkey,
-	    (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
-	arg(argv, lens, &c, gkey,
-	    (size_t)snprintf(gkey, sizeof(gkey), "%s:grants", hkey));
-	arg_text(argv, lens, &c, ttl);
-	arg_text(argv, lens, &c, since);
-	arg_text(argv, lens, &c, a->host_tag);
-	arg_text(argv, lens, &c, hosts);
-	arg_text(argv, lens, &c, span);
-	for (uint32_t i = first; i < first + n; i++) {
-		struct rl_agent_item *x = &a->items[i];
-
-		arg(argv, lens, &c, x->key, x->klen);
-		arg_text(argv, lens, &c, x->count);
-		arg_text(argv, lens, &c, x->ei);
-		arg_text(argv, lens, &c, x->own);
-		arg_text(argv, lens, &c, x->burst);
-	}
-	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 3, c, argv, lens))
-		return -1;
-	return plan_add(r, JOB_SYNC, ci, first, n);
-}
-
-/* The store key of rule `ci`'s window counts: a sibling of its hash of
- * states, under the same hash tag. */
-static size_t rule_window_key(const struct rl_agent *a, unsigned ci, char *out,
-			      size_t len)
-{
-	return (size_t)snprintf(out, len, "%s{%s}:win", a->cfg->redis_prefix,
-				a->cfg->rules[ci].name);
-}
-
-/* Queue the window script for items [first, first + n) of rule `ci`. */
-static int queue_window(struct round *r, unsigned ci, uint32_t first,
-			uint32_t n)
-{
-	struct rl_agent *a = r->a;
-	const char *argv[2 + 4 * BATCH];
-	size_t lens[2 + 4 * BATCH];
-	char hkey[160], ttl[32];
-	int c = 0;
-
-	rule_ttl(a, ci, ttl, sizeof(ttl));
-	arg(argv, lens, &c, hkey, rule_window_key(a, ci, hkey, sizeof(hkey)));
-	arg_text(argv, lens, &c, ttl);
-	for (uint32_t i = first; i < first + n; i++) {
-		struct rl_agent_item *x = &a->items[i];
-
-		arg(argv, lens, &c, x->key, x->klen);
-		arg_text(argv, lens, &c, x->count);
-		arg_text(argv, lens, &c, x->win);
-		arg_text(argv, lens, &c, x->until);
-	}
-	if (rl_store_queue_script(a->store, RL_SCRIPT_WINDOW, 1, c, argv, lens))
-		return -1;
-	return plan_add(r, JOB_WINDOW, ci, first, n);
-}
-
-/* The window script's answer for items [first, first + n): idx, cur, prev
- * for each, applied to the key's state. */
-static int on_window(struct rl_agent *a, const struct reply_plan *p,
-		     const redisReply *rep)
-{
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * (size_t)p->n)
-		return -1;
-	for (uint32_t k = 0; k < p->n; k++) {
-		struct rl_agent_item *x = &a->items[p->first + k];
-		uint64_t v[3];
-
-		for (unsigned j = 0; j < 3; j++) {
-			const redisReply *e = rep->element[3 * k + j];
-
-			v[j] = e->type == REDIS_REPLY_STRING
-				       ? strtoull(e->str, NULL, 10) : 0;
-		}
-		rl_table_sync_window(a->table, x->index, x->tag, v[0], v[1],
-				     v[2], rl_time_now_ns());
-	}
-	return 0;
-}
-
-#define PULL_MAX 2000 /* keys a rule's pull brings per round */
-
-/* Queue the pull of rule `ci`'s keys changed since the last round. */
-static int queue_pull(struct round *r, unsigned ci)
-{
-	struct rl_agent *a = r->a;
-	char hkey[160], rkey[170], cur[32], max[16];
-	const char *argv[4] = { hkey, rkey, cur, max };
-	size_t lens[4];
-
-	lens[0] = rule_hash_key(a, ci, hkey, sizeof(hkey));
-	lens[1] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
-	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
-				   (unsigned long long)a->pull_cursor[ci]);
-	lens[3] = (size_t)snprintf(max, sizeof(max), "%u", PULL_MAX);
-	if (rl_store_queue_script(a->store, RL_SCRIPT_PULL, 2, 4, argv, lens))
-		return -1;
-	return plan_add(r, JOB_PULL, ci, 0, 0);
-}
-
-/* A state as the store keeps it ("TAT:EI", RL_LUA_TAT): what it owes
- * beyond the store's `now` and at which interval (ns); 0 if nothing. */
-static uint64_t store_debt(const char *v, uint64_t now_us, uint64_t *ei_ns)
-{
-	char *end;
-	double tat = strtod(v, &end);
-
-	if (*end == ':')
-		*ei_ns = (uint64_t)(strtod(end + 1, NULL) * 1000.0);
-	return tat > (double)now_us ? (uint64_t)((tat - (double)now_us) * 1000.0)
-				    : 0;
-}
-
-/* The pull's answer: every key another host changed, mirrored here. */
-static int on_pull(struct rl_agent *a, const struct reply_plan *p,
-		   const redisReply *rep, uint64_t now_ns)
-{
-	const struct rl_rule_cfg *rule = &a->cfg->rules[p->rule];
-	uint64_t now_us;
-
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
-	    rep->elements % 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
-	    rep->element[1]->type != REDIS_REPLY_STRING)
-		return -1;
-	a->pull_cursor[p->rule] = strtoull(rep->element[0]->str, NULL, 10);
-	now_us = strtoull(rep->element[1]->str, NULL, 10);
-	for (size_t i = 2; i + 1 < rep->elements; i += 2) {
-		const redisReply *k = rep->element[i], *v = rep->element[i + 1];
-		uint64_t ei = rule->rate.period_ns / rule->rate.count, debt;
-		uint8_t buf[17];
-		const void *key;
-		size_t len;
-
-		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-			continue;
-		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
-					    &len);
-		debt = store_debt(v->str, now_us, &ei);
-		if (key && debt)
-			rl_table_sync_mirror(a->table, a->ids[p->rule], key, len,
-					     debt, ei, now_ns);
-	}
-	return 0;
-}
-
-/* Queue the floor of items [first, first + n) of rule `ci`: what each
- * owes here, at least, in the store. */
-static int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
-{
-	struct rl_agent *a = r->a;
-	const char *argv[2 + 3 * BATCH];
-	size_t lens[2 + 3 * BATCH];
-	char hkey[160], ttl[32];
-	int c = 0;
-
-	rule_ttl(a, ci, ttl, sizeof(ttl));
-	arg(argv, lens, &c, hkey, rule_hash_key(a, ci, hkey, sizeof(hkey)));
-	arg_text(argv, lens, &c, ttl);
-	for (uint32_t i = first; i < first + n; i++) {
-		struct rl_agent_item *x = &a->items[i];
-
-		if (!strcmp(x->debt, "0"))
-			continue;
-		arg(argv, lens, &c, x->key, x->klen);
-		arg_text(argv, lens, &c, x->debt);
-		arg_text(argv, lens, &c, x->ei);
-	}
-	if (c == 2)
-		return 0;
-	if (rl_store_queue_script(a->store, RL_SCRIPT_FLOOR, 1, c, argv, lens))
-		return -1;
-	return plan_add(r, JOB_FLOOR, ci, first, n);
-}
-
-/* Queue an HMGET of the plans of items [first, first + n) of rule `ci`. */
-static int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n)
-{
-	struct rl_agent *a = r->a;
-	const char *argv[2 + BATCH];
-	size_t lens[2 + BATCH];
-	char hkey[160];
-	int c = 0;
-
-	arg_text(argv, lens, &c, "HMGET");
-	arg(argv, lens, &c, hkey,
-	    (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
-			     a->cfg->redis_prefix, a->cfg->rules[ci].name));
-	for (uint32_t i = first; i < first + n; i++)
-		arg(argv, lens, &c, a->items[i].key, a->items[i].klen);
-	if (rl_store_queue(a->store, c, argv, lens))
-		return -1;
-	return plan_add(r, JOB_PLANS, ci, first, n);
-}
-
-/* The plan named `name` of rule `rule`: 1..nplans, or 0 (`rate`) for a
- * name the rule does not have. */
-static unsigned plan_of(const struct rl_rule_cfg *rule, const char *name)
-{
-	for (unsigned q = 0; q < rule->nplans; q++)
-		if (strcmp(rule->plans[q].name, name) == 0)
-			return q + 1;
-	return 0;
-}
-
-/*
- * Queue the next chunk of rule `ci`'s plans hash (HSCAN from where the
- * last round stopped): a hash of up to a thousand keys is read whole each
- * round, a longer one over several, so the store's work and the agent's
- * grow with the planned keys, a chunk a round, never with requests.
- */
-static int queue_plans_scan(struct round *r, unsigned ci)
-{
-	struct rl_agent *a = r->a;
-	char hkey[160], cur[32];
-	const char *argv[5] = { "HSCAN", hkey, cur, "COUNT", PLANS_SCAN };
-	size_t lens[5];
-
-	lens[1] = (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
-				   a->cfg->redis_prefix, a->cfg->rules[ci].name);
-	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
-				   (unsigned long long)a->plans_cursor[ci]);
-	lens[0] = 5;
-	lens[3] = 5;
-	lens[4] = strlen(PLANS_SCAN);
-	if (rl_store_queue(a->store, 5, argv, lens))
-		return -1;
-	return plan_add(r, JOB_PLANS_SCAN, ci, 0, 0);
-}
-
-/*
- * A chunk of rule `ci`'s plans: each key goes into the segment with its
- * plan, seen here or not, so that its first request is judged by it
- * (rl_table_plan_ahead). A key the shim could not key the rule by (not an
- * address, say) is skipped; so is a planned key whose bucket is all in use
- * (the next scan tries again), and one evicted before its first request is
- * put back by the next scan of it. A name the rule has no plan of is
- * `rate`, as for the keys in use.
- */
-static void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep)
-{
-	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
-	redisReply *kv;
-	uint64_t now = rl_time_now_ns();
-
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-	    rep->element[0]->type != REDIS_REPLY_STRING ||
-	    rep->element[1]->type != REDIS_REPLY_ARRAY)
-		return;
-	a->plans_cursor[ci] = strtoull(rep->element[0]->str, NULL, 10);
-	kv = rep->element[1];
-	for (size_t i = 0; i + 1 < kv->elements; i += 2) {
-		redisReply *k = kv->element[i], *v = kv->element[i + 1];
-		uint8_t buf[17];
-		const void *key;
-		size_t len;
-
-		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-			continue;
-		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
-					    &len);
-		if (key)
-			rl_table_plan_ahead(a->table, a->ids[ci], key, len,
-					    plan_of(rule, v->str), now);
-	}
 }
 
 static void new_epoch(struct rl_agent *a, struct round *r)
@@ -835,7 +295,7 @@ static void new_epoch(struct rl_agent *a, struct round *r)
 	for (unsigned i = 0; i < 4; i++)
 		lens[i] = strlen(argv[i]);
 	rl_store_queue(a->store, 4, argv, lens);
-	plan_add(r, JOB_EPOCH_SET, 0, 0, 0);
+	sync_plan_add(r, JOB_EPOCH_SET, 0, 0, 0);
 }
 
 static int on_reply(redisReply *rep, unsigned i, void *arg)
@@ -993,7 +453,7 @@ static void queue_epoch(struct round *r)
 	lens[1] = (size_t)snprintf(key, sizeof(key), "%sepoch", a->cfg->redis_prefix);
 	argv[1] = key;
 	rl_store_queue(a->store, 2, argv, lens);
-	plan_add(r, JOB_EPOCH, 0, 0, 0);
+	sync_plan_add(r, JOB_EPOCH, 0, 0, 0);
 }
 
 /* Queue this host's entry among the hosts alive, and their count. */
@@ -1015,7 +475,7 @@ static void queue_hosts(struct round *r)
 	hv[2] = win;
 	hl[2] = strlen(win);
 	rl_store_queue_script(a->store, RL_SCRIPT_HOSTS, 1, 3, hv, hl);
-	plan_add(r, JOB_HOSTS, 0, 0, 0);
+	sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
 }
 
 /* Call `fn` for each batch of each rule's keys (sorted by rule). */
@@ -1073,8 +533,8 @@ static void queue_clean(struct round *r)
 
 		int window = a->cfg->rules[ci].algorithm != RL_ALGO_GCRA;
 
-		cl[0] = window ? rule_window_key(a, ci, hkey, sizeof(hkey))
-			       : rule_hash_key(a, ci, hkey, sizeof(hkey));
+		cl[0] = window ? sync_window_key(a, ci, hkey, sizeof(hkey))
+			       : sync_hash_key(a, ci, hkey, sizeof(hkey));
 		cv[0] = hkey;
 		cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
 					 (unsigned long long)a->clean_cursor[ci]);
@@ -1082,7 +542,7 @@ static void queue_clean(struct round *r)
 		rl_store_queue_script(a->store, window ? RL_SCRIPT_WINDOW_CLEAN
 						       : RL_SCRIPT_CLEAN,
 				      1, 2, cv, cl);
-		plan_add(r, JOB_CLEAN, ci, 0, 0);
+		sync_plan_add(r, JOB_CLEAN, ci, 0, 0);
 	}
 }
 

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scripts.c - the Lua the agent runs in the store (sync.c's rounds), one
+ * script per job, each with what its keys and arguments are. They share
+ * RL_LUA_TAT (agent.h) for a token bucket's state with strict.c's.
+ */
+#include "agent.h"
+
+/* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
+ * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
+ * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
+ * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
+ * grant stands and a key counts as young. Then quintuples: key, admitted,
+ * interval (us), what the key owes on that host (us; 0 if its state there
+ * holds a grant back), burst.
+ *
+ * The requests a host admitted came at times within its last round, which
+ * the store does not know: counting them from now (all at the last moment)
+ * makes a key busy at its rate owe a whole round at each round, and a host
+ * alone under load admitted half the rate where a round's refill is more
+ * than the burst. So they are counted from the start of the round at the
+ * earliest (all at once, the least they can owe), and at least at what the
+ * host itself says the key owes, which its own GCRA knows exactly: alone,
+ * the store's state is the host's.
+ *
+ * Grants: of the L requests left in a key's bucket, each host's sync takes
+ * ceil(F / N) of what the other hosts' grants (made at their own last
+ * syncs, not yet spent or pushed) leave, F = L - their sum, and records it.
+ * So the grants outstanding never add up to more than what is left, plus
+ * N - 1, however the hosts' rounds fall. While a key is young, hosts with
+ * no grant yet may hold the share of a fresh key they started from
+ * (decide.c): those count as spent too. A host's grant is renewed at each
+ * of its syncs (a key in debt is synced every round) and lapses after a
+ * few rounds without one (the host is gone).
+ *
+ * Returns each key's debt (us) and grant, in order. */
+const char rl_lua_sync[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	RL_LUA_TAT
+	"local floor = now - tonumber(ARGV[2])\n"
+	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+	"local n = (#ARGV - 5) / 5\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
+	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
+	"local sets, gsets, out = {}, {}, {}\n"
+	"for i = 1, n do\n"
+	"  local ei = ARGV[5 * i + 3]\n"
+	"  local e = tonumber(ei)\n"
+	"  local tat = tat_of(vals[i], e, now)\n"
+	"  if tat < floor then tat = floor end\n"
+	"  local a = tonumber(ARGV[5 * i + 2])\n"
+	"  if a > 0 then tat = tat + a * e end\n"
+	"  local own = now + tonumber(ARGV[5 * i + 4])\n"
+	"  if tat < own then tat = own end\n"
+	"  if tat < now then tat = now end\n"
+	"  local v = tat_text(tat, ei)\n"
+	"  if tat > now and v ~= vals[i] then\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = v\n"
+	"  end\n"
+	"  local burst = tonumber(ARGV[5 * i + 5])\n"
+	"  local left = math.floor((now + burst * e - tat) / e)\n"
+	"  if left < 0 then left = 0 end\n"
+	"  local born, keep, others, reg = now, {}, 0, 0\n"
+	"  if gvals[i] then\n"
+	"    local w = string.gmatch(gvals[i], '%S+')\n"
+	"    born = tonumber(w()) or now\n"
+	"    while true do\n"
+	"      local h, g, ts = w(), tonumber(w() or ''), tonumber(w() or '')\n"
+	"      if not h or not g or not ts then break end\n"
+	"      if h ~= me and ts >= now - span then\n"
+	"        others = others + g\n"
+	"        reg = reg + 1\n"
+	"        keep[#keep + 1] = h .. ' ' .. g .. ' ' .. string.format('%.0f', ts)\n"
+	"      end\n"
+	"    end\n"
+	"  end\n"
+	"  if now - born < span and nh - 1 > reg then\n"
+	"    others = others + (nh - 1 - reg) * math.ceil(burst / nh)\n"
+	"  end\n"
+	"  local free = left - others\n"
+	"  if free < 0 then free = 0 end\n"
+	"  local mine = math.ceil(free / nh)\n"
+	"  keep[#keep + 1] = me .. ' ' .. mine .. ' ' .. string.format('%.0f', now)\n"
+	"  gsets[#gsets + 1] = fields[i]\n"
+	"  gsets[#gsets + 1] = string.format('%.0f', born) .. ' ' .. table.concat(keep, ' ')\n"
+	"  out[2 * i - 1] = string.format('%.0f', tat - now)\n"
+	"  out[2 * i] = mine\n"
+	"end\n"
+	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
+	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
+	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
+	"local ch = {}\n"
+	"for i = 1, n do\n"
+	"  if tonumber(ARGV[5 * i + 2]) > 0 then\n"
+	"    ch[#ch + 1] = now + #ch\n"
+	"    ch[#ch + 1] = fields[i]\n"
+	"  end\n"
+	"end\n"
+	"if #ch > 0 then\n"
+	"  redis.call('ZADD', KEYS[2], unpack(ch))\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf',\n"
+	"             now - 1000 * tonumber(ARGV[1]))\n"
+	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))\n"
+	"end\n"
+	"return out\n";
+
+/* KEYS[1]: a rule's hash of states, KEYS[2] its keys changed recently.
+ * ARGV: a cursor (store us), at most how many keys. Returns the cursor to
+ * go on from, the store's time, then key, state pairs of the keys changed
+ * since the cursor (the cursor's own included: it may be read twice). */
+const char rl_lua_pull[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local max = tonumber(ARGV[2])\n"
+	"local r = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf',\n"
+	"                     'WITHSCORES', 'LIMIT', 0, max)\n"
+	"local out = {string.format('%.0f', now), string.format('%.0f', now)}\n"
+	"if #r == 2 * max then out[1] = r[#r] end\n"
+	"local ks = {}\n"
+	"for i = 1, #r, 2 do ks[#ks + 1] = r[i] end\n"
+	"if #ks > 0 then\n"
+	"  local vals = redis.call('HMGET', KEYS[1], unpack(ks))\n"
+	"  for i = 1, #ks do\n"
+	"    if vals[i] then\n"
+	"      out[#out + 1] = ks[i]\n"
+	"      out[#out + 1] = vals[i]\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"return out\n";
+
+/* KEYS[1]: the rule's hash of window counts, each key's
+ * "idx:cur:prev:until" (its window's index on Unix time, the count in it
+ * and in the one before, and the Unix ms when they stop mattering: the end
+ * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted,
+ * the window the agent is in, its until. A stored window one before the
+ * agent's becomes the previous one; the one after (a host whose clock is
+ * ahead) is counted in as current; any other (older, or counted under
+ * another period before a reload) is over. Returns idx, cur, prev for each
+ * key, in order. */
+const char rl_lua_window[] =
+	"local n = (#ARGV - 1) / 4\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[4 * i - 2] end\n"
+	"local got = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local sets, out = {}, {}\n"
+	"for i = 1, n do\n"
+	"  local w = tonumber(ARGV[4 * i])\n"
+	"  local idx, cur, prev = w, 0, 0\n"
+	"  local si, sc, sp\n"
+	"  if got[i] then\n"
+	"    si, sc, sp = string.match(got[i], '^(%d+):(%d+):(%d+):')\n"
+	"  end\n"
+	"  if si then\n"
+	"    si, sc, sp = tonumber(si), tonumber(sc), tonumber(sp)\n"
+	"    if si == w or si == w + 1 then idx, cur, prev = si, sc, sp\n"
+	"    elseif si == w - 1 then prev = sc end\n"
+	"  end\n"
+	"  local a = tonumber(ARGV[4 * i - 1])\n"
+	"  if a > 0 then\n"
+	"    cur = cur + a\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f:%s', idx, cur, prev,\n"
+	"                                    ARGV[4 * i + 1])\n"
+	"  end\n"
+	"  out[#out + 1] = string.format('%.0f', idx)\n"
+	"  out[#out + 1] = string.format('%.0f', cur)\n"
+	"  out[#out + 1] = string.format('%.0f', prev)\n"
+	"end\n"
+	"if #sets > 0 then\n"
+	"  redis.call('HSET', KEYS[1], unpack(sets))\n"
+	"  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"end\n"
+	"return out\n";
+
+/* KEYS[1]: a rule's hash of window counts; ARGV[1]: an HSCAN cursor.
+ * Drops the keys whose counts no longer matter; returns the next cursor. */
+const char rl_lua_window_clean[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
+	"local kv = r[2]\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local u = tonumber(string.match(kv[i + 1], ':(%d+)$'))\n"
+	"  if not u or u < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
+	"end\n"
+	"return r[1]\n";
+
+/* KEYS[1]: the hosts' zset. ARGV: this host, the window (ms) a host
+ * counts as alive. Returns how many are. */
+const char rl_lua_hosts[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local win = tonumber(ARGV[2])\n"
+	"redis.call('ZADD', KEYS[1], now, ARGV[1])\n"
+	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)\n"
+	"redis.call('PEXPIRE', KEYS[1], win * 10)\n"
+	"return redis.call('ZCARD', KEYS[1])\n";
+
+/* KEYS[1]: a rule's hash; ARGV[1]: an HSCAN cursor. Drops the keys whose
+ * state is repaid; returns the next cursor. */
+const char rl_lua_clean[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', 500)\n"
+	"local kv = r[2]\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local tat = tonumber(string.match(kv[i + 1], '^%d+'))\n"
+	"  if not tat or tat < now then redis.call('HDEL', KEYS[1], kv[i]) end\n"
+	"end\n"
+	"return r[1]\n";
+
+/* KEYS[1]: a rule's hash. ARGV: idle TTL (ms), then triples: key, what it
+ * owes on the host that sends it (us), its interval (us). Each key's TAT
+ * becomes at least that: after the store restarted empty, the hosts'
+ * states bring back the most any of them knew. */
+const char rl_lua_floor[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	RL_LUA_TAT
+	"local n = (#ARGV - 1) / 3\n"
+	"local fields = {}\n"
+	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
+	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
+	"local sets = {}\n"
+	"for i = 1, n do\n"
+	"  local ei = ARGV[3 * i + 1]\n"
+	"  local want = now + tonumber(ARGV[3 * i])\n"
+	"  if want > tat_of(vals[i], tonumber(ei), now) then\n"
+	"    sets[#sets + 1] = fields[i]\n"
+	"    sets[#sets + 1] = tat_text(want, ei)\n"
+	"  end\n"
+	"end\n"
+	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
+	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
+	"return n\n";

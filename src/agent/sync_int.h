@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sync_int.h - what sync.c (the round: collect, pipeline, replies) and
+ * sync_jobs.c (each job's command and the handling of its reply) share.
+ */
+#ifndef RL_SYNC_INT_H
+#define RL_SYNC_INT_H
+
+#include <hiredis/hiredis.h>
+
+#include "agent.h"
+
+#define BATCH 400             /* keys per script call */
+#define PLANS_SCAN "1000"     /* planned keys mirrored per rule per round */
+
+/* What each queued reply is for. */
+enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
+	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL, JOB_WINDOW };
+
+struct reply_plan {
+	enum job job;
+	unsigned rule;       /* config index */
+	uint32_t first, n;   /* items */
+};
+
+#define PLAN_MAX 1024
+
+struct round {
+	struct rl_agent *a;
+	uint64_t now_ns;
+	uint64_t since_ns;   /* since the last round's collect */
+	unsigned nplan;
+	struct reply_plan plan[PLAN_MAX];
+	int failed;
+};
+
+/* sync.c */
+int sync_plan_add(struct round *r, enum job job, unsigned rule, uint32_t first,
+		  uint32_t n);
+void sync_arg(const char **argv, size_t *lens, int *c, const char *s,
+	      size_t len);
+void sync_arg_text(const char **argv, size_t *lens, int *c, const char *s);
+size_t sync_hash_key(const struct rl_agent *a, unsigned ci, char *out,
+		     size_t len);
+void sync_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len);
+/* sync_jobs.c: the store key of rule `ci`'s window counts */
+size_t sync_window_key(const struct rl_agent *a, unsigned ci, char *out,
+		       size_t len);
+
+/* sync_jobs.c: queue a job for items [first, first + n) of rule `ci` (or
+ * the whole rule), and apply its reply */
+int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n);
+int queue_window(struct round *r, unsigned ci, uint32_t first, uint32_t n);
+int on_window(struct rl_agent *a, const struct reply_plan *p,
+	      const redisReply *rep);
+int queue_pull(struct round *r, unsigned ci);
+int on_pull(struct rl_agent *a, const struct reply_plan *p,
+	    const redisReply *rep, uint64_t now_ns);
+int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n);
+int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n);
+int queue_plans_scan(struct round *r, unsigned ci);
+void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep);
+
+#endif /* RL_SYNC_INT_H */

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sync_jobs.c - the jobs of sync.c's round, one pair each: the command
+ * that asks the store (a script call, or HMGET/HSCAN) for a batch of a
+ * rule's keys, and what is done with its answer (sync: the key's debt and
+ * this host's grant; windows: the counts; the pull: the keys other hosts
+ * changed; the floor after a restart; plans). Lua: scripts.c.
+ */
+#include "sync_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+/* Queue the sync script for items [first, first + n) of rule `ci`. */
+int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[8 + 5 * BATCH];
+	size_t lens[8 + 5 * BATCH];
+	char hkey[160], rkey[170], gkey[170], ttl[32], since[32], hosts[16];
+	char span[32];
+	int c = 0;
+
+	sync_ttl(a, ci, ttl, sizeof(ttl));
+	snprintf(since, sizeof(since), "%llu",
+		 (unsigned long long)(r->since_ns / 1000));
+	snprintf(hosts, sizeof(hosts), "%u", a->hosts_alive ? a->hosts_alive : 1);
+	/* a grant stands, and a key is young, for three rounds */
+	snprintf(span, sizeof(span), "%llu",
+		 (unsigned long long)(3 * a->interval_ns / 1000));
+	sync_arg(argv, lens, &c, hkey, sync_hash_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg(argv, lens, &c, rkey,
+	    (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
+	sync_arg(argv, lens, &c, gkey,
+	    (size_t)snprintf(gkey, sizeof(gkey), "%s:grants", hkey));
+	sync_arg_text(argv, lens, &c, ttl);
+	sync_arg_text(argv, lens, &c, since);
+	sync_arg_text(argv, lens, &c, a->host_tag);
+	sync_arg_text(argv, lens, &c, hosts);
+	sync_arg_text(argv, lens, &c, span);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		sync_arg(argv, lens, &c, x->key, x->klen);
+		sync_arg_text(argv, lens, &c, x->count);
+		sync_arg_text(argv, lens, &c, x->ei);
+		sync_arg_text(argv, lens, &c, x->own);
+		sync_arg_text(argv, lens, &c, x->burst);
+	}
+	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 3, c, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_SYNC, ci, first, n);
+}
+
+/* The store key of rule `ci`'s window counts: a sibling of its hash of
+ * states, under the same hash tag. */
+size_t sync_window_key(const struct rl_agent *a, unsigned ci, char *out,
+			      size_t len)
+{
+	return (size_t)snprintf(out, len, "%s{%s}:win", a->cfg->redis_prefix,
+				a->cfg->rules[ci].name);
+}
+
+/* Queue the window script for items [first, first + n) of rule `ci`. */
+int queue_window(struct round *r, unsigned ci, uint32_t first,
+			uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + 4 * BATCH];
+	size_t lens[2 + 4 * BATCH];
+	char hkey[160], ttl[32];
+	int c = 0;
+
+	sync_ttl(a, ci, ttl, sizeof(ttl));
+	sync_arg(argv, lens, &c, hkey, sync_window_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg_text(argv, lens, &c, ttl);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		sync_arg(argv, lens, &c, x->key, x->klen);
+		sync_arg_text(argv, lens, &c, x->count);
+		sync_arg_text(argv, lens, &c, x->win);
+		sync_arg_text(argv, lens, &c, x->until);
+	}
+	if (rl_store_queue_script(a->store, RL_SCRIPT_WINDOW, 1, c, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_WINDOW, ci, first, n);
+}
+
+/* The window script's answer for items [first, first + n): idx, cur, prev
+ * for each, applied to the key's state. */
+int on_window(struct rl_agent *a, const struct reply_plan *p,
+		     const redisReply *rep)
+{
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * (size_t)p->n)
+		return -1;
+	for (uint32_t k = 0; k < p->n; k++) {
+		struct rl_agent_item *x = &a->items[p->first + k];
+		uint64_t v[3];
+
+		for (unsigned j = 0; j < 3; j++) {
+			const redisReply *e = rep->element[3 * k + j];
+
+			v[j] = e->type == REDIS_REPLY_STRING
+				       ? strtoull(e->str, NULL, 10) : 0;
+		}
+		rl_table_sync_window(a->table, x->index, x->tag, v[0], v[1],
+				     v[2], rl_time_now_ns());
+	}
+	return 0;
+}
+
+#define PULL_MAX 2000 /* keys a rule's pull brings per round */
+
+/* Queue the pull of rule `ci`'s keys changed since the last round. */
+int queue_pull(struct round *r, unsigned ci)
+{
+	struct rl_agent *a = r->a;
+	char hkey[160], rkey[170], cur[32], max[16];
+	const char *argv[4] = { hkey, rkey, cur, max };
+	size_t lens[4];
+
+	lens[0] = sync_hash_key(a, ci, hkey, sizeof(hkey));
+	lens[1] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
+	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+				   (unsigned long long)a->pull_cursor[ci]);
+	lens[3] = (size_t)snprintf(max, sizeof(max), "%u", PULL_MAX);
+	if (rl_store_queue_script(a->store, RL_SCRIPT_PULL, 2, 4, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_PULL, ci, 0, 0);
+}
+
+/* A state as the store keeps it ("TAT:EI", RL_LUA_TAT): what it owes
+ * beyond the store's `now` and at which interval (ns); 0 if nothing. */
+static uint64_t store_debt(const char *v, uint64_t now_us, uint64_t *ei_ns)
+{
+	char *end;
+	double tat = strtod(v, &end);
+
+	if (*end == ':')
+		*ei_ns = (uint64_t)(strtod(end + 1, NULL) * 1000.0);
+	return tat > (double)now_us ? (uint64_t)((tat - (double)now_us) * 1000.0)
+				    : 0;
+}
+
+/* The pull's answer: every key another host changed, mirrored here. */
+int on_pull(struct rl_agent *a, const struct reply_plan *p,
+		   const redisReply *rep, uint64_t now_ns)
+{
+	const struct rl_rule_cfg *rule = &a->cfg->rules[p->rule];
+	uint64_t now_us;
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+	    rep->elements % 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_STRING)
+		return -1;
+	a->pull_cursor[p->rule] = strtoull(rep->element[0]->str, NULL, 10);
+	now_us = strtoull(rep->element[1]->str, NULL, 10);
+	for (size_t i = 2; i + 1 < rep->elements; i += 2) {
+		const redisReply *k = rep->element[i], *v = rep->element[i + 1];
+		uint64_t ei = rule->rate.period_ns / rule->rate.count, debt;
+		uint8_t buf[17];
+		const void *key;
+		size_t len;
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
+					    &len);
+		debt = store_debt(v->str, now_us, &ei);
+		if (key && debt)
+			rl_table_sync_mirror(a->table, a->ids[p->rule], key, len,
+					     debt, ei, now_ns);
+	}
+	return 0;
+}
+
+/* Queue the floor of items [first, first + n) of rule `ci`: what each
+ * owes here, at least, in the store. */
+int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + 3 * BATCH];
+	size_t lens[2 + 3 * BATCH];
+	char hkey[160], ttl[32];
+	int c = 0;
+
+	sync_ttl(a, ci, ttl, sizeof(ttl));
+	sync_arg(argv, lens, &c, hkey, sync_hash_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg_text(argv, lens, &c, ttl);
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		if (!strcmp(x->debt, "0"))
+			continue;
+		sync_arg(argv, lens, &c, x->key, x->klen);
+		sync_arg_text(argv, lens, &c, x->debt);
+		sync_arg_text(argv, lens, &c, x->ei);
+	}
+	if (c == 2)
+		return 0;
+	if (rl_store_queue_script(a->store, RL_SCRIPT_FLOOR, 1, c, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_FLOOR, ci, first, n);
+}
+
+/* Queue an HMGET of the plans of items [first, first + n) of rule `ci`. */
+int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n)
+{
+	struct rl_agent *a = r->a;
+	const char *argv[2 + BATCH];
+	size_t lens[2 + BATCH];
+	char hkey[160];
+	int c = 0;
+
+	sync_arg_text(argv, lens, &c, "HMGET");
+	sync_arg(argv, lens, &c, hkey,
+	    (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
+			     a->cfg->redis_prefix, a->cfg->rules[ci].name));
+	for (uint32_t i = first; i < first + n; i++)
+		sync_arg(argv, lens, &c, a->items[i].key, a->items[i].klen);
+	if (rl_store_queue(a->store, c, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_PLANS, ci, first, n);
+}
+
+/* The plan named `name` of rule `rule`: 1..nplans, or 0 (`rate`) for a
+ * name the rule does not have. */
+static unsigned plan_of(const struct rl_rule_cfg *rule, const char *name)
+{
+	for (unsigned q = 0; q < rule->nplans; q++)
+		if (strcmp(rule->plans[q].name, name) == 0)
+			return q + 1;
+	return 0;
+}
+
+/*
+ * Queue the next chunk of rule `ci`'s plans hash (HSCAN from where the
+ * last round stopped): a hash of up to a thousand keys is read whole each
+ * round, a longer one over several, so the store's work and the agent's
+ * grow with the planned keys, a chunk a round, never with requests.
+ */
+int queue_plans_scan(struct round *r, unsigned ci)
+{
+	struct rl_agent *a = r->a;
+	char hkey[160], cur[32];
+	const char *argv[5] = { "HSCAN", hkey, cur, "COUNT", PLANS_SCAN };
+	size_t lens[5];
+
+	lens[1] = (size_t)snprintf(hkey, sizeof(hkey), "%splans:%s",
+				   a->cfg->redis_prefix, a->cfg->rules[ci].name);
+	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+				   (unsigned long long)a->plans_cursor[ci]);
+	lens[0] = 5;
+	lens[3] = 5;
+	lens[4] = strlen(PLANS_SCAN);
+	if (rl_store_queue(a->store, 5, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_PLANS_SCAN, ci, 0, 0);
+}
+
+/*
+ * A chunk of rule `ci`'s plans: each key goes into the segment with its
+ * plan, seen here or not, so that its first request is judged by it
+ * (rl_table_plan_ahead). A key the shim could not key the rule by (not an
+ * address, say) is skipped; so is a planned key whose bucket is all in use
+ * (the next scan tries again), and one evicted before its first request is
+ * put back by the next scan of it. A name the rule has no plan of is
+ * `rate`, as for the keys in use.
+ */
+void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep)
+{
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	redisReply *kv;
+	uint64_t now = rl_time_now_ns();
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_ARRAY)
+		return;
+	a->plans_cursor[ci] = strtoull(rep->element[0]->str, NULL, 10);
+	kv = rep->element[1];
+	for (size_t i = 0; i + 1 < kv->elements; i += 2) {
+		redisReply *k = kv->element[i], *v = kv->element[i + 1];
+		uint8_t buf[17];
+		const void *key;
+		size_t len;
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
+					    &len);
+		if (key)
+			rl_table_plan_ahead(a->table, a->ids[ci], key, len,
+					    plan_of(rule, v->str), now);
+	}
+}
