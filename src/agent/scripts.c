@@ -215,10 +215,11 @@ const char rl_lua_clean[] =
 	"end\n"
 	"return r[1]\n";
 
-/* KEYS[1]: a rule's hash. ARGV: idle TTL (ms), then triples: key, what it
- * owes on the host that sends it (us), its interval (us). Each key's TAT
- * becomes at least that: after the store restarted empty, the hosts'
- * states bring back the most any of them knew. */
+/* KEYS[1]: a rule's hash, KEYS[2] its keys changed recently. ARGV: idle
+ * TTL (ms), then triples: key, what it owes on the host that sends it
+ * (us), its interval (us). Each key's TAT becomes at least that: after the
+ * store restarted empty, the hosts' states bring back the most any of
+ * them knew; a key raised so is a change for the other hosts' pulls. */
 const char rl_lua_floor[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
@@ -236,6 +237,15 @@ const char rl_lua_floor[] =
 	"    sets[#sets + 1] = tat_text(want, ei)\n"
 	"  end\n"
 	"end\n"
-	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
+	"if #sets > 0 then\n"
+	"  redis.call('HSET', KEYS[1], unpack(sets))\n"
+	"  local ch = {}\n"
+	"  for i = 1, #sets, 2 do\n"
+	"    ch[#ch + 1] = now + i\n"
+	"    ch[#ch + 1] = sets[i]\n"
+	"  end\n"
+	"  redis.call('ZADD', KEYS[2], unpack(ch))\n"
+	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))\n"
+	"end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"return n\n";

@@ -183,13 +183,15 @@ int on_pull(struct rl_agent *a, const struct reply_plan *p,
 int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[2 + 3 * BATCH];
-	size_t lens[2 + 3 * BATCH];
-	char hkey[160], ttl[32];
+	const char *argv[3 + 3 * BATCH];
+	size_t lens[3 + 3 * BATCH];
+	char hkey[160], rkey[170], ttl[32];
 	int c = 0;
 
 	sync_ttl(a, ci, ttl, sizeof(ttl));
 	sync_arg(argv, lens, &c, hkey, sync_hash_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg(argv, lens, &c, rkey,
+		 (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
 	sync_arg_text(argv, lens, &c, ttl);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
@@ -200,9 +202,9 @@ int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		sync_arg_text(argv, lens, &c, x->debt);
 		sync_arg_text(argv, lens, &c, x->ei);
 	}
-	if (c == 2)
+	if (c == 3)
 		return 0;
-	if (rl_store_queue_script(a->store, RL_SCRIPT_FLOOR, 1, c, argv, lens))
+	if (rl_store_queue_script(a->store, RL_SCRIPT_FLOOR, 2, c, argv, lens))
 		return -1;
 	return sync_plan_add(r, JOB_FLOOR, ci, first, n);
 }

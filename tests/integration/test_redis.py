@@ -789,6 +789,31 @@ def strict_redis_restarted():
     restarted_keeps_debts(STRICT)
 
 
+def redis_restarted_keeps_debts():
+    """The same for an async rule, host 2's agent stopped from before host
+    1 spends the key until after Redis restarted empty, so that host 2 has
+    never heard of it: host 1's agent puts back what the key owes, as a
+    change the others' pulls bring them, and host 2 gets nothing of it
+    (its fresh share, 5, without)."""
+    with fleet(SMS, 2, 'arkeep') as (r, hosts):
+        hosts_up(hosts)
+        agent2 = hosts[1].agent_pids()
+        for pid in agent2:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            assert admitted(hosts[0], 10) >= 5
+            rounds(hosts[:1])
+            r.kill()
+            r.start()
+            rounds(hosts[:1], 3)
+        finally:
+            for pid in agent2:
+                os.kill(pid, signal.SIGCONT)
+        rounds(hosts, 3)
+        n = admitted(hosts[1], 10)
+        assert n <= 1, n
+
+
 # ---- the agent --------------------------------------------------------------------------
 
 def agent_killed():
@@ -1113,7 +1138,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,
          strict_refused_elsewhere,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
-         strict_after_outage,
+         strict_after_outage, redis_restarted_keeps_debts,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
