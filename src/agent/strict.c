@@ -33,7 +33,8 @@
 #define IDLE_NS (100 * RL_NS_PER_MS) /* longest sleep between checks */
 
 /* KEYS[1]: the rule's hash of global states (as sync.c's).
- * ARGV: key, cost, interval (us), depth (us), idle TTL (ms).
+ * ARGV: key, cost, interval (us), depth (us), idle TTL (ms), the catch-up
+ * (us: a key late for its turn by less keeps its cadence, as gcra.c's).
  * Returns { 1 or 0, what the key owes from now (us) }. */
 static const char strict_lua[] =
 	"local t = redis.call('TIME')\n"
@@ -41,7 +42,9 @@ static const char strict_lua[] =
 	RL_LUA_TAT
 	"local ei = tonumber(ARGV[3])\n"
 	"local tat = tat_of(redis.call('HGET', KEYS[1], ARGV[1]), ei, now)\n"
-	"if tat < now then tat = now end\n"
+	"if tat < now and (tat == 0 or now - tat >= tonumber(ARGV[6])) then\n"
+	"  tat = now\n"
+	"end\n"
 	"local new = tat + tonumber(ARGV[2]) * ei\n"
 	"if new - now > tonumber(ARGV[4]) then\n"
 	"  return {0, string.format('%.0f', tat - now)}\n"
@@ -168,9 +171,9 @@ static int queue(struct rl_strict *s, struct ask *q)
 	int ci = strict_rule(a, q->it.rule);
 	const struct rl_rule_cfg *r = &a->cfg->rules[ci];
 	const struct rl_algo *alg;
-	char hkey[160], key[160], cost[16], ei[32], depth[32], ttl[32];
-	const char *argv[6] = { hkey, key, cost, ei, depth, ttl };
-	size_t lens[6];
+	char hkey[160], key[160], cost[16], ei[32], depth[32], ttl[32], cu[16];
+	const char *argv[7] = { hkey, key, cost, ei, depth, ttl, cu };
+	size_t lens[7];
 
 	if (!rc)
 		return -1;
@@ -190,7 +193,9 @@ static int queue(struct rl_strict *s, struct ask *q)
 				   (double)alg->depth_ns / 1000.0);
 	lens[5] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
 				   (unsigned long long)rl_agent_ttl_ms(a, r));
-	return rl_store_queue_script(s->store, SCRIPT_STRICT, 1, 6, argv, lens);
+	lens[6] = (size_t)snprintf(cu, sizeof(cu), "%llu",
+				   (unsigned long long)(RL_GCRA_CATCHUP_NS / 1000));
+	return rl_store_queue_script(s->store, SCRIPT_STRICT, 1, 7, argv, lens);
 }
 
 /* The key's state after the store's answer `rep`, as this host keeps it;
