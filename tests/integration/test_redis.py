@@ -858,7 +858,11 @@ def plans():
     try:
         started([h])
         got = [h.get('/v1/x', key).status for _ in range(3)]
-        assert got == [404, 404, 429], got  # legacy_server: 404, the shim: 429
+        # legacy_server: 404, the shim: 429 (seen once in CI as [404, 429,
+        # 429], not reproduced since: the agent's view then, to see why)
+        assert got == [404, 404, 429], (got, h.agent_log()[-2000:],
+                                        h.ctl('status', '--json').stdout[:3000],
+                                        r.cli('ZRANGE', 'rlshim:hosts', 0, -1))
         r.cli('HSET', 'rlshim:plans:api', 'key-123', 'paid')
         t = time.monotonic()
         assert wait_for(lambda: h.get('/v1/x', key).status == 404, 3)
