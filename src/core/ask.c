@@ -298,13 +298,6 @@ static void finish(struct rl_table *t, const struct rl_ask_item *it,
 	futex_wake(&q->word);
 }
 
-/* The store's state for a key, as this host's clock puts it. */
-static int mirror_next(uint64_t old, uint64_t *new, const void *arg)
-{
-	*new = *(const uint64_t *)arg;
-	return old != *new;
-}
-
 void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
 			 int allowed, uint64_t state)
 {
@@ -313,7 +306,7 @@ void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
 	/* The key's state here is the store's, whether this ask is still
 	 * awaited or not: the next request decides from it. */
 	if (it->index < t->hdr->capacity)
-		slot_cas(&t->slots[it->index], it->tag, mirror_next, &state);
+		slot_cas(&t->slots[it->index], it->tag, slot_set_next, &state);
 	if (!same_use(atomic_load_explicit(&q->word, memory_order_acquire),
 		      it->word))
 		return;

@@ -139,4 +139,12 @@ static inline int slot_cas(struct rl_slot *s, uint64_t tag,
 	}
 }
 
+/* slot_cas's `next` for a state given whole (*arg), whatever it was: the
+ * store's, or 0 for a state forgotten. */
+static inline int slot_set_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	*new = *(const uint64_t *)arg;
+	return old != *new;
+}
+
 #endif /* RL_SLOT_H */

@@ -125,13 +125,6 @@ static int agent_slot(struct rl_table *t, uint32_t index, uint64_t tag,
 	return *rc ? 0 : -ESTALE;
 }
 
-/* The store's figure, whatever the state was. */
-static int set_next(uint64_t old, uint64_t *new, const void *arg)
-{
-	*new = *(const uint64_t *)arg;
-	return old != *new;
-}
-
 /* The store's figure: at least `want`, never lowered. */
 static int raise_next(uint64_t old, uint64_t *new, const void *arg)
 {
@@ -328,7 +321,7 @@ int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
 	 * store's, lower or not; otherwise the store's figure only ever
 	 * raises it. */
 	if (atomic_load_explicit(&s->provisional, memory_order_relaxed))
-		err = slot_cas(s, tag, set_next, &want);
+		err = slot_cas(s, tag, slot_set_next, &want);
 	else
 		err = slot_cas(s, tag, raise_next, &want);
 	if (!err)
@@ -511,14 +504,6 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 				   hosts_of(t) > 1 ? 0 : a->rate.burst, now_ns);
 }
 
-/* A state that is not the store's: gone. */
-static int forget_next(uint64_t old, uint64_t *new, const void *arg)
-{
-	(void)arg;
-	*new = 0;
-	return old != 0;
-}
-
 void rl_table_rule_forget(struct rl_table *t, unsigned rule)
 {
 	for (uint32_t i = 0; i < t->hdr->capacity; i++) {
@@ -527,7 +512,8 @@ void rl_table_rule_forget(struct rl_table *t, unsigned rule)
 
 		if (!key || tag_rule(key) != rule)
 			continue;
-		if (slot_cas(s, key, forget_next, NULL))
+		/* a state that is not the store's: gone */
+		if (slot_cas(s, key, slot_set_next, &(const uint64_t){ 0 }))
 			continue;
 		atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->sync_admitted, 0, memory_order_relaxed);
