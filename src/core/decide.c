@@ -60,7 +60,7 @@ static uint64_t window_start(struct rl_table *t, const struct rl_algo *a,
 	 * the share alone. */
 	if (share < cost)
 		share = cost < left ? cost : left;
-	return rl_window_share(a, idx, 0, prev, share, hosts_alive(t), now_ns);
+	return rl_window_share(a, idx, 0, prev, share, hosts_of(t), now_ns);
 }
 
 /*
@@ -103,9 +103,7 @@ static uint64_t start_of(struct rl_table *t, const struct rl_algo *a,
  * rather than when the share alone would refill. */
 static void share_retry(struct rl_table *t, struct rl_result *out)
 {
-	uint64_t round = (uint64_t)atomic_load_explicit(&t->hdr->sync_interval_ms,
-							memory_order_relaxed) *
-			 RL_NS_PER_MS;
+	uint64_t round = (uint64_t)rl_table_agent_interval_ms(t) * RL_NS_PER_MS;
 
 	if (round && out->retry_after_ns > round)
 		out->retry_after_ns = round;

@@ -61,12 +61,6 @@ static inline uint64_t host_share(const struct rl_table *t, uint64_t n)
 	return (n + hosts - 1) / hosts;
 }
 
-/* The hosts alive at the agent's last sync (0 or 1: alone). */
-static inline uint32_t hosts_alive(const struct rl_table *t)
-{
-	return atomic_load_explicit(&t->hdr->hosts_alive, memory_order_relaxed);
-}
-
 static inline int is_marker(uint64_t s)
 {
 	return (s & RL_STATE_MARK) != 0;

@@ -7,6 +7,8 @@
  */
 #include "slot.h"
 
+#include "clock.h"
+
 /* A key this host holds in debt (a window: with a count in the current
  * window): other hosts may be using it too, so the store's view must reach
  * it each round even while it is quiet here. */
@@ -202,9 +204,7 @@ static int counted(const struct rl_algo *a, const struct rl_slot *s,
 static int early(const struct rl_table *t, const struct rl_algo *a,
 		 uint64_t idx, uint64_t now_ns)
 {
-	uint64_t round = (uint64_t)atomic_load_explicit(&t->hdr->sync_interval_ms,
-							memory_order_relaxed) *
-			 1000000ull;
+	uint64_t round = (uint64_t)rl_table_agent_interval_ms(t) * RL_NS_PER_MS;
 	uint64_t start = idx * a->rate.period_ns - a->unix_off_ns;
 
 	return now_ns < start + 2 * round;
@@ -223,8 +223,7 @@ static int early(const struct rl_table *t, const struct rl_algo *a,
 static uint64_t first_give(struct rl_table *t, const struct rl_algo *a,
 			   uint64_t left, uint64_t prev, uint64_t now_ns)
 {
-	uint32_t hosts = atomic_load_explicit(&t->hdr->hosts_alive,
-					      memory_order_relaxed);
+	uint32_t hosts = hosts_of(t);
 	uint64_t others;
 
 	if (hosts <= 1)
@@ -268,7 +267,7 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	give = host_share(t, left);
 	if (prov == 1 || !counted(w.a, s, now_ns) || early(t, w.a, idx, now_ns))
 		give = first_give(t, w.a, left, prev, now_ns);
-	w.want = rl_window_share(w.a, idx, cur, prev, give, hosts_alive(t),
+	w.want = rl_window_share(w.a, idx, cur, prev, give, hosts_of(t),
 				 now_ns);
 	w.replace = prov != 0;
 	err = slot_cas(s, tag, window_next, &w);
@@ -278,7 +277,7 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	 * later). Only if it is the state now: a higher one, charged for a
 	 * store outage say, stays and is only raised. */
 	if (!err) {
-		int share = hosts_alive(t) > 1 &&
+		int share = hosts_of(t) > 1 &&
 			    atomic_load_explicit(&s->state,
 						 memory_order_relaxed) == w.want;
 
