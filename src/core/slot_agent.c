@@ -334,6 +334,21 @@ int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
 	return err;
 }
 
+/*
+ * What a key owes, `debt_ns` counted at interval `from_ei`, counted at
+ * `to` instead: the same requests, fraction included (a request partly
+ * repaid is still partly owed), rounded up (never a request forgiven), at
+ * most `to`'s whole bucket.
+ */
+static uint64_t debt_at(uint64_t debt_ns, uint64_t from_ei,
+			const struct rl_algo *to)
+{
+	unsigned __int128 d = (unsigned __int128)debt_ns * to->interval_ns;
+
+	d = (d + from_ei - 1) / from_ei;
+	return d < to->depth_ns ? (uint64_t)d : to->depth_ns;
+}
+
 /* `extra_ns` more than the key owes now. */
 struct charge {
 	uint64_t extra_ns;
@@ -399,17 +414,10 @@ struct replan {
 static int plan_next(uint64_t old, uint64_t *new, const void *arg)
 {
 	const struct replan *p = arg;
-	unsigned __int128 debt;
-	uint64_t depth = p->to->interval_ns * p->to->rate.burst;
 
 	if (old <= p->now_ns)
 		return 0; /* a full bucket is full under any tariff */
-	/* The debt in requests, fraction included (a request partly repaid
-	 * is still partly owed), in the new tariff's intervals, rounded up:
-	 * never a request forgiven. At most the whole new bucket. */
-	debt = (unsigned __int128)(old - p->now_ns) * p->to->interval_ns;
-	debt = (debt + p->from->interval_ns - 1) / p->from->interval_ns;
-	*new = p->now_ns + (debt < depth ? (uint64_t)debt : depth);
+	*new = p->now_ns + debt_at(old - p->now_ns, p->from->interval_ns, p->to);
 	return 1;
 }
 
@@ -467,7 +475,6 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 	const struct rl_algo *a;
-	unsigned __int128 d;
 	struct rl_slot *s;
 	struct keyref k;
 
@@ -494,12 +501,8 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 	atomic_store_explicit(&s->provisional, RL_PROVISIONAL_FRESH,
 			      memory_order_relaxed);
 	/* What is owed, in requests, at this host's tariff for the key. */
-	d = (unsigned __int128)debt_ns * a->interval_ns;
-	d = (d + ei_ns - 1) / ei_ns;
-	if (d > a->depth_ns)
-		d = a->depth_ns;
 	return rl_table_sync_grant(t, (uint32_t)(s - t->slots), k.tag,
-				   (uint64_t)d,
+				   debt_at(debt_ns, ei_ns, a),
 				   hosts_of(t) > 1 ? 0 : a->rate.burst, now_ns);
 }
 
