@@ -177,8 +177,7 @@ static int queue(struct rl_strict *s, struct ask *q)
 
 	if (!rc)
 		return -1;
-	alg = q->it.plan && q->it.plan <= rc->nplans ? &rc->plans[q->it.plan - 1]
-						     : &rc->algo;
+	alg = rl_rule_cache_algo(rc, q->it.plan);
 	q->alg = alg;
 	lens[1] = rl_agent_key_text(r, q->it.key, q->it.key_len,
 				    q->it.truncated, key, sizeof(key));

@@ -185,8 +185,7 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	rc = rl_table_rule_get(a->table, it->rule);
 	if (!rc)
 		return 0;
-	alg = it->plan && it->plan <= rc->nplans ? &rc->plans[it->plan - 1]
-						 : &rc->algo;
+	alg = rl_rule_cache_algo(rc, it->plan);
 	x = &a->items[a->nitems++];
 	x->index = it->index;
 	x->tag = it->tag;

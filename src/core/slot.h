@@ -24,9 +24,8 @@
 static inline const struct rl_algo *slot_algo(const struct rl_rule_cache *rc,
 					      const struct rl_slot *s)
 {
-	unsigned plan = atomic_load_explicit(&s->plan, memory_order_relaxed);
-
-	return plan && plan <= rc->nplans ? &rc->plans[plan - 1] : &rc->algo;
+	return rl_rule_cache_algo(rc, atomic_load_explicit(&s->plan,
+							  memory_order_relaxed));
 }
 
 /* A (rule, key) pair as the table finds it. */

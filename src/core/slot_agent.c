@@ -436,7 +436,7 @@ int rl_table_set_plan(struct rl_table *t, uint32_t index, uint64_t tag,
 	if (atomic_load_explicit(&s->plan, memory_order_relaxed) == plan)
 		return 0;
 	from = slot_algo(rc, s);
-	to = plan ? &rc->plans[plan - 1] : &rc->algo;
+	to = rl_rule_cache_algo(rc, plan);
 	atomic_store_explicit(&s->plan, (uint8_t)plan, memory_order_release);
 	if (from->kind != RL_ALGO_GCRA)
 		return 0; /* window counts are counts under any tariff */

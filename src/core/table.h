@@ -49,6 +49,13 @@ struct rl_rule_cache {
 	struct rl_rule_cache *retired;       /* the one it replaced */
 };
 
+/* A rule's tariff for plan `plan` (0, or one the rule has not: its rate). */
+static inline const struct rl_algo *
+rl_rule_cache_algo(const struct rl_rule_cache *rc, unsigned plan)
+{
+	return plan && plan <= rc->nplans ? &rc->plans[plan - 1] : &rc->algo;
+}
+
 /* Events counted host-wide in the header (rl_table_count). */
 enum rl_count {
 	RL_COUNT_EVICTIONS,      /* live keys displaced */
