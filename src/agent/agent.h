@@ -156,6 +156,14 @@ void rl_agent_strict_stop(struct rl_strict *s);
  * (a bucket) or count (a window). */
 uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r);
 
+/* The store keys of rule `ci`'s states (token buckets) and of its window
+ * counts: one hash tag per rule, for a cluster slot (sync.c, sync_jobs.c;
+ * strict.c's scripts keep the same). */
+size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
+			 size_t len);
+size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
+			   size_t len);
+
 /* The text a key is named by in the store. */
 size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 			 size_t len, int truncated, char *out, size_t outlen);

@@ -130,11 +130,12 @@ static int take_one(const struct rl_ask_item *it, void *arg)
 	return s->n == RL_ASKS;
 }
 
-/* Queue the window script for ask `q` of rule `r`. */
-static int queue_window(struct rl_strict *s, const struct ask *q,
-			const struct rl_rule_cfg *r, const char *key, size_t klen)
+/* Queue the window script for ask `q` of config rule `ci`. */
+static int queue_window(struct rl_strict *s, const struct ask *q, unsigned ci,
+			const char *key, size_t klen)
 {
 	const struct rl_agent *a = s->a;
+	const struct rl_rule_cfg *r = &a->cfg->rules[ci];
 	const struct rl_algo *alg = q->alg;
 	uint64_t now = rl_time_now_ns(), idx = rl_window_index(alg, now);
 	uint64_t period_ms = alg->rate.period_ns / RL_NS_PER_MS;
@@ -146,8 +147,7 @@ static int queue_window(struct rl_strict *s, const struct ask *q,
 				p, e, ttl };
 	size_t lens[9];
 
-	lens[0] = (size_t)snprintf(hkey, sizeof(hkey), "%s{%s}:win",
-				   a->cfg->redis_prefix, r->name);
+	lens[0] = rl_agent_window_key(a, ci, hkey, sizeof(hkey));
 	lens[1] = klen;
 	lens[2] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
 	lens[3] = (size_t)snprintf(w, sizeof(w), "%llu", (unsigned long long)idx);
@@ -182,9 +182,8 @@ static int queue(struct rl_strict *s, struct ask *q)
 	lens[1] = rl_agent_key_text(r, q->it.key, q->it.key_len,
 				    q->it.truncated, key, sizeof(key));
 	if (alg->kind != RL_ALGO_GCRA)
-		return queue_window(s, q, r, key, lens[1]);
-	lens[0] = (size_t)snprintf(hkey, sizeof(hkey), "%s{%s}",
-				   a->cfg->redis_prefix, r->name);
+		return queue_window(s, q, (unsigned)ci, key, lens[1]);
+	lens[0] = rl_agent_hash_key(a, (unsigned)ci, hkey, sizeof(hkey));
 	lens[2] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
 	lens[3] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
 				   (double)alg->interval_ns / 1000.0);
@@ -197,8 +196,8 @@ static int queue(struct rl_strict *s, struct ask *q)
 	return rl_store_queue_script(s->store, SCRIPT_STRICT, 1, 7, argv, lens);
 }
 
-/* The key's state after the store's answer `rep`, as this host keeps it;
- * 0 with *ok unset for an answer that does not parse. */
+/* The key's state after the store's answer `rep`, as this host keeps it,
+ * in *state: 0, or -1 for an answer that does not parse. */
 static int answer_state(const struct ask *q, const redisReply *rep,
 			uint64_t *state)
 {
@@ -292,11 +291,11 @@ static void *run(void *arg)
 
 struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 {
-	/* Whatever an agent before this one said, until this one says so. */
-	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STRICT);
-
 	struct rl_strict *s;
 	int any = 0;
+
+	/* Whatever an agent before this one said, until this one says so. */
+	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STRICT);
 
 	for (unsigned i = 0; i < a->cfg->nrules; i++)
 		any |= a->cfg->rules[i].sync == RL_SYNC_STRICT;

@@ -239,8 +239,8 @@ void sync_arg_text(const char **argv, size_t *lens, int *c, const char *s)
 }
 
 /* The store key of rule `ci`'s global states: one hash tag per rule. */
-size_t sync_hash_key(const struct rl_agent *a, unsigned ci, char *out,
-			    size_t len)
+size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
+			 size_t len)
 {
 	return (size_t)snprintf(out, len, "%s{%s}", a->cfg->redis_prefix,
 				a->cfg->rules[ci].name);
@@ -532,8 +532,8 @@ static void queue_clean(struct round *r)
 
 		int window = a->cfg->rules[ci].algorithm != RL_ALGO_GCRA;
 
-		cl[0] = window ? sync_window_key(a, ci, hkey, sizeof(hkey))
-			       : sync_hash_key(a, ci, hkey, sizeof(hkey));
+		cl[0] = window ? rl_agent_window_key(a, ci, hkey, sizeof(hkey))
+			       : rl_agent_hash_key(a, ci, hkey, sizeof(hkey));
 		cv[0] = hkey;
 		cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
 					 (unsigned long long)a->clean_cursor[ci]);

@@ -40,12 +40,7 @@ int sync_plan_add(struct round *r, enum job job, unsigned rule, uint32_t first,
 void sync_arg(const char **argv, size_t *lens, int *c, const char *s,
 	      size_t len);
 void sync_arg_text(const char **argv, size_t *lens, int *c, const char *s);
-size_t sync_hash_key(const struct rl_agent *a, unsigned ci, char *out,
-		     size_t len);
 void sync_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len);
-/* sync_jobs.c: the store key of rule `ci`'s window counts */
-size_t sync_window_key(const struct rl_agent *a, unsigned ci, char *out,
-		       size_t len);
 
 /* sync_jobs.c: queue a job for items [first, first + n) of rule `ci` (or
  * the whole rule), and apply its reply */

@@ -31,7 +31,8 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	/* a grant stands, and a key is young, for three rounds */
 	snprintf(span, sizeof(span), "%llu",
 		 (unsigned long long)(3 * a->interval_ns / 1000));
-	sync_arg(argv, lens, &c, hkey, sync_hash_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg(argv, lens, &c, hkey,
+		 rl_agent_hash_key(a, ci, hkey, sizeof(hkey)));
 	sync_arg(argv, lens, &c, rkey,
 	    (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
 	sync_arg(argv, lens, &c, gkey,
@@ -57,8 +58,8 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 /* The store key of rule `ci`'s window counts: a sibling of its hash of
  * states, under the same hash tag. */
-size_t sync_window_key(const struct rl_agent *a, unsigned ci, char *out,
-			      size_t len)
+size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
+			   size_t len)
 {
 	return (size_t)snprintf(out, len, "%s{%s}:win", a->cfg->redis_prefix,
 				a->cfg->rules[ci].name);
@@ -75,7 +76,8 @@ int queue_window(struct round *r, unsigned ci, uint32_t first,
 	int c = 0;
 
 	sync_ttl(a, ci, ttl, sizeof(ttl));
-	sync_arg(argv, lens, &c, hkey, sync_window_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg(argv, lens, &c, hkey,
+		 rl_agent_window_key(a, ci, hkey, sizeof(hkey)));
 	sync_arg_text(argv, lens, &c, ttl);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
@@ -123,7 +125,7 @@ int queue_pull(struct round *r, unsigned ci)
 	const char *argv[4] = { hkey, rkey, cur, max };
 	size_t lens[4];
 
-	lens[0] = sync_hash_key(a, ci, hkey, sizeof(hkey));
+	lens[0] = rl_agent_hash_key(a, ci, hkey, sizeof(hkey));
 	lens[1] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
 	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
 				   (unsigned long long)a->pull_cursor[ci]);
@@ -189,7 +191,8 @@ int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	int c = 0;
 
 	sync_ttl(a, ci, ttl, sizeof(ttl));
-	sync_arg(argv, lens, &c, hkey, sync_hash_key(a, ci, hkey, sizeof(hkey)));
+	sync_arg(argv, lens, &c, hkey,
+		 rl_agent_hash_key(a, ci, hkey, sizeof(hkey)));
 	sync_arg(argv, lens, &c, rkey,
 		 (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
 	sync_arg_text(argv, lens, &c, ttl);
