@@ -6,6 +6,23 @@
  */
 #include "agent.h"
 
+/* Lua: the keys `ks` changed at `now` (us), for the pulls: into the rule's
+ * sorted set of recent changes `z`, each its own score (a pull's cursor
+ * then never stops among equal ones), those older than the TTL (ms)
+ * dropped. */
+#define LUA_CHANGED \
+	"local function changed(z, ks, now, ttl)\n" \
+	"  if #ks == 0 then return end\n" \
+	"  local ch = {}\n" \
+	"  for i = 1, #ks do\n" \
+	"    ch[2 * i - 1] = now + i\n" \
+	"    ch[2 * i] = ks[i]\n" \
+	"  end\n" \
+	"  redis.call('ZADD', z, unpack(ch))\n" \
+	"  redis.call('ZREMRANGEBYSCORE', z, '-inf', now - 1000 * ttl)\n" \
+	"  redis.call('PEXPIRE', z, ttl)\n" \
+	"end\n"
+
 /* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
  * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
  * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
@@ -38,6 +55,7 @@ const char rl_lua_sync[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	RL_LUA_TAT
+	LUA_CHANGED
 	"local floor = now - tonumber(ARGV[2])\n"
 	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
 	"local n = (#ARGV - 5) / 5\n"
@@ -94,19 +112,11 @@ const char rl_lua_sync[] =
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
 	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
-	"local ch = {}\n"
+	"local used = {}\n"
 	"for i = 1, n do\n"
-	"  if tonumber(ARGV[5 * i + 2]) > 0 then\n"
-	"    ch[#ch + 1] = now + #ch\n"
-	"    ch[#ch + 1] = fields[i]\n"
-	"  end\n"
+	"  if tonumber(ARGV[5 * i + 2]) > 0 then used[#used + 1] = fields[i] end\n"
 	"end\n"
-	"if #ch > 0 then\n"
-	"  redis.call('ZADD', KEYS[2], unpack(ch))\n"
-	"  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf',\n"
-	"             now - 1000 * tonumber(ARGV[1]))\n"
-	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))\n"
-	"end\n"
+	"changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
 	"return out\n";
 
 /* KEYS[1]: a rule's hash of states, KEYS[2] its keys changed recently.
@@ -224,6 +234,7 @@ const char rl_lua_floor[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	RL_LUA_TAT
+	LUA_CHANGED
 	"local n = (#ARGV - 1) / 3\n"
 	"local fields = {}\n"
 	"for i = 1, n do fields[i] = ARGV[3 * i - 1] end\n"
@@ -239,13 +250,9 @@ const char rl_lua_floor[] =
 	"end\n"
 	"if #sets > 0 then\n"
 	"  redis.call('HSET', KEYS[1], unpack(sets))\n"
-	"  local ch = {}\n"
-	"  for i = 1, #sets, 2 do\n"
-	"    ch[#ch + 1] = now + i\n"
-	"    ch[#ch + 1] = sets[i]\n"
-	"  end\n"
-	"  redis.call('ZADD', KEYS[2], unpack(ch))\n"
-	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))\n"
+	"  local raised = {}\n"
+	"  for i = 1, #sets, 2 do raised[#raised + 1] = sets[i] end\n"
+	"  changed(KEYS[2], raised, now, tonumber(ARGV[1]))\n"
 	"end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"return n\n";

@@ -248,12 +248,12 @@ size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 
 uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r)
 {
-	uint64_t depth = r->rate.period_ns / r->rate.count * r->rate.burst;
+	uint64_t depth = rl_gcra_interval(&r->rate) * r->rate.burst;
 	uint64_t period = r->rate.period_ns;
 
 	for (unsigned p = 0; p < r->nplans; p++) {
 		const struct rl_rate *q = &r->plans[p].rate;
-		uint64_t d = q->period_ns / q->count * q->burst;
+		uint64_t d = rl_gcra_interval(q) * q->burst;
 
 		if (d > depth)
 			depth = d;

@@ -163,7 +163,7 @@ int on_pull(struct rl_agent *a, const struct reply_plan *p,
 	now_us = strtoull(rep->element[1]->str, NULL, 10);
 	for (size_t i = 2; i + 1 < rep->elements; i += 2) {
 		const redisReply *k = rep->element[i], *v = rep->element[i + 1];
-		uint64_t ei = rule->rate.period_ns / rule->rate.count, debt;
+		uint64_t ei = rl_gcra_interval(&rule->rate), debt;
 		uint8_t buf[17];
 		const void *key;
 		size_t len;
