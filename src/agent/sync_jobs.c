@@ -66,8 +66,7 @@ size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
 }
 
 /* Queue the window script for items [first, first + n) of rule `ci`. */
-int queue_window(struct round *r, unsigned ci, uint32_t first,
-			uint32_t n)
+int queue_window(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
 	const char *argv[2 + 4 * BATCH];
@@ -95,7 +94,7 @@ int queue_window(struct round *r, unsigned ci, uint32_t first,
 /* The window script's answer for items [first, first + n): idx, cur, prev
  * for each, applied to the key's state. */
 int on_window(struct rl_agent *a, const struct reply_plan *p,
-		     const redisReply *rep)
+	      const redisReply *rep)
 {
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * (size_t)p->n)
 		return -1;
@@ -150,7 +149,7 @@ static uint64_t store_debt(const char *v, uint64_t now_us, uint64_t *ei_ns)
 
 /* The pull's answer: every key another host changed, mirrored here. */
 int on_pull(struct rl_agent *a, const struct reply_plan *p,
-		   const redisReply *rep, uint64_t now_ns)
+	    const redisReply *rep, uint64_t now_ns)
 {
 	const struct rl_rule_cfg *rule = &a->cfg->rules[p->rule];
 	uint64_t now_us;
