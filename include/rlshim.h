@@ -181,6 +181,13 @@ int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
 int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
 		    size_t key_len, uint32_t cost, uint64_t now_ns);
 
+/* The service-time histogram's buckets: upper bounds in microseconds,
+ * the last one +Inf. */
+#define RL_SERVICE_BUCKETS 14
+#define RL_SERVICE_LE_US { 1000, 2500, 5000, 10000, 25000, 50000, 100000, \
+			   250000, 500000, 1000000, 2500000, 5000000,     \
+			   10000000, UINT64_MAX }
+
 /* Counters of one rule, summed over all processes. */
 struct rl_rule_stats {
 	char name[RL_RULE_NAME_MAX];
@@ -189,6 +196,13 @@ struct rl_rule_stats {
 	uint64_t allowed;
 	uint64_t denied;
 	uint64_t bans;      /* bans its maxretry issued */
+	/* The application's final answers to requests the rule counted, by
+	 * status class (1xx..5xx), and their service times (request head
+	 * read to answer head written): a count per bucket (not
+	 * cumulative) and the sum in microseconds. */
+	uint64_t answers[5];
+	uint64_t service[RL_SERVICE_BUCKETS];
+	uint64_t service_sum_us;
 };
 int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 			struct rl_rule_stats *out);

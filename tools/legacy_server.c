@@ -13,6 +13,10 @@
  *
  *   legacy_server [-p PORT]      (default 8080; 0 picks a free port)
  *
+ * Routes: GET / and /books; POST /sms and /echo (the body back); POST
+ * /login (200 for the body "pass=secret", else 401); /status/NNN (that
+ * status); GET /split/N (the answer in writes of N bytes); else 404.
+ *
  * stdout: one line per request,
  *   ACCESS <peer-ip> "<METHOD> <target> <HTTP/x.y>" <status> <body-bytes>
  */
@@ -115,10 +119,15 @@ static void consume(struct conn *c, size_t n)
 	}
 }
 
+/* GET /split/N: the answer goes out in write(2)s of N bytes at most, so
+ * that its head comes in pieces (0: one write). */
+static size_t write_piece;
+
 static int write_all(int fd, const char *p, size_t n)
 {
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = write(fd, p, write_piece && n > write_piece ?
+					       write_piece : n);
 
 		if (w < 0) {
 			if (errno == EINTR)
@@ -135,7 +144,14 @@ static const char *reason(int status)
 {
 	switch (status) {
 	case 200: return "OK";
+	case 201: return "Created";
+	case 204: return "No Content";
+	case 304: return "Not Modified";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 413: return "Content Too Large";
@@ -201,6 +217,7 @@ static int respond(struct conn *c, const struct req *r, int status,
 	memcpy(out + hlen, body, blen);
 	err = write_all(c->fd, out, total);
 	free(out);
+	write_piece = 0;
 	return err;
 }
 
@@ -530,6 +547,34 @@ static int route(struct conn *c, struct req *r)
 				       sizeof(sent) - 1, NULL);
 		return respond(c, r, 200, "application/octet-stream",
 			       c->buf + r->head_len, r->body_len, NULL);
+	}
+	if (PATH_IS("/login")) {
+		/* POST /login: 200 for the body "pass=secret", else 401 */
+		static const char ok[] = "{\"login\":true}";
+		static const char no[] = "{\"login\":false}";
+
+		if (!post)
+			return respond(c, r, 405, "application/json", na,
+				       sizeof(na) - 1, "Allow: POST\r\n");
+		if (r->body_len == 11 && !memcmp(c->buf + r->head_len, "pass=secret", 11))
+			return respond(c, r, 200, "application/json", ok,
+				       sizeof(ok) - 1, NULL);
+		return respond(c, r, 401, "application/json", no, sizeof(no) - 1,
+			       "WWW-Authenticate: Basic realm=\"legacy\"\r\n");
+	}
+	if (plen > 8 && !memcmp(path, "/status/", 8)) {
+		/* /status/NNN: that status, any method (204 and 304 without
+		 * a body) */
+		int st = atoi(path + 8);
+
+		if (st < 200 || st > 599)
+			st = 400;
+		return respond(c, r, st, "application/json", st == 204 || st == 304 ? "" : nf,
+			       st == 204 || st == 304 ? 0 : sizeof(nf) - 1, NULL);
+	}
+	if (plen > 7 && !memcmp(path, "/split/", 7)) {
+		write_piece = (size_t)atoi(path + 7);
+		return respond(c, r, 200, "text/plain", root, sizeof(root) - 1, NULL);
 	}
 	if (PATH_IS("/"))
 		return get ? respond(c, r, 200, "text/plain", root,

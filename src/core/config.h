@@ -46,6 +46,14 @@ enum rl_on_error { RL_ON_ERROR_REFUSE = 0, RL_ON_ERROR_PASSTHROUGH = 1 };
 /* A GET or HEAD with a body: answered 400, or passed to the server. */
 enum rl_get_body { RL_GET_BODY_REFUSE = 0, RL_GET_BODY_PASS = 1 };
 
+/* headers_on: which answers carry the `headers` fields */
+enum rl_headers_on { RL_HEADERS_ON_DENIED = 0, RL_HEADERS_ON_ALL = 1 };
+
+/* count_status: a bit per status 100..599 */
+#define RL_STATUS_MIN 100
+#define RL_STATUS_MAX 599
+#define RL_STATUS_WORDS ((RL_STATUS_MAX - RL_STATUS_MIN) / 64 + 1)
+
 enum rl_match {
 	RL_MATCH_REQUEST = 0, /* METHOD PATH, either may be a wildcard */
 	RL_MATCH_ACCEPT = 1,  /* new connections, at accept() */
@@ -84,6 +92,10 @@ struct rl_rule_cfg {
 	char header[RL_HEADER_NAME_MAX]; /* for key = header:NAME */
 	enum rl_store_down on_store_down;
 	enum rl_sync sync;
+	/* count_status: only answers with these statuses are charged (none
+	 * set: every request is) */
+	bool count_status_on;
+	uint64_t count_status[RL_STATUS_WORDS];
 
 	unsigned nplans;
 	struct rl_plan plans[RL_MAX_PLANS];
@@ -107,6 +119,7 @@ struct rl_config {
 	uint32_t capacity;
 	enum rl_mode mode;
 	enum rl_headers headers;
+	enum rl_headers_on headers_on;
 	enum rl_get_body get_body;
 	struct rl_cidr_set allow;
 	struct rl_cidr_set trusted_proxies;
@@ -235,5 +248,17 @@ void rl_config_free(struct rl_config *c);
 /* Names for the enums, as the file spells them. */
 const char *rl_config_algorithm_name(enum rl_algorithm a);
 const char *rl_config_headers_name(enum rl_headers h);
+
+/* 1 if rule `r` charges an answer of `status` (a rule without
+ * count_status charges every request, answered or not). */
+static inline int rl_rule_charges(const struct rl_rule_cfg *r, unsigned status)
+{
+	unsigned b = status - RL_STATUS_MIN;
+
+	if (!r->count_status_on)
+		return 1;
+	return status >= RL_STATUS_MIN && status <= RL_STATUS_MAX &&
+	       (r->count_status[b / 64] >> (b % 64) & 1);
+}
 
 #endif /* RL_CONFIG_H */

@@ -260,5 +260,6 @@ int rl_cfg_parse_rate(struct parser *p, const char *v);
 int rl_cfg_parse_burst(struct parser *p, const char *v);
 int rl_cfg_parse_key(struct parser *p, const char *v);
 int rl_cfg_parse_plans(struct parser *p, const char *v);
+int rl_cfg_parse_count_status(struct parser *p, const char *v);
 
 #endif /* RL_CONFIG_IMPL_H */

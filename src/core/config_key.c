@@ -52,6 +52,11 @@ static const struct choices headers_choices = {
 	  { "none", RL_HEADERS_NONE } },
 };
 
+static const struct choices headers_on_choices = {
+	"denied or all",
+	{ { "denied", RL_HEADERS_ON_DENIED }, { "all", RL_HEADERS_ON_ALL } },
+};
+
 static const struct choices get_body_choices = {
 	"refuse or pass",
 	{ { "refuse", RL_GET_BODY_REFUSE }, { "pass", RL_GET_BODY_PASS } },
@@ -100,7 +105,8 @@ static const struct choices sync_choices = {
 /* V_CHOICE stores through an int pointer. */
 _Static_assert(sizeof(enum rl_mode) == sizeof(int) &&
 	       sizeof(enum rl_algorithm) == sizeof(int) &&
-	       sizeof(enum rl_get_body) == sizeof(int),
+	       sizeof(enum rl_get_body) == sizeof(int) &&
+	       sizeof(enum rl_headers_on) == sizeof(int),
 	       "enums are int-sized");
 
 /* ---- typed keys ---- */
@@ -213,6 +219,8 @@ static const struct key_def keys[] = {
 	{ SEC_GLOBAL, "mode", V_CHOICE, CFG(mode), .choices = &mode_choices },
 	{ SEC_GLOBAL, "headers", V_CHOICE, CFG(headers),
 	  .choices = &headers_choices },
+	{ SEC_GLOBAL, "headers_on", V_CHOICE, CFG(headers_on),
+	  .choices = &headers_on_choices },
 	{ SEC_GLOBAL, "get_body", V_CHOICE, CFG(get_body),
 	  .choices = &get_body_choices },
 	{ SEC_GLOBAL, "allow", V_FN, .fn = rl_cfg_parse_allow, .list = true },
@@ -251,6 +259,8 @@ static const struct key_def keys[] = {
 	{ SEC_LIMIT, "on_store_down", V_CHOICE, RULE(on_store_down),
 	  .choices = &store_down_choices },
 	{ SEC_LIMIT, "sync", V_CHOICE, RULE(sync), .choices = &sync_choices },
+	{ SEC_LIMIT, "count_status", V_FN, .fn = rl_cfg_parse_count_status,
+	  .list = true },
 	{ SEC_LIMIT, "plans", V_FN, .fn = rl_cfg_parse_plans, .list = true },
 	{ SEC_LIMIT, "maxretry", V_UINT, RULE(maxretry), .max = 1000000 },
 	{ SEC_LIMIT, "findtime", V_DURATION, RULE(findtime_ns),
@@ -386,6 +396,13 @@ static void end_limit(struct parser *p)
 	if (r->key == RL_KEY_HEADER && r->match == RL_MATCH_ACCEPT)
 		perr_at(p, key_line, "key = header:%s cannot be used with "
 			"match = accept (no headers at accept)", r->header);
+	if (r->count_status_on && r->match == RL_MATCH_ACCEPT)
+		perr_at(p, given_at(p, "count_status"), "count_status cannot "
+			"be used with match = accept (no answer at accept)");
+	if (r->count_status_on && r->sync == RL_SYNC_STRICT)
+		perr_at(p, given_at(p, "count_status"), "count_status cannot "
+			"be used with sync = strict (the store keeps what it "
+			"admitted: nothing is given back there)");
 	if (!max_line && r->bantime_max_ns < r->bantime_ns)
 		r->bantime_max_ns = r->bantime_ns;
 	if (max_line && r->bantime_max_ns < r->bantime_ns)

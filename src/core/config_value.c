@@ -463,3 +463,43 @@ int rl_cfg_parse_plans(struct parser *p, const char *v)
 	}
 	return 0;
 }
+
+/* count_status = 401 403 5xx: statuses 100..599, or whole classes. */
+int rl_cfg_parse_count_status(struct parser *p, const char *v)
+{
+	struct rl_rule_cfg *r = p->rule;
+	const char *item;
+	size_t len;
+
+	while ((item = next_item(&v, &len))) {
+		unsigned lo, hi;
+
+		if (len == 3 && item[0] >= '1' && item[0] <= '5' &&
+		    (item[1] | 0x20) == 'x' && (item[2] | 0x20) == 'x') {
+			lo = (unsigned)(item[0] - '0') * 100;
+			hi = lo + 99;
+		} else if (len == 3 && item[0] >= '1' && item[0] <= '5' &&
+			   item[1] >= '0' && item[1] <= '9' && item[2] >= '0' &&
+			   item[2] <= '9') {
+			lo = hi = (unsigned)(item[0] - '0') * 100 +
+				  (unsigned)(item[1] - '0') * 10 +
+				  (unsigned)(item[2] - '0');
+		} else {
+			perr(p, "bad count_status '%.*s' (expected statuses "
+			     "100-599 or classes 1xx-5xx, e.g. 401 403 5xx)",
+			     quote_len(len), item);
+			return -EINVAL;
+		}
+		for (unsigned s = lo; s <= hi; s++) {
+			unsigned b = s - RL_STATUS_MIN;
+
+			r->count_status[b / 64] |= 1ull << (b % 64);
+		}
+		r->count_status_on = true;
+	}
+	if (!r->count_status_on) {
+		perr(p, "count_status needs at least one status");
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -375,17 +375,17 @@ static int refund_next(uint64_t old, uint64_t *new, const void *arg)
 	return *new != old;
 }
 
-static int refund_in(struct rl_table *t, unsigned rule, const void *key,
-		     size_t key_len, uint32_t cost, uint64_t now_ns, int counted)
+static int refund_keyref(struct rl_table *t, unsigned rule,
+			 const struct keyref *kr, uint32_t cost, uint64_t now_ns,
+			 int counted)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
+	const struct keyref k = *kr;
 	struct rl_shm_counter *c;
-	struct keyref k;
 	struct rl_slot *s;
 
 	if (!rc)
 		return -EINVAL;
-	rl_slot_key(t, rule, key, key_len, &k);
 	s = rl_slot_find(t, &k, now_ns, 0);
 	if (!s)
 		return -ENOENT;
@@ -411,6 +411,17 @@ static int refund_in(struct rl_table *t, unsigned rule, const void *key,
 	return 0;
 }
 
+static int refund_in(struct rl_table *t, unsigned rule, const void *key,
+		     size_t key_len, uint32_t cost, uint64_t now_ns, int counted)
+{
+	struct keyref k;
+
+	if (!rl_table_rule_get(t, rule))
+		return -EINVAL;
+	rl_slot_key(t, rule, key, key_len, &k);
+	return refund_keyref(t, rule, &k, cost, now_ns, counted);
+}
+
 int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
 		    size_t key_len, uint32_t cost, uint64_t now_ns)
 {
@@ -421,4 +432,45 @@ int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns)
 {
 	return refund_in(t, rule, key, key_len, cost, now_ns, 0);
+}
+
+void rl_table_key_ref(const struct rl_table *t, unsigned rule, const void *key,
+		      size_t key_len, struct rl_key_ref *out)
+{
+	struct keyref k;
+
+	rl_slot_key(t, rule, key, key_len, &k);
+	out->tag = k.tag;
+	out->bucket = k.bucket;
+}
+
+int rl_table_give_back_ref(struct rl_table *t, unsigned rule,
+			   const struct rl_key_ref *ref, uint32_t cost,
+			   uint64_t now_ns)
+{
+	/* rl_slot_find() goes by the tag and the bucket: the key's bytes are
+	 * only written when a slot is claimed, which a peek never does. */
+	struct keyref k = { .tag = ref->tag, .bucket = ref->bucket };
+
+	return refund_keyref(t, rule, &k, cost, now_ns, 0);
+}
+
+static const uint64_t service_le_us[RL_SERVICE_BUCKETS] = RL_SERVICE_LE_US;
+
+void rl_table_count_answer(struct rl_table *t, unsigned rule, unsigned status,
+			   uint64_t service_ns)
+{
+	struct rl_shm_answers *a;
+	uint64_t us = service_ns / 1000;
+	unsigned b = 0;
+
+	if (rule >= RL_MAX_RULES || status < 100 || status > 599)
+		return;
+	a = &t->shards[shard_of()].answers[rule];
+	while (us > service_le_us[b])
+		b++; /* the last bound is UINT64_MAX */
+	atomic_fetch_add_explicit(&a->classes[status / 100 - 1], 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->service[b], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->service_sum_us, us, memory_order_relaxed);
 }

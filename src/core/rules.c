@@ -326,8 +326,18 @@ int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 	for (unsigned i = 0; i < RL_SHARDS; i++) {
 		out->allowed += atomic_load_explicit(
 			&t->shards[i].rule[rule].allowed, memory_order_relaxed);
+		const struct rl_shm_answers *a = &t->shards[i].answers[rule];
+
 		out->denied += atomic_load_explicit(
 			&t->shards[i].rule[rule].denied, memory_order_relaxed);
+		for (unsigned c = 0; c < 5; c++)
+			out->answers[c] += atomic_load_explicit(
+				&a->classes[c], memory_order_relaxed);
+		for (unsigned b = 0; b < RL_SERVICE_BUCKETS; b++)
+			out->service[b] += atomic_load_explicit(
+				&a->service[b], memory_order_relaxed);
+		out->service_sum_us += atomic_load_explicit(
+			&a->service_sum_us, memory_order_relaxed);
 	}
 	out->bans = atomic_load_explicit(&t->rules[rule].bans,
 					 memory_order_relaxed);

@@ -11,7 +11,7 @@
  *   +---------------------------+ RL_SHM_HEADER_SIZE
  *   | struct rl_shm_rule [64]   |   the rules registered by any process
  *   +---------------------------+
- *   | struct rl_shm_shard [32]  |   per-CPU allowed/denied per rule
+ *   | struct rl_shm_shard [32]  |   per-CPU counters per rule: decisions, answers
  *   +---------------------------+
  *   | struct rl_slot [cap]      |   key tag + 64-bit state, 16 per bucket
  *   +---------------------------+
@@ -47,7 +47,7 @@
 #include "table.h"
 
 #define RL_SHM_MAGIC 0x314d48534c52ull /* "RLSHM1" little-endian */
-#define RL_SHM_VERSION 4u
+#define RL_SHM_VERSION 5u
 #define RL_SHM_HEADER_SIZE 4096u
 #define RL_SHM_ALIGN 4096u
 #define RL_BUCKET_SLOTS 16u
@@ -175,8 +175,15 @@ struct rl_shm_counter {
 	_Atomic uint64_t allowed;
 	_Atomic uint64_t denied;
 };
+/* The answers to requests a rule counted (rl_table_count_answer). */
+struct rl_shm_answers {
+	_Atomic uint64_t classes[5];  /* final answers, 1xx..5xx */
+	_Atomic uint64_t service[RL_SERVICE_BUCKETS]; /* by service time */
+	_Atomic uint64_t service_sum_us;
+};
 struct rl_shm_shard {
 	struct rl_shm_counter rule[RL_MAX_RULES];
+	struct rl_shm_answers answers[RL_MAX_RULES];
 };
 
 /* 32 bytes: two slots per cache line, a bucket is 512 bytes. */

@@ -30,6 +30,7 @@ struct rl_sys rl_sys = {
 	.close = close,
 	.recv = recv,
 	.send = send,
+	.sendmsg = sendmsg,
 	.getfl = libc_getfl,
 	.inq = libc_inq,
 };

@@ -25,12 +25,15 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct msghdr;
+
 struct rl_sys {
 	ssize_t (*read)(int fd, void *buf, size_t len);
 	ssize_t (*write)(int fd, const void *buf, size_t len);
 	int (*close)(int fd);
 	ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
 	ssize_t (*send)(int fd, const void *buf, size_t len, int flags);
+	ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
 	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
 	int (*inq)(int fd);   /* ioctl(fd, SIOCINQ): bytes queued, or -1 */
 };

@@ -345,6 +345,25 @@ void rl_table_count_allowed(struct rl_table *t, unsigned rule);
 int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns);
 
+/* Where (rule, key) lives, for a give-back long after the key's bytes are
+ * gone (count_status: when the answer comes). */
+struct rl_key_ref {
+	uint64_t tag;
+	uint64_t bucket;
+};
+void rl_table_key_ref(const struct rl_table *t, unsigned rule, const void *key,
+		      size_t key_len, struct rl_key_ref *out);
+/* rl_table_give_back, by a reference. 0, -EINVAL (no such rule) or -ENOENT
+ * (the key has lost its slot: nothing to give back to). */
+int rl_table_give_back_ref(struct rl_table *t, unsigned rule,
+			   const struct rl_key_ref *ref, uint32_t cost,
+			   uint64_t now_ns);
+
+/* The application answered, with `status`, a request rule `rule` counted,
+ * `service_ns` after its head was read. */
+void rl_table_count_answer(struct rl_table *t, unsigned rule, unsigned status,
+			   uint64_t service_ns);
+
 /*
  * Count a denial of `key` under rule `rule` towards a ban: `maxretry`
  * denials within `findtime_ns` of the first of them (the count starts with

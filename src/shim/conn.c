@@ -186,6 +186,7 @@ void rl_fd_forget(struct rl_fd *e)
 		c->hold->len = 0;
 		rl_conn_unhold(c);
 	}
+	rl_conn_unahead(c);
 	give_back(&conns, index - 1);
 }
 
@@ -219,16 +220,38 @@ struct rl_hold *rl_conn_hold(struct rl_conn *c)
 	return c->hold;
 }
 
+static void hold_put(struct rl_hold **hp)
+{
+	uint32_t i = hold_index(*hp);
+
+	*hp = NULL;
+	if (i != UINT32_MAX)
+		give_back(&holds, i);
+}
+
 void rl_conn_unhold(struct rl_conn *c)
+{
+	if (c->hold && !c->hold->len)
+		hold_put(&c->hold);
+}
+
+struct rl_hold *rl_conn_ahead(struct rl_conn *c)
 {
 	uint32_t i;
 
-	if (!c->hold || c->hold->len)
-		return;
-	i = hold_index(c->hold);
-	c->hold = NULL;
-	if (i != UINT32_MAX)
-		give_back(&holds, i);
+	if (c->ahead)
+		return c->ahead;
+	i = pop(&holds);
+	if (i == UINT32_MAX)
+		return NULL;
+	c->ahead = item_at(&holds, i);
+	return c->ahead;
+}
+
+void rl_conn_unahead(struct rl_conn *c)
+{
+	if (c->ahead)
+		hold_put(&c->ahead);
 }
 
 void rl_conn_stats(struct rl_conn_stats *out)

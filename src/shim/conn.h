@@ -20,6 +20,7 @@
 #include "addr.h"
 #include "http.h"
 #include "policy.h"
+#include "table.h"
 
 enum rl_fd_kind {
 	RL_FD_UNKNOWN = 0, /* never seen, or closed since: may be adopted */
@@ -54,7 +55,45 @@ enum rl_reply_kind {
 enum rl_switch { RL_SWITCH_NONE = 0, RL_SWITCH_UPGRADE = 1, RL_SWITCH_CONNECT = 2 };
 
 #define RL_HOLD_SIZE (RL_HEAD_MAX + 4096)
-#define RL_HEADS_OWED 8 /* HEAD requests a connection may have unanswered */
+#define RL_OWED 16       /* requests a connection may have unanswered whose
+			    answers the shim follows (a HEAD past that
+			    stops the following; another request's answer
+			    just goes as written) */
+#define RL_FIELDS_MAX 256 /* the rate-limit fields inserted into one head */
+
+/*
+ * A request given to the application, for its answer (io_answers.c): whose
+ * fields it carries, what count_status gives back, which rules count it in
+ * the metrics, and how long the application took.
+ */
+struct rl_owed {
+	uint32_t req;            /* its number on the connection, 0: none */
+	int8_t near;             /* headers_on = all: the rule (an index in
+				    cfg) whose fields the answer carries, or
+				    -1 */
+	uint8_t head;            /* HEAD: its answer has no body */
+	uint8_t ncharge;
+	uint32_t limit, remaining; /* `near`'s figures when it was decided */
+	uint64_t reset_ns;
+	uint64_t t_ns;           /* CLOCK_MONOTONIC when its head was decided */
+	uint64_t rules;          /* the table ids of the rules that counted it */
+	const struct rl_config *cfg; /* that decided it (never freed) */
+	struct rl_charge charge[RL_CHARGES_MAX]; /* count_status rules */
+};
+
+/* The framing of the application's answers: a function of the bytes it
+ * writes (io_answers.c walks a copy to see what a write will do). */
+struct rl_ans {
+	struct rl_http h;        /* a body's framing */
+	uint32_t heads;          /* final answer heads written whole */
+	uint32_t answered;       /* final answers written whole */
+	uint32_t ahead_len;      /* bytes of a head in pieces, in c->ahead */
+	uint8_t final;           /* a final answer is being written */
+	uint8_t ins;             /* the head being written had its fields
+				    inserted */
+	uint8_t broken;          /* answers not framed (any more): the reply
+				    to a denial goes at the next read */
+};
 
 struct rl_hold {
 	uint32_t len;     /* bytes held */
@@ -79,18 +118,17 @@ struct rl_conn {
 	int32_t mask_at;         /* where decide() blanked an h2c offer in
 				    its region, or -1 */
 	/* The application's answers, framed to know whose they are. */
-	struct rl_http ans;
+	struct rl_ans ans;
 	uint32_t delivered;      /* requests given to the application */
-	uint32_t answered;       /* final answers it has written whole */
 	uint32_t switch_at;      /* the request (1-based) an answer of 101 or
 				    2xx hands over, with upgrade_wait */
-	uint32_t heads[RL_HEADS_OWED]; /* the HEAD requests not answered yet
-				    (their numbers): their answers have no
-				    body */
-	uint8_t nheads;
-	uint8_t ans_final;       /* a final answer is being written */
-	uint8_t ans_broken;      /* answers not framed (any more): the reply
-				    to a denial goes at the next read */
+	struct rl_owed owed_req[RL_OWED]; /* by (request number - 1) % RL_OWED */
+	uint32_t fields_owed;    /* records whose answers carry fields */
+	struct rl_hold *ahead;   /* an answer head written in pieces */
+	/* Fields inserted into an answer head that have not gone out yet:
+	 * they go before the application's next byte. */
+	uint16_t pend_len, pend_off;
+	char pend[RL_FIELDS_MAX];
 	uint8_t deny_wait;       /* DENY: the reply waits until `owed`
 				    answers are written */
 	uint8_t reply_now;       /* DENY in a body: its request will never
@@ -185,6 +223,11 @@ struct rl_hold *rl_conn_hold(struct rl_conn *c);
 
 /* Give the hold buffer back once it is empty. */
 void rl_conn_unhold(struct rl_conn *c);
+
+/* The buffer of an answer head written in pieces (c->ahead), from the
+ * same pool; NULL if it cannot grow. Given back by rl_conn_unahead. */
+struct rl_hold *rl_conn_ahead(struct rl_conn *c);
+void rl_conn_unahead(struct rl_conn *c);
 
 /* Pool figures, for tests. */
 struct rl_conn_stats {

@@ -57,7 +57,6 @@ static int (*real_fcntl64)(int, int, ...);
 static ssize_t (*real_writev)(int, const struct iovec *, int);
 static ssize_t (*real_sendto)(int, const void *, size_t, int,
 			      const struct sockaddr *, socklen_t);
-static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
 static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
 static int (*real_ioctl)(int, unsigned long, ...);
 
@@ -115,6 +114,11 @@ static ssize_t raw_send(int fd, const void *buf, size_t len, int flags)
 	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
 }
 
+static ssize_t raw_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	return syscall(SYS_sendmsg, fd, msg, flags);
+}
+
 /* fcntl and ioctl: the third argument, whatever it is, as one word. */
 #define RAW_VARIADIC(name, cmd_t)                                       \
 	static int raw_##name(int fd, cmd_t cmd, ...)                   \
@@ -157,6 +161,7 @@ static void resolve_all(void)
 	RESOLVE_SYS(close);
 	RESOLVE_SYS(recv);
 	RESOLVE_SYS(send);
+	RESOLVE_SYS(sendmsg);
 	RESOLVE_OR(fcntl, raw_fcntl);
 	RESOLVE_OR(ioctl, raw_ioctl);
 	rl_sys.getfl = sys_getfl;
@@ -174,7 +179,6 @@ static void resolve_all(void)
 	RESOLVE(fcntl64);
 	RESOLVE(writev);
 	RESOLVE(sendto);
-	RESOLVE(sendmsg);
 	RESOLVE(sendfile);
 	if (!real_fcntl64)
 		real_fcntl64 = real_fcntl;
@@ -619,14 +623,35 @@ static struct rl_conn *answering(int fd, const struct iovec *iov, int iovcnt,
 	return conn;
 }
 
+/* A write whose answer heads get fields inserted (or that owes some
+ * still): the shim makes the system calls, the application is told how
+ * many of its own bytes went. */
+static ssize_t sending(int fd, struct rl_conn *conn, const struct iovec *iov,
+		       int iovcnt, int flags, const struct msghdr *msg)
+{
+	ssize_t r;
+
+	busy = 1;
+	r = rl_io_send(conn, fd, iov, iovcnt, flags, msg);
+	busy = 0;
+	return r;
+}
+
+/* With fields to insert, and something to write. */
+#define INSERTING(conn, iov, n) \
+	((conn) && rl_io_inserting(conn) && iov_len(iov, n) > 0)
+
 HOOK ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct iovec v = { (void *)buf, len };
 	int swallow;
 	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
 
-	return swallow ? (ssize_t)len
-		       : wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
+	if (swallow)
+		return (ssize_t)len;
+	if (INSERTING(conn, &v, 1))
+		return sending(fd, conn, &v, 1, 0, NULL);
+	return wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
 }
 
 HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -634,8 +659,11 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	int swallow;
 	struct rl_conn *conn = answering(fd, iov, iovcnt, &swallow);
 
-	return swallow ? iov_len(iov, iovcnt)
-		       : wrote(fd, conn, iov, iovcnt, real_writev(fd, iov, iovcnt));
+	if (swallow)
+		return iov_len(iov, iovcnt);
+	if (INSERTING(conn, iov, iovcnt))
+		return sending(fd, conn, iov, iovcnt, 0, NULL);
+	return wrote(fd, conn, iov, iovcnt, real_writev(fd, iov, iovcnt));
 }
 
 HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
@@ -644,8 +672,11 @@ HOOK ssize_t send(int fd, const void *buf, size_t len, int flags)
 	int swallow;
 	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
 
-	return swallow ? (ssize_t)len
-		       : wrote(fd, conn, &v, 1, rl_sys.send(fd, buf, len, flags));
+	if (swallow)
+		return (ssize_t)len;
+	if (INSERTING(conn, &v, 1))
+		return sending(fd, conn, &v, 1, flags, NULL);
+	return wrote(fd, conn, &v, 1, rl_sys.send(fd, buf, len, flags));
 }
 
 HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
@@ -655,9 +686,12 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	int swallow;
 	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
 
-	return swallow ? (ssize_t)len
-		       : wrote(fd, conn, &v, 1,
-			       real_sendto(fd, buf, len, flags, to, tolen));
+	if (swallow)
+		return (ssize_t)len;
+	/* A connected TCP socket ignores the address. */
+	if (INSERTING(conn, &v, 1))
+		return sending(fd, conn, &v, 1, flags, NULL);
+	return wrote(fd, conn, &v, 1, real_sendto(fd, buf, len, flags, to, tolen));
 }
 
 HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -666,9 +700,11 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	int n = msg ? (int)msg->msg_iovlen : -1, swallow;
 	struct rl_conn *conn = answering(fd, iov, n, &swallow);
 
-	return swallow ? iov_len(iov, n)
-		       : wrote(fd, conn, iov, n < 0 ? 0 : n,
-			       real_sendmsg(fd, msg, flags));
+	if (swallow)
+		return iov_len(iov, n);
+	if (INSERTING(conn, iov, n))
+		return sending(fd, conn, iov, n, flags, msg);
+	return wrote(fd, conn, iov, n < 0 ? 0 : n, rl_sys.sendmsg(fd, msg, flags));
 }
 
 static ssize_t do_sendfile(int out, int in, off_t *off, size_t count)
@@ -681,6 +717,19 @@ static ssize_t do_sendfile(int out, int in, off_t *off, size_t count)
 		if (off)
 			*off += (off_t)count;
 		return (ssize_t)count;
+	}
+	if (conn && conn->pend_off < conn->pend_len) {
+		/* Fields owed before a file's bytes (a head ended by a
+		 * sendfile): they go first. */
+		busy = 1;
+		r = rl_io_send(conn, out, NULL, 0, 0, NULL);
+		busy = 0;
+		if (r < 0)
+			return r;
+		if (conn->pend_off < conn->pend_len) {
+			errno = EAGAIN;
+			return -1;
+		}
 	}
 	r = real_sendfile(out, in, off, count);
 	if (conn && r > 0) {

@@ -139,7 +139,21 @@ struct rl_conn *rl_io_written(int fd);
  */
 int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt);
 
-#define RL_ANSWER_HEAD_MAX 8192 /* an answer head split over iovecs, gathered */
+#define RL_ANSWER_HEAD_MAX 16384 /* an answer head longer is not framed */
+
+/* 1 if writes to `c` go through rl_io_send: fields to insert, or owed. */
+int rl_io_inserting(const struct rl_conn *c);
+
+/*
+ * The application writes `iov` to `c` (`flags` as send's; `msg`, if any,
+ * gives the control data): the bytes go out with the fields inserted
+ * where answer heads end, through rl_io.sys.sendmsg, and rl_io_wrote()
+ * frames them. Returns the count of the application's bytes written, or
+ * -1 with errno; a blocking socket blocks as the application's call
+ * would. With no bytes (iovcnt 0), flushes owed fields only.
+ */
+ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
+		   int iovcnt, int flags, const struct msghdr *msg);
 
 /*
  * The application wrote the first `n` bytes of `iov` to `fd` (or, with

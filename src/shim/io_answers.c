@@ -1,17 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io_answers.c - the application's answers, framed as it writes them
- * (whose request each one answers, where its body ends), so that the
- * reply to a pipelined denial goes after the answers before it and a 101
- * or 2xx hands the connection over only when it answers that Upgrade or
- * CONNECT; and the writes swallowed once the shim has answered.
+ * io_answers.c - the application's answers, framed as it writes them:
+ * whose request each one answers and where its body ends. That puts the
+ * reply to a pipelined denial after the answers before it, hands the
+ * connection over only on the 101 or 2xx that answers its Upgrade or
+ * CONNECT, counts every answer in the metrics, gives back what count_status
+ * does not charge, and (headers_on = all) inserts the rate-limit fields
+ * into each answer's head; and the writes are swallowed once the shim has
+ * answered.
+ *
+ * The framing is a walk over the bytes written (walk()), a function of the
+ * state in struct rl_ans and those bytes. Where fields are to be inserted,
+ * the walk first runs over a copy of the state to find where (the blank
+ * line ending each head), the bytes go out with the fields in place
+ * (rl_io_send), and then the walk runs for real over what was written. A
+ * write that stops inside inserted fields leaves the rest of them to go
+ * before the application's next byte; what the application is told is
+ * always a count of its own bytes.
  */
 #include "io.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "io_int.h"
+#include "clock.h"
+#include "reply.h"
 
 struct rl_conn *rl_io_written(int fd)
 {
@@ -19,7 +34,8 @@ struct rl_conn *rl_io_written(int fd)
 	struct rl_conn *conn = e ? rl_conn_of(e) : NULL;
 
 	if (!conn || conn->state == RL_CONN_PASS ||
-	    (conn->ans_broken && conn->state != RL_CONN_DONE))
+	    (conn->ans.broken && conn->state != RL_CONN_DONE &&
+	     conn->pend_off == conn->pend_len))
 		return NULL;
 	return conn;
 }
@@ -31,202 +47,548 @@ int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt)
 	return c->state == RL_CONN_DONE;
 }
 
+/* ---- the walk ------------------------------------------------------------------ */
+
+#define INS_MAX 4 /* fields inserted by one system call at most */
+
+/* Fields to insert before the application's byte `at` (of this write). */
+struct ins {
+	size_t at;
+	uint16_t off, len; /* in walk.text */
+};
+
+struct walk {
+	struct rl_conn *c;
+	struct rl_ans *a;    /* c->ans, or a copy (a look ahead) */
+	int fd;
+	int real;            /* the bytes went out: act on what they say */
+	ssize_t base;        /* the write's offset of c->ahead->data[0] */
+	/* a look ahead: the insertions found */
+	struct ins ins[INS_MAX];
+	unsigned nins;
+	size_t stop;         /* the look ahead stopped before this byte */
+	char text[INS_MAX * RL_FIELDS_MAX];
+	size_t text_len;
+};
+
 /* The answers can no longer be told apart: a denial that waited for them
  * is answered at the next read, which the shut-down read side wakes the
  * server for. */
-static void ans_fail(struct rl_conn *c, int fd)
+static void fail(struct walk *w)
 {
-	c->ans_broken = 1;
+	struct rl_conn *c = w->c;
+
+	w->a->broken = 1;
+	if (!w->real)
+		return;
 	c->upgrade_wait = 0;
 	if (c->state == RL_CONN_DENY && c->deny_wait) {
 		c->deny_wait = 0;
-		shutdown(fd, SHUT_RD);
+		shutdown(w->fd, SHUT_RD);
 	}
 }
 
 /* The final answer being written, if one is, has ended. */
-static void answer_ended(struct rl_conn *c)
+static void answer_ended(struct rl_ans *a)
 {
-	if (c->ans_final) {
-		c->answered++;
-		c->ans_final = 0;
+	if (a->final) {
+		a->answered++;
+		a->final = 0;
 	}
 }
 
 /* Count `n` bytes of a body with a length off; returns how many it took.
  * The answer ends with its last byte. */
-static size_t answer_body(struct rl_conn *c, size_t n)
+static size_t answer_body(struct rl_ans *a, size_t n)
 {
-	if (n > c->ans.remaining)
-		n = (size_t)c->ans.remaining;
-	c->ans.remaining -= n;
-	if (c->ans.remaining == 0) {
-		c->ans.phase = RL_HTTP_IDLE;
-		answer_ended(c);
+	if (n > a->h.remaining)
+		n = (size_t)a->h.remaining;
+	a->h.remaining -= n;
+	if (a->h.remaining == 0) {
+		a->h.phase = RL_HTTP_IDLE;
+		answer_ended(a);
 	}
 	return n;
+}
+
+/* The record of request `k`, if it has one. */
+static struct rl_owed *owed(struct rl_conn *c, uint32_t k)
+{
+	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
+
+	return o->req == k ? o : NULL;
+}
+
+/* The answer to request `o` has its head out with `status`: count it for
+ * the rules that counted the request, give back what count_status does
+ * not charge. */
+static void settle(struct rl_conn *c, struct rl_owed *o, unsigned status)
+{
+	struct rl_table *t = rl_io_policy()->table;
+	uint64_t now = rl_time_now_ns();
+	uint64_t took = now > o->t_ns ? now - o->t_ns : 0;
+
+	for (uint64_t m = o->rules; m; m &= m - 1)
+		rl_table_count_answer(t, (unsigned)__builtin_ctzll(m), status, took);
+	for (unsigned i = 0; i < o->ncharge; i++)
+		if (!rl_rule_charges(&o->cfg->rules[o->charge[i].rule], status))
+			rl_table_give_back_ref(t, o->charge[i].id,
+					       &o->charge[i].ref, 1, now);
+	if (o->near >= 0)
+		c->fields_owed--;
+	o->req = 0;
+}
+
+/* A look ahead found where the fields of request `o`'s answer go: before
+ * the write's byte `at`. 0, or -1 when no more fit in this write. */
+static int insert(struct walk *w, const struct rl_owed *o, size_t at)
+{
+	const struct rl_rule_cfg *r = &o->cfg->rules[o->near];
+	struct rl_result res = { .allowed = 1, .limit = o->limit,
+				 .remaining = o->remaining,
+				 .reset_after_ns = o->reset_ns };
+	uint64_t wall = 0;
+	int n;
+
+	if (w->nins == INS_MAX) {
+		w->stop = at;
+		return -1;
+	}
+	if (o->cfg->headers == RL_HEADERS_XRATELIMIT) {
+		/* X-RateLimit-Reset is a time: the decision's, plus the
+		 * reset. */
+		uint64_t since = rl_time_now_ns() - o->t_ns;
+
+		wall = rl_time_wall_ms() - since / RL_NS_PER_MS;
+	}
+	n = rl_reply_fields(w->text + w->text_len, RL_FIELDS_MAX, r->name, &res,
+			    &r->rate, o->cfg->headers, wall);
+	if (n <= 0)
+		return 0; /* nothing to say (headers = none) */
+	w->ins[w->nins].at = at;
+	w->ins[w->nins].off = (uint16_t)w->text_len;
+	w->ins[w->nins].len = (uint16_t)n;
+	w->nins++;
+	w->text_len += (size_t)n;
+	return 0;
+}
+
+/*
+ * An answer head with `ap` is written whole; its blank line starts at the
+ * write's byte `cr` (negative: in an earlier write). Whose answer is it,
+ * and what follows it? A look ahead only notes where fields go. Returns
+ * -1 when a look ahead must stop before it.
+ */
+static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr)
+{
+	struct rl_conn *c = w->c;
+	struct rl_ans *a = w->a;
+	struct rl_http_answer ans = *ap;
+	struct rl_owed *o;
+	uint32_t k;
+	int ins = a->ins;
+
+	a->ins = 0;
+	answer_ended(a); /* the one before, if it had no body */
+	if (ans.status < 200 && ans.status != 101) {
+		rl_http_begin_answer(&a->h, &ans, 1); /* interim: 100, 103 */
+		return 0;
+	}
+	k = a->heads + 1;
+	if (k > c->delivered) {
+		fail(w); /* an answer to no request it was given */
+		return 0;
+	}
+	o = owed(c, k);
+	if (c->upgrade_wait && k == c->switch_at) {
+		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
+
+		if (!w->real) {
+			/* What comes after may not be HTTP: look no further. */
+			a->broken = 1;
+			return 0;
+		}
+		c->upgrade_wait = 0;
+		if (sw == RL_SWITCH_UPGRADE && ans.status == 101) {
+			if (o)
+				settle(c, o, (unsigned)ans.status);
+			c->state = RL_CONN_PASS;
+			rl_http_pass(&c->http);
+			if (c->hold)
+				c->hold->decided = c->hold->len;
+			a->broken = 1;
+			return 0;
+		}
+		if (sw == RL_SWITCH_CONNECT && ans.status / 100 == 2) {
+			/* A tunnel: TLS in it passes untouched, but requests
+			 * the application may still read as HTTP/1.x (a
+			 * server that answers 200 and does not tunnel) are
+			 * framed and counted. */
+			if (o)
+				settle(c, o, (unsigned)ans.status);
+			c->http.tunnel = 1;
+			fail(w);
+			return 0;
+		}
+	}
+	if (ans.status == 101) {
+		fail(w); /* a switch nobody was allowed: stop here */
+		return 0;
+	}
+	if (!w->real) {
+		if (o && o->near >= 0 && !ins && cr >= 0 &&
+		    insert(w, o, (size_t)cr))
+			return -1;
+	} else if (o) {
+		settle(c, o, (unsigned)ans.status);
+	}
+	a->heads = k;
+	a->final = 1;
+	rl_http_begin_answer(&a->h, &ans, o && o->head);
+	if (a->h.phase == RL_HTTP_CHUNK_SIZE)
+		a->h.last = 1; /* the feed stops at the body's end */
+	if (a->h.phase == RL_HTTP_PASS)
+		fail(w); /* to the end: no answer after it */
+	return 0;
+}
+
+/* The status of a head in progress whose status line is whole (it holds
+ * an LF), or 0. */
+static unsigned head_status(const uint8_t *p, size_t len)
+{
+	if (len < 14 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ' ||
+	    p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' ||
+	    p[11] < '0' || p[11] > '9')
+		return 0;
+	return (unsigned)((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+}
+
+/*
+ * A head in pieces: bytes [pos, end) of the write (b is the segment at
+ * write offset `seg_off`) go into c->ahead until the head ends. Returns
+ * the bytes taken, or 0 when the walk must stop there (fail, or a look
+ * ahead out of room).
+ */
+static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
+			 size_t pos, size_t end)
+{
+	struct rl_conn *c = w->c;
+	struct rl_ans *a = w->a;
+	struct rl_hold *h = rl_conn_ahead(c);
+	uint32_t old = a->ahead_len;
+	size_t n = end - pos, from;
+
+	if (!h) {
+		fail(w);
+		return 0;
+	}
+	if (old == 0)
+		w->base = (ssize_t)pos;
+	if (n > RL_ANSWER_HEAD_MAX - old)
+		n = RL_ANSWER_HEAD_MAX - old;
+	memcpy(h->data + old, b + (pos - seg_off), n);
+	from = old > 3 ? old - 3 : 0;
+	for (size_t i = from; i + 4 <= old + n; i++) {
+		struct rl_http_answer ans;
+		size_t e = i + 4;
+
+		if (memcmp(h->data + i, "\r\n\r\n", 4) != 0)
+			continue;
+		if (rl_http_parse_answer(h->data, e, &ans)) {
+			fail(w);
+			return 0;
+		}
+		a->ahead_len = 0;
+		if (head_done(w, &ans, w->base + (ssize_t)e - 2))
+			return 0;
+		return e - old;
+	}
+	if (old + n >= RL_ANSWER_HEAD_MAX) {
+		fail(w); /* too long to frame: it and all after pass */
+		return 0;
+	}
+	a->ahead_len = old + (uint32_t)n;
+	/* The blank line has begun (its CR is this write's last byte): the
+	 * fields go before it, now. */
+	if (!w->real && !a->ins && a->ahead_len >= 3 &&
+	    h->data[a->ahead_len - 1] == '\r' && h->data[a->ahead_len - 2] == '\n') {
+		unsigned st = head_status(h->data, a->ahead_len);
+		struct rl_owed *o = owed(c, a->heads + 1);
+
+		if (st >= 200 && o && o->near >= 0 &&
+		    !(c->upgrade_wait && a->heads + 1 == c->switch_at)) {
+			if (insert(w, o, end - 1))
+				return 0;
+			a->ins = 1; /* not again when the head ends */
+		}
+	}
+	return n;
+}
+
+/* Walk the first `n` bytes of `iov`. */
+static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
+{
+	struct rl_ans *a = w->a;
+	size_t pos = 0, seg_off = 0;
+
+	w->base = -(ssize_t)a->ahead_len;
+	for (int seg = 0; seg < iovcnt && pos < n && !a->broken; seg++) {
+		const uint8_t *b = (const uint8_t *)iov[seg].iov_base;
+		size_t end = seg_off + iov[seg].iov_len;
+
+		if (end > n)
+			end = n;
+		while (pos < end && !a->broken) {
+			struct rl_http_answer ans;
+			struct rl_http_feed f;
+			size_t used;
+			int rc;
+
+			switch (a->h.phase) {
+			case RL_HTTP_BODY:
+				pos += answer_body(a, end - pos);
+				continue;
+			case RL_HTTP_IDLE:
+				break;
+			default: /* a chunked body, to its end (h.last) */
+				rl_http_feed(&a->h, b + (pos - seg_off), end - pos, &f);
+				pos += f.used;
+				if (f.event == RL_HTTP_EV_DONE) {
+					a->h.phase = RL_HTTP_IDLE;
+					answer_ended(a);
+				} else if (f.event != RL_HTTP_EV_NONE) {
+					fail(w);
+				}
+				continue;
+			}
+			if (a->ahead_len == 0) {
+				/* A head whole in this buffer: one pass. */
+				rc = rl_http_answer_prefix(b + (pos - seg_off),
+							   end - pos, &ans, &used);
+				if (rc == 0) {
+					if (head_done(w, &ans, (ssize_t)(pos + used - 2)))
+						return;
+					pos += used;
+					continue;
+				}
+				if (rc == -EINVAL) {
+					fail(w);
+					return;
+				}
+			}
+			used = head_piece(w, b, seg_off, pos, end);
+			if (!used)
+				return;
+			pos += used;
+		}
+		seg_off += iov[seg].iov_len;
+	}
 }
 
 /* After a write: the reply to a denial goes once the answers it follows
  * are out. */
 static void answers_out(struct rl_conn *c, int fd)
 {
-	if (c->state == RL_CONN_DENY && c->deny_wait && c->answered >= c->owed)
+	if (c->state == RL_CONN_DENY && c->deny_wait && c->ans.answered >= c->owed)
 		rl_io_answer(c, fd);
-}
-
-/* An answer whose head the application has written: whose is it, and
- * what follows it. */
-static void answer_begun(struct rl_conn *c, int fd, const struct rl_http_answer *ap)
-{
-	struct rl_http_answer a = *ap;
-	uint32_t k;
-	int head_req;
-
-	answer_ended(c); /* the one before, if its body had no length */
-	if (a.status < 200 && a.status != 101) {
-		rl_http_begin_answer(&c->ans, &a, 1); /* interim: 100, 103 */
-		return;
-	}
-	k = c->answered + 1;
-	if (k > c->delivered) {
-		ans_fail(c, fd); /* an answer to no request it was given */
-		return;
-	}
-	head_req = 0;
-	for (unsigned i = 0; i < c->nheads; i++) {
-		if (c->heads[i] == k) {
-			head_req = 1;
-			c->heads[i] = c->heads[--c->nheads];
-			break;
-		}
-	}
-	if (c->upgrade_wait && k == c->switch_at) {
-		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
-
-		c->upgrade_wait = 0;
-		if (sw == RL_SWITCH_UPGRADE && a.status == 101) {
-			c->state = RL_CONN_PASS;
-			rl_http_pass(&c->http);
-			if (c->hold)
-				c->hold->decided = c->hold->len;
-			c->ans_broken = 1;
-			return;
-		}
-		if (sw == RL_SWITCH_CONNECT && a.status / 100 == 2) {
-			/* A tunnel: TLS in it passes untouched, but requests
-			 * the application may still read as HTTP/1.x (a
-			 * server that answers 200 and does not tunnel) are
-			 * framed and counted. */
-			c->http.tunnel = 1;
-			ans_fail(c, fd);
-			return;
-		}
-	}
-	if (a.status == 101) {
-		ans_fail(c, fd); /* a switch nobody was allowed: stop here */
-		return;
-	}
-	c->ans_final = 1;
-	rl_http_begin_answer(&c->ans, &a, head_req);
-	if (c->ans.phase == RL_HTTP_PASS)
-		ans_fail(c, fd); /* to the end: no answer after it */
 }
 
 void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		 size_t n)
 {
-	uint8_t gather[RL_ANSWER_HEAD_MAX];
-	size_t pos = 0, seg_off = 0;
-	ssize_t head_start = -1;
+	struct walk w = { .c = c, .a = &c->ans, .fd = fd, .real = 1 };
 
-	if (c->ans_broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
+	if (c->ans.broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
 		return;
-	if (c->ans.phase == RL_HTTP_HEAD) {
-		/* A head written in more than one call: not followed. */
-		ans_fail(c, fd);
+	walk(&w, iov, iovcnt, n);
+	if (c->ans.broken)
 		return;
-	}
-	for (int seg = 0; seg < iovcnt && pos < n && !c->ans_broken; seg++) {
-		size_t end = seg_off + iov[seg].iov_len;
-
-		if (end > n)
-			end = n;
-		while (pos < end && !c->ans_broken) {
-			const uint8_t *b = (const uint8_t *)iov[seg].iov_base;
-			struct rl_http_answer a;
-			struct rl_http_feed f;
-			size_t used;
-			int rc;
-
-			if (c->ans.phase == RL_HTTP_BODY) {
-				pos += answer_body(c, end - pos);
-				continue;
-			}
-			if (c->ans.phase == RL_HTTP_IDLE && !c->ans.cr) {
-				/* A head whole in this buffer: one pass. */
-				rc = rl_http_answer_prefix(b + (pos - seg_off),
-							   end - pos, &a, &used);
-				if (rc == 0) {
-					pos += used;
-					answer_begun(c, fd, &a);
-					continue;
-				}
-				if (rc == -EINVAL) {
-					ans_fail(c, fd);
-					break;
-				}
-			}
-			rl_http_feed(&c->ans, b + (pos - seg_off), end - pos, &f);
-			if (f.head_begin >= 0)
-				head_start = (ssize_t)(pos + (size_t)f.head_begin);
-			pos += f.used;
-			if (f.event == RL_HTTP_EV_NONE)
-				continue;
-			if (f.event != RL_HTTP_EV_HEAD || head_start < 0 ||
-			    pos - (size_t)head_start > sizeof(gather)) {
-				ans_fail(c, fd);
-				break;
-			}
-			{
-				const uint8_t *hp = gather;
-				struct rl_http_answer a2;
-
-				if ((size_t)head_start >= seg_off)
-					hp = b + (head_start - (ssize_t)seg_off);
-				else
-					rl_iov_gather(iov, iovcnt, (size_t)head_start,
-						      gather, pos - (size_t)head_start);
-				if (rl_http_parse_answer(hp, pos - (size_t)head_start,
-							 &a2))
-					ans_fail(c, fd);
-				else
-					answer_begun(c, fd, &a2);
-			}
-			head_start = -1;
-		}
-		seg_off += iov[seg].iov_len;
-	}
-	if (c->ans_broken)
-		return;
-	if (c->ans.phase == RL_HTTP_HEAD) {
-		ans_fail(c, fd);
-		return;
-	}
-	if (c->ans.phase == RL_HTTP_IDLE)
-		answer_ended(c); /* a chunked one, or one with no body */
+	if (c->ans.h.phase == RL_HTTP_IDLE && !c->ans.ahead_len)
+		answer_ended(&c->ans); /* a chunked one, or one with no body */
+	if (!c->ans.ahead_len)
+		rl_conn_unahead(c);
 	answers_out(c, fd);
 }
 
 void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
 {
-	if (c->ans_broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
+	if (c->ans.broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
 		return;
 	/* A file's bytes can only be a body with a length. */
-	if (c->ans.phase != RL_HTTP_BODY || c->ans.remaining < n) {
-		ans_fail(c, fd);
+	if (c->ans.h.phase != RL_HTTP_BODY || c->ans.h.remaining < n) {
+		struct walk w = { .c = c, .a = &c->ans, .fd = fd, .real = 1 };
+
+		fail(&w);
 		return;
 	}
-	answer_body(c, n);
+	answer_body(&c->ans, n);
 	answers_out(c, fd);
+}
+
+/* ---- writes with fields inserted ------------------------------------------------ */
+
+#define SEND_IOV 64 /* iovecs of one system call */
+
+int rl_io_inserting(const struct rl_conn *c)
+{
+	return c->pend_off < c->pend_len ||
+	       (c->fields_owed && !c->ans.broken && c->state != RL_CONN_DONE);
+}
+
+/* iov from byte `skip` on, at most `max` entries, into `out`: how many. */
+static int iov_from(const struct iovec *iov, int cnt, size_t skip,
+		    struct iovec *out, int max, size_t *len)
+{
+	int n = 0;
+
+	*len = 0;
+	for (int i = 0; i < cnt && n < max; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		out[n].iov_base = (char *)iov[i].iov_base + skip;
+		out[n].iov_len = l - skip;
+		*len += l - skip;
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
+/* Lay out `view` (its first `len` bytes) with the insertions of `w` in
+ * place, after `npend` bytes still owed from before. */
+static int lay_out(const struct walk *w, const struct iovec *view, int vcnt,
+		   size_t len, const char *pend, size_t npend, struct iovec *out)
+{
+	size_t at = 0;
+	unsigned j = 0;
+	int n = 0;
+
+	if (npend)
+		out[n++] = (struct iovec){ (void *)pend, npend };
+	for (int i = 0; i < vcnt && at < len; i++) {
+		char *p = view[i].iov_base;
+		size_t l = view[i].iov_len < len - at ? view[i].iov_len : len - at;
+		size_t s = 0;
+
+		for (; j < w->nins && w->ins[j].at < at + l; j++) {
+			size_t cut = w->ins[j].at - at;
+
+			if (cut > s)
+				out[n++] = (struct iovec){ p + s, cut - s };
+			s = cut;
+			out[n++] = (struct iovec){ (void *)(w->text + w->ins[j].off),
+						   w->ins[j].len };
+		}
+		if (l > s)
+			out[n++] = (struct iovec){ p + s, l - s };
+		at += l;
+	}
+	return n;
+}
+
+/*
+ * Of `r` bytes out, after `npend` owed ones: how many were the
+ * application's (*app), and where the stop fell: inside insertion *in
+ * (then *in_off of it went), or -1.
+ */
+static size_t mapped(const struct walk *w, size_t r, size_t npend, int *in,
+		     size_t *in_off)
+{
+	size_t app = 0;
+
+	*in = -1;
+	if (r < npend)
+		return 0;
+	r -= npend;
+	for (unsigned j = 0; j < w->nins; j++) {
+		size_t before = w->ins[j].at - app;
+
+		if (r <= before)
+			return app + r;
+		app += before;
+		r -= before;
+		if (r <= w->ins[j].len) {
+			/* inside it, or right after it (the application's
+			 * next byte not written) */
+			*in = (int)j;
+			*in_off = r;
+			return app;
+		}
+		r -= w->ins[j].len;
+	}
+	return app + r;
+}
+
+ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
+		   int iovcnt, int flags, const struct msghdr *app_msg)
+{
+	size_t total = rl_iov_total(iov, iovcnt), done = 0;
+	int saved = errno, first = 1;
+
+	for (;;) {
+		struct walk w = { .c = c, .fd = fd, .stop = SIZE_MAX };
+		struct rl_ans look = c->ans;
+		struct iovec view[SEND_IOV / 2 - INS_MAX], out[SEND_IOV];
+		struct msghdr m = { 0 };
+		size_t len, npend = (size_t)(c->pend_len - c->pend_off), app,
+			   in_off = 0;
+		int vcnt = iov_from(iov, iovcnt, done, view,
+				    (int)(sizeof(view) / sizeof(view[0])), &len);
+		ssize_t r;
+		int in;
+
+		/* Where the fields go in this piece. */
+		w.a = &look;
+		if (!c->ans.broken && c->state != RL_CONN_DONE)
+			walk(&w, view, vcnt, len);
+		if (w.stop < len)
+			len = w.stop;
+		m.msg_iov = out;
+		m.msg_iovlen = (size_t)lay_out(&w, view, vcnt, len,
+					       c->pend + c->pend_off, npend, out);
+		if (first && app_msg) {
+			m.msg_control = app_msg->msg_control;
+			m.msg_controllen = app_msg->msg_controllen;
+		}
+		r = rl_io.sys.sendmsg(fd, &m, flags);
+		if (r < 0) {
+			if (!done)
+				return -1;
+			errno = saved;
+			return (ssize_t)done;
+		}
+		first = 0;
+		app = mapped(&w, (size_t)r, npend, &in, &in_off);
+		c->pend_off += (uint16_t)((size_t)r < npend ? (size_t)r : npend);
+		if (c->pend_off == c->pend_len)
+			c->pend_off = c->pend_len = 0;
+		if (app)
+			rl_io_wrote(c, fd, view, vcnt, app);
+		if (in >= 0) {
+			/* Stopped at fields of a head whose blank line is the
+			 * application's next byte: the rest of them first. */
+			const struct ins *x = &w.ins[in];
+
+			c->pend_len = (uint16_t)(x->len - in_off);
+			c->pend_off = 0;
+			memcpy(c->pend, w.text + x->off + in_off, c->pend_len);
+			c->ans.ins = 1;
+		}
+		done += app;
+		if (done == total) {
+			errno = saved;
+			return (ssize_t)done;
+		}
+		if ((size_t)r < npend + len + w.text_len && done) {
+			errno = saved;
+			return (ssize_t)done; /* a short write */
+		}
+		/* All of it went (another piece), or only owed fields did: go
+		 * on, a blocking socket blocks as the application's call
+		 * would, another says EAGAIN. */
+	}
 }

@@ -21,6 +21,43 @@ static int method_is(const char *m, const char *want)
 	return rl_http_name_eq(m, strlen(m), want, n);
 }
 
+/*
+ * Remember what the answer to the request just delivered needs: a HEAD's
+ * answer has no body; headers_on = all puts fields in it; count_status
+ * gives back what its status does not list; the metrics count it per rule
+ * with its service time. With RL_OWED answers outstanding there is no room:
+ * a HEAD then stops the following of answers (its answer could not be
+ * told from the next), any other request's answer goes as written.
+ */
+static void owe(struct rl_conn *c, const struct rl_http_req *req,
+		const struct rl_verdict *v, uint64_t now)
+{
+	struct rl_owed *o = &c->owed_req[(c->delivered - 1) % RL_OWED];
+
+	if (c->ans.broken)
+		return;
+	if (o->req && o->req > c->ans.heads) {
+		if (req->head)
+			c->ans.broken = 1;
+		return;
+	}
+	o->req = c->delivered;
+	o->head = (uint8_t)req->head;
+	o->rules = v->counted;
+	o->t_ns = now;
+	o->cfg = v->cfg;
+	o->near = (int8_t)v->near;
+	if (v->near >= 0) {
+		o->limit = v->near_res.limit;
+		o->remaining = v->near_res.remaining;
+		o->reset_ns = v->near_res.reset_after_ns;
+		c->fields_owed++;
+	}
+	o->ncharge = (uint8_t)v->ncharge;
+	for (unsigned i = 0; i < v->ncharge; i++)
+		o->charge[i] = v->charge[i];
+}
+
 /* Decide a parsed request. Returns 1 if allowed. */
 static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 		      const struct rl_http_req *req, uint64_t now)
@@ -52,19 +89,12 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 	}
 	rl_http_begin_body(&c->http, req);
 	c->delivered++;
-	if (req->head) {
-		/* Its answer has no body: remembered until it is written.
-		 * Past RL_HEADS_OWED of them, answers are not followed. */
-		if (c->nheads < RL_HEADS_OWED)
-			c->heads[c->nheads++] = c->delivered;
-		else
-			c->ans_broken = 1;
-	}
+	owe(c, req, &v, now);
 	/* Only the application's answer to this very request can hand the
 	 * connection to another protocol: 101 to an Upgrade, 2xx to a
 	 * CONNECT (rl_io_wrote() counts the answers). Where the answers are
 	 * not framed, nothing is handed over. */
-	if (!c->ans_broken && (req->connect || (req->upgrade && !req->h2c_at))) {
+	if (!c->ans.broken && (req->connect || (req->upgrade && !req->h2c_at))) {
 		c->upgrade_wait = req->connect ? RL_SWITCH_CONNECT
 					       : RL_SWITCH_UPGRADE;
 		c->switch_at = c->delivered;

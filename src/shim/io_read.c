@@ -196,7 +196,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	case RL_CONN_PASS:
 		break;
 	case RL_CONN_DENY:
-		if (c->deny_wait && !c->ans_broken && c->answered < c->owed)
+		if (c->deny_wait && !c->ans.broken && c->ans.answered < c->owed)
 			return deny_waiting(c, r);
 		return rl_io_answer(c, r->fd);
 	case RL_CONN_DONE:
@@ -343,10 +343,10 @@ denied:
 	/* The reply follows the answers to the requests before the denied
 	 * one; a request whose body was refused is never answered. */
 	c->owed = c->delivered - (c->reply_now && c->delivered ? 1 : 0);
-	if (c->answered >= c->owed && filled == 0)
+	if (c->ans.answered >= c->owed && filled == 0)
 		return rl_io_answer(c, r->fd);
-	if (!c->ans_broken) {
-		if (c->answered >= c->owed) {
+	if (!c->ans.broken) {
+		if (c->ans.answered >= c->owed) {
 			/* Those answers are out: the reply goes now, the
 			 * application gets what came before the bad byte,
 			 * then the end. */

@@ -88,6 +88,7 @@ static void verdict_allow(const struct rl_policy *p, struct rl_verdict *v)
 	v->cfg = p->cfg;
 	v->allowed = 1;
 	v->rule = -1;
+	v->near = -1;
 }
 
 
@@ -167,6 +168,8 @@ struct taken {
 	unsigned rule;
 	const void *key;
 	size_t len;
+	uint32_t limit, remaining;
+	uint64_t reset_ns;
 };
 
 /* Give back what a request took: it is refused after all. */
@@ -178,12 +181,36 @@ static void refund_all(const struct rl_policy *p, const struct taken *done,
 				   done[k].len, 1, now);
 }
 
-/* The request passed every rule: count it allowed by each that took. */
+/* The request passed every rule: count it allowed by each that took, and
+ * say what its answer needs (struct rl_verdict). */
 static void count_all(const struct rl_policy *p, const struct taken *done,
-		      unsigned ndone)
+		      unsigned ndone, struct rl_verdict *v)
 {
-	for (unsigned k = 0; k < ndone; k++)
-		rl_table_count_allowed(p->table, p->ids[done[k].rule]);
+	const struct rl_config *cfg = p->cfg;
+
+	for (unsigned k = 0; k < ndone; k++) {
+		const struct taken *d = &done[k];
+		const struct rl_rule_cfg *r = &cfg->rules[d->rule];
+
+		rl_table_count_allowed(p->table, p->ids[d->rule]);
+		v->counted |= 1ull << p->ids[d->rule];
+		if (cfg->headers_on == RL_HEADERS_ON_ALL &&
+		    (v->near < 0 || d->remaining < v->near_res.remaining ||
+		     (d->remaining == v->near_res.remaining &&
+		      d->reset_ns > v->near_res.reset_after_ns))) {
+			v->near = (int)d->rule;
+			v->near_res.limit = d->limit;
+			v->near_res.remaining = d->remaining;
+			v->near_res.reset_after_ns = d->reset_ns;
+		}
+		if (r->count_status_on && v->ncharge < RL_CHARGES_MAX) {
+			struct rl_charge *c = &v->charge[v->ncharge++];
+
+			c->rule = (uint8_t)d->rule;
+			c->id = (uint8_t)p->ids[d->rule];
+			rl_table_key_ref(p->table, c->id, d->key, d->len, &c->ref);
+		}
+	}
 }
 
 /* With [redis], is the store (or the agent that talks to it) down? */
@@ -255,10 +282,14 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 					&res, hint);
 	}
 	if (res.allowed) {
-		done[*ndone].rule = i;
-		done[*ndone].key = key;
-		done[*ndone].len = len;
-		(*ndone)++;
+		struct taken *d = &done[(*ndone)++];
+
+		d->rule = i;
+		d->key = key;
+		d->len = len;
+		d->limit = res.limit;
+		d->remaining = res.remaining;
+		d->reset_ns = res.reset_after_ns;
 		return 0;
 	}
 	if (p->cfg->mode == RL_MODE_DRY_RUN) {
@@ -311,7 +342,7 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 		if (rc == 1)
 			return;
 	}
-	count_all(p, done, ndone);
+	count_all(p, done, ndone, v);
 }
 
 /* Parse one element of a comma-separated address list, trimmed. */
@@ -534,6 +565,6 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		if (rc == 1)
 			return 0;
 	}
-	count_all(p, done, ndone);
+	count_all(p, done, ndone, v);
 	return 0;
 }

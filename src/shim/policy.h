@@ -50,6 +50,10 @@ struct rl_peer {
 void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 		    struct rl_peer *out);
 
+/* count_status rules one request is charged by, followed to its answer
+ * (a request matching more is charged by the others for good). */
+#define RL_CHARGES_MAX 2
+
 /* The outcome of a decision. */
 struct rl_verdict {
 	const struct rl_config *cfg; /* the configuration decided by (`rule`
@@ -63,6 +67,16 @@ struct rl_verdict {
 	int rule;             /* the configuration's index of the rule that
 				 denied (in dry-run: would have), or -1 */
 	struct rl_result res; /* that rule's result */
+	/* An allowed request, for its answer (io_answers.c): */
+	uint64_t counted;     /* the table ids of the rules that took it */
+	int near;             /* headers_on = all: of those, the one nearest
+				 its limit (an index in cfg), or -1 */
+	struct rl_result near_res;
+	unsigned ncharge;     /* count_status rules it was charged by */
+	struct rl_charge {
+		uint8_t rule, id; /* an index in cfg, and its table id */
+		struct rl_key_ref ref;
+	} charge[RL_CHARGES_MAX];
 };
 
 /*

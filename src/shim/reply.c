@@ -216,6 +216,57 @@ static uint64_t reset_epoch_sec(uint64_t wall_ms, uint64_t reset_after_ns)
 	return ceil_div(at_ms, 1000);
 }
 
+/*
+ * The fields of `style` for rule `rule_name` with `res`: the 429's, and
+ * those headers_on = all inserts into allowed answers. `t` is the IETF
+ * RateLimit field's t: Retry-After on a 429, the reset on an allowed
+ * answer.
+ */
+static void put_fields(struct out *o, const char *rule_name,
+		       const struct rl_result *res, const struct rl_rate *rate,
+		       enum rl_headers style, uint64_t wall_ms, uint64_t t)
+{
+	switch (style) {
+	case RL_HEADERS_RATELIMIT:
+		put_field_u64(o, "RateLimit-Limit", res->limit);
+		put_field_u64(o, "RateLimit-Remaining", res->remaining);
+		put_field_u64(o, "RateLimit-Reset",
+			      rl_time_ceil_sec(res->reset_after_ns));
+		break;
+	case RL_HEADERS_IETF: {
+		/* draft-ietf-httpapi-ratelimit-headers-10: the policy is
+		 * q units per w seconds; w is an integer of at least 1. */
+		uint64_t w = rl_time_ceil_sec(rate->period_ns);
+
+		put_str(o, "RateLimit-Policy: ");
+		put_sf_string(o, rule_name);
+		put_str(o, ";q=");
+		put_u64(o, rate->count);
+		put_str(o, ";w=");
+		put_u64(o, w ? w : 1);
+		put(o, "\r\n", 2);
+
+		put_str(o, "RateLimit: ");
+		put_sf_string(o, rule_name);
+		put_str(o, ";r=");
+		put_u64(o, res->remaining);
+		put_str(o, ";t=");
+		put_u64(o, t);
+		put(o, "\r\n", 2);
+		break;
+	}
+	case RL_HEADERS_XRATELIMIT:
+		put_field_u64(o, "X-RateLimit-Limit", res->limit);
+		put_field_u64(o, "X-RateLimit-Remaining", res->remaining);
+		put_field_u64(o, "X-RateLimit-Reset",
+			      reset_epoch_sec(wall_ms, res->reset_after_ns));
+		break;
+	case RL_HEADERS_NONE:
+	default:
+		break;
+	}
+}
+
 int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 		 const char *rule_name, const struct rl_result *res,
 		 const struct rl_rate *rate, enum rl_headers style,
@@ -240,49 +291,22 @@ int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 	put_fixed_fields(&o, req, sizeof(body_429) - 1);
 	put_field_u64(&o, "Retry-After", retry);
 
-	switch (style) {
-	case RL_HEADERS_RATELIMIT:
-		put_field_u64(&o, "RateLimit-Limit", res->limit);
-		put_field_u64(&o, "RateLimit-Remaining", res->remaining);
-		put_field_u64(&o, "RateLimit-Reset",
-			      rl_time_ceil_sec(res->reset_after_ns));
-		break;
-	case RL_HEADERS_IETF: {
-		/* draft-ietf-httpapi-ratelimit-headers-10: the policy is
-		 * q units per w seconds; w is an integer of at least 1. */
-		uint64_t w = rl_time_ceil_sec(rate->period_ns);
-
-		put_str(&o, "RateLimit-Policy: ");
-		put_sf_string(&o, rule_name);
-		put_str(&o, ";q=");
-		put_u64(&o, rate->count);
-		put_str(&o, ";w=");
-		put_u64(&o, w ? w : 1);
-		put(&o, "\r\n", 2);
-
-		put_str(&o, "RateLimit: ");
-		put_sf_string(&o, rule_name);
-		put_str(&o, ";r=");
-		put_u64(&o, res->remaining);
-		put_str(&o, ";t=");
-		put_u64(&o, retry);
-		put(&o, "\r\n", 2);
-		break;
-	}
-	case RL_HEADERS_XRATELIMIT:
-		put_field_u64(&o, "X-RateLimit-Limit", res->limit);
-		put_field_u64(&o, "X-RateLimit-Remaining", res->remaining);
-		put_field_u64(&o, "X-RateLimit-Reset",
-			      reset_epoch_sec(wall_ms, res->reset_after_ns));
-		break;
-	case RL_HEADERS_NONE:
-	default:
-		break;
-	}
+	put_fields(&o, rule_name, res, rate, style, wall_ms, retry);
 
 	put(&o, "\r\n", 2);
 	if (!(req && req->head))
 		put(&o, body_429, sizeof(body_429) - 1);
+	return finish(&o);
+}
+
+int rl_reply_fields(char *buf, size_t len, const char *rule_name,
+		    const struct rl_result *res, const struct rl_rate *rate,
+		    enum rl_headers style, uint64_t wall_ms)
+{
+	struct out o = { .buf = buf, .len = len };
+
+	put_fields(&o, rule_name, res, rate, style, wall_ms,
+		   rl_time_ceil_sec(res->reset_after_ns));
 	return finish(&o);
 }
 

@@ -34,6 +34,16 @@ int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 		 const struct rl_rate *rate, enum rl_headers style,
 		 uint64_t wall_ms, int store_down);
 
+/*
+ * The fields headers_on = all inserts into an allowed answer's head, for
+ * rule `rule_name` with `res` as it was decided, each line ending in CRLF
+ * (the IETF RateLimit field's t is the reset). Returns the length written
+ * (< len), or -ENOSPC.
+ */
+int rl_reply_fields(char *buf, size_t len, const char *rule_name,
+		    const struct rl_result *res, const struct rl_rate *rate,
+		    enum rl_headers style, uint64_t wall_ms);
+
 /* The 400 sent before closing a connection whose framing is uncertain;
  * `why` is a short reason put in the JSON body ("bare LF in head"). */
 int rl_reply_400(char *buf, size_t len, const struct rl_reply_req *req,

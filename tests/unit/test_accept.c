@@ -384,7 +384,7 @@ static void test_written(void **state)
 	assert_null(rl_io_written(fd));
 	/* Answers not framed: passed, ... */
 	c->state = RL_CONN_HTTP;
-	c->ans_broken = 1;
+	c->ans.broken = 1;
 	assert_null(rl_io_written(fd));
 	/* ... unless the shim has answered: then swallowed. */
 	c->state = RL_CONN_DONE;

@@ -157,7 +157,10 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_rule, seq_ns), 224);
 	assert_int_equal(sizeof(struct rl_shm_plan), 16);
 
-	assert_int_equal(sizeof(struct rl_shm_shard), RL_MAX_RULES * 16);
+	assert_int_equal(sizeof(struct rl_shm_answers), 160);
+	assert_int_equal(offsetof(struct rl_shm_answers, service), 40);
+	assert_int_equal(offsetof(struct rl_shm_answers, service_sum_us), 152);
+	assert_int_equal(sizeof(struct rl_shm_shard), RL_MAX_RULES * (16 + 160));
 
 	assert_int_equal(sizeof(struct rl_slot), 32);
 	assert_int_equal(offsetof(struct rl_slot, key), 0);
@@ -167,7 +170,7 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_slot, provisional), 21);
 	assert_int_equal(offsetof(struct rl_slot, sync_fails), 22);
 	assert_int_equal(offsetof(struct rl_slot, fails), 24);
-	assert_int_equal(RL_SHM_VERSION, 4);
+	assert_int_equal(RL_SHM_VERSION, 5);
 
 	assert_int_equal(sizeof(struct rl_slot_meta), 64);
 	assert_int_equal(offsetof(struct rl_slot_meta, tag), 0);
@@ -200,7 +203,8 @@ static void test_layout(void **state)
 	/* 1,024 slots: header, rules, shards, slots, meta, bans, asks, the
 	 * kept configuration, page-aligned. */
 	assert_int_equal(rl_table_layout_size(1024),
-			 1200128 + RL_ASKS * 64 + RL_KEPT_MAX);
+			 1200128 + RL_SHARDS * RL_MAX_RULES * 160 +
+				 RL_ASKS * 64 + RL_KEPT_MAX);
 	assert_int_equal(rl_table_capacity_round(1), 16);
 	assert_int_equal(rl_table_capacity_round(1000), 1024);
 	assert_int_equal(rl_table_capacity_round(1025), 2048);
@@ -301,7 +305,7 @@ static void test_wrong_version(void **state)
 	assert_int_equal(pwrite(fd, &v, 4, offsetof(struct rl_shm_header,
 						    version)), 4);
 	close(fd);
-	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 5");
+	expect_open_refused(RL_TABLE_CREATE, -EPROTO, "layout version 6");
 }
 
 static void test_wrong_size(void **state)
