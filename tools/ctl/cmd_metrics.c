@@ -46,6 +46,61 @@ static void sample(const char *name, uint64_t v)
 	printf("%s %llu\n", name, (unsigned long long)v);
 }
 
+/* A number of seconds from microseconds, as Prometheus writes them. */
+static void seconds(uint64_t us)
+{
+	printf("%llu.%06llu", (unsigned long long)(us / 1000000),
+	       (unsigned long long)(us % 1000000));
+}
+
+/* The application's answers to the requests each rule counted: by status
+ * class, and their service times as a histogram (cumulative buckets). */
+static void answers(const struct ctl_snapshot *s)
+{
+	static const uint64_t le_us[RL_SERVICE_BUCKETS] = RL_SERVICE_LE_US;
+	static const char *const classes[5] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
+
+	family("rlshim_responses_total", "counter",
+	       "Final answers the application wrote to requests a rule "
+	       "counted, by status class.");
+	for (unsigned i = 0; i < s->nrules; i++) {
+		for (unsigned k = 0; k < 5; k++) {
+			fputs("rlshim_responses_total{", stdout);
+			label("rule", s->rules[i].name, 0);
+			label("class", classes[k], 1);
+			printf("} %llu\n", (unsigned long long)s->rules[i].answers[k]);
+		}
+	}
+	family("rlshim_response_seconds", "histogram",
+	       "The application's service time (request head read to "
+	       "answer head written) of requests a rule counted.");
+	for (unsigned i = 0; i < s->nrules; i++) {
+		const struct ctl_rule *r = &s->rules[i];
+		uint64_t cum = 0;
+
+		for (unsigned b = 0; b < RL_SERVICE_BUCKETS; b++) {
+			cum += r->service[b];
+			fputs("rlshim_response_seconds_bucket{", stdout);
+			label("rule", r->name, 0);
+			if (le_us[b] == UINT64_MAX) {
+				fputs("le=\"+Inf\"", stdout);
+			} else {
+				fputs("le=\"", stdout);
+				printf("%g", (double)le_us[b] / 1e6);
+				fputs("\"", stdout);
+			}
+			printf("} %llu\n", (unsigned long long)cum);
+		}
+		fputs("rlshim_response_seconds_sum{", stdout);
+		label("rule", r->name, 1);
+		fputs("} ", stdout);
+		seconds(r->service_sum_us);
+		fputs("\nrlshim_response_seconds_count{", stdout);
+		label("rule", r->name, 1);
+		printf("} %llu\n", (unsigned long long)cum);
+	}
+}
+
 static void rules(const struct ctl_snapshot *s)
 {
 	if (!s->nrules)
@@ -63,6 +118,7 @@ static void rules(const struct ctl_snapshot *s)
 								  : s->rules[i].allowed));
 		}
 	}
+	answers(s);
 	family("rlshim_bans_issued_total", "counter",
 	       "Bans issued by a rule's maxretry on this host.");
 	for (unsigned i = 0; i < s->nrules; i++) {
@@ -161,6 +217,8 @@ const struct ctl_command ctl_cmd_metrics = {
 	.help = "Prometheus text format, for node_exporter",
 	.more = "  Families: rlshim_requests_total{rule,decision}, "
 		"rlshim_bans_issued_total{rule},\n"
+		"  rlshim_responses_total{rule,class}, "
+		"rlshim_response_seconds{rule} (a histogram),\n"
 		"  rlshim_bans_active, rlshim_ban_refusals_total, "
 		"rlshim_table_capacity,\n"
 		"  rlshim_table_keys, rlshim_table_evictions_total, "

@@ -101,6 +101,11 @@ static void rules(struct ctl *c, struct ctl_snapshot *s)
 		r->allowed += st.allowed;
 		r->denied += st.denied;
 		r->bans += st.bans;
+		for (unsigned k = 0; k < 5; k++)
+			r->answers[k] += st.answers[k];
+		for (unsigned b = 0; b < RL_SERVICE_BUCKETS; b++)
+			r->service[b] += st.service[b];
+		r->service_sum_us += st.service_sum_us;
 	}
 	/* A file that does not parse has no rules of its own: then every name
 	 * of the segment is shown as it is, none as retired. */
