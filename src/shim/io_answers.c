@@ -579,9 +579,11 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 			c->ans.ins = 1;
 		}
 		done += app;
-		if (done == total) {
+		if (done == total || c->state == RL_CONN_DONE) {
+			/* All of it; or the shim has answered a denial that
+			 * waited for these answers, and swallows the rest. */
 			errno = saved;
-			return (ssize_t)done;
+			return (ssize_t)total;
 		}
 		if ((size_t)r < npend + len + w.text_len && done) {
 			errno = saved;
