@@ -353,11 +353,13 @@ static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
 			default: /* a chunked body, to its end (h.last) */
 				rl_http_feed(&a->h, b + (pos - seg_off), end - pos, &f);
 				pos += f.used;
-				if (f.event == RL_HTTP_EV_DONE) {
+				if (f.event != RL_HTTP_EV_NONE &&
+				    f.event != RL_HTTP_EV_DONE) {
+					fail(w);
+				} else if (a->h.phase == RL_HTTP_DONE) {
+					/* its last byte, here or at the end */
 					a->h.phase = RL_HTTP_IDLE;
 					answer_ended(a);
-				} else if (f.event != RL_HTTP_EV_NONE) {
-					fail(w);
 				}
 				continue;
 			}
