@@ -399,14 +399,24 @@ static int refund_keyref(struct rl_table *t, unsigned rule,
 		atomic_fetch_sub_explicit(&c->allowed, 1, memory_order_relaxed);
 	}
 	{
-		/* Nor is it owed to the other hosts, unless already synced. */
+		/* Nor is it owed to the other hosts: taken off what the next
+		 * sync sends, or, if that was sent already, sent as given
+		 * back (a count_status answer comes after the sync). */
 		uint32_t a = atomic_load_explicit(&s->sync_admitted,
-						  memory_order_relaxed);
+						  memory_order_relaxed), b;
 
-		while ((a & ~RL_SYNC_DENIED) >= cost &&
-		       !atomic_compare_exchange_weak(
-					    &s->sync_admitted, &a, a - cost))
-			;
+		do {
+			uint32_t back = (a & RL_SYNC_RETURNED) >>
+					RL_SYNC_RETURNED_SHIFT;
+
+			if ((a & RL_SYNC_COUNT) >= cost)
+				b = a - cost;
+			else if (back + cost <= RL_SYNC_RETURNED >>
+						 RL_SYNC_RETURNED_SHIFT)
+				b = a + (cost << RL_SYNC_RETURNED_SHIFT);
+			else
+				break; /* too many: charged for good */
+		} while (!atomic_compare_exchange_weak(&s->sync_admitted, &a, b));
 	}
 	return 0;
 }

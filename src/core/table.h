@@ -190,6 +190,7 @@ struct rl_sync_item {
 	uint64_t tag;       /* the key's identity in that slot */
 	unsigned rule;
 	uint32_t admitted;  /* cost admitted since the last collect */
+	uint32_t returned;  /* cost given back since, admitted before it */
 	uint8_t denied;     /* some request was refused since */
 	uint8_t plan;       /* 0: the rule's rate; n: plan n-1 */
 	uint8_t key_len;
