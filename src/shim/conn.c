@@ -187,6 +187,7 @@ void rl_fd_forget(struct rl_fd *e)
 		rl_conn_unhold(c);
 	}
 	rl_conn_unahead(c);
+	rl_owed_done(c);
 	give_back(&conns, index - 1);
 }
 
@@ -252,6 +253,42 @@ void rl_conn_unahead(struct rl_conn *c)
 {
 	if (c->ahead)
 		hold_put(&c->ahead);
+}
+
+struct rl_owed *rl_owed_find(struct rl_conn *c, uint32_t k)
+{
+	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
+
+	if (o->req == k)
+		return o;
+	if (!c->owed_more)
+		return NULL;
+	o = (struct rl_owed *)(void *)c->owed_more->data + (k - 1) % RL_OWED_MORE;
+	return o->req == k ? o : NULL;
+}
+
+struct rl_owed *rl_owed_new(struct rl_conn *c, uint32_t k, uint32_t answered)
+{
+	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
+	uint32_t h;
+
+	if (!o->req || o->req <= answered)
+		return o;
+	if (!c->owed_more) {
+		if ((h = pop(&holds)) == UINT32_MAX)
+			return NULL;
+		c->owed_more = item_at(&holds, h);
+		memset(c->owed_more->data, 0,
+		       RL_OWED_MORE * sizeof(struct rl_owed));
+	}
+	o = (struct rl_owed *)(void *)c->owed_more->data + (k - 1) % RL_OWED_MORE;
+	return !o->req || o->req <= answered ? o : NULL;
+}
+
+void rl_owed_done(struct rl_conn *c)
+{
+	if (c->owed_more)
+		hold_put(&c->owed_more);
 }
 
 void rl_conn_stats(struct rl_conn_stats *out)

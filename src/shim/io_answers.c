@@ -111,14 +111,6 @@ static size_t answer_body(struct rl_ans *a, size_t n)
 	return n;
 }
 
-/* The record of request `k`, if it has one. */
-static struct rl_owed *owed(struct rl_conn *c, uint32_t k)
-{
-	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
-
-	return o->req == k ? o : NULL;
-}
-
 /* The answer to request `o` has its head out with `status`: count it for
  * the rules that counted the request, give back what count_status does
  * not charge. */
@@ -199,7 +191,7 @@ static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr
 		fail(w); /* an answer to no request it was given */
 		return 0;
 	}
-	o = owed(c, k);
+	o = rl_owed_find(c, k);
 	if (c->upgrade_wait && k == c->switch_at) {
 		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
 
@@ -313,7 +305,7 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 	if (!w->real && !a->ins && a->ahead_len >= 3 &&
 	    h->data[a->ahead_len - 1] == '\r' && h->data[a->ahead_len - 2] == '\n') {
 		unsigned st = head_status(h->data, a->ahead_len);
-		struct rl_owed *o = owed(c, a->heads + 1);
+		struct rl_owed *o = rl_owed_find(c, a->heads + 1);
 
 		if (st >= 200 && o && o->near >= 0 &&
 		    !(c->upgrade_wait && a->heads + 1 == c->switch_at)) {
@@ -409,6 +401,8 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		answer_ended(&c->ans); /* a chunked one, or one with no body */
 	if (!c->ans.ahead_len)
 		rl_conn_unahead(c);
+	if (c->owed_more && c->ans.heads == c->delivered)
+		rl_owed_done(c); /* the long pipeline is answered */
 	answers_out(c, fd);
 }
 
