@@ -383,6 +383,11 @@ def main():
                   f'function), the top {a.top} of the shim and libc:\n')
                 for line in function_table(ins, 'c', 'b', a.top):
                     p(line)
+                if 'd' in ins:
+                    p(f'What count_status adds, (d) against (b), `sendfile '
+                      f'{sf}`, the top {a.top} by difference:\n')
+                    for line in function_table(ins, 'd', 'b', a.top, True):
+                        p(line)
                 if 'o' not in ins:
                     continue
                 p(f'Where (b) differs from the older shim (o), '
