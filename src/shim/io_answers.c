@@ -57,18 +57,23 @@ struct ins {
 	uint16_t off, len; /* in walk.text */
 };
 
+/* What a look ahead finds: where the fields go, and their text. */
+struct look {
+	struct ins ins[INS_MAX];
+	unsigned nins;
+	size_t stop;         /* it stopped before this byte (no more room) */
+	size_t text_len;
+	char text[INS_MAX * RL_FIELDS_MAX];
+};
+
+/* Small, set field by field: it is on the path of every answer. */
 struct walk {
 	struct rl_conn *c;
 	struct rl_ans *a;    /* c->ans, or a copy (a look ahead) */
 	int fd;
 	int real;            /* the bytes went out: act on what they say */
 	ssize_t base;        /* the write's offset of c->ahead->data[0] */
-	/* a look ahead: the insertions found */
-	struct ins ins[INS_MAX];
-	unsigned nins;
-	size_t stop;         /* the look ahead stopped before this byte */
-	char text[INS_MAX * RL_FIELDS_MAX];
-	size_t text_len;
+	struct look *look;   /* a look ahead's findings, else NULL */
 };
 
 /* The answers can no longer be told apart: a denial that waited for them
@@ -139,11 +144,12 @@ static int insert(struct walk *w, const struct rl_owed *o, size_t at)
 	struct rl_result res = { .allowed = 1, .limit = o->limit,
 				 .remaining = o->remaining,
 				 .reset_after_ns = o->reset_ns };
+	struct look *l = w->look;
 	uint64_t wall = 0;
 	int n;
 
-	if (w->nins == INS_MAX) {
-		w->stop = at;
+	if (l->nins == INS_MAX) {
+		l->stop = at;
 		return -1;
 	}
 	if (o->cfg->headers == RL_HEADERS_XRATELIMIT) {
@@ -153,15 +159,15 @@ static int insert(struct walk *w, const struct rl_owed *o, size_t at)
 
 		wall = rl_time_wall_ms() - since / RL_NS_PER_MS;
 	}
-	n = rl_reply_fields(w->text + w->text_len, RL_FIELDS_MAX, r->name, &res,
+	n = rl_reply_fields(l->text + l->text_len, RL_FIELDS_MAX, r->name, &res,
 			    &r->rate, o->cfg->headers, wall);
 	if (n <= 0)
 		return 0; /* nothing to say (headers = none) */
-	w->ins[w->nins].at = at;
-	w->ins[w->nins].off = (uint16_t)w->text_len;
-	w->ins[w->nins].len = (uint16_t)n;
-	w->nins++;
-	w->text_len += (size_t)n;
+	l->ins[l->nins].at = at;
+	l->ins[l->nins].off = (uint16_t)l->text_len;
+	l->ins[l->nins].len = (uint16_t)n;
+	l->nins++;
+	l->text_len += (size_t)n;
 	return 0;
 }
 
@@ -387,13 +393,26 @@ static void answers_out(struct rl_conn *c, int fd)
 		rl_io_answer(c, fd);
 }
 
+/* A walk over `c`'s answers as they are (real) or over a copy `a`. */
+static void walk_init(struct walk *w, struct rl_conn *c, struct rl_ans *a,
+		      int fd, struct look *look)
+{
+	w->c = c;
+	w->a = a;
+	w->fd = fd;
+	w->real = !look;
+	w->base = 0;
+	w->look = look;
+}
+
 void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		 size_t n)
 {
-	struct walk w = { .c = c, .a = &c->ans, .fd = fd, .real = 1 };
+	struct walk w;
 
 	if (c->ans.broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
 		return;
+	walk_init(&w, c, &c->ans, fd, NULL);
 	walk(&w, iov, iovcnt, n);
 	if (c->ans.broken)
 		return;
@@ -412,8 +431,9 @@ void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
 		return;
 	/* A file's bytes can only be a body with a length. */
 	if (c->ans.h.phase != RL_HTTP_BODY || c->ans.h.remaining < n) {
-		struct walk w = { .c = c, .a = &c->ans, .fd = fd, .real = 1 };
+		struct walk w;
 
+		walk_init(&w, c, &c->ans, fd, NULL);
 		fail(&w);
 		return;
 	}
@@ -455,8 +475,9 @@ static int iov_from(const struct iovec *iov, int cnt, size_t skip,
 }
 
 /* Lay out `view` (its first `len` bytes) with the insertions of `w` in
- * place, after `npend` bytes still owed from before. */
-static int lay_out(const struct walk *w, const struct iovec *view, int vcnt,
+ * place (`w`, the look ahead's), after `npend` bytes still owed from
+ * before. */
+static int lay_out(const struct look *w, const struct iovec *view, int vcnt,
 		   size_t len, const char *pend, size_t npend, struct iovec *out)
 {
 	size_t at = 0;
@@ -491,7 +512,7 @@ static int lay_out(const struct walk *w, const struct iovec *view, int vcnt,
  * application's (*app), and where the stop fell: inside insertion *in
  * (then *in_off of it went), or -1.
  */
-static size_t mapped(const struct walk *w, size_t r, size_t npend, int *in,
+static size_t mapped(const struct look *w, size_t r, size_t npend, int *in,
 		     size_t *in_off)
 {
 	size_t app = 0;
@@ -526,7 +547,8 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 	int saved = errno, first = 1;
 
 	for (;;) {
-		struct walk w = { .c = c, .fd = fd, .stop = SIZE_MAX };
+		struct walk w;
+		struct look lk;
 		struct rl_ans look = c->ans;
 		struct iovec view[SEND_IOV / 2 - INS_MAX], out[SEND_IOV];
 		struct msghdr m = { 0 };
@@ -538,13 +560,16 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		int in;
 
 		/* Where the fields go in this piece. */
-		w.a = &look;
+		lk.nins = 0;
+		lk.stop = SIZE_MAX;
+		lk.text_len = 0;
+		walk_init(&w, c, &look, fd, &lk);
 		if (!c->ans.broken && c->state != RL_CONN_DONE)
 			walk(&w, view, vcnt, len);
-		if (w.stop < len)
-			len = w.stop;
+		if (lk.stop < len)
+			len = lk.stop;
 		m.msg_iov = out;
-		m.msg_iovlen = (size_t)lay_out(&w, view, vcnt, len,
+		m.msg_iovlen = (size_t)lay_out(&lk, view, vcnt, len,
 					       c->pend + c->pend_off, npend, out);
 		if (first && app_msg) {
 			m.msg_control = app_msg->msg_control;
@@ -558,7 +583,7 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 			return (ssize_t)done;
 		}
 		first = 0;
-		app = mapped(&w, (size_t)r, npend, &in, &in_off);
+		app = mapped(&lk, (size_t)r, npend, &in, &in_off);
 		c->pend_off += (uint16_t)((size_t)r < npend ? (size_t)r : npend);
 		if (c->pend_off == c->pend_len)
 			c->pend_off = c->pend_len = 0;
@@ -567,11 +592,11 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		if (in >= 0) {
 			/* Stopped at fields of a head whose blank line is the
 			 * application's next byte: the rest of them first. */
-			const struct ins *x = &w.ins[in];
+			const struct ins *x = &lk.ins[in];
 
 			c->pend_len = (uint16_t)(x->len - in_off);
 			c->pend_off = 0;
-			memcpy(c->pend, w.text + x->off + in_off, c->pend_len);
+			memcpy(c->pend, lk.text + x->off + in_off, c->pend_len);
 			c->ans.ins = 1;
 		}
 		done += app;
@@ -581,7 +606,7 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 			errno = saved;
 			return (ssize_t)total;
 		}
-		if ((size_t)r < npend + len + w.text_len && done) {
+		if ((size_t)r < npend + len + lk.text_len && done) {
 			errno = saved;
 			return (ssize_t)done; /* a short write */
 		}
