@@ -18,11 +18,14 @@
 
 /* Counters are per CPU shard: processes on different CPUs do not fight over
  * one cache line. */
+static __thread uint32_t last_shard;
+
 static inline uint32_t shard_of(void)
 {
 	int cpu = sched_getcpu();
 
-	return cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
+	last_shard = cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
+	return last_shard;
 }
 
 static void count(struct rl_table *t, unsigned rule, int allowed)
@@ -476,7 +479,9 @@ void rl_table_count_answer(struct rl_table *t, unsigned rule, unsigned status,
 
 	if (rule >= RL_MAX_RULES || status < 100 || status > 599)
 		return;
-	a = &t->shards[shard_of()].answers[rule];
+	/* The shard of this thread's last decision: any shard counts the
+	 * same, and this one is most likely its CPU's still. */
+	a = &t->shards[last_shard].answers[rule];
 	while (us > service_le_us[b])
 		b++; /* the last bound is UINT64_MAX */
 	atomic_fetch_add_explicit(&a->classes[status / 100 - 1], 1,
