@@ -171,6 +171,56 @@ static int insert(struct walk *w, const struct rl_owed *o, size_t at)
 	return 0;
 }
 
+/* 1 if `status`, answering the request an Upgrade or a CONNECT was
+ * allowed for, hands the connection over: 101 to the Upgrade, 2xx to the
+ * CONNECT. Any other is an answer like the rest (a server that declines a
+ * WebSocket). */
+static int switches(enum rl_switch sw, unsigned status)
+{
+	return (sw == RL_SWITCH_UPGRADE && status == 101) ||
+	       (sw == RL_SWITCH_CONNECT && status / 100 == 2);
+}
+
+/*
+ * The answer to the request an Upgrade or a CONNECT was allowed for, with
+ * `ans`: 1 if it hands the connection over (a look ahead looks no further:
+ * what comes after may not be HTTP), 0 if it is an answer like the rest,
+ * fields and all (a server that declines a WebSocket).
+ */
+static int switch_head(struct walk *w, struct rl_owed *o,
+		       const struct rl_http_answer *ans)
+{
+	struct rl_conn *c = w->c;
+	enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
+
+	if (!switches(sw, (unsigned)ans->status)) {
+		if (w->real)
+			c->upgrade_wait = 0;
+		return 0;
+	}
+	if (!w->real) {
+		w->a->broken = 1;
+		return 1;
+	}
+	c->upgrade_wait = 0;
+	if (o)
+		settle(c, o, (unsigned)ans->status);
+	if (sw == RL_SWITCH_UPGRADE) {
+		c->state = RL_CONN_PASS;
+		rl_http_pass(&c->http);
+		if (c->hold)
+			c->hold->decided = c->hold->len;
+		w->a->broken = 1;
+		return 1;
+	}
+	/* A tunnel: TLS in it passes untouched, but requests the application
+	 * may still read as HTTP/1.x (a server that answers 200 and does not
+	 * tunnel) are framed and counted. */
+	c->http.tunnel = 1;
+	fail(w);
+	return 1;
+}
+
 /*
  * An answer head with `ap` is written whole; its blank line starts at the
  * write's byte `cr` (negative: in an earlier write). Whose answer is it,
@@ -198,37 +248,8 @@ static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr
 		return 0;
 	}
 	o = rl_owed_find(c, k);
-	if (c->upgrade_wait && k == c->switch_at) {
-		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
-
-		if (!w->real) {
-			/* What comes after may not be HTTP: look no further. */
-			a->broken = 1;
-			return 0;
-		}
-		c->upgrade_wait = 0;
-		if (sw == RL_SWITCH_UPGRADE && ans.status == 101) {
-			if (o)
-				settle(c, o, (unsigned)ans.status);
-			c->state = RL_CONN_PASS;
-			rl_http_pass(&c->http);
-			if (c->hold)
-				c->hold->decided = c->hold->len;
-			a->broken = 1;
-			return 0;
-		}
-		if (sw == RL_SWITCH_CONNECT && ans.status / 100 == 2) {
-			/* A tunnel: TLS in it passes untouched, but requests
-			 * the application may still read as HTTP/1.x (a
-			 * server that answers 200 and does not tunnel) are
-			 * framed and counted. */
-			if (o)
-				settle(c, o, (unsigned)ans.status);
-			c->http.tunnel = 1;
-			fail(w);
-			return 0;
-		}
-	}
+	if (c->upgrade_wait && k == c->switch_at && switch_head(w, o, &ans))
+		return 0;
 	if (ans.status == 101) {
 		fail(w); /* a switch nobody was allowed: stop here */
 		return 0;
@@ -314,7 +335,8 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 		struct rl_owed *o = rl_owed_find(c, a->heads + 1);
 
 		if (st >= 200 && o && o->near >= 0 &&
-		    !(c->upgrade_wait && a->heads + 1 == c->switch_at)) {
+		    !(c->upgrade_wait && a->heads + 1 == c->switch_at &&
+		      switches((enum rl_switch)c->upgrade_wait, st))) {
 			if (insert(w, o, end - 1))
 				return 0;
 			a->ins = 1; /* not again when the head ends */

@@ -430,10 +430,29 @@ def examples():
     assert p.returncode == 1 and p.stderr.startswith(f'{bad}:2: bad rate'), p.stderr
 
 
+# ---- headers_on = all: a declined switch ----------------------------------------
+
+def declined_upgrade_fields():
+    """An Upgrade the application declines (legacy_server answers it 200)
+    is an answer like any other: with headers_on = all it carries the
+    fields, and so do the answers pipelined after it in the same write."""
+    s = Legacy('headers_on = all\n[limit:a]\nmatch = *\nrate = 3/m\n')
+    try:
+        up = request('GET', '/books', {'Upgrade': 'websocket', 'Connection': 'Upgrade'},
+                     close=False)
+        rs = parse_responses(exchange(s.port, up + request('GET', '/books')))
+        assert [r.status for r in rs] == [200, 200], rs
+        assert [r.headers.get('ratelimit-remaining') for r in rs] == ['2', '1'], \
+            [r.headers for r in rs]
+    finally:
+        s.stop()
+
+
 TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
          client_gone_mid_head, smuggling, upgrade]
+TESTS.append(declined_upgrade_fields)
 
 
 def main():
