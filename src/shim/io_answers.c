@@ -271,15 +271,19 @@ static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr
 	return 0;
 }
 
-/* The status of a head in progress whose status line is whole (it holds
- * an LF), or 0. */
-static unsigned head_status(const uint8_t *p, size_t len)
+/* The status of the head in `h`, `len` bytes up to its blank line's CR,
+ * if the walk will frame it once the LF comes (head_piece's parse), else
+ * 0: fields inserted into a head it then fails would not leave that head
+ * unchanged. The LF goes past the bytes any walk keeps (RL_HOLD_SIZE >
+ * RL_ANSWER_HEAD_MAX). */
+static unsigned head_status(struct rl_hold *h, uint32_t len)
 {
-	if (len < 14 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ' ||
-	    p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' ||
-	    p[11] < '0' || p[11] > '9')
+	struct rl_http_answer ans;
+
+	h->data[len] = '\n';
+	if (rl_http_parse_answer(h->data, len + 1, &ans))
 		return 0;
-	return (unsigned)((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+	return (unsigned)ans.status;
 }
 
 /*
@@ -331,7 +335,7 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 	 * fields go before it, now. */
 	if (!w->real && !a->ins && a->ahead_len >= 3 &&
 	    h->data[a->ahead_len - 1] == '\r' && h->data[a->ahead_len - 2] == '\n') {
-		unsigned st = head_status(h->data, a->ahead_len);
+		unsigned st = head_status(h, a->ahead_len);
 		struct rl_owed *o = rl_owed_find(c, a->heads + 1);
 
 		if (st >= 200 && o && o->near >= 0 &&
