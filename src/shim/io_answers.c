@@ -362,9 +362,14 @@ static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
 				continue;
 			}
 			if (a->ahead_len == 0) {
-				/* A head whole in this buffer: one pass. */
+				/* A head whole in this buffer: one pass. Only
+				 * as far as a head may go: a longer one is
+				 * not framed here either (head_piece). */
+				size_t max = end - pos < RL_ANSWER_HEAD_MAX ?
+					     end - pos : RL_ANSWER_HEAD_MAX;
+
 				rc = rl_http_answer_prefix(b + (pos - seg_off),
-							   end - pos, &ans, &used);
+							   max, &ans, &used);
 				if (rc == 0) {
 					if (head_done(w, &ans, (ssize_t)(pos + used - 2)))
 						return;

@@ -799,6 +799,62 @@ static void test_chunked_then_next(void **state)
 	pair_close(&p);
 }
 
+/*
+ * A head over 16 KiB is not framed: it and every answer after it pass
+ * unchanged, however it is written (whole in one buffer, or in pieces).
+ * One of exactly 16 KiB is framed, either way.
+ */
+static void big_head(char *out, size_t head_len, const char *body)
+{
+	static const char pre[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Big: ";
+	size_t pl = strlen(pre), fill = head_len - pl - 4;
+
+	memcpy(out, pre, pl);
+	memset(out + pl, 'b', fill);
+	memcpy(out + pl + fill, "\r\n\r\n", 4);
+	strcpy(out + head_len, body);
+}
+
+static void test_big_head(void **state)
+{
+	static char big[RL_ANSWER_HEAD_MAX + 64], app[2 * RL_ANSWER_HEAD_MAX],
+		want[2 * RL_ANSWER_HEAD_MAX];
+	static const char next[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nB2";
+
+	(void)state;
+	for (int over = 0; over < 2; over++)
+		for (int pieces = 0; pieces < 2; pieces++) {
+			struct pair p;
+			const char *f[2];
+			uint32_t k;
+			size_t len, wl;
+
+			pair_open(&p);
+			big_head(big, RL_ANSWER_HEAD_MAX + (size_t)over, "B1");
+			k = ask(&p, "GET /p HTTP/1.1\r\n\r\nGET /p HTTP/1.1\r\n\r\n");
+			f[0] = over ? "" : fields_of(&p, k);
+			f[1] = over ? "" : fields_of(&p, k + 1);
+			len = join(app, sizeof(app), (const char *[]){ big, next }, 2);
+			wl = expect(want, sizeof(want), (const char *[]){ big, next }, f, 2);
+			wire_reset();
+			if (pieces) {
+				for (size_t at = 0; at < len; at += 1000) {
+					size_t n = len - at < 1000 ? len - at : 1000;
+
+					assert_int_equal(app_write(&p, app + at, n), (ssize_t)n);
+				}
+			} else {
+				assert_int_equal(app_write(&p, app, len), (ssize_t)len);
+			}
+			if (wire.len != wl || memcmp(wire.buf, want, wl))
+				fail_msg("a head of %zu bytes written %s: %zu bytes out, "
+					 "%zu expected (%s)", (size_t)RL_ANSWER_HEAD_MAX + (size_t)over,
+					 pieces ? "in pieces" : "whole", wire.len, wl,
+					 over ? "unchanged" : "with fields");
+			pair_close(&p);
+		}
+}
+
 /* An answer to a request no rule counted gets nothing, in a write that
  * inserts nothing; next to one that does, only that one gets fields. */
 static void test_uncounted(void **state)
@@ -930,6 +986,7 @@ int main(void)
 		cmocka_unit_test(test_head_then_next),
 		cmocka_unit_test(test_interim_then_final),
 		cmocka_unit_test(test_chunked_then_next),
+		cmocka_unit_test(test_big_head),
 		cmocka_unit_test(test_uncounted),
 		cmocka_unit_test(test_count_status),
 		cmocka_unit_test(test_count_status_short),
