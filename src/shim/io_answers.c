@@ -282,6 +282,14 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 		fail(w);
 		return 0;
 	}
+	if (old == 0 && !w->real && c->ans.ahead_len) {
+		/* A look ahead that ended the head the buffer holds and
+		 * begins another would write over it before the walk for
+		 * real reads it: this call goes up to here, the next looks
+		 * on. */
+		w->stop = pos;
+		return 0;
+	}
 	if (old == 0)
 		w->base = (ssize_t)pos;
 	if (n > RL_ANSWER_HEAD_MAX - old)

@@ -974,6 +974,65 @@ static void test_count_status_short(void **state)
 	pair_close(&p);
 }
 
+/*
+ * One write ends a head written in pieces and begins the next one, also
+ * in pieces: each head is read as the application wrote it. (The look
+ * ahead once put the second head's bytes over the first's in the buffer
+ * they share, so the first was read with the second's status line: a 404
+ * counted as a 2xx, a 401 that count_status keeps given back.)
+ */
+static void test_two_heads_in_pieces(void **state)
+{
+	static const char a1[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno";
+	static const char a2[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	static const char no[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno";
+	static char app[256], want[1024];
+	size_t l1 = strlen(a1), h1 = l1 - 2, h2 = strlen(a2) - 2, len, wl;
+	struct rl_rule_stats before = stats_of(RULE_PAGE), after;
+	unsigned n = 0;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	len = join(app, sizeof(app), (const char *[]){ a1, a2 }, 2);
+	for (size_t s = 1; s < h1; s++)
+		for (size_t t = 1; t < h2; t++) {
+			const char *f[2];
+			uint32_t k = ask(&p, "GET /p HTTP/1.1\r\n\r\nGET /p HTTP/1.1\r\n\r\n");
+
+			f[0] = fields_of(&p, k);
+			f[1] = fields_of(&p, k + 1);
+			wl = expect(want, sizeof(want), (const char *[]){ a1, a2 }, f, 2);
+			wire_reset();
+			assert_int_equal(app_write(&p, app, s), (ssize_t)s);
+			assert_int_equal(app_write(&p, app + s, l1 + t - s), (ssize_t)(l1 + t - s));
+			assert_int_equal(app_write(&p, app + l1 + t, len - l1 - t),
+					 (ssize_t)(len - l1 - t));
+			wire_is(want, wl);
+			n++;
+		}
+	after = stats_of(RULE_PAGE);
+	assert_int_equal(after.answers[3] - before.answers[3], n);
+	assert_int_equal(after.answers[1] - before.answers[1], n);
+	pair_close(&p);
+
+	/* The failed login stays charged, the good one is given back. */
+	pair_open_from(&p, 4);
+	{
+		static char two[2 * sizeof(login)];
+
+		snprintf(two, sizeof(two), "%s%s", login, login);
+		ask(&p, two);
+	}
+	assert_int_equal(login_left(&p), 1);
+	len = join(app, sizeof(app), (const char *[]){ no, a2 }, 2);
+	app_write_all(&p, app, 10);
+	app_write_all(&p, app + 10, strlen(no) + 10 - 10);
+	app_write_all(&p, app + strlen(no) + 10, len - strlen(no) - 10);
+	assert_int_equal(login_left(&p), 2);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -990,6 +1049,7 @@ int main(void)
 		cmocka_unit_test(test_uncounted),
 		cmocka_unit_test(test_count_status),
 		cmocka_unit_test(test_count_status_short),
+		cmocka_unit_test(test_two_heads_in_pieces),
 	};
 
 	return cmocka_run_group_tests_name("answers", tests, setup_all, teardown_all);
