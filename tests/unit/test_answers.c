@@ -121,7 +121,7 @@ static int setup_all(void **state)
 {
 	struct rl_err err;
 	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_ANY) };
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 
 	(void)state;
 	snprintf(seg, sizeof(seg), "rlshim-test-answers-%d", (int)getpid());
