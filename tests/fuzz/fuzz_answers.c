@@ -60,7 +60,7 @@ static unsigned byte(void)
 
 /* ---- the socket ----------------------------------------------------------------- */
 
-static char wire[1 << 18];
+static char wire[1 << 19];
 static size_t wire_len;
 static int last_eagain;
 
@@ -216,7 +216,8 @@ struct answer {
 	int bad_body;        /* a chunked body that is not: framing stops */
 };
 
-static char app[1 << 17], want[1 << 18];
+/* Room for a round's 12 answers, each with a head over 16 KiB. */
+static char app[1 << 19], want[1 << 19];
 static size_t app_len, want_len;
 
 static void put(const char *s, size_t n)
@@ -600,5 +601,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (round_trip(c, &framing))
 			break;
 	rl_io_close(FD);
+	{
+		/* Nothing of it stays: no connection, no buffer of a head. */
+		struct rl_conn_stats st;
+
+		rl_conn_stats(&st);
+		check(st.conns_live == 0 && st.holds_live == 0);
+	}
 	return 0;
 }
