@@ -2,8 +2,9 @@
 /*
  * fuzz_answers.c - libFuzzer target for the answer framer (io_answers.c).
  *
- * From the input: rounds of pipelined requests (GET or HEAD of a counted
- * path, of one no rule counts, POST /login charged by count_status), read
+ * From the input: rounds of up to 20 pipelined requests (GET or HEAD of a
+ * counted path, of one no rule counts, POST /login charged by
+ * count_status; past RL_OWED of them owed, some have no record), read
  * through rl_io_read(); the application's answers to them (interim 1xx
  * first or not, a status, extra fields, a body by Content-Length, chunked
  * with extensions and trailers, none, or to the end of the connection; a
@@ -42,7 +43,7 @@
 
 static void broke(const char *what, int line);
 
-#define MAX_REQ 12 /* a round's requests: below RL_OWED, all followed */
+#define MAX_REQ 20 /* a round's requests: some past RL_OWED */
 #define FD 1000    /* never open: what the shim does to it fails harmlessly */
 
 /* ---- the input ------------------------------------------------------------------ */
@@ -526,23 +527,33 @@ static int round_trip(struct rl_conn *c, int *framing)
 	}
 	if (c->state != RL_CONN_HTTP || c->delivered != first - 1 + (uint32_t)n)
 		abort();
+	/* Past RL_OWED answers owed a request has no record: its answer goes
+	 * as written, uncounted, a count_status charge kept. A HEAD there
+	 * stops the following of answers at once (its answer could not be
+	 * told from the next). */
+	for (int i = RL_OWED; i < n; i++)
+		if (kind[i] == REQ_HEAD)
+			*framing = 0;
 
 	app_len = want_len = 0;
 	for (int i = 0; i < n; i++) {
 		const struct rl_owed *o = &c->owed_req[(first + (uint32_t)i - 1) % RL_OWED];
 		struct answer *a = &ans[i];
 		char f[RL_FIELDS_MAX];
+		int rec = i < RL_OWED;
 		size_t fl;
 
-		if (o->req != first + (uint32_t)i)
+		if (rec && o->req != first + (uint32_t)i)
 			abort();
 		gen_answer(a, kind[i], i == n - 1);
-		fl = fields(o, f, sizeof(f));
+		fl = rec ? fields(o, f, sizeof(f)) : 0;
 		if (*framing && !a->big) {
 			want_put(app + a->at, a->blank - a->at);
 			want_put(f, fl);
 			want_put(app + a->blank, a->at + a->len - a->blank);
-			if (kind[i] == REQ_LOGIN) {
+			if (!rec) {
+				/* as written, and not counted */
+			} else if (kind[i] == REQ_LOGIN) {
 				want_login[a->status / 100 - 1]++;
 				if (a->status != 401 && a->status != 403 && a->status / 100 != 5)
 					given++;
