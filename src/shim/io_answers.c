@@ -305,6 +305,14 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 		fail(w);
 		return 0;
 	}
+	if (old == 0 && !w->real && c->ans.ahead_len) {
+		/* A look ahead that ended the head the buffer holds and
+		 * begins another would write over it before the walk for
+		 * real reads it: this call goes up to here, the next looks
+		 * on. */
+		w->stop = pos;
+		return 0;
+	}
 	if (old == 0)
 		w->base = (ssize_t)pos;
 	if (n > RL_ANSWER_HEAD_MAX - old)
@@ -388,9 +396,14 @@ static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
 				continue;
 			}
 			if (a->ahead_len == 0) {
-				/* A head whole in this buffer: one pass. */
+				/* A head whole in this buffer: one pass. Only
+				 * as far as a head may go: a longer one is
+				 * not framed here either (head_piece). */
+				size_t max = end - pos < RL_ANSWER_HEAD_MAX ?
+					     end - pos : RL_ANSWER_HEAD_MAX;
+
 				rc = rl_http_answer_prefix(b + (pos - seg_off),
-							   end - pos, &ans, &used);
+							   max, &ans, &used);
 				if (rc == 0) {
 					if (head_done(w, &ans, (ssize_t)(pos + used - 2)))
 						return;
