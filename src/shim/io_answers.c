@@ -310,7 +310,7 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 		 * begins another would write over it before the walk for
 		 * real reads it: this call goes up to here, the next looks
 		 * on. */
-		w->stop = pos;
+		w->look->stop = pos;
 		return 0;
 	}
 	if (old == 0)
