@@ -43,7 +43,8 @@
 
 static void broke(const char *what, int line);
 
-#define MAX_REQ 20 /* a round's requests: some past RL_OWED */
+#define MAX_REQ 20 /* a round's requests: some past RL_OWED, in the hold
+			    buffer a long pipeline takes */
 #define FD 1000    /* never open: what the shim does to it fails harmlessly */
 
 /* ---- the input ------------------------------------------------------------------ */
@@ -527,23 +528,18 @@ static int round_trip(struct rl_conn *c, int *framing)
 	}
 	if (c->state != RL_CONN_HTTP || c->delivered != first - 1 + (uint32_t)n)
 		abort();
-	/* Past RL_OWED answers owed a request has no record: its answer goes
-	 * as written, uncounted, a count_status charge kept. A HEAD there
-	 * stops the following of answers at once (its answer could not be
-	 * told from the next). */
-	for (int i = RL_OWED; i < n; i++)
-		if (kind[i] == REQ_HEAD)
-			*framing = 0;
-
+	/* Past RL_OWED answers owed a request's record goes to the hold
+	 * buffer a long pipeline takes (RL_OWED_MORE more): a round's
+	 * MAX_REQ all have one. */
 	app_len = want_len = 0;
 	for (int i = 0; i < n; i++) {
-		const struct rl_owed *o = &c->owed_req[(first + (uint32_t)i - 1) % RL_OWED];
+		const struct rl_owed *o = rl_owed_find(c, first + (uint32_t)i);
 		struct answer *a = &ans[i];
 		char f[RL_FIELDS_MAX];
-		int rec = i < RL_OWED;
+		int rec = o != NULL;
 		size_t fl;
 
-		if (rec && o->req != first + (uint32_t)i)
+		if (!rec)
 			abort();
 		gen_answer(a, kind[i], i == n - 1);
 		fl = rec ? fields(o, f, sizeof(f)) : 0;

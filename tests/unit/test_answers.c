@@ -233,10 +233,10 @@ static uint32_t ask(struct pair *p, const char *reqs)
 static const char *fields_of(struct pair *p, uint32_t k)
 {
 	static char f[RL_OWED][256];
-	const struct rl_owed *o = &p->conn->owed_req[(k - 1) % RL_OWED];
+	const struct rl_owed *o = rl_owed_find(p->conn, k);
 	char *s = f[(k - 1) % RL_OWED];
 
-	assert_int_equal(o->req, k);
+	assert_non_null(o);
 	if (o->near < 0)
 		return "";
 	snprintf(s, sizeof(f[0]),
