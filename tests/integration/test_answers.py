@@ -910,6 +910,32 @@ def slow_reader():
             [99, 98, 99, 97, 96], res
 
 
+def denied_after_full_buffer():
+    """nginx with a 4 KiB send buffer, two 1 MiB answers then a request over
+    the limit (2/h), to a client with a small receive buffer: forty times,
+    each time both answers then the 429. FAILS at the time of writing (7 to
+    31 times in 40 here, with or without headers_on; the build before
+    issue 13, without it, lost 1 in 40): the shim
+    sends its reply once, non-blocking (rl_io_answer: MSG_DONTWAIT), then
+    shuts the connection down; when the application's last answer has just
+    filled the send buffer, the 429 is lost and the client sees the
+    connection end after the two answers, with no word of the denial."""
+    kind, kw = KINDS['nginx']
+    s = srv('nginx-sb-deny', '[limit:y]\nmatch = * /y*\nrate = 2/h\n',
+            kind=kind, **dict(kw, nginx_listen='sndbuf=4k'))
+    raw, methods = pipeline([('GET', '/ybig'), ('GET', '/ybig'), ('GET', '/y')])
+    lost = []
+    for i in range(40):
+        res = talk(s.port, raw, fresh_ip(), methods, rcvbuf=2048)
+        assert res.how != 'timeout', res
+        assert res.statuses[:2] == [200, 200], res
+        assert all(a.body == BIG for a in res.answers[:2]), i
+        if res.statuses != [200, 200, 429]:
+            lost.append(f'round {i + 1}: {res!r}')
+    assert not lost, f'{len(lost)} of 40 denials never answered:\n  ' + \
+        '\n  '.join(lost[:3])
+
+
 # A server of its own for partial writes where the test wants them: one
 # connection at a time, non-blocking, edge-triggered epoll, a send buffer
 # of 4 KiB. GET /w/SIZE answers SIZE bytes of body (the same bytes for a
@@ -1266,7 +1292,8 @@ def metrics():
 TESTS = [every_server, nearest_rule, styles, pipelined, pipelined_then_denied,
          deep_pipeline, get_and_head, no_body,
          continue_100, huge_head, split_writes, close_after_write, big_bodies,
-         chunked_and_close_delimited, slow_reader, partial_writes,
+         chunked_and_close_delimited, slow_reader, denied_after_full_buffer,
+         partial_writes,
          login_sequential,
          login_pipelined, login_parallel, login_deep_pipeline, login_cgi,
          status_classes,
