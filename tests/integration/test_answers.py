@@ -20,10 +20,16 @@ X-Worker compared by presence only), body byte for byte.
               writes, the application closing right after its answer
   bodies      1 MiB (nginx: sendfile), chunked (nginx gzip), close-delimited
               (HTTP/1.0: nginx gzip, busybox CGI, python CGI), a slow reader
-              forcing partial writes on nginx and legacy_server
+              forcing partial writes on nginx, apache, lighttpd and
+              legacy_server, and on a server of the test's own (NB_SERVER:
+              non-blocking, edge-triggered, several answers a sendmsg())
   failures    count_status on legacy_server (sequential, pipelined, 20
-              connections at once, maxretry) and nginx (a 401 location)
+              connections at once, maxretry), nginx (a 401 location),
+              python, busybox and nginx (4xx), python's CGI
   metrics     rlshim_responses_total and rlshim_response_seconds
+
+Tests whose docstring says FAILS found a bug in the shim and fail until it
+is fixed; the docstring says what they saw.
 
 Never a timing threshold: a hang is a client socket timeout (ANSWER_TIMEOUT
 seconds), reported as an incomplete answer. Every test talks from a
