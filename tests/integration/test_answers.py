@@ -766,6 +766,68 @@ def huge_head():
     assert res.answers[2].body == SMALL
 
 
+UPGRADER = r'''
+import socket, sys
+s = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+c, _ = s.accept()
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += c.recv(100)
+c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n")
+rest = buf.split(b"\r\n\r\n", 1)[1]
+while len(rest) < int(sys.argv[2]):
+    b = c.recv(100)
+    if not b:
+        break
+    rest += b
+c.sendall(rest)
+c.close()
+'''
+
+
+def upgrade_untouched():
+    """A server that switches protocols (101) under headers_on = all: the
+    101 passes as written, and what follows it on the connection, even
+    bytes that look like an HTTP answer head, is never framed or given
+    fields."""
+    d = os.path.join(TMP, 'upgrade')
+    os.makedirs(d)
+    port = servers.free_port()
+    shm = f'rlshim-ans-{os.getpid()}-up'
+    conf = os.path.join(d, 'rlshim.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nports = {port}\nshm = {shm}\nheaders_on = all\n'
+                '[limit:a]\nmatch = *\nrate = 3/m\n')
+    tunnelled = b'HTTP/1.1 200 OK\r\nX: y\r\n\r\nnot http after'
+    p = subprocess.Popen([sys.executable, '-c', UPGRADER, str(port),
+                          str(len(tunnelled))],
+                         env=dict(os.environ, LD_PRELOAD=SHIM,
+                                  RLSHIM_CONFIG=conf),
+                         stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                c = socket.create_connection(('127.0.0.1', port), 5)
+                break
+            except OSError:
+                time.sleep(0.05)
+        c.sendall(req('GET', '/ws', [('Upgrade', 'x'), ('Connection', 'Upgrade')]))
+        head = b''
+        while b'\r\n\r\n' not in head:
+            b = c.recv(1000)
+            assert b, head
+            head += b
+        assert head == b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n', head
+        c.sendall(tunnelled)
+        got, how = read_to_end(c)
+        c.close()
+        assert got == tunnelled, got
+    finally:
+        p.kill()
+        p.wait()
+        servers.unlink_segment(shm)
+
+
 def split_writes():
     """legacy_server's /split/N writes its answer in N-byte writes (N = 1
     to 13, 50: the blank line falls everywhere across writes): the fields
@@ -1362,7 +1424,7 @@ def metrics():
 
 TESTS = [every_server, nearest_rule, styles, pipelined, pipelined_then_denied,
          deep_pipeline, get_and_head, no_body,
-         continue_100, huge_head, split_writes, close_after_write, big_bodies,
+         continue_100, huge_head, upgrade_untouched, split_writes, close_after_write, big_bodies,
          chunked_and_close_delimited, slow_reader, denied_after_full_buffer,
          heads_in_pieces, partial_writes, partial_writes_pieces,
          login_sequential,
