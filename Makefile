@@ -90,6 +90,15 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_DEPS := $(wildcard src/shim/http*.c) src/shim/proxy.c src/core/addr.c \
 	src/core/path.c
 FUZZ_SECONDS ?= 20
+# fuzz_answers drives io_answers.c through the shim's read and write paths:
+# every module of the shim and the core, built by clang with the fuzzer's
+# sanitizers into an archive of its own (objects in build/fuzz/obj).
+FUZZ_OBJ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=all -D_GNU_SOURCE -Iinclude -iquote src/core \
+	-iquote src/shim -MMD -MP
+FUZZ_LIB_OBJS := $(SHIM_INT_SRCS:%.c=build/fuzz/obj/%.o) \
+	$(CORE_SRCS:%.c=build/fuzz/obj/%.o)
+FUZZ_LIB := build/fuzz/librlfuzz.a
 
 # ---- benchmarks --------------------------------------------------------------
 # tools/bench/*.bpf.c are BPF programs the benchmarks embed, not benchmarks.
@@ -218,6 +227,20 @@ build/fuzz/%: tests/fuzz/%.c tests/framer.h $(FUZZ_DEPS) src/shim/http.h src/shi
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS)
+
+build/fuzz/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CLANG   $<")
+	$(Q)clang $(FUZZ_OBJ_CFLAGS) $(INIH_CFLAGS) -c -o $@ $<
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+build/fuzz/fuzz_answers: tests/fuzz/fuzz_answers.c $(FUZZ_LIB)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)clang $(FUZZ_CFLAGS) $(INIH_CFLAGS) -MMD -MP -o $@ $< $(FUZZ_LIB) \
+		$(INIH_LIBS) -lpthread -Wl,--wrap=rl_time_now_ns
 
 .PHONY: fuzz
 fuzz: $(FUZZ_BINS) $(SHIM) $(PROGS)

@@ -15,7 +15,7 @@
  *
  * Routes: GET / and /books; POST /sms and /echo (the body back); POST
  * /login (200 for the body "pass=secret", else 401); /status/NNN (that
- * status); GET /split/N (the answer in writes of N bytes); else 404.
+ * status; ?ms=N answers N ms late); GET /split/N (the answer in writes of N bytes); else 404.
  *
  * stdout: one line per request,
  *   ACCESS <peer-ip> "<METHOD> <target> <HTTP/x.y>" <status> <body-bytes>
@@ -566,9 +566,13 @@ static int route(struct conn *c, struct req *r)
 		/* /status/NNN: that status, any method (204 and 304 without
 		 * a body) */
 		int st = atoi(path + 8);
+		const char *ms = memmem(path, r->tgt_len - (size_t)(path - (c->buf + r->tgt_off)),
+					"?ms=", 4);
 
 		if (st < 200 || st > 599)
 			st = 400;
+		if (ms) /* ?ms=N: answered N ms late (a slow handler) */
+			usleep((useconds_t)atoi(ms + 4) * 1000);
 		return respond(c, r, st, "application/json", st == 204 || st == 304 ? "" : nf,
 			       st == 204 || st == 304 ? 0 : sizeof(nf) - 1, NULL);
 	}

@@ -61,7 +61,7 @@ struct rl_agent_item {
 	uint8_t plan;
 	uint8_t klen;
 	char key[112];   /* key text: address, header value, or "*" */
-	char count[12];  /* admitted, as text */
+	char count[12];  /* admitted less given back, as text (may be < 0) */
 	char ei[32];     /* emission interval in microseconds, as text */
 	char debt[24];   /* what it owes here (us), as text: 0 if nothing */
 	char own[24];    /* the same, or 0 when part of it is a share held */

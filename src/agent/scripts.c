@@ -27,7 +27,8 @@
  * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
  * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
  * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
- * grant stands and a key counts as young. Then quintuples: key, admitted,
+ * grant stands and a key counts as young. Then quintuples: key, admitted
+ * (less what was given back since the host's last round: may be below 0),
  * interval (us), what the key owes on that host (us; 0 if its state there
  * holds a grant back), burst.
  *
@@ -70,12 +71,12 @@ const char rl_lua_sync[] =
 	"  local tat = tat_of(vals[i], e, now)\n"
 	"  if tat < floor then tat = floor end\n"
 	"  local a = tonumber(ARGV[5 * i + 2])\n"
-	"  if a > 0 then tat = tat + a * e end\n"
+	"  if a ~= 0 then tat = tat + a * e end\n"
 	"  local own = now + tonumber(ARGV[5 * i + 4])\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
 	"  local v = tat_text(tat, ei)\n"
-	"  if tat > now and v ~= vals[i] then\n"
+	"  if (tat > now or a < 0) and v ~= vals[i] then\n"
 	"    sets[#sets + 1] = fields[i]\n"
 	"    sets[#sets + 1] = v\n"
 	"  end\n"
@@ -114,7 +115,7 @@ const char rl_lua_sync[] =
 	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
 	"local used = {}\n"
 	"for i = 1, n do\n"
-	"  if tonumber(ARGV[5 * i + 2]) > 0 then used[#used + 1] = fields[i] end\n"
+	"  if tonumber(ARGV[5 * i + 2]) ~= 0 then used[#used + 1] = fields[i] end\n"
 	"end\n"
 	"changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
 	"return out\n";
@@ -147,7 +148,8 @@ const char rl_lua_pull[] =
 /* KEYS[1]: the rule's hash of window counts, each key's
  * "idx:cur:prev:until" (its window's index on Unix time, the count in it
  * and in the one before, and the Unix ms when they stop mattering: the end
- * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted,
+ * of the window after). ARGV[1]: TTL (ms). Then quadruples: key, admitted
+ * (less given back: may be below 0; the count never goes below 0),
  * the window the agent is in, its until. A stored window one before the
  * agent's becomes the previous one; the one after (a host whose clock is
  * ahead) is counted in as current; any other (older, or counted under
@@ -172,8 +174,9 @@ const char rl_lua_window[] =
 	"    elseif si == w - 1 then prev = sc end\n"
 	"  end\n"
 	"  local a = tonumber(ARGV[4 * i - 1])\n"
-	"  if a > 0 then\n"
+	"  if a ~= 0 then\n"
 	"    cur = cur + a\n"
+	"    if cur < 0 then cur = 0 end\n"
 	"    sets[#sets + 1] = fields[i]\n"
 	"    sets[#sets + 1] = string.format('%.0f:%.0f:%.0f:%s', idx, cur, prev,\n"
 	"                                    ARGV[4 * i + 1])\n"

@@ -190,15 +190,23 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	x->index = it->index;
 	x->tag = it->tag;
 	x->rule = (unsigned)ci;
-	x->admitted = it->admitted;
+	/* What it adds to the store's figure: given back after the last
+	 * round (count_status), it takes off. */
+	x->admitted = it->admitted > it->returned ? it->admitted - it->returned : 0;
 	x->ei_ns = alg->interval_ns;
 	x->plan = it->plan;
 	x->klen = (uint8_t)rl_agent_key_text(&a->cfg->rules[ci], it->key,
 					     it->key_len, it->truncated, x->key,
 					     sizeof(x->key));
-	snprintf(x->count, sizeof(x->count), "%u", it->admitted);
+	snprintf(x->count, sizeof(x->count), "%lld",
+		 (long long)it->admitted - (long long)it->returned);
 	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
-	snprintf(x->own, sizeof(x->own), "%s", it->provisional ? "0" : x->debt);
+	/* What this host owes for the key floors the store's figure, unless
+	 * part of it is a share held back, or the round gives something back:
+	 * this host's state may still hold units the other hosts have given
+	 * back since it last heard (a floor would charge them again). */
+	snprintf(x->own, sizeof(x->own), "%s",
+		 it->provisional || it->returned ? "0" : x->debt);
 	snprintf(x->burst, sizeof(x->burst), "%u", alg->rate.burst);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
 	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);

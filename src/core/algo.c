@@ -102,3 +102,28 @@ void rl_algo_refund(const struct rl_algo *a, uint64_t *state, uint32_t cost,
 	}
 	rl_gcra_refund(state, a->interval_ns, cost, now_ns);
 }
+
+void rl_algo_refund_until(const struct rl_algo *a, uint64_t *state,
+			  uint32_t cost, uint64_t until_ns, uint64_t now_ns)
+{
+	uint64_t cur, prev, idx, at;
+
+	if (a->kind != RL_ALGO_SLIDING_WINDOW) {
+		/* A fixed window's take weighs only in its own window, a
+		 * bucket's until it is full: now's state is the one. */
+		rl_algo_refund(a, state, cost, now_ns);
+		return;
+	}
+	/* A sliding window's reset is the end of the window after the
+	 * take's, the start of the second window after it. */
+	idx = rl_window_load(a, *state, now_ns, &cur, &prev);
+	at = rl_window_index(a, until_ns) - 2;
+	if (at == idx && cur) {
+		cur = cur > cost ? cur - cost : 0;
+	} else if (at + 1 == idx && prev) {
+		prev = prev > cost ? prev - cost : 0;
+	} else {
+		return; /* nothing of it left */
+	}
+	*state = rl_window_pack(a, idx, cur, prev);
+}

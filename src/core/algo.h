@@ -56,6 +56,17 @@ uint64_t rl_algo_free_at(const struct rl_algo *a, uint64_t state,
 void rl_algo_refund(const struct rl_algo *a, uint64_t *state, uint32_t cost,
 		    uint64_t now_ns);
 
+/*
+ * Give back `cost` taken long before (count_status: when the answer
+ * comes) whose take weighs in *state until `until_ns` (its time plus the
+ * reset it answered; the caller knows it is not past). A sliding window's
+ * take, counted in the window that ends `period` before that, is given
+ * back from the previous count once that window is over (from the
+ * current one, it would cancel a later request's charge).
+ */
+void rl_algo_refund_until(const struct rl_algo *a, uint64_t *state,
+			  uint32_t cost, uint64_t until_ns, uint64_t now_ns);
+
 /* How late a busy key may be for its turn and still keep its cadence
  * (gcra.c): the limiter's time resolution for catching up. */
 #define RL_GCRA_CATCHUP_NS 2000000ull

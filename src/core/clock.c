@@ -102,7 +102,7 @@ int rl_time_parse_duration(const char *s, uint64_t *out_ns)
 int rl_time_parse_rate(const char *s, struct rl_rate *out)
 {
 	const char *slash;
-	uint64_t n, unit;
+	uint64_t n, unit, times = 1;
 	int digits;
 
 	digits = leading_number(s, &n);
@@ -113,11 +113,24 @@ int rl_time_parse_rate(const char *s, struct rl_rate *out)
 		slash++;
 	if (*slash != '/')
 		return -EINVAL;
-	unit = unit_ns(slash + 1, strlen(slash + 1));
-	/* A rate's period is a whole unit: "/ms" would allow periods below a
+	slash++;
+	/* "5/10m": a period of several units (nginx has none; fail2ban's
+	 * findtime is one). */
+	digits = parse_digits(slash, &times);
+	if (digits < 0)
+		return digits;
+	if (digits == 0)
+		times = 1;
+	else if (times == 0)
+		return -EINVAL;
+	slash += digits;
+	unit = unit_ns(slash, strlen(slash));
+	/* A rate's period is whole units: "/ms" would allow periods below a
 	 * second, which the window algorithms do not support. */
 	if (!unit || unit < RL_NS_PER_SEC)
 		return -EINVAL;
+	if (__builtin_mul_overflow(unit, times, &unit))
+		return -ERANGE;
 	if (n == 0)
 		return -EINVAL;
 	if (n > UINT32_MAX || n > unit)

@@ -62,7 +62,7 @@ static const char *next_item(const char **sp, size_t *len)
 	return start;
 }
 
-static const char rate_expected[] = "expected N/s, N/m, N/h or N/d";
+static const char rate_expected[] = "expected N/s, N/m, N/h or N/d, or N/10m";
 
 /* ---- [global] ---- */
 

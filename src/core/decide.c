@@ -18,11 +18,14 @@
 
 /* Counters are per CPU shard: processes on different CPUs do not fight over
  * one cache line. */
+static __thread uint32_t last_shard;
+
 static inline uint32_t shard_of(void)
 {
 	int cpu = sched_getcpu();
 
-	return cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
+	last_shard = cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
+	return last_shard;
 }
 
 static void count(struct rl_table *t, unsigned rule, int allowed)
@@ -364,6 +367,7 @@ struct refund {
 	const struct rl_slot *s;
 	uint32_t cost;
 	uint64_t now_ns;
+	uint64_t until_ns; /* when the take stops weighing, if known (else 0) */
 };
 
 static int refund_next(uint64_t old, uint64_t *new, const void *arg)
@@ -371,13 +375,17 @@ static int refund_next(uint64_t old, uint64_t *new, const void *arg)
 	const struct refund *r = arg;
 
 	*new = old;
-	rl_algo_refund(slot_algo(r->rc, r->s), new, r->cost, r->now_ns);
+	if (r->until_ns)
+		rl_algo_refund_until(slot_algo(r->rc, r->s), new, r->cost,
+				     r->until_ns, r->now_ns);
+	else
+		rl_algo_refund(slot_algo(r->rc, r->s), new, r->cost, r->now_ns);
 	return *new != old;
 }
 
 static int refund_keyref(struct rl_table *t, unsigned rule,
 			 const struct keyref *kr, uint32_t cost, uint64_t now_ns,
-			 int counted)
+			 uint64_t until_ns, int counted)
 {
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
 	const struct keyref k = *kr;
@@ -391,7 +399,7 @@ static int refund_keyref(struct rl_table *t, unsigned rule,
 		return -ENOENT;
 	if (slot_cas(s, k.tag, refund_next,
 		     &(struct refund){ .rc = rc, .s = s, .cost = cost,
-				       .now_ns = now_ns }))
+				       .now_ns = now_ns, .until_ns = until_ns }))
 		return -ENOENT;
 	/* The decision was counted as allowed; it was not, in the end. */
 	if (counted) {
@@ -399,14 +407,24 @@ static int refund_keyref(struct rl_table *t, unsigned rule,
 		atomic_fetch_sub_explicit(&c->allowed, 1, memory_order_relaxed);
 	}
 	{
-		/* Nor is it owed to the other hosts, unless already synced. */
+		/* Nor is it owed to the other hosts: taken off what the next
+		 * sync sends, or, if that was sent already, sent as given
+		 * back (a count_status answer comes after the sync). */
 		uint32_t a = atomic_load_explicit(&s->sync_admitted,
-						  memory_order_relaxed);
+						  memory_order_relaxed), b;
 
-		while ((a & ~RL_SYNC_DENIED) >= cost &&
-		       !atomic_compare_exchange_weak(
-					    &s->sync_admitted, &a, a - cost))
-			;
+		do {
+			uint32_t back = (a & RL_SYNC_RETURNED) >>
+					RL_SYNC_RETURNED_SHIFT;
+
+			if ((a & RL_SYNC_COUNT) >= cost)
+				b = a - cost;
+			else if (back + cost <= RL_SYNC_RETURNED >>
+						 RL_SYNC_RETURNED_SHIFT)
+				b = a + (cost << RL_SYNC_RETURNED_SHIFT);
+			else
+				break; /* too many: charged for good */
+		} while (!atomic_compare_exchange_weak(&s->sync_admitted, &a, b));
 	}
 	return 0;
 }
@@ -419,7 +437,7 @@ static int refund_in(struct rl_table *t, unsigned rule, const void *key,
 	if (!rl_table_rule_get(t, rule))
 		return -EINVAL;
 	rl_slot_key(t, rule, key, key_len, &k);
-	return refund_keyref(t, rule, &k, cost, now_ns, counted);
+	return refund_keyref(t, rule, &k, cost, now_ns, 0, counted);
 }
 
 int rl_table_refund(struct rl_table *t, unsigned rule, const void *key,
@@ -442,6 +460,7 @@ void rl_table_key_ref(const struct rl_table *t, unsigned rule, const void *key,
 	rl_slot_key(t, rule, key, key_len, &k);
 	out->tag = k.tag;
 	out->bucket = k.bucket;
+	out->until_ns = 0;
 }
 
 int rl_table_give_back_ref(struct rl_table *t, unsigned rule,
@@ -452,7 +471,15 @@ int rl_table_give_back_ref(struct rl_table *t, unsigned rule,
 	 * only written when a slot is claimed, which a peek never does. */
 	struct keyref k = { .tag = ref->tag, .bucket = ref->bucket };
 
-	return refund_keyref(t, rule, &k, cost, now_ns, 0);
+	/* Past the take's reset it weighs no more: a fixed window has
+	 * ended, a sliding one's next too, a bucket has been full. What is
+	 * in the state then is other requests' (and what was sent to the
+	 * store, other windows'): an answer held back that long (a client
+	 * that does not read a big answer pipelined before it) must not
+	 * cancel a later failure's charge. */
+	if (ref->until_ns && now_ns >= ref->until_ns)
+		return -ENOENT;
+	return refund_keyref(t, rule, &k, cost, now_ns, ref->until_ns, 0);
 }
 
 static const uint64_t service_le_us[RL_SERVICE_BUCKETS] = RL_SERVICE_LE_US;
@@ -466,7 +493,9 @@ void rl_table_count_answer(struct rl_table *t, unsigned rule, unsigned status,
 
 	if (rule >= RL_MAX_RULES || status < 100 || status > 599)
 		return;
-	a = &t->shards[shard_of()].answers[rule];
+	/* The shard of this thread's last decision: any shard counts the
+	 * same, and this one is most likely its CPU's still. */
+	a = &t->shards[last_shard].answers[rule];
 	while (us > service_le_us[b])
 		b++; /* the last bound is UINT64_MAX */
 	atomic_fetch_add_explicit(&a->classes[status / 100 - 1], 1,

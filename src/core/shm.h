@@ -53,8 +53,22 @@
 #define RL_BUCKET_SLOTS 16u
 #define RL_SHARDS 32u
 
-/* slot.sync_admitted: the count, and this bit for "refused since" */
+/* slot.sync_admitted: the cost admitted since the agent's last collect
+ * (24 bits), the cost given back since that was admitted before it (7 bits,
+ * saturating: count_status gives back when the answer comes, often after
+ * the sync), and this bit for "refused since" */
 #define RL_SYNC_DENIED 0x80000000u
+#define RL_SYNC_COUNT 0x00FFFFFFu
+#define RL_SYNC_RETURNED_SHIFT 24
+#define RL_SYNC_RETURNED (0x7Fu << RL_SYNC_RETURNED_SHIFT)
+
+/* What sync_admitted word `w` adds to the store's figure: admitted less
+ * given back. */
+static inline int64_t rl_sync_net(uint32_t w)
+{
+	return (int64_t)(w & RL_SYNC_COUNT) -
+	       (int64_t)((w & RL_SYNC_RETURNED) >> RL_SYNC_RETURNED_SHIFT);
+}
 /* slot.provisional: 0, the state is the key's; else it holds part of the
  * bucket back, and the next sync replaces it. RL_PROVISIONAL_FRESH is
  * decide.c's share of a key new to this host (or a key mirrored from the

@@ -60,7 +60,9 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 		it.admitted = atomic_exchange_explicit(&s->sync_admitted, 0,
 						       memory_order_acq_rel);
 		it.denied = (it.admitted & RL_SYNC_DENIED) != 0;
-		it.admitted &= ~RL_SYNC_DENIED;
+		it.returned = (it.admitted & RL_SYNC_RETURNED) >>
+			      RL_SYNC_RETURNED_SHIFT;
+		it.admitted &= RL_SYNC_COUNT;
 		if (!rl_slot_meta_read(t, i, key, it.key, &it.key_len,
 				       &it.truncated))
 			continue; /* being re-keyed: its count goes with it */
@@ -257,8 +259,12 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	if (idx != here && idx != here + 1)
 		return 0; /* another host's clock is far off: nothing to go by */
 	/* Admitted here since the collect: not in the store's count yet. */
-	cur += atomic_load_explicit(&s->sync_admitted, memory_order_relaxed) &
-	       ~RL_SYNC_DENIED;
+	{
+		int64_t net = rl_sync_net(atomic_load_explicit(
+			&s->sync_admitted, memory_order_relaxed));
+
+		cur = net < 0 && (uint64_t)-net > cur ? 0 : cur + (uint64_t)net;
+	}
 	/* Of the R requests left in the window, the other hosts may spend
 	 * theirs before they see this one's: with N hosts alive this host
 	 * takes ceil(R / N) until the next round (as held() for a bucket). */
@@ -294,7 +300,8 @@ int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
 	const struct rl_algo *a;
-	uint64_t want, since, lim, left;
+	uint64_t want, since, back, lim, left;
+	int64_t net;
 	uint8_t prov;
 	int err = agent_slot(t, index, tag, &s, &rc);
 
@@ -305,10 +312,14 @@ int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
 		return 0; /* windows: rl_table_sync_window */
 	/* Admitted here since the collect: not in the store's figure yet,
 	 * and spent out of what the grant leaves this host. */
-	since = atomic_load_explicit(&s->sync_admitted, memory_order_relaxed) &
-		~RL_SYNC_DENIED;
+	net = rl_sync_net(atomic_load_explicit(&s->sync_admitted,
+					       memory_order_relaxed));
+	since = net > 0 ? (uint64_t)net : 0;
+	back = net < 0 ? (uint64_t)-net : 0; /* given back since */
 	want = now_ns + debt_ns + a->interval_ns * since;
-	left = grant > since ? grant - since : 0;
+	want = want - now_ns > a->interval_ns * back ? want - a->interval_ns * back
+						       : now_ns;
+	left = grant + back > since ? grant + back - since : 0;
 	if (left > a->rate.burst)
 		left = a->rate.burst;
 	/* the state that leaves this host `left` requests now */

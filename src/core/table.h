@@ -190,6 +190,7 @@ struct rl_sync_item {
 	uint64_t tag;       /* the key's identity in that slot */
 	unsigned rule;
 	uint32_t admitted;  /* cost admitted since the last collect */
+	uint32_t returned;  /* cost given back since, admitted before it */
 	uint8_t denied;     /* some request was refused since */
 	uint8_t plan;       /* 0: the rule's rate; n: plan n-1 */
 	uint8_t key_len;
@@ -346,15 +347,23 @@ int rl_table_give_back(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns);
 
 /* Where (rule, key) lives, for a give-back long after the key's bytes are
- * gone (count_status: when the answer comes). */
+ * gone (count_status: when the answer comes), and when the take it gives
+ * back stops weighing in the key's state: `until_ns`, the take's time plus
+ * the reset it answered (its rl_result's reset_after_ns). rl_table_key_ref()
+ * leaves it 0: unknown, given back as rl_table_give_back() gives back. */
 struct rl_key_ref {
 	uint64_t tag;
 	uint64_t bucket;
+	uint64_t until_ns;
 };
 void rl_table_key_ref(const struct rl_table *t, unsigned rule, const void *key,
 		      size_t key_len, struct rl_key_ref *out);
-/* rl_table_give_back, by a reference. 0, -EINVAL (no such rule) or -ENOENT
- * (the key has lost its slot: nothing to give back to). */
+/* rl_table_give_back, by a reference: with its `until_ns`, only while
+ * the take still weighs in the key's state (the window it was taken
+ * in, or for a sliding window the next; a bucket not full since), so that
+ * it never cancels a later request's charge. 0, -EINVAL (no such rule) or
+ * -ENOENT (the key has lost its slot, or the take has stopped weighing:
+ * nothing to give back). */
 int rl_table_give_back_ref(struct rl_table *t, unsigned rule,
 			   const struct rl_key_ref *ref, uint32_t cost,
 			   uint64_t now_ns);

@@ -187,6 +187,7 @@ void rl_fd_forget(struct rl_fd *e)
 		rl_conn_unhold(c);
 	}
 	rl_conn_unahead(c);
+	rl_owed_done(c);
 	give_back(&conns, index - 1);
 }
 
@@ -205,19 +206,33 @@ static uint32_t hold_index(struct rl_hold *h)
 	return UINT32_MAX;
 }
 
-struct rl_hold *rl_conn_hold(struct rl_conn *c)
+/* A hold buffer into *hp, from the pool, unless it has one; NULL if the
+ * pool cannot grow. */
+static struct rl_hold *hold_get(struct rl_hold **hp)
 {
 	uint32_t i;
 
-	if (c->hold)
-		return c->hold;
+	if (*hp)
+		return *hp;
 	i = pop(&holds);
 	if (i == UINT32_MAX)
 		return NULL;
-	c->hold = item_at(&holds, i);
-	c->hold->len = 0;
-	c->hold->decided = 0;
-	return c->hold;
+	*hp = item_at(&holds, i);
+	return *hp;
+}
+
+struct rl_hold *rl_conn_hold(struct rl_conn *c)
+{
+	struct rl_hold *h = c->hold;
+
+	if (h)
+		return h;
+	h = hold_get(&c->hold);
+	if (h) {
+		h->len = 0;
+		h->decided = 0;
+	}
+	return h;
 }
 
 static void hold_put(struct rl_hold **hp)
@@ -237,21 +252,47 @@ void rl_conn_unhold(struct rl_conn *c)
 
 struct rl_hold *rl_conn_ahead(struct rl_conn *c)
 {
-	uint32_t i;
-
-	if (c->ahead)
-		return c->ahead;
-	i = pop(&holds);
-	if (i == UINT32_MAX)
-		return NULL;
-	c->ahead = item_at(&holds, i);
-	return c->ahead;
+	return hold_get(&c->ahead);
 }
 
 void rl_conn_unahead(struct rl_conn *c)
 {
 	if (c->ahead)
 		hold_put(&c->ahead);
+}
+
+struct rl_owed *rl_owed_find(struct rl_conn *c, uint32_t k)
+{
+	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
+
+	if (o->req == k)
+		return o;
+	if (!c->owed_more)
+		return NULL;
+	o = (struct rl_owed *)(void *)c->owed_more->data + (k - 1) % RL_OWED_MORE;
+	return o->req == k ? o : NULL;
+}
+
+struct rl_owed *rl_owed_new(struct rl_conn *c, uint32_t k, uint32_t answered)
+{
+	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
+	int fresh = !c->owed_more;
+
+	if (!o->req || o->req <= answered)
+		return o;
+	if (!hold_get(&c->owed_more))
+		return NULL;
+	if (fresh)
+		memset(c->owed_more->data, 0,
+		       RL_OWED_MORE * sizeof(struct rl_owed));
+	o = (struct rl_owed *)(void *)c->owed_more->data + (k - 1) % RL_OWED_MORE;
+	return !o->req || o->req <= answered ? o : NULL;
+}
+
+void rl_owed_done(struct rl_conn *c)
+{
+	if (c->owed_more)
+		hold_put(&c->owed_more);
 }
 
 void rl_conn_stats(struct rl_conn_stats *out)

@@ -56,9 +56,11 @@ enum rl_switch { RL_SWITCH_NONE = 0, RL_SWITCH_UPGRADE = 1, RL_SWITCH_CONNECT = 
 
 #define RL_HOLD_SIZE (RL_HEAD_MAX + 4096)
 #define RL_OWED 16       /* requests a connection may have unanswered whose
-			    answers the shim follows (a HEAD past that
-			    stops the following; another request's answer
-			    just goes as written) */
+			    answers the shim follows, in the connection;
+			    a longer pipeline takes a hold buffer for
+			    RL_OWED_MORE more (a HEAD past them all stops
+			    the following; another request's answer just
+			    goes as written) */
 #define RL_FIELDS_MAX 256 /* the rate-limit fields inserted into one head */
 
 /*
@@ -122,7 +124,8 @@ struct rl_conn {
 	uint32_t delivered;      /* requests given to the application */
 	uint32_t switch_at;      /* the request (1-based) an answer of 101 or
 				    2xx hands over, with upgrade_wait */
-	struct rl_owed owed_req[RL_OWED]; /* by (request number - 1) % RL_OWED */
+	struct rl_owed owed_req[RL_OWED]; /* rl_owed_at() */
+	struct rl_hold *owed_more; /* a long pipeline's records past those */
 	uint32_t fields_owed;    /* records whose answers carry fields */
 	struct rl_hold *ahead;   /* an answer head written in pieces */
 	/* Fields inserted into an answer head that have not gone out yet:
@@ -147,6 +150,21 @@ struct rl_conn {
 	const char *reply_why;
 	uint32_t next_free;      /* pool free list */
 };
+
+#define RL_OWED_MORE ((uint32_t)(RL_HOLD_SIZE / sizeof(struct rl_owed)))
+
+/* The record of request `k` (1-based) of `c`, or NULL: in the connection
+ * at (k - 1) % RL_OWED, or, for a long pipeline, in its hold buffer. */
+struct rl_owed *rl_owed_find(struct rl_conn *c, uint32_t k);
+
+/* Where the record of request `k`, just delivered, goes: its place in the
+ * connection if the request there has been answered, else one in the hold
+ * buffer (taken from the pool); NULL if there is none free. `answered` is
+ * how many answer heads the application has written. */
+struct rl_owed *rl_owed_new(struct rl_conn *c, uint32_t k, uint32_t answered);
+
+/* Give the long pipeline's records back once every answer is out. */
+void rl_owed_done(struct rl_conn *c);
 
 /* Reserve the fd table: RL_FD_MAX entries of address space, touched only
  * where fds are used. Returns 0 or -ENOMEM. Idempotent. */

@@ -57,18 +57,23 @@ struct ins {
 	uint16_t off, len; /* in walk.text */
 };
 
+/* What a look ahead finds: where the fields go, and their text. */
+struct look {
+	struct ins ins[INS_MAX];
+	unsigned nins;
+	size_t stop;         /* it stopped before this byte (no more room) */
+	size_t text_len;
+	char text[INS_MAX * RL_FIELDS_MAX];
+};
+
+/* Small, set field by field: it is on the path of every answer. */
 struct walk {
 	struct rl_conn *c;
 	struct rl_ans *a;    /* c->ans, or a copy (a look ahead) */
 	int fd;
 	int real;            /* the bytes went out: act on what they say */
 	ssize_t base;        /* the write's offset of c->ahead->data[0] */
-	/* a look ahead: the insertions found */
-	struct ins ins[INS_MAX];
-	unsigned nins;
-	size_t stop;         /* the look ahead stopped before this byte */
-	char text[INS_MAX * RL_FIELDS_MAX];
-	size_t text_len;
+	struct look *look;   /* a look ahead's findings, else NULL */
 };
 
 /* The answers can no longer be told apart: a denial that waited for them
@@ -111,14 +116,6 @@ static size_t answer_body(struct rl_ans *a, size_t n)
 	return n;
 }
 
-/* The record of request `k`, if it has one. */
-static struct rl_owed *owed(struct rl_conn *c, uint32_t k)
-{
-	struct rl_owed *o = &c->owed_req[(k - 1) % RL_OWED];
-
-	return o->req == k ? o : NULL;
-}
-
 /* The answer to request `o` has its head out with `status`: count it for
  * the rules that counted the request, give back what count_status does
  * not charge. */
@@ -147,11 +144,12 @@ static int insert(struct walk *w, const struct rl_owed *o, size_t at)
 	struct rl_result res = { .allowed = 1, .limit = o->limit,
 				 .remaining = o->remaining,
 				 .reset_after_ns = o->reset_ns };
+	struct look *l = w->look;
 	uint64_t wall = 0;
 	int n;
 
-	if (w->nins == INS_MAX) {
-		w->stop = at;
+	if (l->nins == INS_MAX) {
+		l->stop = at;
 		return -1;
 	}
 	if (o->cfg->headers == RL_HEADERS_XRATELIMIT) {
@@ -161,16 +159,66 @@ static int insert(struct walk *w, const struct rl_owed *o, size_t at)
 
 		wall = rl_time_wall_ms() - since / RL_NS_PER_MS;
 	}
-	n = rl_reply_fields(w->text + w->text_len, RL_FIELDS_MAX, r->name, &res,
+	n = rl_reply_fields(l->text + l->text_len, RL_FIELDS_MAX, r->name, &res,
 			    &r->rate, o->cfg->headers, wall);
 	if (n <= 0)
 		return 0; /* nothing to say (headers = none) */
-	w->ins[w->nins].at = at;
-	w->ins[w->nins].off = (uint16_t)w->text_len;
-	w->ins[w->nins].len = (uint16_t)n;
-	w->nins++;
-	w->text_len += (size_t)n;
+	l->ins[l->nins].at = at;
+	l->ins[l->nins].off = (uint16_t)l->text_len;
+	l->ins[l->nins].len = (uint16_t)n;
+	l->nins++;
+	l->text_len += (size_t)n;
 	return 0;
+}
+
+/* 1 if `status`, answering the request an Upgrade or a CONNECT was
+ * allowed for, hands the connection over: 101 to the Upgrade, 2xx to the
+ * CONNECT. Any other is an answer like the rest (a server that declines a
+ * WebSocket). */
+static int switches(enum rl_switch sw, unsigned status)
+{
+	return (sw == RL_SWITCH_UPGRADE && status == 101) ||
+	       (sw == RL_SWITCH_CONNECT && status / 100 == 2);
+}
+
+/*
+ * The answer to the request an Upgrade or a CONNECT was allowed for, with
+ * `ans`: 1 if it hands the connection over (a look ahead looks no further:
+ * what comes after may not be HTTP), 0 if it is an answer like the rest,
+ * fields and all (a server that declines a WebSocket).
+ */
+static int switch_head(struct walk *w, struct rl_owed *o,
+		       const struct rl_http_answer *ans)
+{
+	struct rl_conn *c = w->c;
+	enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
+
+	if (!switches(sw, (unsigned)ans->status)) {
+		if (w->real)
+			c->upgrade_wait = 0;
+		return 0;
+	}
+	if (!w->real) {
+		w->a->broken = 1;
+		return 1;
+	}
+	c->upgrade_wait = 0;
+	if (o)
+		settle(c, o, (unsigned)ans->status);
+	if (sw == RL_SWITCH_UPGRADE) {
+		c->state = RL_CONN_PASS;
+		rl_http_pass(&c->http);
+		if (c->hold)
+			c->hold->decided = c->hold->len;
+		w->a->broken = 1;
+		return 1;
+	}
+	/* A tunnel: TLS in it passes untouched, but requests the application
+	 * may still read as HTTP/1.x (a server that answers 200 and does not
+	 * tunnel) are framed and counted. */
+	c->http.tunnel = 1;
+	fail(w);
+	return 1;
 }
 
 /*
@@ -199,38 +247,9 @@ static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr
 		fail(w); /* an answer to no request it was given */
 		return 0;
 	}
-	o = owed(c, k);
-	if (c->upgrade_wait && k == c->switch_at) {
-		enum rl_switch sw = (enum rl_switch)c->upgrade_wait;
-
-		if (!w->real) {
-			/* What comes after may not be HTTP: look no further. */
-			a->broken = 1;
-			return 0;
-		}
-		c->upgrade_wait = 0;
-		if (sw == RL_SWITCH_UPGRADE && ans.status == 101) {
-			if (o)
-				settle(c, o, (unsigned)ans.status);
-			c->state = RL_CONN_PASS;
-			rl_http_pass(&c->http);
-			if (c->hold)
-				c->hold->decided = c->hold->len;
-			a->broken = 1;
-			return 0;
-		}
-		if (sw == RL_SWITCH_CONNECT && ans.status / 100 == 2) {
-			/* A tunnel: TLS in it passes untouched, but requests
-			 * the application may still read as HTTP/1.x (a
-			 * server that answers 200 and does not tunnel) are
-			 * framed and counted. */
-			if (o)
-				settle(c, o, (unsigned)ans.status);
-			c->http.tunnel = 1;
-			fail(w);
-			return 0;
-		}
-	}
+	o = rl_owed_find(c, k);
+	if (c->upgrade_wait && k == c->switch_at && switch_head(w, o, &ans))
+		return 0;
 	if (ans.status == 101) {
 		fail(w); /* a switch nobody was allowed: stop here */
 		return 0;
@@ -252,15 +271,19 @@ static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr
 	return 0;
 }
 
-/* The status of a head in progress whose status line is whole (it holds
- * an LF), or 0. */
-static unsigned head_status(const uint8_t *p, size_t len)
+/* The status of the head in `h`, `len` bytes up to its blank line's CR,
+ * if the walk will frame it once the LF comes (head_piece's parse), else
+ * 0: fields inserted into a head it then fails would not leave that head
+ * unchanged. The LF goes past the bytes any walk keeps (RL_HOLD_SIZE >
+ * RL_ANSWER_HEAD_MAX). */
+static unsigned head_status(struct rl_hold *h, uint32_t len)
 {
-	if (len < 14 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ' ||
-	    p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' ||
-	    p[11] < '0' || p[11] > '9')
+	struct rl_http_answer ans;
+
+	h->data[len] = '\n';
+	if (rl_http_parse_answer(h->data, len + 1, &ans))
 		return 0;
-	return (unsigned)((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+	return (unsigned)ans.status;
 }
 
 /*
@@ -280,6 +303,14 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 
 	if (!h) {
 		fail(w);
+		return 0;
+	}
+	if (old == 0 && !w->real && c->ans.ahead_len) {
+		/* A look ahead that ended the head the buffer holds and
+		 * begins another would write over it before the walk for
+		 * real reads it: this call goes up to here, the next looks
+		 * on. */
+		w->look->stop = pos;
 		return 0;
 	}
 	if (old == 0)
@@ -312,11 +343,12 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 	 * fields go before it, now. */
 	if (!w->real && !a->ins && a->ahead_len >= 3 &&
 	    h->data[a->ahead_len - 1] == '\r' && h->data[a->ahead_len - 2] == '\n') {
-		unsigned st = head_status(h->data, a->ahead_len);
-		struct rl_owed *o = owed(c, a->heads + 1);
+		unsigned st = head_status(h, a->ahead_len);
+		struct rl_owed *o = rl_owed_find(c, a->heads + 1);
 
 		if (st >= 200 && o && o->near >= 0 &&
-		    !(c->upgrade_wait && a->heads + 1 == c->switch_at)) {
+		    !(c->upgrade_wait && a->heads + 1 == c->switch_at &&
+		      switches((enum rl_switch)c->upgrade_wait, st))) {
 			if (insert(w, o, end - 1))
 				return 0;
 			a->ins = 1; /* not again when the head ends */
@@ -353,18 +385,25 @@ static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
 			default: /* a chunked body, to its end (h.last) */
 				rl_http_feed(&a->h, b + (pos - seg_off), end - pos, &f);
 				pos += f.used;
-				if (f.event == RL_HTTP_EV_DONE) {
+				if (f.event != RL_HTTP_EV_NONE &&
+				    f.event != RL_HTTP_EV_DONE) {
+					fail(w);
+				} else if (a->h.phase == RL_HTTP_DONE) {
+					/* its last byte, here or at the end */
 					a->h.phase = RL_HTTP_IDLE;
 					answer_ended(a);
-				} else if (f.event != RL_HTTP_EV_NONE) {
-					fail(w);
 				}
 				continue;
 			}
 			if (a->ahead_len == 0) {
-				/* A head whole in this buffer: one pass. */
+				/* A head whole in this buffer: one pass. Only
+				 * as far as a head may go: a longer one is
+				 * not framed here either (head_piece). */
+				size_t max = end - pos < RL_ANSWER_HEAD_MAX ?
+					     end - pos : RL_ANSWER_HEAD_MAX;
+
 				rc = rl_http_answer_prefix(b + (pos - seg_off),
-							   end - pos, &ans, &used);
+							   max, &ans, &used);
 				if (rc == 0) {
 					if (head_done(w, &ans, (ssize_t)(pos + used - 2)))
 						return;
@@ -393,13 +432,26 @@ static void answers_out(struct rl_conn *c, int fd)
 		rl_io_answer(c, fd);
 }
 
+/* A walk over `c`'s answers as they are (real) or over a copy `a`. */
+static void walk_init(struct walk *w, struct rl_conn *c, struct rl_ans *a,
+		      int fd, struct look *look)
+{
+	w->c = c;
+	w->a = a;
+	w->fd = fd;
+	w->real = !look;
+	w->base = 0;
+	w->look = look;
+}
+
 void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		 size_t n)
 {
-	struct walk w = { .c = c, .a = &c->ans, .fd = fd, .real = 1 };
+	struct walk w;
 
 	if (c->ans.broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
 		return;
+	walk_init(&w, c, &c->ans, fd, NULL);
 	walk(&w, iov, iovcnt, n);
 	if (c->ans.broken)
 		return;
@@ -407,6 +459,8 @@ void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		answer_ended(&c->ans); /* a chunked one, or one with no body */
 	if (!c->ans.ahead_len)
 		rl_conn_unahead(c);
+	if (c->owed_more && c->ans.heads == c->delivered)
+		rl_owed_done(c); /* the long pipeline is answered */
 	answers_out(c, fd);
 }
 
@@ -416,8 +470,9 @@ void rl_io_wrote_file(struct rl_conn *c, int fd, size_t n)
 		return;
 	/* A file's bytes can only be a body with a length. */
 	if (c->ans.h.phase != RL_HTTP_BODY || c->ans.h.remaining < n) {
-		struct walk w = { .c = c, .a = &c->ans, .fd = fd, .real = 1 };
+		struct walk w;
 
+		walk_init(&w, c, &c->ans, fd, NULL);
 		fail(&w);
 		return;
 	}
@@ -459,8 +514,9 @@ static int iov_from(const struct iovec *iov, int cnt, size_t skip,
 }
 
 /* Lay out `view` (its first `len` bytes) with the insertions of `w` in
- * place, after `npend` bytes still owed from before. */
-static int lay_out(const struct walk *w, const struct iovec *view, int vcnt,
+ * place (`w`, the look ahead's), after `npend` bytes still owed from
+ * before. */
+static int lay_out(const struct look *w, const struct iovec *view, int vcnt,
 		   size_t len, const char *pend, size_t npend, struct iovec *out)
 {
 	size_t at = 0;
@@ -495,7 +551,7 @@ static int lay_out(const struct walk *w, const struct iovec *view, int vcnt,
  * application's (*app), and where the stop fell: inside insertion *in
  * (then *in_off of it went), or -1.
  */
-static size_t mapped(const struct walk *w, size_t r, size_t npend, int *in,
+static size_t mapped(const struct look *w, size_t r, size_t npend, int *in,
 		     size_t *in_off)
 {
 	size_t app = 0;
@@ -530,7 +586,8 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 	int saved = errno, first = 1;
 
 	for (;;) {
-		struct walk w = { .c = c, .fd = fd, .stop = SIZE_MAX };
+		struct walk w;
+		struct look lk;
 		struct rl_ans look = c->ans;
 		struct iovec view[SEND_IOV / 2 - INS_MAX], out[SEND_IOV];
 		struct msghdr m = { 0 };
@@ -542,13 +599,16 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		int in;
 
 		/* Where the fields go in this piece. */
-		w.a = &look;
+		lk.nins = 0;
+		lk.stop = SIZE_MAX;
+		lk.text_len = 0;
+		walk_init(&w, c, &look, fd, &lk);
 		if (!c->ans.broken && c->state != RL_CONN_DONE)
 			walk(&w, view, vcnt, len);
-		if (w.stop < len)
-			len = w.stop;
+		if (lk.stop < len)
+			len = lk.stop;
 		m.msg_iov = out;
-		m.msg_iovlen = (size_t)lay_out(&w, view, vcnt, len,
+		m.msg_iovlen = (size_t)lay_out(&lk, view, vcnt, len,
 					       c->pend + c->pend_off, npend, out);
 		if (first && app_msg) {
 			m.msg_control = app_msg->msg_control;
@@ -562,7 +622,7 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 			return (ssize_t)done;
 		}
 		first = 0;
-		app = mapped(&w, (size_t)r, npend, &in, &in_off);
+		app = mapped(&lk, (size_t)r, npend, &in, &in_off);
 		c->pend_off += (uint16_t)((size_t)r < npend ? (size_t)r : npend);
 		if (c->pend_off == c->pend_len)
 			c->pend_off = c->pend_len = 0;
@@ -571,19 +631,21 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		if (in >= 0) {
 			/* Stopped at fields of a head whose blank line is the
 			 * application's next byte: the rest of them first. */
-			const struct ins *x = &w.ins[in];
+			const struct ins *x = &lk.ins[in];
 
 			c->pend_len = (uint16_t)(x->len - in_off);
 			c->pend_off = 0;
-			memcpy(c->pend, w.text + x->off + in_off, c->pend_len);
+			memcpy(c->pend, lk.text + x->off + in_off, c->pend_len);
 			c->ans.ins = 1;
 		}
 		done += app;
-		if (done == total) {
+		if (done == total || c->state == RL_CONN_DONE) {
+			/* All of it; or the shim has answered a denial that
+			 * waited for these answers, and swallows the rest. */
 			errno = saved;
-			return (ssize_t)done;
+			return (ssize_t)total;
 		}
-		if ((size_t)r < npend + len + w.text_len && done) {
+		if ((size_t)r < npend + len + lk.text_len && done) {
 			errno = saved;
 			return (ssize_t)done; /* a short write */
 		}

@@ -25,18 +25,20 @@ static int method_is(const char *m, const char *want)
  * Remember what the answer to the request just delivered needs: a HEAD's
  * answer has no body; headers_on = all puts fields in it; count_status
  * gives back what its status does not list; the metrics count it per rule
- * with its service time. With RL_OWED answers outstanding there is no room:
+ * with its service time. With no room left (RL_OWED in the connection,
+ * RL_OWED_MORE in a hold buffer a long pipeline takes):
  * a HEAD then stops the following of answers (its answer could not be
  * told from the next), any other request's answer goes as written.
  */
 static void owe(struct rl_conn *c, const struct rl_http_req *req,
 		const struct rl_verdict *v, uint64_t now)
 {
-	struct rl_owed *o = &c->owed_req[(c->delivered - 1) % RL_OWED];
+	struct rl_owed *o;
 
 	if (c->ans.broken)
 		return;
-	if (o->req && o->req > c->ans.heads) {
+	o = rl_owed_new(c, c->delivered, c->ans.heads);
+	if (!o) {
 		if (req->head)
 			c->ans.broken = 1;
 		return;

@@ -184,7 +184,7 @@ static void refund_all(const struct rl_policy *p, const struct taken *done,
 /* The request passed every rule: count it allowed by each that took, and
  * say what its answer needs (struct rl_verdict). */
 static void count_all(const struct rl_policy *p, const struct taken *done,
-		      unsigned ndone, struct rl_verdict *v)
+		      unsigned ndone, uint64_t now, struct rl_verdict *v)
 {
 	const struct rl_config *cfg = p->cfg;
 
@@ -209,6 +209,7 @@ static void count_all(const struct rl_policy *p, const struct taken *done,
 			c->rule = (uint8_t)d->rule;
 			c->id = (uint8_t)p->ids[d->rule];
 			rl_table_key_ref(p->table, c->id, d->key, d->len, &c->ref);
+			c->ref.until_ns = now + d->reset_ns;
 		}
 	}
 }
@@ -342,7 +343,7 @@ void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 		if (rc == 1)
 			return;
 	}
-	count_all(p, done, ndone, v);
+	count_all(p, done, ndone, now_ns, v);
 }
 
 /* Parse one element of a comma-separated address list, trimmed. */
@@ -565,6 +566,6 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		if (rc == 1)
 			return 0;
 	}
-	count_all(p, done, ndone, v);
+	count_all(p, done, ndone, now_ns, v);
 	return 0;
 }

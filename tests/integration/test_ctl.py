@@ -107,6 +107,7 @@ def check_exposition(text):
     current = None
     series = {}
     samples_of = {}
+    hist = {}
     for line in text[:-1].split('\n'):
         assert line, 'empty line'
         if line.startswith('#'):
@@ -133,17 +134,37 @@ def check_exposition(text):
         m = SAMPLE.match(line)
         assert m, f'not a sample: {line!r}'
         name, labels, value, _ts = m.groups()
-        assert name == current, f'{name} outside its family ({current})'
-        assert name in helped and name in typed, f'{name}: no HELP or TYPE before'
+        family = name
+        if typed.get(current) == 'histogram' and name in (
+                current + '_bucket', current + '_sum', current + '_count'):
+            family = current
+        assert family == current, f'{name} outside its family ({current})'
+        assert family in helped and family in typed, f'{name}: no HELP or TYPE before'
         v = float(value)  # ValueError: not a float
         assert not math.isnan(v), line
-        if typed[name] == 'counter':
+        if typed[family] == 'counter':
             assert name.endswith('_total'), f'counter {name} without _total'
             assert v >= 0, line
-        key = (name, tuple(sorted(parse_labels(labels or '', line).items())))
+        lab = parse_labels(labels or '', line)
+        if typed[family] == 'histogram':
+            # buckets cumulative, ending in +Inf, which equals _count
+            rest = tuple(sorted((k, x) for k, x in lab.items() if k != 'le'))
+            if name.endswith('_bucket'):
+                assert 'le' in lab, f'bucket without le: {line!r}'
+                prev = hist.get((family, rest))
+                if prev is not None:
+                    assert prev[0] != '+Inf', f'bucket after +Inf: {line!r}'
+                    assert float(lab['le']) > float(prev[0]), f'le not rising: {line!r}'
+                    assert v >= prev[1], f'bucket not cumulative: {line!r}'
+                hist[(family, rest)] = (lab['le'], v)
+            elif name.endswith('_count'):
+                last = hist.get((family, rest))
+                assert last and last[0] == '+Inf' and last[1] == v, \
+                    f'_count is not the +Inf bucket: {line!r}'
+        key = (name, tuple(sorted(lab.items())))
         assert key not in series, f'series twice: {line!r}'
         series[key] = v
-        samples_of[name] = samples_of.get(name, 0) + 1
+        samples_of[family] = samples_of.get(family, 0) + 1
     for name in helped | set(typed):
         assert name in helped and name in typed, f'{name}: HELP and TYPE not both'
         assert samples_of.get(name), f'family {name} without samples'
@@ -281,8 +302,20 @@ def metrics():
                        'rlshim_sync_lag_seconds', 'rlshim_xdp_packets_total',
                        'rlshim_xdp_drops_total'):
             assert absent not in names and absent not in text, absent
-        # Labels are per rule and decision, never per key.
-        assert not any(dict(k[1]).keys() - {'rule', 'decision'} for k in series)
+        # The application's answers, per rule that counted them: every
+        # 200 the client saw came from it (the 429s are the shim's).
+        assert val('rlshim_responses_total', rule='api', **{'class': '2xx'}) == ok200
+        assert val('rlshim_responses_total', rule='sms', **{'class': '2xx'}) == 3
+        for c in ('1xx', '3xx', '4xx', '5xx'):
+            assert val('rlshim_responses_total', rule='sms', **{'class': c}) == 0
+        assert val('rlshim_response_seconds_count', rule='api') == ok200
+        assert val('rlshim_response_seconds_count', rule='sms') == 3
+        assert val('rlshim_response_seconds_bucket', rule='sms', le='+Inf') == 3
+        assert 0 < val('rlshim_response_seconds_sum', rule='sms') < 60
+        # Labels are per rule, decision, status class and bucket, never
+        # per key.
+        assert not any(dict(k[1]).keys() - {'rule', 'decision', 'class', 'le'}
+                       for k in series)
         parsed = prometheus_parse(text)
         if parsed is not None:
             assert any(line.startswith('counter rlshim_requests_total ') and

@@ -430,10 +430,76 @@ def examples():
     assert p.returncode == 1 and p.stderr.startswith(f'{bad}:2: bad rate'), p.stderr
 
 
+# ---- headers_on = all: a declined switch ----------------------------------------
+
+def declined_upgrade_fields():
+    """An Upgrade the application declines (legacy_server answers it 200)
+    is an answer like any other: with headers_on = all it carries the
+    fields, and so do the answers pipelined after it in the same write."""
+    s = Legacy('headers_on = all\n[limit:a]\nmatch = *\nrate = 3/m\n')
+    try:
+        up = request('GET', '/books', {'Upgrade': 'websocket', 'Connection': 'Upgrade'},
+                     close=False)
+        rs = parse_responses(exchange(s.port, up + request('GET', '/books')))
+        assert [r.status for r in rs] == [200, 200], rs
+        assert [r.headers.get('ratelimit-remaining') for r in rs] == ['2', '1'], \
+            [r.headers for r in rs]
+    finally:
+        s.stop()
+
+
+def unframable_head_in_pieces():
+    """A head the shim cannot frame passes unchanged, also when its blank
+    line's CR ends a write (where the fields would have gone at once): a
+    line without a colon, written as "...\\r\\n\\r" then "\\nhi"."""
+    port = servers.free_port()
+    d = os.path.join(TMP, 'unframable')
+    os.makedirs(d)
+    conf = os.path.join(d, 'c.conf')
+    shm = f'rlshim-unf-{os.getpid()}'
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nports = {port}\nshm = {shm}\nheaders_on = all\n'
+                '[limit:a]\nmatch = *\nrate = 3/m\n')
+    head = b'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nNo colon here\r\n\r'
+    code = (
+        'import socket, time\n'
+        f's = socket.create_server(("127.0.0.1", {port}))\n'
+        'c, _ = s.accept()\n'
+        'buf = b""\n'
+        'while b"\\r\\n\\r\\n" not in buf: buf += c.recv(100)\n'
+        f'c.send({head!r})\n'
+        'time.sleep(0.1)\n'
+        'c.send(b"\\nhi")\n'
+        'c.close()\n')
+    env = dict(os.environ, LD_PRELOAD=SHIM, RLSHIM_CONFIG=conf)
+    p = subprocess.Popen(['/usr/bin/python3', '-c', code], env=env,
+                         stderr=subprocess.PIPE)
+    try:
+        for _ in range(100):
+            try:
+                c = connect(port)
+                break
+            except OSError:
+                time.sleep(0.05)
+        c.sendall(request('GET', '/'))
+        got = recv_all(c)
+        c.close()
+        assert got == head + b'\nhi', got
+    finally:
+        p.kill()
+        p.wait()
+        try:
+            os.unlink(f'/dev/shm/{shm}')
+        except FileNotFoundError:
+            pass
+
+
 TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
          client_gone_mid_head, smuggling, upgrade]
+TESTS.append(declined_upgrade_fields)
+TESTS.append(unframable_head_in_pieces)
 
 
 def main():

@@ -1135,6 +1135,37 @@ def sliding_window_sequential():
     window_sequential('sliding-window')
 
 
+# ---- count_status across hosts ---------------------------------------------
+
+def count_status_slow_answers():
+    """count_status gives back in Redis too: answers that come after the
+    agent has synced their requests (120 ms, over two rounds of 50 ms) are
+    given back in the next round, so 8 successes over two hosts in turn
+    cost nothing there (before: charged for good once synced, and the 4th
+    success was refused); then the failures spend the 3 of the budget, the
+    4th attempt is refused on either host. (A full bucket after a
+    give-back is written back too: the script used to keep the state
+    before it.)"""
+    rules = ('[limit:slow]\nmatch = GET /status*\nrate = 3/m\nkey = ip\n'
+             'count_status = 401\n')
+    with fleet(rules, 2, 'cs') as (r, hosts):
+        hosts_up(hosts)
+        got = []
+        for i in range(8):
+            got.append(hosts[i % 2].get('/status/200?ms=120'))
+            rounds(hosts)  # each host has heard of the other's
+        assert all(x is not None for x in got), got
+        assert [x.status for x in got] == [200] * 8, \
+            ([x.status for x in got], [h.agent_log()[-2000:] for h in hosts])
+        rounds(hosts)
+        fails = []
+        for i in range(5):
+            x = hosts[i % 2].get('/status/401')
+            fails.append(x.status if x else None)
+            rounds(hosts)
+        assert fails == [401, 401, 401, 429, 429], fails
+
+
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
@@ -1145,6 +1176,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_after_outage, redis_restarted_keeps_debts,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
+TESTS += [count_status_slow_answers]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
           plans_many, plans_after_first_request]
 def strict_windows():

@@ -434,6 +434,65 @@ static void test_sync(void **state)
 		     "x.conf:2: unknown key 'sync' in [global]");
 }
 
+/* headers_on and count_status: the answer side. */
+static void test_answers(void **state)
+{
+	struct rl_config *c;
+	const struct rl_rule_cfg *r;
+
+	(void)state;
+	c = parse_ok("[limit:a]\nrate = 1/s\n");
+	assert_int_equal(c->headers_on, RL_HEADERS_ON_DENIED);
+	assert_false(c->rules[0].count_status_on);
+	/* a rule without count_status charges every answer */
+	assert_true(rl_rule_charges(&c->rules[0], 200));
+	assert_true(rl_rule_charges(&c->rules[0], 0));
+	rl_config_free(c);
+
+	c = parse_ok("[global]\nheaders_on = all\n[limit:login]\n"
+		     "match = POST /login\nrate = 5/10m\n"
+		     "count_status = 401 403\n  5XX\n");
+	assert_int_equal(c->headers_on, RL_HEADERS_ON_ALL);
+	r = &c->rules[0];
+	assert_true(r->count_status_on);
+	for (unsigned st = 90; st < 620; st++)
+		assert_int_equal(rl_rule_charges(r, st),
+				 st == 401 || st == 403 || (st >= 500 && st <= 599));
+	rl_config_free(c);
+
+	c = parse_ok("[limit:a]\nrate = 1/s\ncount_status = 1xx 599\n");
+	assert_true(rl_rule_charges(&c->rules[0], 100));
+	assert_true(rl_rule_charges(&c->rules[0], 199));
+	assert_false(rl_rule_charges(&c->rules[0], 200));
+	assert_true(rl_rule_charges(&c->rules[0], 599));
+	rl_config_free(c);
+
+	expect_error("[global]\nheaders_on = allowed\n",
+		     "x.conf:2: bad headers_on 'allowed' (expected denied or all)");
+	expect_error("[limit:a]\nrate = 1/s\ncount_status = 401 6xx\n",
+		     "x.conf:3: bad count_status '6xx' (expected statuses "
+		     "100-599 or classes 1xx-5xx, e.g. 401 403 5xx)");
+	expect_error("[limit:a]\nrate = 1/s\ncount_status = 99\n",
+		     "x.conf:3: bad count_status '99' (expected statuses "
+		     "100-599 or classes 1xx-5xx, e.g. 401 403 5xx)");
+	expect_error("[limit:a]\nrate = 1/s\ncount_status = 4011\n",
+		     "x.conf:3: bad count_status '4011' (expected statuses "
+		     "100-599 or classes 1xx-5xx, e.g. 401 403 5xx)");
+	expect_error("[limit:a]\nrate = 1/s\ncount_status =\n",
+		     "x.conf:3: count_status needs at least one status");
+	expect_error("[limit:a]\nmatch = accept\nrate = 1/s\n"
+		     "count_status = 401\n",
+		     "x.conf:4: count_status cannot be used with match = "
+		     "accept (no answer at accept)");
+	expect_error("[redis]\n[limit:a]\nrate = 1/s\nsync = strict\n"
+		     "count_status = 401\n",
+		     "x.conf:5: count_status cannot be used with sync = strict "
+		     "(the store keeps what it admitted: nothing is given "
+		     "back there)");
+	expect_error("[global]\ncount_status = 401\n",
+		     "x.conf:2: unknown key 'count_status' in [global]");
+}
+
 static void test_booleans(void **state)
 {
 	static const struct {
@@ -767,16 +826,16 @@ static void test_error_bad_rate(void **state)
 {
 	static const struct error_case cases[] = {
 		{ "[limit:a]\n\nrate = 10/x\n",
-		  "x.conf:3: bad rate '10/x' (expected N/s, N/m, N/h or N/d)" },
+		  "x.conf:3: bad rate '10/x' (expected N/s, N/m, N/h or N/d, or N/10m)" },
 		{ "[limit:a]\nrate = 0/s\n",
-		  "x.conf:2: bad rate '0/s' (expected N/s, N/m, N/h or N/d)" },
+		  "x.conf:2: bad rate '0/s' (expected N/s, N/m, N/h or N/d, or N/10m)" },
 		{ "[limit:a]\nrate = 10\n",
-		  "x.conf:2: bad rate '10' (expected N/s, N/m, N/h or N/d)" },
+		  "x.conf:2: bad rate '10' (expected N/s, N/m, N/h or N/d, or N/10m)" },
 		{ "[limit:a]\nrate = 10/ms\n",
-		  "x.conf:2: bad rate '10/ms' (expected N/s, N/m, N/h or N/d)" },
+		  "x.conf:2: bad rate '10/ms' (expected N/s, N/m, N/h or N/d, or N/10m)" },
 		{ "[limit:a]\nrate = 4294967296/d\n", "x.conf:2: rate too large" },
 		{ "[limit:a]\nrate = 1/s\nplans = free:10/x\n",
-		  "x.conf:3: bad plan 'free:10/x' (expected N/s, N/m, N/h or N/d)" },
+		  "x.conf:3: bad plan 'free:10/x' (expected N/s, N/m, N/h or N/d, or N/10m)" },
 		{ "[limit:a]\nrate = 1/s\nplans = free\n",
 		  "x.conf:3: bad plan 'free' (expected NAME:RATE, e.g. free:100/h)" },
 		{ "[limit:a]\nrate = 1/s\nplans = a:1/s b:2/s a:3/s\n",
@@ -1431,6 +1490,7 @@ int main(void)
 		cmocka_unit_test(test_global_values),
 		cmocka_unit_test(test_get_body),
 		cmocka_unit_test(test_sync),
+		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_booleans),
 		cmocka_unit_test(test_redis_values),
 		cmocka_unit_test(test_xdp_values),

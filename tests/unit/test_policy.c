@@ -1088,6 +1088,105 @@ static void test_reload_peer(void **state)
 
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* ---- count_status: the give-back when the answer comes ------------------- */
+
+static const char late_conf[] =
+	"[global]\n"
+	"headers_on = all\n"
+	"[limit:fixed]\n"
+	"match = * /f\n"
+	"rate = 3/10s\n"
+	"algorithm = fixed-window\n"
+	"count_status = 401\n"
+	"[limit:sliding]\n"
+	"match = * /s\n"
+	"rate = 4/10s\n"
+	"algorithm = sliding-window\n"
+	"count_status = 401\n"
+	"[limit:bucket]\n"
+	"match = * /b\n"
+	"rate = 3/10s\n"
+	"count_status = 401\n";
+
+/* `n` requests for `path` at `now`, each allowed: failures, to be. */
+static void allowed_n(const char *path, unsigned n, uint64_t now)
+{
+	struct rl_verdict v;
+
+	for (unsigned i = 0; i < n; i++) {
+		assert_int_equal(decide("10.0.0.1", "GET", path, NULL, now, &v), 0);
+		assert_allowed(&v);
+	}
+}
+
+/* One more request for `path` at `now`, allowed; its verdict. */
+static struct rl_verdict allowed_one(const char *path, uint64_t now)
+{
+	struct rl_verdict v;
+
+	assert_int_equal(decide("10.0.0.1", "GET", path, NULL, now, &v), 0);
+	assert_allowed(&v);
+	assert_int_equal(v.ncharge, 1);
+	return v;
+}
+
+/* Request `v`'s answer came at `now` with a status count_status does not
+ * list: the unit goes back (io_answers.c's settle()). */
+static void answered_ok(const struct rl_verdict *v, uint64_t now)
+{
+	rl_table_give_back_ref(fx.t, v->charge[0].id, &v->charge[0].ref, 1, now);
+}
+
+/*
+ * An answer that comes late (a client holds it back by not reading a big
+ * answer pipelined before it) gives back only what its request's take
+ * still weighs: nothing into a later fixed window, nothing into a bucket
+ * full since, a sliding window's previous count rather than the current
+ * one. Given back into the state as it is then, it cancelled a later
+ * failure's charge: 4 failures in a window of 3.
+ */
+static void test_count_status_gives_back_late(void **state)
+{
+	struct rl_verdict s, s2;
+	uint64_t next, mid;
+
+	(void)state;
+	load(late_conf);
+
+	/* fixed, 3/10s: two failures and the one answered late in a window;
+	 * in the next, one answered at once gives back, three failures,
+	 * then the late answer: the fourth failure is refused */
+	allowed_n("/f", 2, T0);
+	s = allowed_one("/f", T0);
+	next = T0 + s.near_res.reset_after_ns; /* the window's end */
+	s2 = allowed_one("/f", next);
+	answered_ok(&s2, next);
+	allowed_n("/f", 3, next);
+	answered_ok(&s, next + SEC);
+	deny("10.0.0.1", "GET", "/f", NULL, next + SEC, 0);
+
+	/* sliding, 4/10s: three failures and the late one; half way into
+	 * the next window the four weigh 2, so two more failures pass; the
+	 * late answer gives back half a request's weight, not a whole one */
+	allowed_n("/s", 3, T0);
+	s = allowed_one("/s", T0);
+	/* its reset is the next window's end: half way into that one */
+	mid = T0 + s.near_res.reset_after_ns - 5 * SEC;
+	allowed_n("/s", 2, mid);
+	answered_ok(&s, mid);
+	deny("10.0.0.1", "GET", "/s", NULL, mid, 1);
+
+	/* token bucket, 3/10s: two failures and the late one empty it; it
+	 * is full again at that one's reset, three failures empty it again,
+	 * then the late answer */
+	allowed_n("/b", 2, T0);
+	s = allowed_one("/b", T0);
+	next = T0 + s.near_res.reset_after_ns;
+	allowed_n("/b", 3, next);
+	answered_ok(&s, next);
+	deny("10.0.0.1", "GET", "/b", NULL, next, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1110,6 +1209,7 @@ int main(void)
 		TEST(test_maxretry_keys),
 		TEST(test_maxretry_dry_run_and_store),
 		TEST(test_maxretry_proxied),
+		TEST(test_count_status_gives_back_late),
 	};
 
 	return cmocka_run_group_tests_name("policy", tests, NULL, NULL);

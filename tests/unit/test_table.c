@@ -652,6 +652,49 @@ static int take_n(struct rl_table *t, unsigned id, const char *key, int n,
 	return allowed;
 }
 
+/* count_status gives back by reference, long after the key's bytes are
+ * gone: before the agent's collect, off what it will send; after it, as
+ * given back (a negative admission in the next round), up to 127 a round;
+ * a key that lost its slot has nothing to give back to. */
+static void test_give_back_ref(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = add_rule(t, "login", 600 * SEC, 5, 5);
+	struct rl_sync_item it;
+	struct rl_key_ref ref, none;
+	struct rl_result r;
+
+	(void)state;
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	rl_table_key_ref(t, id, "1.2.3.4", 7, &ref);
+	rl_table_key_ref(t, id, "absent", 6, &none);
+	assert_int_equal(take_n(t, id, "1.2.3.4", 2, T0), 2);
+	/* before the collect: the next round sends 1, not 2 */
+	assert_int_equal(rl_table_give_back_ref(t, id, &ref, 1, T0), 0);
+	rl_table_take(t, id, "1.2.3.4", 7, 0, T0, &r);
+	assert_int_equal(r.remaining, 4);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(it.admitted, 1);
+	assert_int_equal(it.returned, 0);
+	/* after it: sent as given back */
+	assert_int_equal(rl_table_give_back_ref(t, id, &ref, 1, T0), 0);
+	rl_table_take(t, id, "1.2.3.4", 7, 0, T0, &r);
+	assert_int_equal(r.remaining, 5);
+	assert_int_equal(take_n(t, id, "1.2.3.4", 1, T0), 1);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(it.admitted, 1);
+	assert_int_equal(it.returned, 1);
+	/* 127 at most a round: the rest stay charged there */
+	for (int i = 0; i < 130; i++)
+		rl_table_give_back_ref(t, id, &ref, 1, T0);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(it.admitted, 0);
+	assert_int_equal(it.returned, 127);
+	assert_int_equal(rl_table_give_back_ref(t, id, &none, 1, T0), -ENOENT);
+	assert_int_equal(rl_table_give_back_ref(t, id + 1, &ref, 1, T0), -EINVAL);
+	rl_table_close(t);
+}
+
 /* A plan set after a key's first request carries what it used over in
  * requests, a request partly repaid included: 1 request, the plan 0.5 s
  * later, then 7: a paid key (6/h) gets 5 more and a free one (3/h) 2, the
@@ -1715,6 +1758,7 @@ int main(void)
 		cmocka_unit_test(test_keys_rules_processes),
 		cmocka_unit_test(test_long_keys),
 		cmocka_unit_test(test_refund),
+		cmocka_unit_test(test_give_back_ref),
 		cmocka_unit_test(test_plan_keeps_what_was_used),
 		cmocka_unit_test(test_plan_ahead),
 		cmocka_unit_test(test_plan_ahead_key_in_use),

@@ -70,6 +70,8 @@ static void test_rates(void **state)
 		{ "7/sec", SEC, 7 },          { "7/min", 60 * SEC, 7 },
 		{ "7/hour", 3600 * SEC, 7 },  { "7/day", 86400 * SEC, 7 },
 		{ "4294967295/d", 86400 * SEC, 4294967295u },
+		{ "5/10m", 600 * SEC, 5 },    { "100/15s", 15 * SEC, 100 },
+		{ "3/1h", 3600 * SEC, 3 },    { "2/7d", 7 * 86400 * SEC, 2 },
 	};
 	struct rl_rate r;
 
@@ -88,7 +90,7 @@ static void test_bad_rates(void **state)
 	static const char *const bad[] = {
 		"", "/s", "10", "10/", "10/x", "10//s", "0/s", "-1/s", "10 /s",
 		"10/ s", "10/s ", "10r/", "10rr/s", "10/ms", "1.5/s", "10/S",
-		"r/s", "10 r/s",
+		"r/s", "10 r/s", "5/0m", "5/10", "5/10 m", "5/m10", "5/10ms",
 	};
 	struct rl_rate r = { 1, 2, 3 };
 

@@ -158,11 +158,15 @@ class Nginx:
 
     shim_rule: None (no LD_PRELOAD) or the text of a [limit:...] section.
     limit: None or (zone rate 'Nr/s', limit_req line) for nginx's own limit.
+    shim_global: more lines of the shim's [global] (e.g. headers_on = all).
+    shim: the library to preload (default SHIM), e.g. an older build's.
+    http: more lines of nginx's http block (e.g. sendfile on;).
     """
 
     def __init__(self, root: str, workers: int, shim_rule: str | None = None,
                  limit: tuple[str, str] | None = None, master: bool = True,
-                 wrapper: list[str] | None = None):
+                 wrapper: list[str] | None = None, shim_global: str = '',
+                 shim: Path | None = None, http: str = ''):
         global _seg
         self.work = Path(tempfile.mkdtemp(prefix='nginx-', dir=root))
         self.port = free_port()
@@ -173,6 +177,7 @@ class Nginx:
         self._files = []
         self.shm = None
         self.config = None
+        self.shim = shim
         (self.work / 'docroot').mkdir()
         (self.work / 'docroot' / 'index.html').write_bytes(INDEX_HTML)
         for d in ('client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'):
@@ -184,6 +189,8 @@ class Nginx:
                     '    limit_req_status 429;\n'
                     '    limit_req_log_level notice;\n')
             req = f'        {limit[1]}\n'
+        if http:
+            zone = f'    {http}\n' + zone
         user = 'user root root;' if os.geteuid() == 0 else ''
         (self.work / 'nginx.conf').write_text(NGINX_CONF.format(
             workers=workers, user=user, work=self.work, port=self.port,
@@ -194,7 +201,8 @@ class Nginx:
             self.shm = f'{SHM_PREFIX}-{_seg}'
             self.config = self.work / 'rlshim.conf'
             self.config.write_text(f'[global]\nports = {self.port}\n'
-                                   f'shm = {self.shm}\n\n{shim_rule}')
+                                   f'shm = {self.shm}\n{shim_global}\n'
+                                   f'{shim_rule}')
             _made_segments.append(self.shm)
 
     def start(self, timeout: float = 10.0) -> None:
@@ -202,7 +210,7 @@ class Nginx:
         env.pop('LD_PRELOAD', None)
         env.pop('RLSHIM_CONFIG', None)
         if self.config:
-            env['LD_PRELOAD'] = str(SHIM)
+            env['LD_PRELOAD'] = str(self.shim or SHIM)
             env['RLSHIM_CONFIG'] = str(self.config)
         env['PATH'] = env.get('PATH', '') + ':/usr/sbin:/sbin'
         self._files = [open(self.work / 'stdout', 'wb'),

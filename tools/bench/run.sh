@@ -40,6 +40,17 @@ else
 	echo
 fi
 
+# RL_BENCH_OLD_SHIM=path/to/an/older/librlshim.so adds it as (o), beside (b).
+if command -v strace >/dev/null 2>&1 &&
+	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/bench_answers.py" --shim "$B/librlshim.so" \
+		${RL_BENCH_OLD_SHIM:+--old-shim "$RL_BENCH_OLD_SHIM"}
+	echo
+else
+	echo "## The answer side: skipped (needs nginx and strace)"
+	echo
+fi
+
 echo "## Redis: commands per request and added latency (tools/bench/bench_redis.c)"
 echo
 "$B/bench/bench_redis"

@@ -46,6 +46,16 @@ static void sample(const char *name, uint64_t v)
 	printf("%s %llu\n", name, (unsigned long long)v);
 }
 
+/* A sample of rule `rule` with a second label. */
+static void rule_sample(const char *name, const char *rule, const char *lname,
+			const char *lvalue, uint64_t v)
+{
+	printf("%s{", name);
+	label("rule", rule, 0);
+	label(lname, lvalue, 1);
+	printf("} %llu\n", (unsigned long long)v);
+}
+
 /* A number of seconds from microseconds, as Prometheus writes them. */
 static void seconds(uint64_t us)
 {
@@ -64,12 +74,9 @@ static void answers(const struct ctl_snapshot *s)
 	       "Final answers the application wrote to requests a rule "
 	       "counted, by status class.");
 	for (unsigned i = 0; i < s->nrules; i++) {
-		for (unsigned k = 0; k < 5; k++) {
-			fputs("rlshim_responses_total{", stdout);
-			label("rule", s->rules[i].name, 0);
-			label("class", classes[k], 1);
-			printf("} %llu\n", (unsigned long long)s->rules[i].answers[k]);
-		}
+		for (unsigned k = 0; k < 5; k++)
+			rule_sample("rlshim_responses_total", s->rules[i].name,
+				    "class", classes[k], s->rules[i].answers[k]);
 	}
 	family("rlshim_response_seconds", "histogram",
 	       "The application's service time (request head read to "
@@ -110,13 +117,10 @@ static void rules(const struct ctl_snapshot *s)
 	       "by a rule: allowed once every rule allowed it, denied by the "
 	       "rule that denied it.");
 	for (unsigned i = 0; i < s->nrules; i++) {
-		for (int d = 0; d < 2; d++) {
-			fputs("rlshim_requests_total{", stdout);
-			label("rule", s->rules[i].name, 0);
-			label("decision", d ? "denied" : "allowed", 1);
-			printf("} %llu\n", (unsigned long long)(d ? s->rules[i].denied
-								  : s->rules[i].allowed));
-		}
+		for (int d = 0; d < 2; d++)
+			rule_sample("rlshim_requests_total", s->rules[i].name,
+				    "decision", d ? "denied" : "allowed",
+				    d ? s->rules[i].denied : s->rules[i].allowed);
 	}
 	answers(s);
 	family("rlshim_bans_issued_total", "counter",
