@@ -24,6 +24,10 @@ Kinds and what they claim (`features`):
   nginx     master + 2 workers, epoll, reuseport on 127.0.0.1 and [::1].
             keepalive, pipelining, ipv6, workers, access_log; echo and
             chunked_echo (/echo, proxied to echo_port) when echo_port is given.
+            nginx_extra='...': lines added to its server block (e.g.
+            `sendfile on;`, or a `location` that answers 401);
+            nginx_listen='...': parameters added to its listen lines (e.g.
+            `sndbuf=4k`).
   lighttpd  single process, linux-sysepoll, 127.0.0.1 and [::1]. keepalive,
             pipelining, ipv6, access_log; echo and chunked_echo (/echo,
             mod_proxy to echo_port) when echo_port is given.
@@ -46,6 +50,8 @@ Kinds and what they claim (`features`):
             pipelining, ipv6, workers (X-Worker: the child's pid, from
             mod_lua), access_log; echo and chunked_echo (/echo, mod_proxy
             to echo_port) when echo_port is given. POST /sms: 200 (mod_lua).
+            apache_extra='...': lines appended to its configuration (e.g.
+            `SendBufferSize 4096`).
 
 POST /sms: legacy and nginx answer 200 with {"sent":true}; lighttpd serves
 a static file `sms` (200, same body); python and busybox have no handler
@@ -253,6 +259,9 @@ class Server:
                  echo_port: int | None = None,
                  python_protocol: str | None = None,
                  lighttpd_extra: str | None = None,
+                 nginx_extra: str | None = None,
+                 nginx_listen: str | None = None,
+                 apache_extra: str | None = None,
                  apache_mpm: str = 'event'):
         if kind not in KINDS:
             raise ValueError(f'unknown server kind {kind!r}; one of {KINDS}')
@@ -267,6 +276,11 @@ class Server:
         self.python_protocol = python_protocol
         # lighttpd only: appended to the generated lighttpd.conf.
         self.lighttpd_extra = lighttpd_extra
+        # nginx only: added to the server block of the generated nginx.conf.
+        self.nginx_extra = nginx_extra
+        self.nginx_listen = nginx_listen
+        # apache only: lines appended to the generated apache2.conf.
+        self.apache_extra = apache_extra
         # apache only: which MPM module it loads.
         if apache_mpm not in APACHE_MPMS:
             raise ValueError(f'unknown apache_mpm {apache_mpm!r}; one of '
@@ -349,11 +363,14 @@ class Server:
                         '            client_max_body_size 4m;\n'
                         '            client_body_buffer_size 4m;\n'
                         '        }\n')
+            echo += self.nginx_extra or ''
             user = 'user root root;' if os.geteuid() == 0 else ''
             conf = w / 'nginx.conf'
             conf.write_text(self._subst('nginx.conf.in', WORKDIR=w,
                                         DOCROOT=self.docroot, PORT=self.port,
-                                        USER=user, ECHO=echo))
+                                        USER=user, ECHO=echo,
+                                        LISTEN=f' {self.nginx_listen}'
+                                        if self.nginx_listen else ''))
             self.error_log_path = w / 'error.log'
             self.access_log_path = w / 'access.log'
             return [NGINX, '-p', str(w), '-c', str(conf),
@@ -429,7 +446,8 @@ class Server:
         conf.write_text(self._subst('apache2.conf.in', WORKDIR=w,
                                     DOCROOT=self.docroot, PORT=self.port,
                                     USER=user, MPM=self.apache_mpm,
-                                    MPMCONF=mpm, ECHO=echo))
+                                    MPMCONF=mpm, ECHO=echo)
+                        + (self.apache_extra or ''))
         self.error_log_path = w / 'error.log'
         self.access_log_path = w / 'access.log'
         # The master opens the logs (as root) before it forks; the children
