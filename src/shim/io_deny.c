@@ -48,6 +48,44 @@ int rl_io_drain(int fd)
 	return 1;
 }
 
+/*
+ * Send the reply without waiting. Right after an answer that filled the
+ * socket's send buffer (a big body to a slow reader) there is no room for
+ * it, and the shim, inside the application's call, must not wait for the
+ * client: the buffer is made a little larger, enough for the reply (the
+ * connection ends with it), and it is sent again. A buffer already past
+ * what SO_SNDBUF may set (autotuned beyond net.core.wmem_max) is left
+ * as it is.
+ */
+static void send_reply(int fd, const char *buf, size_t n)
+{
+	ssize_t r = rl_io.sys.send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	int cur = 0, want, now = 0;
+	socklen_t len = sizeof(cur);
+
+	if (r == (ssize_t)n || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+		return;
+	if (r > 0) {
+		buf += r;
+		n -= (size_t)r;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cur, &len) || cur <= 0)
+		return;
+	/* The kernel doubles what it is given; what is queued may pass the
+	 * limit by a segment's worth. */
+	want = cur / 2 + 64 * 1024;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)))
+		return;
+	len = sizeof(now);
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &now, &len) || now <= cur) {
+		/* clamped below what it was: put it back */
+		want = cur / 2;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+		return;
+	}
+	rl_io.sys.send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Answer a connection in DENY: the reply, a FIN, the rest of the request
  * read and dropped (so that closing it sends no RST over the reply). The
  * application then sees end of file. */
@@ -86,7 +124,7 @@ ssize_t rl_io_answer(struct rl_conn *c, int fd)
 				 c->reply_why ? c->reply_why : "bad request");
 	}
 	if (n > 0)
-		rl_io.sys.send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		send_reply(fd, buf, (size_t)n);
 	shutdown(fd, SHUT_WR);
 	rl_io_drain(fd);
 	c->state = RL_CONN_DONE;

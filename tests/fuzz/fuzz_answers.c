@@ -4,7 +4,7 @@
  *
  * From the input: rounds of up to 20 pipelined requests (GET or HEAD of a
  * counted path, of one no rule counts, POST /login charged by
- * count_status; past RL_OWED of them owed, some have no record), read
+ * count_status; past RL_OWED of them owed, in a long pipeline's buffer), read
  * through rl_io_read(); the application's answers to them (interim 1xx
  * first or not, a status, extra fields, a body by Content-Length, chunked
  * with extensions and trailers, none, or to the end of the connection; a
