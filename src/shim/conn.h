@@ -75,6 +75,9 @@ struct rl_owed {
 				    -1 */
 	uint8_t head;            /* HEAD: its answer has no body */
 	uint8_t ncharge;
+	uint8_t settled;         /* its answer's status is out: counted,
+				    given back (its fields may still be
+				    owed) */
 	uint32_t limit, remaining; /* `near`'s figures when it was decided */
 	uint64_t reset_ns;
 	uint64_t t_ns;           /* CLOCK_MONOTONIC when its head was decided */

@@ -119,18 +119,29 @@ static size_t answer_body(struct rl_ans *a, size_t n)
 /* The answer to request `o` has its head out with `status`: count it for
  * the rules that counted the request, give back what count_status does
  * not charge. */
-static void settle(struct rl_conn *c, struct rl_owed *o, unsigned status)
+static void settle(struct rl_owed *o, unsigned status)
 {
 	struct rl_table *t = rl_io_policy()->table;
-	uint64_t now = rl_time_now_ns();
-	uint64_t took = now > o->t_ns ? now - o->t_ns : 0;
+	uint64_t now, took;
 
+	if (o->settled)
+		return;
+	o->settled = 1;
+	now = rl_time_now_ns();
+	took = now > o->t_ns ? now - o->t_ns : 0;
 	for (uint64_t m = o->rules; m; m &= m - 1)
 		rl_table_count_answer(t, (unsigned)__builtin_ctzll(m), status, took);
 	for (unsigned i = 0; i < o->ncharge; i++)
 		if (!rl_rule_charges(&o->cfg->rules[o->charge[i].rule], status))
 			rl_table_give_back_ref(t, o->charge[i].id,
 					       &o->charge[i].ref, 1, now);
+}
+
+/* The answer to request `o` has its head out whole: settled, and its
+ * record free. */
+static void answered(struct rl_conn *c, struct rl_owed *o, unsigned status)
+{
+	settle(o, status);
 	if (o->near >= 0)
 		c->fields_owed--;
 	o->req = 0;
@@ -204,7 +215,7 @@ static int switch_head(struct walk *w, struct rl_owed *o,
 	}
 	c->upgrade_wait = 0;
 	if (o)
-		settle(c, o, (unsigned)ans->status);
+		answered(c, o, (unsigned)ans->status);
 	if (sw == RL_SWITCH_UPGRADE) {
 		c->state = RL_CONN_PASS;
 		rl_http_pass(&c->http);
@@ -259,7 +270,7 @@ static int head_done(struct walk *w, const struct rl_http_answer *ap, ssize_t cr
 		    insert(w, o, (size_t)cr))
 			return -1;
 	} else if (o) {
-		settle(c, o, (unsigned)ans.status);
+		answered(c, o, (unsigned)ans.status);
 	}
 	a->heads = k;
 	a->final = 1;
@@ -284,6 +295,28 @@ static unsigned head_status(struct rl_hold *h, uint32_t len)
 	if (rl_http_parse_answer(h->data, len + 1, &ans))
 		return 0;
 	return (unsigned)ans.status;
+}
+
+/*
+ * A head in pieces whose status line is out: its status is the answer's,
+ * whatever follows, so it is counted and given back now. The rest of the
+ * head may never come through this process: Python's http.server writes
+ * the status line, its CGI child the rest.
+ */
+static void status_out(struct rl_conn *c, const struct rl_ans *a,
+		       const struct rl_hold *h, size_t len)
+{
+	struct rl_owed *o = rl_owed_find(c, a->heads + 1);
+	const uint8_t *p = h->data;
+	unsigned st;
+
+	if (!o || o->settled || len < 14 ||
+	    !memchr(p, '\n', len) || memcmp(p, "HTTP/1.", 7) ||
+	    p[8] != ' ' || p[9] < '2' || p[9] > '5' || p[10] < '0' ||
+	    p[10] > '9' || p[11] < '0' || p[11] > '9')
+		return; /* interim answers (1xx) are not the request's */
+	st = (unsigned)((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+	settle(o, st);
 }
 
 /*
@@ -334,6 +367,8 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 			return 0;
 		return e - old;
 	}
+	if (w->real)
+		status_out(c, a, h, old + n);
 	if (old + n >= RL_ANSWER_HEAD_MAX) {
 		fail(w); /* too long to frame: it and all after pass */
 		return 0;

@@ -56,6 +56,7 @@ static void owe(struct rl_conn *c, const struct rl_http_req *req,
 		c->fields_owed++;
 	}
 	o->ncharge = (uint8_t)v->ncharge;
+	o->settled = 0;
 	for (unsigned i = 0; i < v->ncharge; i++)
 		o->charge[i] = v->charge[i];
 }

@@ -543,19 +543,22 @@ static int round_trip(struct rl_conn *c, int *framing)
 			abort();
 		gen_answer(a, kind[i], i == n - 1);
 		fl = rec ? fields(o, f, sizeof(f)) : 0;
-		if (*framing && !a->big) {
-			want_put(app + a->at, a->blank - a->at);
-			want_put(f, fl);
-			want_put(app + a->blank, a->at + a->len - a->blank);
-			if (!rec) {
-				/* as written, and not counted */
-			} else if (kind[i] == REQ_LOGIN) {
+		/* Counted, and given back as its status says, once its status
+		 * line is out: a head over 16 KiB too, though it passes
+		 * unchanged and the framing stops there. */
+		if (*framing) {
+			if (kind[i] == REQ_LOGIN) {
 				want_login[a->status / 100 - 1]++;
 				if (a->status != 401 && a->status != 403 && a->status / 100 != 5)
 					given++;
 			} else if (kind[i] != REQ_UNCOUNTED) {
 				want_page[a->status / 100 - 1]++;
 			}
+		}
+		if (*framing && !a->big) {
+			want_put(app + a->at, a->blank - a->at);
+			want_put(f, fl);
+			want_put(app + a->blank, a->at + a->len - a->blank);
 			if (a->to_close || a->bad_body) {
 				*framing = 0;
 				ended = 1;
