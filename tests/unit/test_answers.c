@@ -109,7 +109,7 @@ static const char conf[] =
 	"headers_on = all\n"
 	"[limit:page]\n"
 	"match = * /p*\n"
-	"rate = 1000000/m\n"
+	"rate = 1000000/d\n" /* one back in 86 ms: Remaining goes down */
 	"[limit:login]\n"
 	"match = POST /login\n"
 	"rate = 3/m\n"
