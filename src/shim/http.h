@@ -194,6 +194,10 @@ struct rl_http_answer {
 	uint64_t length;
 };
 
+/* The status an answer's status line at p[0..len) gives ("HTTP/1.x NNN"),
+ * -EAGAIN if it is too short to tell, or -EINVAL. */
+int rl_http_status_of(const uint8_t *p, size_t len);
+
 /* Parse the complete answer head p[0..len). 0, or -EINVAL. */
 int rl_http_parse_answer(const uint8_t *p, size_t len, struct rl_http_answer *a);
 

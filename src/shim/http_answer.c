@@ -83,6 +83,17 @@ static int answer_line(const uint8_t *p, size_t i, size_t e,
 	return 0;
 }
 
+int rl_http_status_of(const uint8_t *p, size_t len)
+{
+	if (len < 12)
+		return -EAGAIN;
+	if (memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' ||
+	    p[8] != ' ' || p[9] < '0' || p[9] > '9' || p[10] < '0' ||
+	    p[10] > '9' || p[11] < '0' || p[11] > '9')
+		return -EINVAL;
+	return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+}
+
 int rl_http_answer_prefix(const uint8_t *p, size_t len,
 			  struct rl_http_answer *a, size_t *used)
 {
@@ -94,11 +105,9 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
 	a->length = 0;
 	if (len < 14)
 		return -EAGAIN;
-	if (memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' ||
-	    p[8] != ' ' || p[9] < '0' || p[9] > '9' || p[10] < '0' ||
-	    p[10] > '9' || p[11] < '0' || p[11] > '9')
+	a->status = rl_http_status_of(p, len);
+	if (a->status < 0)
 		return -EINVAL;
-	a->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
 	/* Lines by their LF, sixteen bytes at a time: a bit per LF. */
 	for (;;) {
 		uint32_t m = 0;

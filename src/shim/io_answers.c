@@ -307,16 +307,14 @@ static void status_out(struct rl_conn *c, const struct rl_ans *a,
 		       const struct rl_hold *h, size_t len)
 {
 	struct rl_owed *o = rl_owed_find(c, a->heads + 1);
-	const uint8_t *p = h->data;
-	unsigned st;
+	int st;
 
-	if (!o || o->settled || len < 14 ||
-	    !memchr(p, '\n', len) || memcmp(p, "HTTP/1.", 7) ||
-	    p[8] != ' ' || p[9] < '2' || p[9] > '5' || p[10] < '0' ||
-	    p[10] > '9' || p[11] < '0' || p[11] > '9')
-		return; /* interim answers (1xx) are not the request's */
-	st = (unsigned)((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
-	settle(o, st);
+	if (!o || o->settled || len < 14 || !memchr(h->data, '\n', len))
+		return;
+	st = rl_http_status_of(h->data, len);
+	if (st >= 200 && st <= 599) /* interim answers (1xx) are not the
+				       request's */
+		settle(o, (unsigned)st);
 }
 
 /*
