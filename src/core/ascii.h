@@ -52,6 +52,25 @@ static inline uint32_t rl_ascii_ctl16(const uint8_t *p)
 	return (uint32_t)_mm_movemask_epi8(
 		_mm_or_si128(low, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
 }
+
+/* Nonzero if any of the sixty-four bytes at p is a control character: the
+ * four blocks' flags ORed before the one test, for long values (a
+ * browser's Cookie) that have none. */
+static inline int rl_ascii_any_ctl64(const uint8_t *p)
+{
+	const __m128i *q = (const __m128i *)(const void *)p;
+	const __m128i del = _mm_set1_epi8(0x7f);
+	__m128i a = _mm_loadu_si128(q), b = _mm_loadu_si128(q + 1);
+	__m128i c = _mm_loadu_si128(q + 2), d = _mm_loadu_si128(q + 3);
+	/* the smallest byte of each lane, and the smallest distance to DEL */
+	__m128i lo = _mm_min_epu8(_mm_min_epu8(a, b), _mm_min_epu8(c, d));
+	__m128i dl = _mm_min_epu8(_mm_min_epu8(_mm_xor_si128(a, del), _mm_xor_si128(b, del)),
+				  _mm_min_epu8(_mm_xor_si128(c, del), _mm_xor_si128(d, del)));
+	__m128i bad = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(lo, _mm_set1_epi8(0x1f)), lo),
+				   _mm_cmpeq_epi8(dl, _mm_setzero_si128()));
+
+	return _mm_movemask_epi8(bad) != 0;
+}
 #endif
 
 /* Nonzero if any of the eight bytes is `c` (the lowest flagged is). */

@@ -29,25 +29,49 @@ static inline uint64_t word8(const char *s)
 	return w;
 }
 
-/* A bit for each LF among p[0..16). */
+/* A bit for each LF among p[0..16), and among p[0..64). */
 #ifdef __SSE2__
 #include <emmintrin.h>
-static inline uint32_t lf_mask16(const uint8_t *p)
+static inline uint64_t lf_mask16(const uint8_t *p)
 {
 	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
 
 	return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
 }
-#else
-static inline uint32_t lf_mask16(const uint8_t *p)
+
+static inline uint64_t lf_mask64(const uint8_t *p)
 {
-	uint32_t m = 0;
+	const __m128i lf = _mm_set1_epi8('\n');
+	const __m128i *q = (const __m128i *)(const void *)p;
+	uint64_t m0 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q), lf));
+	uint64_t m1 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 1), lf));
+	uint64_t m2 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 2), lf));
+	uint64_t m3 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 3), lf));
+
+	return m0 | m1 << 16 | m2 << 32 | m3 << 48;
+}
+#else
+static inline uint64_t lf_mask16(const uint8_t *p)
+{
+	uint64_t m = 0;
 
 	for (int j = 0; j < 16; j++)
-		m |= (uint32_t)(p[j] == '\n') << j;
+		m |= (uint64_t)(p[j] == '\n') << j;
 	return m;
 }
+
+static inline uint64_t lf_mask64(const uint8_t *p)
+{
+	return lf_mask16(p) | lf_mask16(p + 16) << 16 | lf_mask16(p + 32) << 32 |
+	       lf_mask16(p + 48) << 48;
+}
 #endif
+
+/* The first bytes of the lines answer_line() reads (Content-Length,
+ * Transfer-Encoding): the status line (an 'H') and the rest are skipped. */
+static const uint8_t starts_ct[256] = {
+	['C'] = 1, ['c'] = 1, ['T'] = 1, ['t'] = 1,
+};
 
 /* One header line of an answer, [i, e) with e its LF: only what frames
  * the body is read. 0, or -EINVAL. */
@@ -108,26 +132,33 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
 	a->status = rl_http_status_of(p, len);
 	if (a->status < 0)
 		return -EINVAL;
-	/* Lines by their LF, sixteen bytes at a time: a bit per LF. */
+	/* Lines by their LF, sixty-four bytes at a time (then sixteen, then
+	 * one) as a bit per LF. Every line ends in CRLF; only a line that
+	 * starts like Content-Length or Transfer-Encoding is read further. */
 	for (;;) {
-		uint32_t m = 0;
+		uint64_t m = 0;
+		size_t step;
 
-		if (k + 16 <= len) {
+		if (k + 64 <= len) {
+			m = lf_mask64(p + k);
+			step = 64;
+		} else if (k + 16 <= len) {
 			m = lf_mask16(p + k);
+			step = 16;
 		} else if (k < len) {
 			for (size_t j = 0; j < len - k; j++)
-				m |= (uint32_t)(p[k + j] == '\n') << j;
+				m |= (uint64_t)(p[k + j] == '\n') << j;
+			step = len - k;
 		} else {
 			return -EAGAIN;
 		}
 		while (m) {
-			size_t e = k + (size_t)__builtin_ctz(m);
+			size_t e = k + (size_t)__builtin_ctzll(m);
 
 			m &= m - 1;
-			if (ls == 0) {
-				if (p[e - 1] != '\r')
-					return -EINVAL;
-			} else if (e == ls + 1 && p[ls] == '\r') {
+			if (p[e - 1] != '\r')
+				return -EINVAL;
+			if (e == ls + 1) {
 				if (te) {
 					a->has_length = 0;
 					a->chunked = chunked_last;
@@ -135,13 +166,13 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
 				}
 				*used = e + 1;
 				return 0;
-			} else if (answer_line(p, ls, e, a, &te, &chunked_last,
-					       &chunked_seen)) {
-				return -EINVAL;
 			}
+			if (starts_ct[p[ls]] && answer_line(p, ls, e, a, &te, &chunked_last,
+					&chunked_seen))
+				return -EINVAL;
 			ls = e + 1;
 		}
-		k += 16;
+		k += step;
 	}
 }
 

@@ -7,10 +7,79 @@
  */
 #include "http.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ascii.h"
 #include "http_int.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* AVX2 usable: the CPU has it and the kernel saves the YMM state. Asked
+ * once (cpuid and xgetbv are instructions, not system calls). */
+static int avx2_usable(void)
+{
+	static _Atomic int known = -1;
+	int k = atomic_load_explicit(&known, memory_order_relaxed);
+	unsigned a, b, c, d;
+
+	if (k >= 0)
+		return k;
+	k = 0;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
+		unsigned lo, hi;
+
+		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+		if ((lo & 6) == 6 && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+		    (b & bit_AVX2))
+			k = 1;
+	}
+	atomic_store_explicit(&known, k, memory_order_relaxed);
+	return k;
+}
+
+/* Past the sixty-four-byte blocks from p[i] that hold no control byte,
+ * thirty-two bytes a register. */
+__attribute__((target("avx2"))) static size_t clean64_avx2(const uint8_t *p,
+							   size_t i, size_t len)
+{
+	const __m256i del = _mm256_set1_epi8(0x7f), top = _mm256_set1_epi8(0x1f);
+
+	while (i + 64 <= len) {
+		__m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
+		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 32));
+		__m256i lo = _mm256_min_epu8(a, b);
+		__m256i dl = _mm256_min_epu8(_mm256_xor_si256(a, del),
+					     _mm256_xor_si256(b, del));
+		__m256i bad = _mm256_or_si256(
+			_mm256_cmpeq_epi8(_mm256_min_epu8(lo, top), lo),
+			_mm256_cmpeq_epi8(dl, _mm256_setzero_si256()));
+
+		if (!_mm256_testz_si256(bad, bad))
+			break;
+		i += 64;
+	}
+	return i;
+}
+
+static size_t clean64(const uint8_t *p, size_t i, size_t len)
+{
+	if (len - i >= 128 && avx2_usable())
+		return clean64_avx2(p, i, len);
+	while (i + 64 <= len && !rl_ascii_any_ctl64(p + i))
+		i += 64;
+	return i;
+}
+#elif defined(__SSE2__)
+static size_t clean64(const uint8_t *p, size_t i, size_t len)
+{
+	while (i + 64 <= len && !rl_ascii_any_ctl64(p + i))
+		i += 64;
+	return i;
+}
+#endif
 
 /* RFC 9110 tchar: "!#$%&'*+-.^_`|~" DIGIT ALPHA */
 const uint8_t rl_http_tchar[256] = {
@@ -112,6 +181,8 @@ int rl_http_parse_codings(const char *v, size_t n, uint8_t *chunked_last,
 ssize_t rl_http_value_end(const uint8_t *p, size_t i, size_t len)
 {
 #ifdef __SSE2__
+	if (i + 64 <= len)
+		i = clean64(p, i, len);
 	while (i + 16 <= len) {
 		uint32_t m = rl_ascii_ctl16(p + i);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "http_int.h"
 #include "../framer.h"
 
 /* ---- a caller like the shim's: heads kept contiguous, bodies skipped ---- */
@@ -795,6 +796,49 @@ static void test_methods(void **state)
 	assert_false(req.http10);
 }
 
+/* Where a value ends, found a block at a time (64 bytes, by AVX2 where
+ * the CPU has it), is where a byte-by-byte reading ends it: every byte
+ * value at every offset of long values, both sides of each block edge. */
+static ssize_t value_end_bytes(const uint8_t *p, size_t i, size_t len)
+{
+	for (; i < len; i++) {
+		if (p[i] == '\r')
+			return (ssize_t)i;
+		if (p[i] < 0x20 ? p[i] != '\t' : p[i] == 0x7f)
+			return -1;
+	}
+	return -2;
+}
+
+static void test_value_end_blocks(void **state)
+{
+	static uint8_t buf[400];
+
+	(void)state;
+	for (unsigned b = 0; b < 256; b++) {
+		for (size_t at = 0; at < 300; at += (at < 140 ? 1 : 7)) {
+			for (size_t start = 0; start < 6; start++) {
+				/* 100 bytes: the SSE2 blocks; 300: AVX2's */
+				size_t len = (start < 3 ? 300 : 100) + start;
+
+				if (at >= len - start)
+					continue;
+
+				for (size_t k = 0; k < sizeof(buf); k++)
+					buf[k] = (uint8_t)('a' + k % 26);
+				buf[start + at] = (uint8_t)b;
+				assert_int_equal(rl_http_value_end(buf, start, len),
+						 value_end_bytes(buf, start, len));
+			}
+		}
+	}
+	/* obs-text and tabs all the way, then the CR */
+	for (size_t k = 0; k < 300; k++)
+		buf[k] = (uint8_t)(k % 3 == 0 ? 0x80 + k % 128 : k % 3 == 1 ? '\t' : 0xff);
+	buf[299] = '\r';
+	assert_int_equal(rl_http_value_end(buf, 0, 300), 299);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -815,6 +859,7 @@ int main(void)
 		cmocka_unit_test(test_many_values),
 		cmocka_unit_test(test_odd_names),
 		cmocka_unit_test(test_methods),
+		cmocka_unit_test(test_value_end_blocks),
 	};
 
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
