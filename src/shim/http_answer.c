@@ -29,44 +29,6 @@ static inline uint64_t word8(const char *s)
 	return w;
 }
 
-/* A bit for each LF among p[0..16), and among p[0..64). */
-#ifdef __SSE2__
-#include <emmintrin.h>
-static inline uint64_t lf_mask16(const uint8_t *p)
-{
-	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-
-	return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
-}
-
-static inline uint64_t lf_mask64(const uint8_t *p)
-{
-	const __m128i lf = _mm_set1_epi8('\n');
-	const __m128i *q = (const __m128i *)(const void *)p;
-	uint64_t m0 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q), lf));
-	uint64_t m1 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 1), lf));
-	uint64_t m2 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 2), lf));
-	uint64_t m3 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 3), lf));
-
-	return m0 | m1 << 16 | m2 << 32 | m3 << 48;
-}
-#else
-static inline uint64_t lf_mask16(const uint8_t *p)
-{
-	uint64_t m = 0;
-
-	for (int j = 0; j < 16; j++)
-		m |= (uint64_t)(p[j] == '\n') << j;
-	return m;
-}
-
-static inline uint64_t lf_mask64(const uint8_t *p)
-{
-	return lf_mask16(p) | lf_mask16(p + 16) << 16 | lf_mask16(p + 32) << 32 |
-	       lf_mask16(p + 48) << 48;
-}
-#endif
-
 /* The first bytes of the lines answer_line() reads (Content-Length,
  * Transfer-Encoding): the status line (an 'H') and the rest are skipped. */
 static const uint8_t starts_ct[256] = {
@@ -140,10 +102,10 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
 		size_t step;
 
 		if (k + 64 <= len) {
-			m = lf_mask64(p + k);
+			m = rl_http_lf_mask64(p + k);
 			step = 64;
 		} else if (k + 16 <= len) {
-			m = lf_mask16(p + k);
+			m = rl_http_lf_mask16(p + k);
 			step = 16;
 		} else if (k < len) {
 			for (size_t j = 0; j < len - k; j++)

@@ -19,7 +19,7 @@
 
 /* AVX2 usable: the CPU has it and the kernel saves the YMM state. Asked
  * once (cpuid and xgetbv are instructions, not system calls). */
-static int avx2_usable(void)
+int rl_http_avx2(void)
 {
 	static _Atomic int known = -1;
 	int k = atomic_load_explicit(&known, memory_order_relaxed);
@@ -66,7 +66,7 @@ __attribute__((target("avx2"))) static size_t clean64_avx2(const uint8_t *p,
 
 static size_t clean64(const uint8_t *p, size_t i, size_t len)
 {
-	if (len - i >= 128 && avx2_usable())
+	if (len - i >= 128 && rl_http_avx2())
 		return clean64_avx2(p, i, len);
 	while (i + 64 <= len && !rl_ascii_any_ctl64(p + i))
 		i += 64;

@@ -135,6 +135,64 @@ int rl_http_parse_head(const uint8_t *p, size_t len,
 	return rc;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* The first 64-byte block from p[k] with a CR LF CR LF ending in it (or
+ * the last one before the end), thirty-two bytes a register. */
+__attribute__((target("avx2"))) static size_t no_end_avx2(const uint8_t *p,
+							  size_t k, size_t len)
+{
+	const __m256i lf = _mm256_set1_epi8('\n'), cr = _mm256_set1_epi8('\r');
+
+	for (; k + 64 <= len; k += 64) {
+		/* an LF whose byte two before is an LF, the two between CRs:
+		 * tested loosely (LF at i and i - 2), exactly below */
+		__m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + k));
+		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + k + 32));
+		uint64_t l = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, lf)) |
+			     (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, lf)) << 32;
+		uint64_t c = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, cr)) |
+			     (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, cr)) << 32;
+
+		if (l & (l << 2) & (c << 1))
+			break;
+		/* a blank line across the block's start */
+		if (k && (l & 3) && (p[k - 1] == '\n' || p[k - 1] == '\r'))
+			break;
+	}
+	return k;
+}
+#endif
+
+int rl_http_may_end(const uint8_t *p, size_t len)
+{
+	size_t k = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (len >= 128 && rl_http_avx2()) {
+		k = no_end_avx2(p, 0, len);
+		/* from a block before the one it stopped in: a blank line may
+		 * straddle their edge */
+		k = k >= 64 ? k - 64 : 0;
+	}
+#endif
+	for (; k + 64 <= len; k += 64) {
+		for (uint64_t m = rl_http_lf_mask64(p + k); m; m &= m - 1) {
+			size_t e = k + (size_t)__builtin_ctzll(m);
+
+			if (e >= 3 && p[e - 1] == '\r' && p[e - 2] == '\n' &&
+			    p[e - 3] == '\r')
+				return 1;
+		}
+	}
+	for (; k < len; k++)
+		if (p[k] == '\n' && k >= 3 && p[k - 1] == '\r' && p[k - 2] == '\n' &&
+		    p[k - 3] == '\r')
+			return 1;
+	return 0;
+}
+
 /* Out of bytes while all was valid so far: the head goes on. */
 static int more(struct rl_http_req *req)
 {

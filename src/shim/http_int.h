@@ -43,6 +43,49 @@ ssize_t rl_http_value_end(const uint8_t *p, size_t i, size_t len);
 /* The first byte at or after p[i] that cannot be in a field name. */
 size_t rl_http_name_end(const uint8_t *p, size_t i, size_t len);
 
+/* 1 if AVX2 may be used here (the CPU has it, the kernel saves its state). */
+int rl_http_avx2(void);
+
+/* ---- LFs, a bit each -------------------------------------------------------- */
+
+/* A bit for each LF among p[0..16), and among p[0..64). */
+#ifdef __SSE2__
+#include <emmintrin.h>
+static inline uint64_t rl_http_lf_mask16(const uint8_t *p)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+
+	return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+}
+
+static inline uint64_t rl_http_lf_mask64(const uint8_t *p)
+{
+	const __m128i lf = _mm_set1_epi8('\n');
+	const __m128i *q = (const __m128i *)(const void *)p;
+	uint64_t m0 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q), lf));
+	uint64_t m1 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 1), lf));
+	uint64_t m2 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 2), lf));
+	uint64_t m3 = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(q + 3), lf));
+
+	return m0 | m1 << 16 | m2 << 32 | m3 << 48;
+}
+#else
+static inline uint64_t rl_http_lf_mask16(const uint8_t *p)
+{
+	uint64_t m = 0;
+
+	for (int j = 0; j < 16; j++)
+		m |= (uint64_t)(p[j] == '\n') << j;
+	return m;
+}
+
+static inline uint64_t rl_http_lf_mask64(const uint8_t *p)
+{
+	return rl_http_lf_mask16(p) | rl_http_lf_mask16(p + 16) << 16 |
+	       rl_http_lf_mask16(p + 32) << 32 | rl_http_lf_mask16(p + 48) << 48;
+}
+#endif
+
 /* ---- http_chunk.c ------------------------------------------------------------ */
 
 /* The first bad byte of trailer bytes p[0, len) (h->error says why), or

@@ -165,6 +165,10 @@ int rl_frame_decide(struct rl_conn *c, const struct rl_region *rg, size_t hs,
 	return ok;
 }
 
+/* Bytes past which a head is looked for before it is parsed: a shorter one
+ * costs less to parse twice. */
+#define RL_WHOLE_LOOK 512
+
 /*
  * The common case, in one pass: at a request boundary, with the rest of
  * the read in one buffer, parse the head where it stands.
@@ -253,9 +257,17 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 		if (head_start < 0 && c->http.phase == RL_HTTP_IDLE) {
 			const char *why = NULL;
 			size_t used;
-			enum rl_whole st = rl_frame_whole(c, (uint8_t *)rg->iov[seg].iov_base +
-							  (pos - seg_off), end - pos,
-							  &used, &ok, &why);
+			uint8_t *p = (uint8_t *)rg->iov[seg].iov_base + (pos - seg_off);
+			enum rl_whole st;
+
+			/* A long read that ends inside a head: held unparsed,
+			 * parsed once whole (the hold finds it bad or not). */
+			if (end == rg->len && end - pos >= RL_WHOLE_LOOK &&
+			    c->http.phase == RL_HTTP_IDLE && !c->http.cr &&
+			    rl_http_is_token(p[0]) && !rl_http_may_end(p, end - pos))
+				st = RL_WHOLE_MORE;
+			else
+				st = rl_frame_whole(c, p, end - pos, &used, &ok, &why);
 
 			if (st == RL_WHOLE_BAD) {
 				out->deliver = pos;
