@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <linux/sockios.h>
@@ -69,6 +70,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 		       int flags, struct sockaddr *from, socklen_t *fromlen);
 
 static pthread_once_t resolved = PTHREAD_ONCE_INIT;
+static _Atomic int resolved_all;
 
 /*
  * The next definition of `name`, or NULL when there is none or it lies in
@@ -182,11 +184,16 @@ static void resolve_all(void)
 	RESOLVE(sendfile);
 	if (!real_fcntl64)
 		real_fcntl64 = real_fcntl;
+	atomic_store_explicit(&resolved_all, 1, memory_order_release);
 }
 
+/* Every hook's first step: the flag once resolved (a load, where
+ * pthread_once is a call into libc on every system call). */
 static inline void resolve(void)
 {
-	pthread_once(&resolved, resolve_all);
+	if (__builtin_expect(!atomic_load_explicit(&resolved_all,
+						   memory_order_acquire), 0))
+		pthread_once(&resolved, resolve_all);
 }
 
 __attribute__((constructor)) static void rl_hooks_init(void)
