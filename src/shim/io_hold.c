@@ -135,8 +135,24 @@ enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
 
 	if (n == 0)
 		return RL_HELD_EOF;
-	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? RL_HELD_WAIT : RL_HELD_ERR;
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return RL_HELD_ERR;
+	if (n < 0) {
+		/* Nothing more yet. A long head held unparsed (no blank line
+		 * in it) that is wrong already is refused now, not once more
+		 * comes (it may never). */
+		const char *why = NULL;
+		size_t used;
+		int ok, saved = errno;
+
+		if (c->raw && rl_frame_whole(c, h->data, h->len, &used, &ok,
+					     &why) == RL_WHOLE_BAD) {
+			rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
+			return RL_HELD_DENIED;
+		}
+		errno = saved;
+		return RL_HELD_WAIT;
+	}
 	if (c->raw) {
 		/* Held unscanned: parse it once, whole if the rest has come
 		 * (a browser's head that straddles nginx's first 1 KiB read

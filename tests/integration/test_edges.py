@@ -413,6 +413,20 @@ def nginx_cookie_head():
     assert res.statuses == [200], res
 
 
+def long_bad_prefix(kind):
+    """A long head (over the 512 bytes past which the shim holds a head
+    with no blank line unparsed) that is wrong already, and the client
+    sends no more: the shim's 400 at once, as for a short one, never a
+    wait for the rest."""
+    s = srv(kind)
+    for bad in (b'Bad Line\r\n', b' folded\r\n', b'X: a\x01b\r\n'):
+        head = (b'GET /pub HTTP/1.1\r\nHost: x\r\n' + bad +
+                b'X-Pad: ' + b'a' * 1500 + b'\r\n')
+        res = talk(s.port, head, fresh_ip(), n=1)
+        answered(res, 1, f'{kind}: a long bad head with no end ({bad!r})')
+        assert res.statuses == [400], (bad, res)
+
+
 def pipeline_n(kind, count):
     s = srv(kind)
     p = GET_PATH[kind]
@@ -1058,6 +1072,8 @@ def tests():
         add(f'{k}: stall: heads of 1.1/4/9/15 KiB', big_heads, k)
         add(f'{k}: stall: heads and a body cut at random places',
             split_heads, k)
+        add(f'{k}: a long head wrong already, no end: 400 at once',
+            long_bad_prefix, k)
         if k != 'nginx':
             add(f'{k}: stall: POST 1.5 KiB head + 3,000-byte body echoed',
                 post_echo, k)

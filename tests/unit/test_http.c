@@ -839,6 +839,36 @@ static void test_value_end_blocks(void **state)
 	assert_int_equal(rl_http_value_end(buf, 0, 300), 299);
 }
 
+/* rl_http_may_end() says 0 only where no CRLF CRLF is: every place of
+ * one in reads of 1 to 1,100 bytes (the AVX2 blocks, their edges, the
+ * tail), and near misses (LF LF, CR LF LF, CR CR LF) say 0. */
+static void test_may_end(void **state)
+{
+	static uint8_t buf[1100];
+
+	(void)state;
+	for (size_t len = 1; len <= sizeof(buf); len += (len < 200 ? 1 : 37)) {
+		memset(buf, 'x', len);
+		assert_int_equal(rl_http_may_end(buf, len), 0);
+		for (size_t at = 0; at + 4 <= len; at += (at < 140 ? 1 : 13)) {
+			static const char *miss[] = { "\n\n", "\r\n\n", "\r\r\n", "\n\r\r\n" };
+
+			memset(buf, 'x', len);
+			memcpy(buf + at, "\r\n\r\n", 4);
+			assert_int_equal(rl_http_may_end(buf, len), 1);
+			for (size_t m = 0; m < 4; m++) {
+				size_t ml = strlen(miss[m]);
+
+				if (at + ml > len)
+					continue;
+				memset(buf, 'x', len);
+				memcpy(buf + at, miss[m], ml);
+				assert_int_equal(rl_http_may_end(buf, len), 0);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -860,6 +890,7 @@ int main(void)
 		cmocka_unit_test(test_odd_names),
 		cmocka_unit_test(test_methods),
 		cmocka_unit_test(test_value_end_blocks),
+		cmocka_unit_test(test_may_end),
 	};
 
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
