@@ -88,15 +88,22 @@ def test_synthetic(tmp):
     check(cgout.merge_clones({('/lib/x.so', 'f.isra.0'): 1,
                               ('/lib/x.so', 'f'): 2}) == {('x.so', 'f'): 3},
           'clones')
-    # A wrong totals: line (a call's inclusive line counted, say) fails.
-    with open(path, 'w') as f:
-        f.write(SYNTHETIC.replace('totals: 9 1117', 'totals: 9 6117'))
-    try:
-        cgout.read(path)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError('a wrong totals: line passed')
+    check(p.summary == 1117, f'summary {p.summary}')
+    # A wrong totals: line (a call's inclusive line counted, say) fails;
+    # a summary: that differs only when asked to check it.
+    for text, strict in ((SYNTHETIC.replace('totals: 9 1117',
+                                            'totals: 9 6117'), False),
+                         (SYNTHETIC.replace('summary: 9 1117',
+                                            'summary: 9 1118'), True)):
+        with open(path, 'w') as f:
+            f.write(text)
+        try:
+            cgout.read(path, summary=strict)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f'a wrong total passed ({strict})')
+    check(cgout.read(path).summary == 1118, 'summary kept as it is')
 
 
 PROG_H = '''static inline __attribute__((always_inline)) unsigned mix(unsigned x)
@@ -136,6 +143,7 @@ def test_real(tmp):
                             *([arg] if arg else [])],
                            check=True, capture_output=True)
             got[arg] = cgout.read(out, summary='--cache-sim=yes' not in opts)
+            check(got[arg].summary is not None, 'summary: kept')
             os.unlink(out)
         # 1000 more calls of work(), mix()'s 50 rounds inlined from h.h
         # (about 256 Ir a call; callgrind_annotate's `[p]` line has 6).
