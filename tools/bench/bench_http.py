@@ -802,7 +802,7 @@ def function_table(ins: dict, keys: list[str], top: int) -> list[str]:
     for f in set().union(*(m[k] for k in keys)):
         v = {k: m[k].get(f, 0) for k in keys}
         if f[0] == SHIM_OBJ or (f[0] == 'libc.so.6' and any(
-                abs(v[k] - v['a']) >= 1 for k in shims)):
+                v[k] - v['a'] >= 2 for k in shims)):
             if max(abs(v[k]) for k in shims) >= 1:
                 rows.append((f, v))
     if 'B' in shims:
