@@ -106,7 +106,8 @@ def test_synthetic(tmp):
     check(cgout.read(path).summary == 1118, 'summary kept as it is')
 
 
-PROG_H = '''static inline __attribute__((always_inline)) unsigned mix(unsigned x)
+PROG_H = '''static inline __attribute__((always_inline))
+unsigned mix(unsigned x)
 { for (int i = 0; i < 50; i++) x = x * 2654435761u + (x >> 7); return x; }
 '''
 PROG_C = '''#include <stdio.h>
