@@ -19,7 +19,7 @@ each with nginx's default `sendfile off` (head and body in one writev) and
 with `sendfile on` (the head by writev, the body by sendfile).
 
     python3 tools/bench/bench_answers.py [--shim build/librlshim.so]
-        [--old-shim /tmp/old/build/librlshim.so] [--sendfile off,on]
+        [--old-shim|--shim-b /tmp/old/build/librlshim.so] [--sendfile off,on]
         [--variants a,b,o,c,d] [--only instructions,syscalls,functions]
         [--top 20] [--keep DIR]
 
@@ -39,10 +39,8 @@ import argparse
 import datetime
 import os
 import platform
-import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +48,7 @@ from pathlib import Path
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_http as H  # noqa: E402
+import cgout  # noqa: E402
 
 N1, N2 = 2000, 4000
 RULE = H.NEVER_LIMITS
@@ -116,26 +115,6 @@ def syscalls(root, kw, fields):
 
 # -- instructions ------------------------------------------------------------
 
-FN_LINE = re.compile(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*?)\s+\[(.*)\]\s*$')
-
-
-def callgrind_functions(path):
-    """Exclusive Ir per (object, function) of a callgrind output."""
-    out = subprocess.run(['callgrind_annotate', '--auto=no',
-                          '--threshold=100', str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    fns = {}
-    for line in out.splitlines():
-        m = FN_LINE.match(line)
-        if m:
-            # A tree built elsewhere (make -C DIR) names its sources by
-            # absolute path: the same function either way.
-            fn = re.sub(r'^/.*?/(src|tools|include)/', r'\1/', m.group(2))
-            k = (os.path.basename(m.group(3)), fn)
-            fns[k] = fns.get(k, 0) + int(m.group(1).replace(',', ''))
-    return fns
-
-
 KEEP = None
 
 
@@ -158,21 +137,19 @@ def callgrind(root, kw, n, fields, tag):
                            + vlog.read_text(errors='replace')[-2000:])
     if KEEP:
         shutil.copyfile(cg, Path(KEEP) / f'callgrind.{tag}.{n}')
-    return callgrind_functions(cg)
+    # Every cost line, its sum checked against callgrind's totals: (not
+    # callgrind_annotate's list, which drops the object of inlined code).
+    return cgout.read(cg)
 
 
 def instructions(root, kw, fields, tag):
     c1 = callgrind(root, kw, N1, fields, tag)
     c2 = callgrind(root, kw, N2, fields, tag)
-    return {k: (c2.get(k, 0) - c1.get(k, 0)) / (N2 - N1)
-            for k in set(c1) | set(c2)}
+    return cgout.difference(c1, c2, N2 - N1)
 
 
 def by_object(fns):
-    objs = {}
-    for (o, _), v in fns.items():
-        objs[o] = objs.get(o, 0) + v
-    return objs
+    return cgout.by_object(fns)
 
 
 # -- tables ----------------------------------------------------------------
@@ -233,19 +210,12 @@ def object_table(keys, ins):
     return out
 
 
-CLONE = re.compile(r'(\.(lto_priv|isra|constprop|part|cold)\.\d+)+$')
-
-
 def merged(fns):
     """Per function of the shim and libc (where the shim's calls land),
     the compiler's clones (.isra.0, .lto_priv.0, ...) counted as their
     function: two builds clone differently."""
-    out = {}
-    for (o, fn), v in fns.items():
-        if o in ('librlshim.so', 'libc.so.6'):
-            k = (o, CLONE.sub('', fn))
-            out[k] = out.get(k, 0) + v
-    return out
+    return {k: v for k, v in cgout.merge_clones(fns).items()
+            if k[0] in ('librlshim.so', 'libc.so.6')}
 
 
 def function_table(ins, key, base, top, by_diff=False):
@@ -275,24 +245,15 @@ def function_table(ins, key, base, top, by_diff=False):
 
 
 def identity(path):
-    """bench_http's shim_identity, with the commit of the tree the
-    library was built in when that is not this checkout."""
-    text = H.shim_identity(path)
-    tree = path.parent.parent
-    if tree != H.REPO and (tree / '.git').exists():
-        rev = subprocess.run(['git', '-C', str(tree), 'describe', '--always',
-                              '--dirty'], capture_output=True,
-                             text=True).stdout.strip()
-        if rev:
-            text = text.replace("unknown (not this checkout's build/)", rev)
-    return text
+    return H.shim_identity(path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--shim', default=str(H.SHIM))
-    ap.add_argument('--old-shim', default=None,
-                    help='an older librlshim.so, run as (o), (b)\'s config')
+    ap.add_argument('--old-shim', '--shim-b', default=None,
+                    help='another librlshim.so (an older or a newer build), '
+                    'run as (o), (b)\'s config')
     ap.add_argument('--sendfile', default='off,on')
     ap.add_argument('--only', default='instructions,syscalls,functions')
     ap.add_argument('--variants', default='a,b,o,c,d',
@@ -310,7 +271,7 @@ def main():
                         ':/usr/sbin:/sbin') or not shutil.which('strace'):
         print('## The answer side: skipped (needs nginx and strace)\n')
         return 0
-    if not (shutil.which('valgrind') and shutil.which('callgrind_annotate')):
+    if not shutil.which('valgrind'):
         only -= {'instructions', 'functions'}
     root = tempfile.mkdtemp(prefix='bench-answers-')
     # Every run preloads the bytes this invocation started with.
@@ -377,7 +338,8 @@ def main():
                 if 'c' not in ins or 'b' not in ins:
                     continue
                 p(f'Where (c) spends its instructions, `sendfile {sf}`: '
-                  'exclusive Ir per request by function (callgrind_annotate; '
+                  'exclusive Ir per request by function (every line of the '
+                  'callgrind output, tools/bench/cgout.py; '
                   'the shim is linked with LTO, so a function holds what was '
                   'inlined into it; clones such as `.isra.0` counted as their '
                   f'function), the top {a.top} of the shim and libc:\n')

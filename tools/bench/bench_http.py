@@ -2,26 +2,37 @@
 # SPDX-License-Identifier: MIT
 """tools/bench/bench_http.py - the shim in front of nginx, each figure next to
 its baseline from the same run. Python 3 stdlib only; needs nginx, wrk and
-strace on PATH and a built build/librlshim.so (`make`).
+strace on PATH and a built build/librlshim.so (`make`); valgrind for the
+instruction counts, ab (apache2-utils) for the head ab-real.
 
     python3 tools/bench/bench_http.py [--duration 10] [--reps 3]
         [--workers 1,2] [--only throughput,syscalls,instructions,accuracy]
-        [--shim build/librlshim.so]
+        [--shim build/librlshim.so] [--shim-b OTHER/build/librlshim.so]
+        [--heads small,ab,ab-real,browser] [--requests 2000,4000]
+        [--top 15] [--keep DIR]
 
 Prints markdown to stdout (progress goes to stderr):
 
 1. throughput: wrk -t1 -c32 against nginx serving a small static file with
    keep-alive, as (a) nginx alone, (b) nginx under LD_PRELOAD=librlshim.so
-   with a rule that never limits, (c) nginx alone with its own limit_req at
-   an equally non-limiting rate. Variants interleaved a,b,c,a,b,c,...;
-   medians of req/s and of wrk's p50/p99 latency.
-2. syscalls: strace -f -c attached to the one nginx worker while a python
-   client sends N sequential keep-alive GETs on one connection, for N=2000
-   and N=4000; (count(4000) - count(2000)) / 2000 = system calls per request,
-   with and without the shim, per syscall name. Exact, unlike times.
-   instructions (when valgrind is installed): the same client against nginx
-   under callgrind; user-space instructions per request by object (nginx,
-   libc, librlshim.so), the same difference of two runs.
+   with a rule that never limits, (B) the same under --shim-b if given,
+   (c) nginx alone with its own limit_req at an equally non-limiting rate.
+   Variants interleaved a,b,(B),c,a,b,(B),c,...; medians of req/s and of
+   wrk's p50/p99 latency; --reps and --duration (the lead's figures: 5 x
+   10 s).
+2. syscalls: strace -f -c attached to the one nginx worker while a client
+   sends N sequential keep-alive requests on one connection, for N = 2000
+   and N = 4000 (--requests); (count(4000) - count(2000)) / 2000 = system
+   calls per request, as (a), (b) and (B), per syscall name, for each head
+   (--heads): small (`GET /index.html` + Host, 41 bytes), ab (ab's own
+   head, ~107 bytes, sent by the Python client), ab-real (`ab -k -c 1 -n
+   N` itself as the client) and browser (Firefox's fields and a 1.4 KiB
+   Cookie, ~1.9 KiB). Exact, unlike times.
+   instructions (when valgrind is installed): the same clients against
+   nginx under callgrind; user-space instructions per request by object
+   and the shim's top functions, the same difference of two runs, read
+   from callgrind's output file by cgout.py (every line, checked against
+   callgrind's total).
 3. accuracy: one client key at 5000/s, burst 1, under the shim, and nginx's
    limit_req at 5000r/s (no burst), each driven over its limit by wrk;
    admitted (non-429) per second / 5000. Then both again with a bucket of
@@ -32,6 +43,8 @@ machine meanwhile, so that a disturbed run can be told from a slow variant.
 
 Every nginx runs from its own temp directory with its own port; every shim
 run gets a fresh segment /dev/shm/rlshim-bench-<pid>-<n>, removed after.
+Shim B is copied under the same file name as the shim (another directory),
+so that callgrind names its object and functions alike.
 """
 
 import argparse
@@ -54,6 +67,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', '..', 'tests', 'integration'))
 from servers import children_of, free_port, group_alive  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cgout  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SHIM = REPO / 'build' / 'librlshim.so'
@@ -382,12 +398,15 @@ NGINX_NEVER = ('100000000r/s',
 
 
 def bench_throughput(root: str, workers: int, duration: int, reps: int,
-                     lua: Path) -> list[str]:
+                     lua: Path, shim_b: Path | None = None) -> list[str]:
     variants = [('a', 'nginx alone', {}),
                 ('b', 'nginx + librlshim.so (never limits)',
                  {'shim_rule': NEVER_LIMITS}),
                 ('c', 'nginx + its own limit_req (never limits)',
                  {'limit': NGINX_NEVER})]
+    if shim_b:
+        variants.insert(2, ('B', 'nginx + shim B (--shim-b, the same rule)',
+                            {'shim_rule': NEVER_LIMITS, 'shim': shim_b}))
     wrk_args = ['-t1', '-c32', f'-d{duration}s']
     runs = {v[0]: [] for v in variants}
     for rep in range(reps):
@@ -431,7 +450,7 @@ def bench_throughput(root: str, workers: int, duration: int, reps: int,
                    f'{fmt_us(m["p50_us"])} | {fmt_us(m["p99_us"])} | '
                    f'{m["user_us"]:.1f} + {m["sys_us"]:.1f} µs | {bad} | '
                    f'{other} |')
-    a, b, c = med['a']['rps'], med['b']['rps'], med['c']['rps']
+    rps = {k: med[k]['rps'] for k in med}
 
     def paired(x: str, y: str) -> str:
         return ', '.join(f'{rx["rps"] / ry["rps"]:.2f}'
@@ -440,15 +459,21 @@ def bench_throughput(root: str, workers: int, duration: int, reps: int,
     def goal(v: float, g: float) -> str:
         return f'>= {g}: ' + ('met' if v >= g else '**not met**')
 
-    out += ['', '| ratio | of the medians | per round (a,b,c run back to '
-            'back) | goal |', '|---|---:|---|---|',
-            f'| b/a (shim / nginx alone) | {b / a:.3f} | {paired("b", "a")} '
-            f'| {goal(b / a, 0.95)} |',
-            f'| b/c (shim / nginx limit_req) | {b / c:.3f} | '
-            f'{paired("b", "c")} | {goal(b / c, 1.0)} |',
-            f'| c/a (nginx limit_req / nginx alone) | {c / a:.3f} | '
-            f'{paired("c", "a")} | (context) |',
-            '']
+    order = ','.join(k for k, _, _ in variants)
+    rows = [('b', 'a', 'shim / nginx alone', 0.97),
+            ('b', 'c', 'shim / nginx limit_req', 1.0)]
+    if shim_b:
+        rows += [('B', 'a', 'shim B / nginx alone', 0.97),
+                 ('B', 'c', 'shim B / nginx limit_req', 1.0),
+                 ('B', 'b', 'shim B / shim', None)]
+    rows.append(('c', 'a', 'nginx limit_req / nginx alone', None))
+    out += ['', f'| ratio | of the medians | per round ({order} run back to '
+            'back) | goal (issue 14) |', '|---|---:|---|---|']
+    for x, y, what, g in rows:
+        out.append(f'| {x}/{y} ({what}) | {rps[x] / rps[y]:.3f} | '
+                   f'{paired(x, y)} | '
+                   f'{goal(rps[x] / rps[y], g) if g else "(context)"} |')
+    out.append('')
     # The same medians over the quiet runs only, when each variant has one.
     quiet = {k: [r for r in v if r['other_pct'] < QUIET_PCT]
              for k, v in runs.items()}
@@ -456,10 +481,11 @@ def bench_throughput(root: str, workers: int, duration: int, reps: int,
         q = {k: statistics.median(r['rps'] for r in v)
              for k, v in quiet.items()}
         n = ', '.join(f'{k} {len(v)}' for k, v in quiet.items())
+        meds = ', '.join(f'{k} {fmt_int(v)}' for k, v in q.items())
+        ratios = ', '.join(f'{x}/{y} {q[x] / q[y]:.3f}'
+                           for x, y, _, g in rows if g)
         out += [f'Quiet runs only (other CPU load < {QUIET_PCT}%; {n} runs): '
-                f'median req/s a {fmt_int(q["a"])}, b {fmt_int(q["b"])}, '
-                f'c {fmt_int(q["c"])}; b/a {q["b"] / q["a"]:.3f}, '
-                f'b/c {q["b"] / q["c"]:.3f}.', '']
+                f'median req/s {meds}; {ratios}.', '']
     else:
         out += [f'Quiet runs only (other CPU load < {QUIET_PCT}%): not every '
                 'variant had one.', '']
@@ -468,21 +494,84 @@ def bench_throughput(root: str, workers: int, duration: int, reps: int,
 
 # -- 2. system calls per request ------------------------------------------
 
-# RL_BENCH_COOKIE=N adds a Cookie of N bytes: a browser's head (1,500 makes
-# it straddle nginx's first 1 KiB read).
+# RL_BENCH_COOKIE=N adds a Cookie of N bytes to REQUEST (bench_answers.py's
+# head; 1,500 makes it straddle nginx's first 1 KiB read).
 _COOKIE = int(os.environ.get('RL_BENCH_COOKIE') or 0)
 REQUEST = (b'GET /index.html HTTP/1.1\r\nHost: bench\r\n' +
            (b'Cookie: s=' + b'c' * (_COOKIE - 2) + b'\r\n' if _COOKIE > 2 else b'') +
            b'\r\n')
 
+# The heads of issue 14, each a function of the server's port (ab's and a
+# browser's Host carry it).
 
-def keepalive_client(port: int, n: int) -> None:
-    """n sequential GETs on one keep-alive connection, each answered 200."""
+
+def head_small(port: int) -> bytes:
+    return b'GET /index.html HTTP/1.1\r\nHost: bench\r\n\r\n'
+
+
+def head_ab(port: int) -> bytes:
+    """What `ab -k -c 1 -n N http://127.0.0.1:PORT/` (ApacheBench 2.3)
+    sends, field for field and in its order."""
+    return (b'GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n'
+            b'Host: 127.0.0.1:%d\r\nUser-Agent: ApacheBench/2.3\r\n'
+            b'Accept: */*\r\n\r\n' % port)
+
+
+def _cookie(size: int) -> bytes:
+    """A Cookie field of `size` bytes (name, colon and CRLF included) of
+    the kind a site with analytics sets: a session, a CSRF token, consent
+    and tracking ids; deterministic."""
+    import hashlib
+    parts = [b'session=' + hashlib.sha256(b'session').hexdigest().encode() * 2,
+             b'csrftoken=' + hashlib.sha256(b'csrf').hexdigest().encode(),
+             b'_ga=GA1.1.1234567890.1764547200',
+             b'_ga_Q1W2E3R4T5=GS1.1.1764547200.3.1.1764550800.0.0.0',
+             b'consent=analytics%3Dtrue%26ads%3Dfalse%26v%3D2',
+             b'lang=en-GB', b'theme=dark', b'tz=Europe%2FBerlin']
+    i = 0
+    while True:
+        field = b'Cookie: ' + b'; '.join(parts) + b'\r\n'
+        if len(field) >= size:
+            break
+        parts.append(b'pref%d=' % i + hashlib.sha256(b'%d' % i).hexdigest()
+                     .encode()[:40])
+        i += 1
+    # Trim the last value to land on size exactly.
+    cut = len(field) - size
+    return field[:len(field) - 2 - cut] + b'\r\n'
+
+
+def head_browser(port: int) -> bytes:
+    """Firefox's request for a page, with a 1.4 KiB Cookie: ~1.9 KiB, which
+    straddles nginx's first 1 KiB read (client_header_buffer_size)."""
+    return (b'GET /index.html HTTP/1.1\r\n'
+            b'Host: 127.0.0.1:%d\r\n'
+            b'User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) '
+            b'Gecko/20100101 Firefox/128.0\r\n'
+            b'Accept: text/html,application/xhtml+xml,application/xml;q=0.9,'
+            b'*/*;q=0.8\r\n'
+            b'Accept-Language: en-GB,en;q=0.5\r\n'
+            b'Accept-Encoding: gzip, deflate, br, zstd\r\n'
+            b'Referer: http://127.0.0.1:%d/articles/2026/12/hot-path\r\n'
+            b'Connection: keep-alive\r\n' % (port, port)
+            + _cookie(1434) +
+            b'Upgrade-Insecure-Requests: 1\r\n'
+            b'Sec-Fetch-Dest: document\r\n'
+            b'Sec-Fetch-Mode: navigate\r\n'
+            b'Sec-Fetch-Site: same-origin\r\n'
+            b'Sec-Fetch-User: ?1\r\n'
+            b'Priority: u=0, i\r\n\r\n')
+
+
+def keepalive_client(port: int, n: int, head: bytes | None = None) -> None:
+    """n sequential GETs (REQUEST, or head) on one keep-alive connection,
+    each answered 200."""
+    head = head or REQUEST
     with socket.create_connection(('127.0.0.1', port), timeout=30) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         f = s.makefile('rb')
         for i in range(n):
-            s.sendall(REQUEST)
+            s.sendall(head)
             line = f.readline()
             if not line.startswith(b'HTTP/1.1 200'):
                 raise RuntimeError(f'request {i}: {line!r}')
@@ -498,6 +587,43 @@ def keepalive_client(port: int, n: int) -> None:
                 raise RuntimeError('no Content-Length')
             if len(f.read(length)) != length:
                 raise RuntimeError('short body')
+
+
+AB_OK = re.compile(r'^(Complete|Failed|Keep-Alive) requests:\s+(\d+)', re.M)
+
+
+def ab_client(port: int, n: int) -> None:
+    """`ab -k -c 1 -n n` (the issue's client): one keep-alive connection,
+    n requests, every one answered in full and kept alive."""
+    p = subprocess.run(['ab', '-k', '-c', '1', '-n', str(n),
+                        f'http://127.0.0.1:{port}/'], capture_output=True,
+                       text=True, timeout=600)
+    got = dict(AB_OK.findall(p.stdout))
+    if p.returncode != 0 or got != {'Complete': str(n), 'Failed': '0',
+                                    'Keep-Alive': str(n)}:
+        raise RuntimeError(f'ab -k -c 1 -n {n}: exit {p.returncode}, '
+                           f'{got}\n{p.stdout[-1500:]}{p.stderr[-500:]}')
+
+
+# name: (what, client(port, n), head(port) or None for ab's own)
+HEADS = {
+    'small': ('`GET /index.html` + Host', head_small),
+    'ab': ("ab's head, sent by the Python client", head_ab),
+    'ab-real': ('`ab -k -c 1 -n N` itself as the client', None),
+    'browser': ('Firefox fields + a 1.4 KiB Cookie', head_browser),
+}
+
+
+def head_len(name: str) -> int:
+    fn = HEADS[name][1] or head_ab
+    return len(fn(free_port()))
+
+
+def client_for(name: str):
+    head = HEADS[name][1]
+    if head is None:
+        return ab_client
+    return lambda port, n: keepalive_client(port, n, head(port))
 
 
 def parse_strace_c(path: Path) -> dict[str, int]:
@@ -516,7 +642,7 @@ def parse_strace_c(path: Path) -> dict[str, int]:
 
 
 def strace_count(pid: int, work: Path, tag: str, port: int,
-                 n: int) -> dict[str, int]:
+                 n: int, client=None) -> dict[str, int]:
     out = work / f'strace-{tag}-{n}.txt'
     err = work / f'strace-{tag}-{n}.err'
     with open(err, 'wb') as errf:
@@ -530,7 +656,7 @@ def strace_count(pid: int, work: Path, tag: str, port: int,
                 raise RuntimeError('strace did not attach: '
                                    + err.read_text(errors='replace'))
             time.sleep(0.02)
-        keepalive_client(port, n)
+        (client or keepalive_client)(port, n)
         time.sleep(0.2)   # let the worker finish the connection's close
     finally:
         p.send_signal(signal.SIGINT)
@@ -542,97 +668,213 @@ def strace_count(pid: int, work: Path, tag: str, port: int,
     return parse_strace_c(out)
 
 
-def bench_syscalls(root: str, n1: int, n2: int) -> list[str]:
-    per = {}
-    for tag, kw in (('nginx alone', {}),
-                    ('nginx + librlshim.so', {'shim_rule': NEVER_LIMITS})):
-        srv = Nginx(root, 1, **kw)
-        try:
-            srv.start()
-            keepalive_client(srv.port, 100)     # warm up, shim activated
-            srv.check_shim()
-            (wpid,) = srv.worker_pids()
-            c1 = strace_count(wpid, srv.work, tag[:5], srv.port, n1)
-            c2 = strace_count(wpid, srv.work, tag[:5], srv.port, n2)
-        finally:
-            srv.stop()
-        names = set(c1) | set(c2)
-        per[tag] = {s: (c2.get(s, 0) - c1.get(s, 0)) / (n2 - n1)
-                    for s in names}
-        log(f'  syscalls {tag}: {sum(per[tag].values()):.3f} per request')
-    a, b = per['nginx alone'], per['nginx + librlshim.so']
-    names = sorted(set(a) | set(b), key=lambda s: (-max(a.get(s, 0),
-                                                        b.get(s, 0)), s))
-    names = [s for s in names if a.get(s, 0) or b.get(s, 0)]
-    ta, tb = sum(a.values()), sum(b.values())
-    out = ['| syscall | nginx alone | nginx + shim | difference |',
-           '|---|---:|---:|---:|']
-    for s in names:
-        x, y = a.get(s, 0), b.get(s, 0)
-        out.append(f'| {s} | {x:.3f} | {y:.3f} | {y - x:+.3f} |')
-    out.append(f'| **total** | **{ta:.3f}** | **{tb:.3f}** | '
-               f'**{tb - ta:+.3f}** |')
+def shim_variants(shim_b: Path | None) -> list[tuple[str, str, dict]]:
+    """(a) nginx alone, (b) under the shim, (B) under --shim-b: the same
+    rule, which never limits."""
+    v = [('a', 'nginx alone', {}),
+         ('b', 'nginx + shim', {'shim_rule': NEVER_LIMITS})]
+    if shim_b:
+        v.append(('B', 'nginx + shim B', {'shim_rule': NEVER_LIMITS,
+                                           'shim': shim_b}))
+    return v
+
+
+def pct(x: float, base: float) -> str:
+    return f'{100 * (x - base) / base:+.1f}%' if base else '-'
+
+
+def syscalls_run(root: str, kw: dict, client, n1: int,
+                 n2: int) -> dict[str, float]:
+    srv = Nginx(root, 1, **kw)
+    try:
+        srv.start()
+        client(srv.port, 100)     # warm up, shim activated
+        srv.check_shim()
+        (wpid,) = srv.worker_pids()
+        c1 = strace_count(wpid, srv.work, 'x', srv.port, n1, client)
+        c2 = strace_count(wpid, srv.work, 'y', srv.port, n2, client)
+    finally:
+        srv.stop()
+    return {s: (c2.get(s, 0) - c1.get(s, 0)) / (n2 - n1)
+            for s in set(c1) | set(c2)}
+
+
+def bench_syscalls(root: str, heads: list[str], n1: int, n2: int,
+                   shim_b: Path | None = None) -> list[str]:
+    variants = shim_variants(shim_b)
+    keys = [k for k, _, _ in variants]
+    out, totals = [], {}
+    for h in heads:
+        per = {}
+        for key, name, kw in variants:
+            per[key] = syscalls_run(root, kw, client_for(h), n1, n2)
+            log(f'  syscalls {h} ({key}): {sum(per[key].values()):.3f} '
+                'per request')
+        names = sorted({s for k in keys for s, v in per[k].items() if v},
+                       key=lambda s: (-max(per[k].get(s, 0) for k in keys),
+                                      s))
+        tot = {k: sum(per[k].values()) for k in keys}
+        totals[h] = tot
+        out += [f'#### {h}: {HEADS[h][0]} ({head_len(h):,} bytes)', '',
+                '| syscall | ' + ' | '.join(f'({k})' for k in keys) + ' | ' +
+                ' | '.join(f'{k} - a' for k in keys[1:]) + ' |',
+                '|---|' + '---:|' * (2 * len(keys) - 1)]
+        for s in names:
+            v = {k: per[k].get(s, 0) for k in keys}
+            out.append(f'| {s} | ' + ' | '.join(f'{v[k]:.3f}' for k in keys)
+                       + ' | ' + ' | '.join(f'{v[k] - v["a"]:+.3f}'
+                                            for k in keys[1:]) + ' |')
+        out.append('| **total** | ' + ' | '.join(f'**{tot[k]:.3f}**'
+                                                 for k in keys) + ' | ' +
+                   ' | '.join(f'**{tot[k] - tot["a"]:+.3f}**'
+                              for k in keys[1:]) + ' |')
+        out.append('')
+    out += ['All heads, system calls per request (goal: +0):', '',
+            '| head | bytes | ' + ' | '.join(f'({k}) {n}' for k, n, _ in
+                                             variants) + ' | ' +
+            ' | '.join(f'{k} - a' for k in keys[1:]) + ' |',
+            '|---|---:|' + '---:|' * (2 * len(keys) - 1)]
+    for h, tot in totals.items():
+        out.append(f'| {h} | {head_len(h):,} | ' +
+                   ' | '.join(f'{tot[k]:.3f}' for k in keys) + ' | ' +
+                   ' | '.join(f'{tot[k] - tot["a"]:+.3f}' for k in keys[1:])
+                   + ' |')
     out.append('')
     return out
 
 
-def callgrind_by_object(path: Path) -> dict[str, int]:
-    """Instructions (Ir) per object file, from callgrind_annotate's
-    exclusive per-function lines."""
-    out = subprocess.run(['callgrind_annotate', '--auto=no',
-                          '--threshold=100', str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    objs: dict[str, int] = {}
-    for line in out.splitlines():
-        m = re.match(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+\S.*\[(.*)\]\s*$', line)
-        if m:
-            name = os.path.basename(m.group(2))
-            objs[name] = objs.get(name, 0) + int(m.group(1).replace(',', ''))
-    return objs
+KEEP: str | None = None     # --keep DIR: the callgrind outputs kept there
 
 
-def callgrind_run(root: str, shim: bool, n: int) -> dict[str, int]:
+def callgrind_run(root: str, kw: dict, client, n: int,
+                  tag: str) -> cgout.Profile:
     """nginx (master_process off: the one process is the worker) under
-    callgrind, answering n keep-alive GETs; Ir per object for the run."""
+    callgrind, answering n requests of client; its profile (every cost
+    line, checked against callgrind's own totals)."""
     work_out = Path(tempfile.mkdtemp(prefix='cg-', dir=root))
     cg, vlog = work_out / 'callgrind.out', work_out / 'valgrind.log'
-    srv = Nginx(root, 1, shim_rule=NEVER_LIMITS if shim else None,
-                master=False,
+    srv = Nginx(root, 1, master=False,
                 wrapper=['valgrind', '--tool=callgrind',
-                         f'--callgrind-out-file={cg}', f'--log-file={vlog}'])
+                         f'--callgrind-out-file={cg}', f'--log-file={vlog}'],
+                **kw)
     try:
         srv.start(timeout=60)
-        keepalive_client(srv.port, n)
+        client(srv.port, n)
         srv.check_shim()
     finally:
         srv.stop(timeout=60)
     if 'Collected' not in vlog.read_text(errors='replace'):
         raise RuntimeError('callgrind wrote no totals:\n'
                            + vlog.read_text(errors='replace')[-2000:])
-    return callgrind_by_object(cg)
+    if KEEP:
+        shutil.copyfile(cg, Path(KEEP) / f'callgrind.{tag}.{n}')
+    prof = cgout.read(cg)
+    shutil.rmtree(work_out, ignore_errors=True)
+    return prof
 
 
-def bench_instructions(root: str, n1: int, n2: int) -> list[str]:
-    per = {}
-    for tag, shim in (('a', False), ('b', True)):
-        c1 = callgrind_run(root, shim, n1)
-        c2 = callgrind_run(root, shim, n2)
-        per[tag] = {o: (c2.get(o, 0) - c1.get(o, 0)) / (n2 - n1)
-                    for o in set(c1) | set(c2)}
-        log(f'  instructions per request ({tag}): '
-            f'{sum(per[tag].values()):,.0f}')
-    a, b = per['a'], per['b']
-    objs = sorted((o for o in set(a) | set(b)
-                   if abs(a.get(o, 0)) >= 0.5 or abs(b.get(o, 0)) >= 0.5),
-                  key=lambda o: -max(a.get(o, 0), b.get(o, 0)))
-    out = ['| object | nginx alone | nginx + shim | difference |',
-           '|---|---:|---:|---:|']
-    for o in objs:
-        x, y = a.get(o, 0), b.get(o, 0)
-        out.append(f'| {o} | {x:,.0f} | {y:,.0f} | {y - x:+,.0f} |')
-    ta, tb = sum(a.values()), sum(b.values())
-    out.append(f'| **total** | **{ta:,.0f}** | **{tb:,.0f}** | '
-               f'**{tb - ta:+,.0f} ({100 * (tb - ta) / ta:+.1f}%)** |')
+def instructions_per_request(root: str, kw: dict, client, n1: int, n2: int,
+                             tag: str) -> dict:
+    """Exclusive Ir per request by (object, function): the difference of
+    an n2- and an n1-request run, so that start-up cancels."""
+    p1 = callgrind_run(root, kw, client, n1, tag)
+    p2 = callgrind_run(root, kw, client, n2, tag)
+    fns = cgout.difference(p1, p2, n2 - n1)
+    # Each file's lines sum to its totals: exactly (cgout checks). Its
+    # summary: is callgrind's running count, which differs from totals: by
+    # 100 to 2,000 Ir of the process's end, not the same in every run:
+    # logged for comparison only.
+    log(f'    {tag}: {sum(fns.values()):,.1f} Ir per request by the cost '
+        f'lines, {(p2.summary - p1.summary) / (n2 - n1):,.1f} by summary:')
+    return fns
+
+
+SHIM_OBJ = 'librlshim.so'
+
+
+def function_table(ins: dict, keys: list[str], top: int) -> list[str]:
+    """The shim's functions (clones counted as their function), and libc's
+    where a shim's run spends more in it than nginx alone (the shim's calls
+    land there; the rest is nginx's own), by exclusive Ir per request."""
+    m = {k: cgout.merge_clones(ins[k]) for k in keys}
+    shims = [k for k in keys if k != 'a']
+    rows = []
+    for f in set().union(*(m[k] for k in keys)):
+        v = {k: m[k].get(f, 0) for k in keys}
+        if f[0] == SHIM_OBJ or (f[0] == 'libc.so.6' and any(
+                v[k] - v['a'] >= 2 for k in shims)):
+            if max(abs(v[k]) for k in shims) >= 1:
+                rows.append((f, v))
+    if 'B' in shims:
+        rows.sort(key=lambda r: -max(r[1]['b'], r[1]['B']))
+    else:
+        rows.sort(key=lambda r: -r[1]['b'])
+    cols = [k for k in keys if k != 'a'] + ['a']
+    extra = ' B - b |' if 'B' in shims else ''
+    out = ['| function (object) | ' + ' | '.join(f'({k})' for k in cols) +
+           ' |' + extra, '|---|' + '---:|' * (len(cols) + bool(extra))]
+    for (o, fn), v in rows[:top]:
+        d = f' {v["B"] - v["b"]:+,.0f} |' if extra else ''
+        out.append(f'| `{fn}` ({o}) | ' + ' | '.join(f'{v[k]:,.0f}'
+                                                    for k in cols) + ' |' + d)
+    t = {k: sum(v for (o, _), v in m[k].items() if o == SHIM_OBJ)
+         for k in keys}
+    d = f' {t["B"] - t["b"]:+,.0f} |' if extra else ''
+    out.append(f'| all of {SHIM_OBJ} | ' + ' | '.join(f'{t[k]:,.0f}'
+                                                      for k in cols) + ' |' +
+               d)
+    out.append('')
+    return out
+
+
+def bench_instructions(root: str, heads: list[str], n1: int, n2: int,
+                       shim_b: Path | None = None, top: int = 15) -> list[str]:
+    variants = shim_variants(shim_b)
+    keys = [k for k, _, _ in variants]
+    out, totals = [], {}
+    for h in heads:
+        ins = {}
+        for key, name, kw in variants:
+            ins[key] = instructions_per_request(root, kw, client_for(h),
+                                                n1, n2, f'{h}-{key}')
+            log(f'  instructions {h} ({key}): '
+                f'{sum(ins[key].values()):,.0f} per request')
+        objs = {k: cgout.by_object(ins[k]) for k in keys}
+        tot = {k: sum(objs[k].values()) for k in keys}
+        totals[h] = (tot, {k: objs[k].get(SHIM_OBJ, 0) for k in keys})
+        names = sorted({o for k in keys for o, v in objs[k].items()
+                        if abs(v) >= 0.5},
+                       key=lambda o: -max(objs[k].get(o, 0) for k in keys))
+        out += [f'#### {h}: {HEADS[h][0]} ({head_len(h):,} bytes)', '',
+                '| object | ' + ' | '.join(f'({k})' for k in keys) + ' | ' +
+                ' | '.join(f'{k} - a' for k in keys[1:]) + ' |',
+                '|---|' + '---:|' * (2 * len(keys) - 1)]
+        for o in names:
+            v = {k: objs[k].get(o, 0) for k in keys}
+            out.append(f'| {o} | ' + ' | '.join(f'{v[k]:,.0f}' for k in keys)
+                       + ' | ' + ' | '.join(f'{v[k] - v["a"]:+,.0f}'
+                                            for k in keys[1:]) + ' |')
+        out.append('| **total** | ' + ' | '.join(f'**{tot[k]:,.0f}**'
+                                                 for k in keys) + ' | ' +
+                   ' | '.join(f'**{tot[k] - tot["a"]:+,.0f} '
+                              f'({pct(tot[k], tot["a"])})**'
+                              for k in keys[1:]) + ' |')
+        out += ['', f'Top {top} functions of the shim (and libc where a '
+                "shim's run spends more there), exclusive Ir per request:",
+                '']
+        out += function_table(ins, keys, top)
+    out += ['All heads, user-space instructions per request (goal: <= +3%):',
+            '', '| head | bytes | (a) nginx alone | ' +
+            ' | '.join(f'({k}) {n} | {k}/a | of which {SHIM_OBJ}'
+                       for k, n, _ in variants[1:]) + ' | goal |',
+            '|---|---:|---:|' + '---:|---:|---:|' * (len(keys) - 1) + '---|']
+    for h, (tot, shim) in totals.items():
+        cells = ' | '.join(f'{tot[k]:,.0f} | {tot[k] / tot["a"]:.3f} | '
+                           f'{shim[k]:,.0f}' for k in keys[1:])
+        met = ', '.join(f'{k} ' + ('met' if tot[k] <= 1.03 * tot['a'] else
+                                   '**not met**') for k in keys[1:])
+        out.append(f'| {h} | {head_len(h):,} | {tot["a"]:,.0f} | {cells} | '
+                   f'{met} |')
     out.append('')
     return out
 
@@ -705,15 +947,17 @@ def cleanup_segments() -> None:
 
 
 def shim_identity(path: Path) -> str:
-    """Which shim: its path, hash and build time, and the source tree."""
+    """Which shim: its path, hash and build time, and the commit of the
+    source tree it was built in (TREE/build/librlshim.so)."""
     import hashlib
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     built = datetime.datetime.fromtimestamp(
         path.stat().st_mtime, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M')
-    rev = 'unknown (not this checkout\'s build/)'
-    if path.parent == REPO / 'build':
+    rev = 'unknown (not in a checkout\'s build/)'
+    tree = path.parent.parent
+    if path.parent.name == 'build' and (tree / '.git').exists():
         try:
-            rev = subprocess.run(['git', '-C', str(REPO), 'describe',
+            rev = subprocess.run(['git', '-C', str(tree), 'describe',
                                   '--always', '--dirty'], capture_output=True,
                                  text=True, timeout=10).stdout.strip() or rev
         except OSError:
@@ -732,7 +976,7 @@ def tool_version(argv: list[str]) -> str:
 
 
 def main() -> int:
-    global SHIM
+    global SHIM, KEEP
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--duration', type=int, default=10,
                     help='seconds per wrk run (default 10)')
@@ -745,26 +989,62 @@ def main() -> int:
                     help='sections to run (comma separated)')
     ap.add_argument('--shim', default=str(SHIM),
                     help='the shim to preload (default build/librlshim.so)')
+    ap.add_argument('--shim-b', default=None,
+                    help='a second build of the shim, run as (B) beside (b) '
+                    'in every section but accuracy')
+    ap.add_argument('--heads', default=','.join(HEADS),
+                    help='request heads for the system calls and '
+                    f'instructions (default {",".join(HEADS)}; ab-real needs '
+                    'ab)')
+    ap.add_argument('--requests', default='2000,4000',
+                    help='N1,N2: the two request counts whose difference is '
+                    'counted (default 2000,4000)')
+    ap.add_argument('--top', type=int, default=15,
+                    help='functions listed per head (default 15)')
+    ap.add_argument('--keep', default=None,
+                    help='a directory to keep the callgrind outputs in '
+                    '(callgrind.HEAD-VARIANT.N)')
     args = ap.parse_args()
     only = set(args.only.split(','))
     SHIM = Path(args.shim).resolve()
+    n1, n2 = (int(x) for x in args.requests.split(','))
+    heads = args.heads.split(',')
+    for h in heads:
+        if h not in HEADS:
+            print(f'bench_http: no head {h!r} (of {", ".join(HEADS)})',
+                  file=sys.stderr)
+            return 1
+    if 'ab-real' in heads and not shutil.which('ab'):
+        log('bench_http: ab missing (apache2-utils): head ab-real skipped')
+        heads.remove('ab-real')
+    if args.keep:
+        KEEP = args.keep
+        os.makedirs(KEEP, exist_ok=True)
 
     for tool in ('nginx', 'wrk', 'strace'):
         if not shutil.which(tool, path=os.environ.get('PATH', '') +
                             ':/usr/sbin:/sbin'):
             print(f'bench_http: {tool} not found', file=sys.stderr)
             return 1
-    if not SHIM.exists():
-        print(f'bench_http: {SHIM} missing: run make', file=sys.stderr)
-        return 1
+    for path in (SHIM, args.shim_b):
+        if path and not Path(path).exists():
+            print(f'bench_http: {path} missing: run make', file=sys.stderr)
+            return 1
 
     root = tempfile.mkdtemp(prefix='rlshim-bench-http-')
     # Every run of this invocation preloads the same bytes, even if the
-    # build is redone meanwhile.
+    # build is redone meanwhile; shim B under the same file name, so that
+    # callgrind names its object and functions as the shim's.
     shim_id = shim_identity(SHIM)
     snap = Path(root) / 'librlshim.so'
     shutil.copyfile(SHIM, snap)
     SHIM = snap
+    shim_b = None
+    if args.shim_b:
+        shim_b_id = shim_identity(Path(args.shim_b).resolve())
+        (Path(root) / 'b').mkdir()
+        shim_b = Path(root) / 'b' / 'librlshim.so'
+        shutil.copyfile(args.shim_b, shim_b)
     lat_lua = Path(root) / 'latency.lua'
     lat_lua.write_text(LUA_LATENCY)
     st_lua = Path(root) / 'status.lua'
@@ -773,28 +1053,25 @@ def main() -> int:
     p = print
     try:
         # The section heading is run.sh's (or the reader's) to give.
+        now = datetime.datetime.now(datetime.timezone.utc)
         p(f'Command: `python3 tools/bench/bench_http.py'
           f'{" " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""}`. '
-          f'Run of {datetime.date.today().isoformat()}, '
+          f'Run of {now:%Y-%m-%d %H:%M} UTC, '
           f'{os.cpu_count()} vCPUs, Linux {platform.release()}, '
           f'{tool_version(["nginx", "-v"])}, '
           f'{tool_version(["wrk", "--version"]).split(" [")[0]}. '
           'Client and server share the machine; nothing is pinned.')
         p()
-        p(f'Shim: {shim_id}.')
+        p(f'Shim (b): {shim_id}.' +
+          (f' Shim B (B): {shim_b_id}.' if shim_b else ''))
         p()
         p('nginx: `daemon off; master_process on; access_log off; '
           'keepalive_requests 1000000;` epoll, one `listen 127.0.0.1:PORT '
           f'reuseport`, a {len(INDEX_HTML)}-byte static `index.html`. '
           'Shim config: `[global] ports = PORT, shm = '
           'rlshim-bench-<pid>-<n>` (fresh per nginx start) plus the rule '
-          'shown.')
-        p()
-        p('"Other CPU load" is the CPU time that processes other than this '
-          'run\'s wrk and nginx used during the run, in % of all CPUs '
-          '(/proc/stat user+system minus our processes\' utime+stime, '
-          'tick-based, approximate): the noise from the rest of the shared '
-          'machine. The hypervisor\'s steal time is not visible in this VM.')
+          '`[limit:all] match = * rate = 100000000/s key = ip` (burst = '
+          'count: never limits).')
         p()
         if 'throughput' in only:
             p('### Throughput')
@@ -805,57 +1082,77 @@ def main() -> int:
               '`done()`), against')
             p()
             p('- (a) nginx alone;')
-            p('- (b) nginx under `LD_PRELOAD=build/librlshim.so`, rule '
-              '`[limit:all] match = * rate = 100000000/s key = ip` (burst = '
-              'count: never limits);')
+            p('- (b) nginx under `LD_PRELOAD=librlshim.so`, the rule above;')
+            if shim_b:
+                p('- (B) the same under shim B;')
             p('- (c) nginx alone with `limit_req_zone $binary_remote_addr '
               'zone=z:10m rate=100000000r/s; limit_req zone=z burst=1000000 '
               'nodelay;` (never limits).')
             p()
-            p(f'{args.reps} runs of each, interleaved a,b,c,a,b,c,...; a '
+            p('"Other CPU load" is the CPU time that processes other than '
+              'this run\'s wrk and nginx used during the run, in % of all '
+              'CPUs (/proc/stat user+system minus our processes\' '
+              'utime+stime, tick-based, approximate): the noise from the '
+              'rest of the shared machine. The hypervisor\'s steal time is '
+              'not visible in this VM.')
+            p()
+            order = 'a,b,B,c' if shim_b else 'a,b,c'
+            p(f'{args.reps} runs of each, interleaved {order},{order},...; a '
               'fresh nginx per run; medians.')
             p()
             for w in (int(x) for x in args.workers.split(',')):
                 log(f'throughput, worker_processes {w}')
                 for line in bench_throughput(root, w, args.duration,
-                                             args.reps, lat_lua):
+                                             args.reps, lat_lua, shim_b):
                     p(line)
                 sys.stdout.flush()
+        if only & {'syscalls', 'instructions'}:
+            p('Request heads (the system calls and instructions sections): ' +
+              '; '.join(f'**{h}**, {HEADS[h][0]}, {head_len(h):,} bytes'
+                        for h in heads) +
+              '. Every head but ab-real is sent by a Python client: N '
+              'sequential requests on one keep-alive connection, each answer '
+              'read whole before the next request. ab\'s head asks for `/` '
+              '(nginx\'s index module serves index.html), the others for '
+              '`/index.html`.')
+            p()
         if 'syscalls' in only:
-            n1, n2 = 2000, 4000
             log('syscalls per request')
             p('### System calls per request (exact counts)')
             p()
             p('Command: `strace -f -c -o FILE -p <worker pid>` attached to '
-              'the one worker (`worker_processes 1`) while a Python client '
-              f'sends N sequential `GET /index.html` on one keep-alive '
-              f'connection (each response read before the next request), for '
-              f'N = {n1} and N = {n2} on the same warmed-up worker; the table '
-              f'is (calls at {n2} - calls at {n1}) / {n2 - n1}, so start-up '
-              'and the connection\'s own accept/close cancel out.')
+              'the one worker (`worker_processes 1`) while the client sends '
+              f'N requests, for N = {n1} and N = {n2} on the same warmed-up '
+              f'worker; the table is (calls at {n2} - calls at {n1}) / '
+              f'{n2 - n1}, so start-up and the connection\'s own accept/close '
+              'cancel out.')
             p()
-            for line in bench_syscalls(root, n1, n2):
+            for line in bench_syscalls(root, heads, n1, n2, shim_b):
                 p(line)
             sys.stdout.flush()
-        if 'instructions' in only and not (shutil.which('valgrind') and
-                                           shutil.which('callgrind_annotate')):
+        if 'instructions' in only and not shutil.which('valgrind'):
             p('### User-space instructions per request: skipped, needs '
               'valgrind')
             p()
         elif 'instructions' in only:
-            n1, n2 = 2000, 4000
             log('instructions per request (callgrind)')
             p('### User-space instructions per request (callgrind, exact)')
             p()
             p('Command: `valgrind --tool=callgrind nginx ...` with '
               '`master_process off` (the one process serves), the same '
-              f'Python client and rule, N = {n1} and N = {n2} in two fresh '
-              f'processes; (Ir at {n2} - Ir at {n1}) / {n2 - n1}, by the '
-              'object the instructions ran in (`callgrind_annotate`, '
-              'exclusive). The kernel\'s side is the system call table '
-              'above.')
+              f'client and rule, N = {n1} and N = {n2} in two fresh '
+              f'processes; (Ir at {n2} - Ir at {n1}) / {n2 - n1}. Every cost '
+              'line of the callgrind output is charged to the object and '
+              'function it ran in (tools/bench/cgout.py; code inlined from '
+              'another file included, which callgrind_annotate lists '
+              'without its object), and each run\'s sum is checked to equal '
+              'callgrind\'s own total. Exclusive costs; the shim is linked '
+              'with LTO, so a function holds what was inlined into it, and '
+              'clones such as `.isra.0` count as their function. The '
+              'kernel\'s side is the system call table.')
             p()
-            for line in bench_instructions(root, n1, n2):
+            for line in bench_instructions(root, heads, n1, n2, shim_b,
+                                           args.top):
                 p(line)
             sys.stdout.flush()
         if 'accuracy' in only:

@@ -29,22 +29,33 @@ if command -v valgrind >/dev/null 2>&1; then
 	echo
 fi
 
+# RL_BENCH_SHIM_B=path/to/another/librlshim.so runs it as (B) beside (b) in
+# bench_http.py and as (o) in bench_answers.py (RL_BENCH_OLD_SHIM, the older
+# name, still works); RL_BENCH_REPS and RL_BENCH_DURATION set bench_http's
+# wrk runs (default 3 x 10 s).
+SHIM_B=${RL_BENCH_SHIM_B:-${RL_BENCH_OLD_SHIM:-}}
+# The HTTP instruction counts are read by cgout.py: first its own check.
+if command -v valgrind >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/test_cgout.py" >&2
+fi
 if command -v wrk >/dev/null 2>&1 && command -v strace >/dev/null 2>&1 &&
 	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
 	echo "## HTTP: the shim in front of nginx (tools/bench/bench_http.py)"
 	echo
-	python3 "$(dirname "$0")/bench_http.py" --shim "$B/librlshim.so"
+	python3 "$(dirname "$0")/bench_http.py" --shim "$B/librlshim.so" \
+		${SHIM_B:+--shim-b "$SHIM_B"} \
+		${RL_BENCH_REPS:+--reps "$RL_BENCH_REPS"} \
+		${RL_BENCH_DURATION:+--duration "$RL_BENCH_DURATION"}
 	echo
 else
 	echo "## HTTP: the shim in front of nginx: skipped (needs nginx, wrk and strace)"
 	echo
 fi
 
-# RL_BENCH_OLD_SHIM=path/to/an/older/librlshim.so adds it as (o), beside (b).
 if command -v strace >/dev/null 2>&1 &&
 	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
 	python3 "$(dirname "$0")/bench_answers.py" --shim "$B/librlshim.so" \
-		${RL_BENCH_OLD_SHIM:+--old-shim "$RL_BENCH_OLD_SHIM"}
+		${SHIM_B:+--old-shim "$SHIM_B"}
 	echo
 else
 	echo "## The answer side: skipped (needs nginx and strace)"
