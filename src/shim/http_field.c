@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "ascii.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include "http_int.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -103,6 +106,36 @@ const uint8_t rl_http_tchar[256] = {
 int rl_http_is_token(uint8_t c)
 {
 	return rl_http_tchar[c];
+}
+
+int rl_http_lit_eq(const char *a, const char *lit, size_t n)
+{
+	uint64_t x, y, u, w;
+	uint32_t x4, y4, u4, w4;
+
+	if (n >= 8) {
+		/* whole words, the last one overlapping the one before */
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&x, a + i, 8);
+			memcpy(&u, lit + i, 8);
+			if ((x | 0x2020202020202020ull) != u)
+				return 0;
+		}
+		memcpy(&y, a + n - 8, 8);
+		memcpy(&w, lit + n - 8, 8);
+		return (y | 0x2020202020202020ull) == w;
+	}
+	if (n >= 4) {
+		memcpy(&x4, a, 4);
+		memcpy(&y4, a + n - 4, 4);
+		memcpy(&u4, lit, 4);
+		memcpy(&w4, lit + n - 4, 4);
+		return (x4 | 0x20202020u) == u4 && (y4 | 0x20202020u) == w4;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (((uint8_t)a[i] | 0x20) != (uint8_t)lit[i])
+			return 0;
+	return 1;
 }
 
 int rl_http_name_eq(const char *a, size_t alen, const char *b, size_t blen)
@@ -235,6 +268,25 @@ ssize_t rl_http_value_end(const uint8_t *p, size_t i, size_t len)
  */
 size_t rl_http_name_end(const uint8_t *p, size_t i, size_t len)
 {
+#ifdef __SSE2__
+	const __m128i colon = _mm_set1_epi8(':'), sp = _mm_set1_epi8(' ');
+	const __m128i del = _mm_set1_epi8(0x7f), top = _mm_set1_epi8(0x1f);
+
+	/* sixteen at a time: a bit for each byte that ends a name (the high
+	 * bit of bytes above 0x7e is movemask's own) */
+	while (i + 16 <= len) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+		__m128i end = _mm_or_si128(
+			_mm_or_si128(_mm_cmpeq_epi8(v, colon), _mm_cmpeq_epi8(v, sp)),
+			_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, top), v),
+				     _mm_cmpeq_epi8(v, del)));
+		uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_or_si128(end, v));
+
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+		i += 16;
+	}
+#endif
 	while (i + 8 <= len) {
 		uint64_t w, m;
 

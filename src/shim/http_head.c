@@ -72,18 +72,18 @@ static int header(struct rl_http_req *req, const struct rl_http_want *want,
 		  const char *v, size_t vlen, uint8_t *te_seen,
 		  uint8_t *chunked_last, uint8_t *chunked_seen, uint8_t *conn)
 {
-	if (nlen == 14 && rl_http_name_eq(name, nlen, "content-length", 14)) {
+	if (nlen == 14 && rl_http_lit_eq(name, "content-length", 14)) {
 		if (req->has_length)
 			return bad(req, "repeated Content-Length");
 		if (rl_http_parse_length(v, vlen, &req->content_length))
 			return bad(req, "bad Content-Length");
 		req->has_length = 1;
 	} else if (nlen == 17 &&
-		   rl_http_name_eq(name, nlen, "transfer-encoding", 17)) {
+		   rl_http_lit_eq(name, "transfer-encoding", 17)) {
 		*te_seen = 1;
 		if (rl_http_parse_codings(v, vlen, chunked_last, chunked_seen))
 			return bad(req, "bad Transfer-Encoding");
-	} else if (nlen == 7 && rl_http_name_eq(name, nlen, "upgrade", 7)) {
+	} else if (nlen == 7 && rl_http_lit_eq(name, "upgrade", 7)) {
 		struct h2c_offers o = { NULL, 0 };
 
 		req->upgrade = 1;
@@ -95,7 +95,7 @@ static int header(struct rl_http_req *req, const struct rl_http_want *want,
 				return bad(req, "h2c offered twice");
 			req->h2c_at = (uint32_t)(o.at - base);
 		}
-	} else if (nlen == 10 && rl_http_name_eq(name, nlen, "connection", 10)) {
+	} else if (nlen == 10 && rl_http_lit_eq(name, "connection", 10)) {
 		/* The last request only where every server agrees it is:
 		 * one Connection field, exactly "close" (nginx reads the last
 		 * field and looks for "close" in it, Python compares the first

@@ -40,6 +40,11 @@ int rl_http_parse_codings(const char *v, size_t n, uint8_t *chunked_last,
  * character, -2 when the bytes end first. */
 ssize_t rl_http_value_end(const uint8_t *p, size_t i, size_t len);
 
+/* a[0, n) is `lit`, a literal of lower-case letters and '-', in any case:
+ * a word at a time (OR 0x20 lowers letters, and maps to '-' only '-' and
+ * CR, which no name holds). */
+int rl_http_lit_eq(const char *a, const char *lit, size_t n);
+
 /* The first byte at or after p[i] that cannot be in a field name. */
 size_t rl_http_name_end(const uint8_t *p, size_t i, size_t len);
 

@@ -869,6 +869,62 @@ static void test_may_end(void **state)
 	}
 }
 
+/* rl_http_lit_eq() against the byte-by-byte compare: each literal the
+ * head parser looks for, in mixed case, and with each byte changed to
+ * every other value. */
+static void test_lit_eq(void **state)
+{
+	static const char *lits[] = { "content-length", "transfer-encoding",
+				      "upgrade", "connection", "host", "te", "x" };
+
+	(void)state;
+	for (size_t l = 0; l < sizeof(lits) / sizeof(lits[0]); l++) {
+		size_t n = strlen(lits[l]);
+		char a[32];
+
+		for (size_t k = 0; k < n; k++)
+			a[k] = (char)(k % 2 && lits[l][k] != '-' ? lits[l][k] - 32 : lits[l][k]);
+		assert_true(rl_http_lit_eq(a, lits[l], n));
+		for (size_t k = 0; k < n; k++) {
+			char keep = a[k];
+
+			for (unsigned b = 1; b < 256; b++) {
+				a[k] = (char)b;
+				/* names hold no control bytes (name_end stops) */
+				if (b < 0x20 || b == 0x7f)
+					continue;
+				assert_int_equal(rl_http_lit_eq(a, lits[l], n),
+						 rl_http_name_eq(a, n, lits[l], n));
+			}
+			a[k] = keep;
+		}
+	}
+}
+
+/* rl_http_name_end(), sixteen bytes at a time, ends a name where a byte
+ * at a time does: every byte value at every offset, both sides of the
+ * block edges. */
+static void test_name_end_blocks(void **state)
+{
+	uint8_t buf[64];
+
+	(void)state;
+	for (unsigned b = 0; b < 256; b++) {
+		for (size_t at = 0; at < 40; at++) {
+			for (size_t start = 0; start < 3; start++) {
+				size_t want = start;
+
+				memset(buf, 'n', sizeof(buf));
+				buf[start + at] = (uint8_t)b;
+				while (want < 48 && buf[want] > 0x20 && buf[want] < 0x7f &&
+				       buf[want] != ':')
+					want++;
+				assert_int_equal(rl_http_name_end(buf, start, 48), want);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -891,6 +947,8 @@ int main(void)
 		cmocka_unit_test(test_methods),
 		cmocka_unit_test(test_value_end_blocks),
 		cmocka_unit_test(test_may_end),
+		cmocka_unit_test(test_lit_eq),
+		cmocka_unit_test(test_name_end_blocks),
 	};
 
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
