@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "ban.h"
@@ -84,7 +85,10 @@ int rl_policy_expects_proxy(const struct rl_policy *p,
 
 static void verdict_allow(const struct rl_policy *p, struct rl_verdict *v)
 {
-	memset(v, 0, sizeof(*v));
+	/* near_res and charge[] are read only as near and ncharge say: not
+	 * cleared (a third of the verdict, on every request). */
+	memset(v, 0, offsetof(struct rl_verdict, near_res));
+	v->ncharge = 0;
 	v->cfg = p->cfg;
 	v->allowed = 1;
 	v->rule = -1;
