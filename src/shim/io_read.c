@@ -106,6 +106,23 @@ static int fin_received(uint8_t state)
 	return state == 6 || state == 7 || state == 8 || state == 9 || state == 11;
 }
 
+/* The kernel's count of bytes received on `fd` (its peer's FIN counted
+ * as one), and its state. 0, or -1 if it cannot tell. */
+static int received(int fd, uint64_t *bytes, uint8_t *state)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0 ||
+	    tl < offsetof(struct tcp_info, tcpi_bytes_received) +
+			 sizeof(ti.tcpi_bytes_received))
+		return -1;
+	*bytes = ti.tcpi_bytes_received;
+	*state = ti.tcpi_state;
+	return 0;
+}
+
 /*
  * This process forked since it last read `c`: did another process read
  * the socket meanwhile (Python's CGI child reads the body from the socket
@@ -114,27 +131,39 @@ static int fin_received(uint8_t state)
  * others took. Bytes of the body the framing expects are counted off it,
  * so the requests after it are framed and counted where they are; anything
  * else (a head, a chunked body, held bytes) cannot be followed: returns
- * -1, and the connection ends for the application. Two system calls, once
- * per fork per connection.
+ * -1, and the connection ends for the application.
+ *
+ * The count and the queue come from two calls, and bytes that arrive
+ * between them are queued but not counted: what was taken comes out too
+ * small, or below zero (busybox's child looking as the rest of a split
+ * head came: the connection ended unanswered, and closed on the unread
+ * head with an RST). The count is read again after the queue, until it
+ * has not moved; if it keeps moving, it cannot tell. Three system calls,
+ * once per fork per connection.
  */
 static int others_took(struct rl_conn *c, int fd)
 {
-	struct tcp_info ti;
-	socklen_t tl = sizeof(ti);
-	uint64_t gone, others;
-	int queued;
+	uint64_t before, after, gone, others;
+	uint8_t state;
+	int queued, tries = 4;
 
 	c->fork_seen = rl_io.forks;
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0 ||
-	    tl < offsetof(struct tcp_info, tcpi_bytes_received) +
-			 sizeof(ti.tcpi_bytes_received) ||
-	    (queued = rl_io.sys.inq(fd)) < 0)
+	if (received(fd, &before, &state))
 		return 0; /* cannot tell: as before */
-	gone = ti.tcpi_bytes_received - (uint64_t)queued;
+	do {
+		if ((queued = rl_io.sys.inq(fd)) < 0 ||
+		    received(fd, &after, &state))
+			return 0;
+		if (after == before)
+			break;
+		before = after;
+	} while (--tries);
+	if (!tries || after < (uint64_t)queued)
+		return 0;
+	gone = after - (uint64_t)queued;
 	/* The peer's FIN is counted as a byte received, and is no byte
 	 * anybody reads. */
-	if (gone && fin_received(ti.tcpi_state))
+	if (gone && fin_received(state))
 		gone--;
 	if (gone <= c->taken)
 		return 0;

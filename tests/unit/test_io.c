@@ -510,6 +510,100 @@ static void test_child_took_body(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Bytes that arrive while the shim looks whether another process read the
+ * socket after a fork: between its count of bytes received and its look at
+ * the queue. late_inq is the queue's look, with `late` sent by the client
+ * first and waited for; one time only.
+ */
+static struct {
+	int client;
+	const char *bytes;
+} late;
+
+static int late_inq(int fd)
+{
+	if (late.bytes) {
+		int want = inq(fd) + (int)strlen(late.bytes);
+
+		assert_int_equal(send(late.client, late.bytes, strlen(late.bytes), 0),
+				 (ssize_t)strlen(late.bytes));
+		late.bytes = NULL;
+		for (int i = 0; i < 2000 && inq(fd) < want; i++)
+			usleep(1000);
+	}
+	return inq(fd);
+}
+
+static void forked(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0)
+		_exit(0);
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+/* busybox: the server forks a child per connection, which reads the head;
+ * the rest of a split head comes as it looks. The head is the
+ * application's, whole (it was end of file, and the child closed on the
+ * unread head with an RST). */
+static void test_bytes_while_looking_after_fork(void **state)
+{
+	static const char head[] = "GET /books HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "GET /books HT");
+	forked();
+	late.client = p.client;
+	late.bytes = "TP/1.1\r\nHost: x\r\n\r\n";
+	rl_io.sys.inq = late_inq;
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), (ssize_t)sizeof(head) - 1);
+	rl_io.sys.inq = sys.inq;
+	assert_memory_equal(buf, head, sizeof(head) - 1);
+	assert_int_equal(p.conn->http.requests, 1);
+	pair_close(&p);
+}
+
+/* Python's CGI: the child took the body; the next request comes as the
+ * parent looks. The body is counted off whole, the request after it framed
+ * where it is (it was taken for the rest of the body). */
+static void test_child_took_body_bytes_while_looking(void **state)
+{
+	static const char head[] = "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pair_open(&p);
+	put(&p, "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789");
+	assert_int_equal(app_read(&p, buf, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+	pid = fork();
+	if (pid == 0) {
+		char body[10];
+
+		_exit(recv(p.fd, body, sizeof(body), MSG_WAITALL) == 10 ? 0 : 1);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	late.client = p.client;
+	late.bytes = "GET /after HTTP/1.1\r\n\r\n";
+	rl_io.sys.inq = late_inq;
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 23);
+	rl_io.sys.inq = sys.inq;
+	assert_memory_equal(buf, "GET /after HTTP/1.1\r\n\r\n", 23);
+	assert_int_equal(p.conn->http.requests, 2);
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -770,6 +864,8 @@ int main(void)
 		cmocka_unit_test(test_fionread_counts_held),
 		cmocka_unit_test(test_cut_and_early_refusals),
 		cmocka_unit_test(test_child_took_body),
+		cmocka_unit_test(test_bytes_while_looking_after_fork),
+		cmocka_unit_test(test_child_took_body_bytes_while_looking),
 		cmocka_unit_test(test_partial_head),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
