@@ -117,6 +117,11 @@ int rl_io_accepted(int lfd, int fd, const struct sockaddr *peer,
 		return 0;
 	}
 	rl_policy_peer(pol, &client, &c->peer);
+	/* Accepted here, read by nobody yet: only a fork after this one
+	 * (a CGI child) can make another reader of it. A pre-fork server's
+	 * child that accepts, or busybox's child that serves what its parent
+	 * accepted, needs no look at who read what. */
+	c->fork_seen = __atomic_load_n(&rl_io.forks, __ATOMIC_RELAXED);
 	c->port = l ? l->port : 0;
 	c->proxy = (uint8_t)rl_policy_expects_proxy(pol, &client);
 	return 1;
