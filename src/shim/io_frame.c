@@ -150,7 +150,7 @@ int rl_frame_decide(struct rl_conn *c, const struct rl_region *rg, size_t hs,
 		rl_iov_gather(rg->iov, rg->cnt, hs, h->data, he - hs);
 		head = h->data;
 	}
-	now = rl_time_now_ns();
+	now = rl_read_clock();
 	rl_shim_tick(now);
 	pol = rl_io_policy();
 	if (rl_http_parse_head(head, he - hs, &pol->want, &req)) {
@@ -184,7 +184,7 @@ enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
 	    ((c->http.requests == 0 || c->http.tunnel) && p[0] == 0x16))
 		return RL_WHOLE_NOT;
-	now = rl_time_now_ns();
+	now = rl_read_clock();
 	rl_shim_tick(now);
 	pol = rl_io_policy();
 	rc = rl_http_parse_prefix(p, len, &pol->want, &req, used);

@@ -13,6 +13,21 @@
 #include <sys/uio.h>
 
 #include "io.h"
+#include "clock.h"
+
+/*
+ * The time the heads of the read being framed are decided at: the clock
+ * is read once per read call (a pipelined read's heads came together),
+ * again after the read waited. rl_io_read() clears it.
+ */
+extern __thread uint64_t rl_read_now __attribute__((tls_model("initial-exec")));
+
+static inline uint64_t rl_read_clock(void)
+{
+	if (!rl_read_now)
+		rl_read_now = rl_time_now_ns();
+	return rl_read_now;
+}
 
 /* ---- io.c ---------------------------------------------------------------- */
 

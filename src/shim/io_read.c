@@ -38,6 +38,8 @@
 
 #include "io_int.h"
 
+__thread uint64_t rl_read_now __attribute__((tls_model("initial-exec")));
+
 int rl_read_nonblocking(const struct rl_read *r)
 {
 	int fl;
@@ -209,6 +211,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	int saved = errno;
 	size_t total, filled = 0;
 
+	rl_read_now = 0;
 	if (r->flags & (MSG_PEEK | MSG_TRUNC | MSG_OOB)) {
 		/* The application's own peeks pass untouched, except while
 		 * an answer is due: nginx peeks to see whether a client went
@@ -292,6 +295,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 				}
 				if (rl_read_wait(r->fd))
 					return -1;
+				rl_read_now = 0; /* it waited */
 				continue;
 			}
 		}
