@@ -30,9 +30,11 @@ static inline uint64_t word8(const char *s)
 }
 
 /* The first bytes of the lines answer_line() reads (Content-Length,
- * Transfer-Encoding): the status line (an 'H') and the rest are skipped. */
+ * Transfer-Encoding), and of the blank line: the status line (an 'H')
+ * and the rest are passed over with one look. */
 static const uint8_t starts_ct[256] = {
 	['C'] = 1, ['c'] = 1, ['T'] = 1, ['t'] = 1,
+	['\r'] = 2, /* the blank line, or a line no head may have */
 };
 
 /* One header line of an answer, [i, e) with e its LF: only what frames
@@ -108,8 +110,13 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
 			m = rl_http_lf_mask16(p + k);
 			step = 16;
 		} else if (k < len) {
-			for (size_t j = 0; j < len - k; j++)
-				m |= (uint64_t)(p[k + j] == '\n') << j;
+			/* the last sixteen bytes, shifted to start at k */
+			if (len >= 16) {
+				m = rl_http_lf_mask16(p + len - 16) >> (16 - (len - k));
+			} else {
+				for (size_t j = 0; j < len - k; j++)
+					m |= (uint64_t)(p[k + j] == '\n') << j;
+			}
 			step = len - k;
 		} else {
 			return -EAGAIN;
@@ -120,18 +127,23 @@ int rl_http_answer_prefix(const uint8_t *p, size_t len,
 			m &= m - 1;
 			if (p[e - 1] != '\r')
 				return -EINVAL;
-			if (e == ls + 1) {
-				if (te) {
-					a->has_length = 0;
-					a->chunked = chunked_last;
-					a->length = 0;
+			if (__builtin_expect(starts_ct[p[ls]], 0)) {
+				if (p[ls] != '\r') {
+					if (answer_line(p, ls, e, a, &te, &chunked_last,
+							&chunked_seen))
+						return -EINVAL;
+				} else if (e != ls + 1) {
+					return -EINVAL; /* a CR inside a line */
+				} else {
+					if (te) {
+						a->has_length = 0;
+						a->chunked = chunked_last;
+						a->length = 0;
+					}
+					*used = e + 1;
+					return 0;
 				}
-				*used = e + 1;
-				return 0;
 			}
-			if (starts_ct[p[ls]] && answer_line(p, ls, e, a, &te, &chunked_last,
-					&chunked_seen))
-				return -EINVAL;
 			ls = e + 1;
 		}
 		k += step;
