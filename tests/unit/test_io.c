@@ -604,6 +604,37 @@ static void test_child_took_body_bytes_while_looking(void **state)
 	pair_close(&p);
 }
 
+/*
+ * A long read that has no blank line and runs past what a hold buffer
+ * holds (a server reading 64 KiB at a time, a client sending 30,000 bytes
+ * of one header, or of anything that starts with a token byte): the head
+ * is too large already, a 400, and never more held than the hold buffer
+ * has room for.
+ */
+static void test_long_read_past_hold(void **state)
+{
+	static char big[30000], buf[65536];
+	static const char *starts[] = { "GET / HTTP/1.1\r\nX: ", "AAAA" };
+	struct pair p;
+
+	(void)state;
+	for (size_t s = 0; s < 2; s++) {
+		size_t n = strlen(starts[s]);
+
+		memset(big, 'a', sizeof(big));
+		memcpy(big, starts[s], n);
+		pair_open(&p);
+		fcntl(p.fd, F_SETFL, O_NONBLOCK);
+		assert_int_equal(send(p.client, big, sizeof(big), 0), (ssize_t)sizeof(big));
+		usleep(50000);
+		assert_true(app_read(&p, buf, sizeof(buf), 0) <= 0);
+		assert_true(!p.conn->hold || p.conn->hold->len <= RL_HOLD_SIZE);
+		client_got(&p, buf, sizeof(buf), 200);
+		assert_memory_equal(buf, "HTTP/1.1 400", 12);
+		pair_close(&p);
+	}
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -867,6 +898,7 @@ int main(void)
 		cmocka_unit_test(test_bytes_while_looking_after_fork),
 		cmocka_unit_test(test_child_took_body_bytes_while_looking),
 		cmocka_unit_test(test_partial_head),
+		cmocka_unit_test(test_long_read_past_hold),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
 		cmocka_unit_test(test_garbage_and_tls),
