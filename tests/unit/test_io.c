@@ -635,6 +635,30 @@ static void test_long_read_past_hold(void **state)
 	}
 }
 
+/*
+ * A long head (past the 512 bytes the shim holds unparsed when no blank
+ * line is in it) that is wrong already, and the client sends no more: the
+ * 400 at once, and the application's read is end of file with its errno
+ * as it was (the look for more said EAGAIN).
+ */
+static void test_long_bad_head_errno(void **state)
+{
+	static char head[2048], buf[4096];
+	struct pair p;
+
+	(void)state;
+	snprintf(head, sizeof(head), "GET /a HTTP/1.1\r\nBad Line\r\nX-Pad: ");
+	memset(head + strlen(head), 'a', 1500);
+	pair_open(&p);
+	put(&p, head);
+	errno = 1234;
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	assert_int_equal(errno, 1234);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_memory_equal(buf, "HTTP/1.1 400", 12);
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -899,6 +923,7 @@ int main(void)
 		cmocka_unit_test(test_child_took_body_bytes_while_looking),
 		cmocka_unit_test(test_partial_head),
 		cmocka_unit_test(test_long_read_past_hold),
+		cmocka_unit_test(test_long_bad_head_errno),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
 		cmocka_unit_test(test_garbage_and_tls),
