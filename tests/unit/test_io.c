@@ -742,6 +742,54 @@ static void test_readv_split(void **state)
 	pair_close(&p);
 }
 
+/*
+ * readv: a whole head in the first buffer, then a second of 1.6 KiB
+ * without its end in the second (held unparsed past 512 bytes), its end
+ * a read later with a third after it: each given whole, each counted once.
+ */
+static void test_readv_long_second_head(void **state)
+{
+	static char second[2048], all[4096], b[4096];
+	static const char first[] = "GET /one HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char third[] = "GET /three HTTP/1.1\r\n\r\n";
+	char a[sizeof(first) - 1];
+	struct iovec iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	struct pair p;
+	struct call c;
+	struct rl_read r;
+	size_t n2, cut = 1500;
+
+	(void)state;
+	snprintf(second, sizeof(second), "GET /two HTTP/1.1\r\nX-Pad: ");
+	memset(second + strlen(second), 'p', 1600);
+	strcat(second, "\r\n\r\n");
+	n2 = strlen(second);
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	c = (struct call){ p.fd, iov, 2, 0 };
+	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL };
+	snprintf(all, sizeof(all), "%s%.*s", first, (int)cut, second);
+	put(&p, all);
+	assert_int_equal(rl_io_read(p.conn, &r), (ssize_t)sizeof(a));
+	assert_memory_equal(a, first, sizeof(a));
+	assert_int_equal(p.conn->http.requests, 1);
+	assert_non_null(p.conn->hold);
+	assert_int_equal(p.conn->hold->len, cut);
+	assert_int_equal(rl_io_read(p.conn, &r), -1);
+	assert_int_equal(errno, EAGAIN);
+	snprintf(all, sizeof(all), "%s%s", second + cut, third);
+	put(&p, all);
+	/* the held head, then the third from the socket after it */
+	assert_int_equal(rl_io_read(p.conn, &r), (ssize_t)(n2 + strlen(third)));
+	assert_memory_equal(a, second, sizeof(a));
+	assert_memory_equal(b, second + sizeof(a), n2 - sizeof(a));
+	assert_memory_equal(b + n2 - sizeof(a), third, strlen(third));
+	assert_int_equal(p.conn->http.requests, 3);
+	assert_null(p.conn->hold);
+	assert_int_equal(recv(p.fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT), -1);
+	pair_close(&p);
+}
+
 /* Garbage: the 400, nothing for the application. TLS: untouched. */
 static void test_garbage_and_tls(void **state)
 {
@@ -926,6 +974,7 @@ int main(void)
 		cmocka_unit_test(test_long_bad_head_errno),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
+		cmocka_unit_test(test_readv_long_second_head),
 		cmocka_unit_test(test_garbage_and_tls),
 		cmocka_unit_test(test_app_peek),
 		cmocka_unit_test(test_dup_close),
