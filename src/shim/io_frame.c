@@ -263,6 +263,7 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 			/* A long read that ends inside a head: held unparsed,
 			 * parsed once whole (the hold finds it bad or not). */
 			if (end == rg->len && end - pos >= RL_WHOLE_LOOK &&
+			    end - pos <= RL_HEAD_MAX &&
 			    c->http.phase == RL_HTTP_IDLE && !c->http.cr &&
 			    rl_http_is_token(p[0]) && !rl_http_may_end(p, end - pos))
 				st = RL_WHOLE_MORE;
@@ -274,9 +275,13 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 				rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
 				return;
 			}
-			if (st == RL_WHOLE_MORE && end == rg->len) {
+			if (st == RL_WHOLE_MORE && end == rg->len &&
+			    end - pos <= RL_HEAD_MAX) {
 				/* A head that is valid so far runs to the end:
-				 * held unscanned, to be parsed once whole. */
+				 * held unscanned, to be parsed once whole. A
+				 * longer one is too large already (the parse
+				 * looked at RL_HEAD_MAX of it), and more than
+				 * a hold buffer holds: the scanner says so. */
 				c->raw = 1;
 				out->partial = (ssize_t)pos;
 				return;

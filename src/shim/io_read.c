@@ -374,7 +374,10 @@ out:
 	return (ssize_t)filled;
 denied:
 	/* The reply follows the answers to the requests before the denied
-	 * one; a request whose body was refused is never answered. */
+	 * one; a request whose body was refused is never answered. The
+	 * application's errno is its own again (a look for more that said
+	 * EAGAIN may have come before the denial). */
+	errno = saved;
 	c->owed = c->delivered - (c->reply_now && c->delivered ? 1 : 0);
 	if (c->ans.answered >= c->owed && filled == 0)
 		return rl_io_answer(c, r->fd);

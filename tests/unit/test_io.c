@@ -604,6 +604,61 @@ static void test_child_took_body_bytes_while_looking(void **state)
 	pair_close(&p);
 }
 
+/*
+ * A long read that has no blank line and runs past what a hold buffer
+ * holds (a server reading 64 KiB at a time, a client sending 30,000 bytes
+ * of one header, or of anything that starts with a token byte): the head
+ * is too large already, a 400, and never more held than the hold buffer
+ * has room for.
+ */
+static void test_long_read_past_hold(void **state)
+{
+	static char big[30000], buf[65536];
+	static const char *starts[] = { "GET / HTTP/1.1\r\nX: ", "AAAA" };
+	struct pair p;
+
+	(void)state;
+	for (size_t s = 0; s < 2; s++) {
+		size_t n = strlen(starts[s]);
+
+		memset(big, 'a', sizeof(big));
+		memcpy(big, starts[s], n);
+		pair_open(&p);
+		fcntl(p.fd, F_SETFL, O_NONBLOCK);
+		assert_int_equal(send(p.client, big, sizeof(big), 0), (ssize_t)sizeof(big));
+		usleep(50000);
+		assert_true(app_read(&p, buf, sizeof(buf), 0) <= 0);
+		assert_true(!p.conn->hold || p.conn->hold->len <= RL_HOLD_SIZE);
+		client_got(&p, buf, sizeof(buf), 200);
+		assert_memory_equal(buf, "HTTP/1.1 400", 12);
+		pair_close(&p);
+	}
+}
+
+/*
+ * A long head (past the 512 bytes the shim holds unparsed when no blank
+ * line is in it) that is wrong already, and the client sends no more: the
+ * 400 at once, and the application's read is end of file with its errno
+ * as it was (the look for more said EAGAIN).
+ */
+static void test_long_bad_head_errno(void **state)
+{
+	static char head[2048], buf[4096];
+	struct pair p;
+
+	(void)state;
+	snprintf(head, sizeof(head), "GET /a HTTP/1.1\r\nBad Line\r\nX-Pad: ");
+	memset(head + strlen(head), 'a', 1500);
+	pair_open(&p);
+	put(&p, head);
+	errno = 1234;
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	assert_int_equal(errno, 1234);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_memory_equal(buf, "HTTP/1.1 400", 12);
+	pair_close(&p);
+}
+
 /* A head in pieces is held, never shown; a nonblocking read says EAGAIN
  * (no busy loop) and the completed head is delivered whole. */
 static void test_partial_head(void **state)
@@ -684,6 +739,54 @@ static void test_readv_split(void **state)
 	assert_memory_equal(a, "GET /re", 7);
 	assert_memory_equal(b, "adv HTTP/1.1\r\nX: y\r\n\r\n", 22);
 	assert_null(p.conn->hold); /* the gathering buffer went back */
+	pair_close(&p);
+}
+
+/*
+ * readv: a whole head in the first buffer, then a second of 1.6 KiB
+ * without its end in the second (held unparsed past 512 bytes), its end
+ * a read later with a third after it: each given whole, each counted once.
+ */
+static void test_readv_long_second_head(void **state)
+{
+	static char second[2048], all[4096], b[4096];
+	static const char first[] = "GET /one HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char third[] = "GET /three HTTP/1.1\r\n\r\n";
+	char a[sizeof(first) - 1];
+	struct iovec iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	struct pair p;
+	struct call c;
+	struct rl_read r;
+	size_t n2, cut = 1500;
+
+	(void)state;
+	snprintf(second, sizeof(second), "GET /two HTTP/1.1\r\nX-Pad: ");
+	memset(second + strlen(second), 'p', 1600);
+	strcat(second, "\r\n\r\n");
+	n2 = strlen(second);
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	c = (struct call){ p.fd, iov, 2, 0 };
+	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL };
+	snprintf(all, sizeof(all), "%s%.*s", first, (int)cut, second);
+	put(&p, all);
+	assert_int_equal(rl_io_read(p.conn, &r), (ssize_t)sizeof(a));
+	assert_memory_equal(a, first, sizeof(a));
+	assert_int_equal(p.conn->http.requests, 1);
+	assert_non_null(p.conn->hold);
+	assert_int_equal(p.conn->hold->len, cut);
+	assert_int_equal(rl_io_read(p.conn, &r), -1);
+	assert_int_equal(errno, EAGAIN);
+	snprintf(all, sizeof(all), "%s%s", second + cut, third);
+	put(&p, all);
+	/* the held head, then the third from the socket after it */
+	assert_int_equal(rl_io_read(p.conn, &r), (ssize_t)(n2 + strlen(third)));
+	assert_memory_equal(a, second, sizeof(a));
+	assert_memory_equal(b, second + sizeof(a), n2 - sizeof(a));
+	assert_memory_equal(b + n2 - sizeof(a), third, strlen(third));
+	assert_int_equal(p.conn->http.requests, 3);
+	assert_null(p.conn->hold);
+	assert_int_equal(recv(p.fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT), -1);
 	pair_close(&p);
 }
 
@@ -867,8 +970,11 @@ int main(void)
 		cmocka_unit_test(test_bytes_while_looking_after_fork),
 		cmocka_unit_test(test_child_took_body_bytes_while_looking),
 		cmocka_unit_test(test_partial_head),
+		cmocka_unit_test(test_long_read_past_hold),
+		cmocka_unit_test(test_long_bad_head_errno),
 		cmocka_unit_test(test_one_byte_reads),
 		cmocka_unit_test(test_readv_split),
+		cmocka_unit_test(test_readv_long_second_head),
 		cmocka_unit_test(test_garbage_and_tls),
 		cmocka_unit_test(test_app_peek),
 		cmocka_unit_test(test_dup_close),
