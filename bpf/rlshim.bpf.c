@@ -13,8 +13,8 @@
  *     maxretry makes, the common case;
  *  2. only if that found no live ban, and only if the agent counts prefix
  *     bans of the family (rl_tries), the directory entry of the source's
- *     16 bits (rl_dir_v4/v6): the lengths of the prefix bans near it,
- *     longest first. Each is one lookup in the prefix hash (rl_pfx_v4/v6)
+ *     16 bits (rl_dir_v4; IPv6 two, rl_dir_v6 for /32 and longer, then
+ *     rl_dir_v6s): the lengths of the prefix bans near it, longest first. Each is one lookup in the prefix hash (rl_pfx_v4/v6)
  *     of the source masked to that length, and the first that finds a ban
  *     answers: the longest covering prefix, as a trie would say. Most
  *     entries list no length at all, and a source there costs one array
@@ -112,6 +112,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rl_xdp_dir);
 } rl_dir_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RL_XDP_DIR_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct rl_xdp_dir);
+} rl_dir_v6s SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -275,28 +282,18 @@ static __always_inline struct rl_xdp_ban *prefix4(__be32 saddr)
 	return NULL;
 }
 
-/* The same for IPv6: the directory on bits 16-31, two 64-bit halves. */
-static __always_inline struct rl_xdp_ban *prefix6(const struct in6_addr *src)
+/*
+ * Probe the lengths of one IPv6 directory entry (n of them, n at most
+ * RL_XDP_DIR_LENS), longest first, for the source w.
+ */
+static __always_inline struct rl_xdp_ban *probe6(const struct rl_xdp_dir *d,
+						 __u32 n, const __u64 *w)
 {
 	struct rl_xdp_key6 k = { 0 };
 	struct rl_xdp_ban *ban;
-	struct rl_xdp_dir *d;
-	__u64 w[2], m[2];
-	__u32 idx, n, len;
+	__u64 m[2];
+	__u32 len;
 
-	__builtin_memcpy(w, src, sizeof(w));
-	idx = (__u32)(bpf_be64_to_cpu(w[0]) >>
-		      (64 - RL_XDP_DIR_SHIFT6 - RL_XDP_DIR_BITS)) &
-	      (RL_XDP_DIR_ENTRIES - 1);
-	d = bpf_map_lookup_elem(&rl_dir_v6, &idx);
-	if (!d)
-		return NULL;
-	n = d->n;
-	if (n > RL_XDP_DIR_LENS) {
-		k.prefixlen = 128;
-		__builtin_memcpy(k.addr, w, sizeof(k.addr));
-		return bpf_map_lookup_elem(&rl_bans_v6, &k);
-	}
 	for (__u32 i = 0; i < RL_XDP_DIR_LENS; i++) {
 		if (i >= n)
 			break;
@@ -320,6 +317,43 @@ static __always_inline struct rl_xdp_ban *prefix6(const struct in6_addr *src)
 			return ban;
 	}
 	return NULL;
+}
+
+/*
+ * The same for IPv6, in two 64-bit halves: the entry of bits 16-31 for
+ * the prefixes of /32 and longer, then the entry of bits 0-15 for the
+ * shorter (longest first across both). Either entry saying "the trie"
+ * sends the source there.
+ */
+static __always_inline struct rl_xdp_ban *prefix6(const struct in6_addr *src)
+{
+	struct rl_xdp_key6 k = { 0 };
+	struct rl_xdp_dir *d, *ds;
+	struct rl_xdp_ban *ban;
+	__u32 idx, n, ns;
+	__u64 w[2], hi;
+
+	__builtin_memcpy(w, src, sizeof(w));
+	hi = bpf_be64_to_cpu(w[0]);
+	idx = (__u32)(hi >> (64 - RL_XDP_DIR_SHIFT6 - RL_XDP_DIR_BITS)) &
+	      (RL_XDP_DIR_ENTRIES - 1);
+	d = bpf_map_lookup_elem(&rl_dir_v6, &idx);
+	idx = (__u32)(hi >> (64 - RL_XDP_DIR_SHIFT6S - RL_XDP_DIR_BITS)) &
+	      (RL_XDP_DIR_ENTRIES - 1);
+	ds = bpf_map_lookup_elem(&rl_dir_v6s, &idx);
+	if (!d || !ds)
+		return NULL;
+	n = d->n;
+	ns = ds->n;
+	if (n > RL_XDP_DIR_LENS || ns > RL_XDP_DIR_LENS) {
+		k.prefixlen = 128;
+		__builtin_memcpy(k.addr, w, sizeof(k.addr));
+		return bpf_map_lookup_elem(&rl_bans_v6, &k);
+	}
+	ban = probe6(d, n, w);
+	if (ban || !ns)
+		return ban;
+	return probe6(ds, ns, w);
 }
 
 SEC("xdp")

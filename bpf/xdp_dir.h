@@ -6,13 +6,15 @@
  * (tests/unit/test_xdp.c) and benchmark (tools/bench/bench_xdp.c). One
  * builder, so that the three cannot disagree on what the program reads.
  *
- * Building is in two steps: a set of lengths per entry (rl_xdp_dir_add()
- * for each prefix ban, into RL_XDP_DIR_ENTRIES zeroed sets), then the
- * entries (rl_xdp_dir_entry()), written where they changed
- * (rl_xdp_dir_write()). A ban of length len covers the entries of every
- * value the 16 indexed bits can have under its prefix: one entry when the
- * prefix fixes them all, every entry when it fixes none (a /8 in IPv6,
- * a /0), 2^k between.
+ * There are RL_XDP_NDIRS directories: rl_dir_v4, rl_dir_v6 (IPv6 /32 and
+ * longer) and rl_dir_v6s (IPv6 shorter); rl_xdp_dir_of() says which lists
+ * a ban. Building one is in two steps: a set of lengths per entry
+ * (rl_xdp_dir_add() for each prefix ban it lists, into RL_XDP_DIR_ENTRIES
+ * zeroed sets), then the entries (rl_xdp_dir_entry()), written where they
+ * changed (rl_xdp_dir_write()). A ban of length len covers the entries of
+ * every value the 16 indexed bits can have under its prefix: one entry
+ * when the prefix fixes them all, every entry when it fixes none (a /0),
+ * 2^k between.
  */
 #ifndef RL_XDP_DIR_H
 #define RL_XDP_DIR_H
@@ -28,39 +30,59 @@
 #include "xdp_maps.h"
 
 _Static_assert(RL_XDP_DIR_BITS == 16 && RL_XDP_DIR_SHIFT4 % 8 == 0 &&
-	       RL_XDP_DIR_SHIFT6 % 8 == 0, "the index is two whole bytes");
+	       RL_XDP_DIR_SHIFT6 % 8 == 0 && RL_XDP_DIR_SHIFT6S % 8 == 0,
+	       "the index is two whole bytes");
+_Static_assert(RL_XDP_DIR_SHIFT6 + RL_XDP_DIR_BITS <= RL_XDP_DIR_SPLIT6,
+	       "rl_dir_v6's prefixes fix its bits: one entry each");
 
 /* The lengths, 0..128, of the prefix bans over one entry: bit len. */
 struct rl_xdp_lenset {
 	uint64_t w[3];
 };
 
-static inline unsigned rl_xdp_dir_shift(int v6)
+enum { RL_XDP_DIR4, RL_XDP_DIR6, RL_XDP_DIR6S, RL_XDP_NDIRS };
+
+/* The directory that lists a prefix ban of this family and length. */
+static inline int rl_xdp_dir_of(int v6, unsigned len)
 {
-	return v6 ? RL_XDP_DIR_SHIFT6 : RL_XDP_DIR_SHIFT4;
+	return !v6 ? RL_XDP_DIR4 : len >= RL_XDP_DIR_SPLIT6 ? RL_XDP_DIR6
+							     : RL_XDP_DIR6S;
 }
 
-/* The entry of an address (network order), as the program computes it. */
-static inline uint32_t rl_xdp_dir_index(const uint8_t *addr, int v6)
+static inline int rl_xdp_dir_v6(int dir)
 {
-	unsigned b = rl_xdp_dir_shift(v6) / 8;
+	return dir != RL_XDP_DIR4;
+}
+
+static inline unsigned rl_xdp_dir_shift(int dir)
+{
+	return dir == RL_XDP_DIR4 ? RL_XDP_DIR_SHIFT4 :
+	       dir == RL_XDP_DIR6 ? RL_XDP_DIR_SHIFT6 : RL_XDP_DIR_SHIFT6S;
+}
+
+/* An address's entry (network order) in a directory, as the program
+ * computes it. */
+static inline uint32_t rl_xdp_dir_index(const uint8_t *addr, int dir)
+{
+	unsigned b = rl_xdp_dir_shift(dir) / 8;
 
 	return (uint32_t)addr[b] << 8 | addr[b + 1];
 }
 
-/* Note a prefix ban (addr masked to len) in the sets of its entries. */
+/* Note a prefix ban (addr masked to len) in the sets of its entries of
+ * directory dir (its rl_xdp_dir_of()). */
 static inline void rl_xdp_dir_add(struct rl_xdp_lenset *sets,
-				  const uint8_t *addr, int v6, unsigned len)
+				  const uint8_t *addr, int dir, unsigned len)
 {
-	unsigned s = rl_xdp_dir_shift(v6);
+	unsigned s = rl_xdp_dir_shift(dir);
 	uint32_t first = 0, count = RL_XDP_DIR_ENTRIES;
 
 	if (len >= s + RL_XDP_DIR_BITS) {
-		first = rl_xdp_dir_index(addr, v6);
+		first = rl_xdp_dir_index(addr, dir);
 		count = 1;
 	} else if (len > s) {
 		count = 1u << (s + RL_XDP_DIR_BITS - len);
-		first = rl_xdp_dir_index(addr, v6) & ~(count - 1);
+		first = rl_xdp_dir_index(addr, dir) & ~(count - 1);
 	}
 	for (uint32_t i = first; i < first + count; i++)
 		sets[i].w[len / 64] |= 1ull << (len % 64);

@@ -18,12 +18,15 @@
  *    first hit answering (so the longest covering prefix decides);
  *  - an LPM trie, for the sources that would need too many probes.
  *
- * Which lengths a source probes, the directory says (rl_dir_v4/v6): an
- * array indexed by 16 bits of the source (IPv4 its first 16, IPv6 bits
- * 16-31, below the registries' /16s where providers' /32s differ), each
- * entry listing, longest first, the lengths of the prefix bans that cover
- * any address with those bits; or, when they are more than RL_XDP_DIR_LENS,
- * saying "ask the trie". The agent keeps it exact: a length listed with no
+ * Which lengths a source probes, the directories say: arrays indexed by 16
+ * bits of the source, each entry listing, longest first, the lengths of the
+ * prefix bans that cover any address with those bits; or, when they are
+ * more than RL_XDP_DIR_LENS, saying "ask the trie". IPv4 has one, on its
+ * first 16 bits (rl_dir_v4). IPv6 has two: prefixes of /32 and longer in
+ * rl_dir_v6, on bits 16-31 (where providers' /32s differ, under the
+ * registries' blocks), and the shorter ones in rl_dir_v6s, on bits 0-15,
+ * which such prefixes fix, where bits 16-31 would list them in thousands of
+ * entries. The agent keeps it exact: a length listed with no
  * ban is a wasted probe, a ban whose length is not listed would not drop.
  * The directory and both prefix maps are looked at only when the agent
  * counts prefix bans of the family (rl_tries). A frame from a live ban
@@ -52,6 +55,7 @@
 #define RL_XDP_MAP_PFX_V6 "rl_pfx_v6"
 #define RL_XDP_MAP_DIR_V4 "rl_dir_v4"
 #define RL_XDP_MAP_DIR_V6 "rl_dir_v6"
+#define RL_XDP_MAP_DIR_V6S "rl_dir_v6s"
 #define RL_XDP_MAP_TRIES "rl_tries"
 #define RL_XDP_MAP_DROPS "rl_drops"
 #define RL_XDP_MAP_STATS "rl_stats"
@@ -104,16 +108,20 @@ struct rl_xdp_tries {
 };
 
 /*
- * The directory's entries, per family: RL_XDP_DIR_ENTRIES of them, indexed
- * by bits RL_XDP_DIR_SHIFT4/6 .. +15 of the source (0 the first bit, in
- * network order). n lengths in len[0..n), longest first, strictly
- * decreasing, each 0..32 or 0..128; or n == RL_XDP_DIR_TRIE: more than
- * RL_XDP_DIR_LENS lengths cover these sources, look in the trie.
+ * The directories' entries: RL_XDP_DIR_ENTRIES in each, indexed by bits
+ * SHIFT .. SHIFT+15 of the source (0 the first bit, in network order):
+ * RL_XDP_DIR_SHIFT4 for rl_dir_v4, RL_XDP_DIR_SHIFT6 for rl_dir_v6 (IPv6
+ * prefixes of RL_XDP_DIR_SPLIT6 bits or more), RL_XDP_DIR_SHIFT6S for
+ * rl_dir_v6s (the shorter). n lengths in len[0..n), longest first,
+ * strictly decreasing, each 0..32 or 0..128; or n == RL_XDP_DIR_TRIE: more
+ * than RL_XDP_DIR_LENS lengths cover these sources, look in the trie.
  */
 #define RL_XDP_DIR_BITS 16
 #define RL_XDP_DIR_ENTRIES (1u << RL_XDP_DIR_BITS)
 #define RL_XDP_DIR_SHIFT4 0
 #define RL_XDP_DIR_SHIFT6 16
+#define RL_XDP_DIR_SHIFT6S 0
+#define RL_XDP_DIR_SPLIT6 32
 #define RL_XDP_DIR_LENS 7
 #define RL_XDP_DIR_TRIE 0xff
 

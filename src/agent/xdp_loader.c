@@ -67,13 +67,14 @@ struct rl_xdp {
 	unsigned nlinks;
 	char pins[RL_PATH_MAX];
 	int fd_v4, fd_v6, fd_h4, fd_h6, fd_drops, fd_tries;
-	int fd_p[2], fd_dir[2];       /* v4, v6: prefix hashes, directories */
+	int fd_p[2];                  /* v4, v6: prefix hashes */
+	int fd_dir[RL_XDP_NDIRS];     /* bpf/xdp_dir.h's order */
 	uint8_t host_len[2];          /* v4, v6: what goes in the host hashes */
 	struct rl_xdp_tries tries;    /* prefix bans of each family */
 	void *zeros;                  /* one per-CPU value of rl_drops */
 
 	/* the directories as written, and the sets they are built from */
-	struct rl_xdp_dir *dir[2];
+	struct rl_xdp_dir *dir[RL_XDP_NDIRS];
 	struct rl_xdp_lenset *sets;
 	int prefixes_moved;           /* a prefix ban came or went this round */
 
@@ -133,7 +134,7 @@ static int pin_dir(const char *shm, char *out, size_t len)
 static const char *const map_names[] = { RL_XDP_MAP_BANS_V4,
 	RL_XDP_MAP_BANS_V6, RL_XDP_MAP_HOSTS_V4, RL_XDP_MAP_HOSTS_V6,
 	RL_XDP_MAP_PFX_V4, RL_XDP_MAP_PFX_V6, RL_XDP_MAP_DIR_V4,
-	RL_XDP_MAP_DIR_V6, RL_XDP_MAP_TRIES, RL_XDP_MAP_DROPS,
+	RL_XDP_MAP_DIR_V6, RL_XDP_MAP_DIR_V6S, RL_XDP_MAP_TRIES, RL_XDP_MAP_DROPS,
 	RL_XDP_MAP_STATS };
 static const char *const layout1_names[] = { "rl_bans_v4", "rl_bans_v6",
 	"rl_hosts_v4", "rl_hosts_v6", "rl_tries", "rl_drops", "rl_stats" };
@@ -238,8 +239,8 @@ static void xdp_free(struct rl_xdp *x)
 	free(x->have);
 	free(x->want);
 	free(x->gone);
-	free(x->dir[0]);
-	free(x->dir[1]);
+	for (int d = 0; d < RL_XDP_NDIRS; d++)
+		free(x->dir[d]);
 	free(x->sets);
 	free(x->free_ids);
 	free(x->zeros);
@@ -285,11 +286,12 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	x->free_ids = calloc(RL_XDP_MAX_BANS, sizeof(*x->free_ids));
 	x->zeros = calloc((size_t)ncpu, sizeof(__u64));
 	/* Fresh maps: directories of zeros, as these. */
-	x->dir[0] = calloc(RL_XDP_DIR_ENTRIES, sizeof(*x->dir[0]));
-	x->dir[1] = calloc(RL_XDP_DIR_ENTRIES, sizeof(*x->dir[1]));
+	for (int d = 0; d < RL_XDP_NDIRS; d++)
+		x->dir[d] = calloc(RL_XDP_DIR_ENTRIES, sizeof(*x->dir[d]));
 	x->sets = calloc(RL_XDP_DIR_ENTRIES, sizeof(*x->sets));
 	if (!x->have || !x->want || !x->gone || !x->free_ids || !x->zeros ||
-	    !x->dir[0] || !x->dir[1] || !x->sets)
+	    !x->dir[RL_XDP_DIR4] || !x->dir[RL_XDP_DIR6] ||
+	    !x->dir[RL_XDP_DIR6S] || !x->sets)
 		goto fail;
 	for (uint32_t i = 0; i < RL_XDP_MAX_BANS; i++)
 		x->free_ids[i] = RL_XDP_MAX_BANS - 1 - i;
@@ -331,6 +333,7 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	pin_at(x->skel->maps.rl_pfx_v6, x->pins);
 	pin_at(x->skel->maps.rl_dir_v4, x->pins);
 	pin_at(x->skel->maps.rl_dir_v6, x->pins);
+	pin_at(x->skel->maps.rl_dir_v6s, x->pins);
 	pin_at(x->skel->maps.rl_tries, x->pins);
 	pin_at(x->skel->maps.rl_drops, x->pins);
 	pin_at(x->skel->maps.rl_stats, x->pins);
@@ -348,8 +351,9 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	x->fd_h6 = bpf_map__fd(x->skel->maps.rl_hosts_v6);
 	x->fd_p[0] = bpf_map__fd(x->skel->maps.rl_pfx_v4);
 	x->fd_p[1] = bpf_map__fd(x->skel->maps.rl_pfx_v6);
-	x->fd_dir[0] = bpf_map__fd(x->skel->maps.rl_dir_v4);
-	x->fd_dir[1] = bpf_map__fd(x->skel->maps.rl_dir_v6);
+	x->fd_dir[RL_XDP_DIR4] = bpf_map__fd(x->skel->maps.rl_dir_v4);
+	x->fd_dir[RL_XDP_DIR6] = bpf_map__fd(x->skel->maps.rl_dir_v6);
+	x->fd_dir[RL_XDP_DIR6S] = bpf_map__fd(x->skel->maps.rl_dir_v6s);
 	x->fd_tries = bpf_map__fd(x->skel->maps.rl_tries);
 	x->fd_drops = bpf_map__fd(x->skel->maps.rl_drops);
 	for (unsigned i = 0; i < cfg->nifaces; i++) {
@@ -494,22 +498,23 @@ static int map_put(struct rl_xdp *x, const struct mirrored *m,
 
 /*
  * The directories from the prefix bans in have[0..n): rebuilt whole
- * (65,536 sets per family: about a millisecond), written where they
- * changed.
+ * (65,536 sets each: a few milliseconds with 100,000 prefixes), written
+ * where they changed.
  */
 static void write_dirs(struct rl_xdp *x, const struct mirrored *have,
 		       uint32_t n)
 {
-	for (int v6 = 0; v6 < 2; v6++) {
+	for (int d = 0; d < RL_XDP_NDIRS; d++) {
 		int rc;
 
 		memset(x->sets, 0, RL_XDP_DIR_ENTRIES * sizeof(*x->sets));
 		for (uint32_t i = 0; i < n; i++)
-			if ((have[i].family == RL_AF_INET6) == v6 &&
-			    !is_host(x, &have[i]))
-				rl_xdp_dir_add(x->sets, have[i].addr, v6,
+			if (!is_host(x, &have[i]) &&
+			    rl_xdp_dir_of(have[i].family == RL_AF_INET6,
+					  have[i].prefix) == d)
+				rl_xdp_dir_add(x->sets, have[i].addr, d,
 					       have[i].prefix);
-		rc = rl_xdp_dir_write(x->fd_dir[v6], x->sets, x->dir[v6]);
+		rc = rl_xdp_dir_write(x->fd_dir[d], x->sets, x->dir[d]);
 		if (rc < 0)
 			put_failed(x, "list", rc);
 	}

@@ -77,7 +77,7 @@ struct inst {
 	struct rlshim *s;
 	struct prefix p[MAX_PREFIXES];
 	unsigned n;
-	struct rl_xdp_dir dir[2][RL_XDP_DIR_ENTRIES];
+	struct rl_xdp_dir dir[RL_XDP_NDIRS][RL_XDP_DIR_ENTRIES];
 };
 
 static struct inst insts[2];
@@ -233,32 +233,44 @@ static void set_tries(uint32_t v4, uint32_t v6)
 static void write_dirs(void)
 {
 	struct inst *in = inst_of(cur);
+	int fds[RL_XDP_NDIRS] = {
+		[RL_XDP_DIR4] = bpf_map__fd(cur->maps.rl_dir_v4),
+		[RL_XDP_DIR6] = bpf_map__fd(cur->maps.rl_dir_v6),
+		[RL_XDP_DIR6S] = bpf_map__fd(cur->maps.rl_dir_v6s),
+	};
 
-	for (int v6 = 0; v6 < 2; v6++) {
+	for (int d = 0; d < RL_XDP_NDIRS; d++) {
 		memset(sets, 0, sizeof(sets));
 		for (unsigned i = 0; i < in->n; i++)
-			if (in->p[i].v6 == v6)
-				rl_xdp_dir_add(sets, in->p[i].addr, v6,
+			if (rl_xdp_dir_of(in->p[i].v6, in->p[i].len) == d)
+				rl_xdp_dir_add(sets, in->p[i].addr, d,
 					       in->p[i].len);
-		assert_true(rl_xdp_dir_write(bpf_map__fd(v6 ?
-				cur->maps.rl_dir_v6 : cur->maps.rl_dir_v4),
-				sets, in->dir[v6]) >= 0);
+		assert_true(rl_xdp_dir_write(fds[d], sets, in->dir[d]) >= 0);
 	}
 }
 
-/* The directory entry of a source, as cur's map has it. */
-static struct rl_xdp_dir dir_of(const char *src)
+/* The entry of a source in directory dir, as cur's map has it. */
+static struct rl_xdp_dir dir_at(const char *src, int dir)
 {
 	int v6 = strchr(src, ':') != NULL;
+	struct bpf_map *m = dir == RL_XDP_DIR4 ? cur->maps.rl_dir_v4 :
+			    dir == RL_XDP_DIR6 ? cur->maps.rl_dir_v6 :
+						 cur->maps.rl_dir_v6s;
 	struct rl_xdp_dir d;
 	uint8_t a[16];
 	__u32 idx;
 
+	assert_int_equal(v6, rl_xdp_dir_v6(dir));
 	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, src, a), 1);
-	idx = rl_xdp_dir_index(a, v6);
-	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(v6 ?
-			 cur->maps.rl_dir_v6 : cur->maps.rl_dir_v4), &idx, &d), 0);
+	idx = rl_xdp_dir_index(a, dir);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(m), &idx, &d), 0);
 	return d;
+}
+
+/* Its entry in the directory of the family's long prefixes. */
+static struct rl_xdp_dir dir_of(const char *src)
+{
+	return dir_at(src, strchr(src, ':') ? RL_XDP_DIR6 : RL_XDP_DIR4);
 }
 
 /* A parsed "192.0.2.0/24" (no length: the whole address), masked. */
@@ -1237,7 +1249,7 @@ static void one_length(const uint8_t *base, int v6, unsigned len)
 	snprintf(cidr, sizeof(cidr), "%s/%u", text(first, v6, buf), len);
 	print_message("%s\n", cidr);
 	assert_int_equal(ban(cidr, live(), id), IN_PREFIX);
-	d = dir_of(text(first, v6, buf));
+	d = dir_at(text(first, v6, buf), rl_xdp_dir_of(v6, len));
 	assert_true(d.n >= 1 && d.n <= RL_XDP_DIR_LENS);
 	assert_int_equal(d.len[0], len);
 	assert_int_equal(run(from(text(first, v6, buf))), XDP_DROP_RC);
@@ -1265,8 +1277,11 @@ static void one_length(const uint8_t *base, int v6, unsigned len)
 	assert_int_equal(drops(id), dropped);
 	assert_int_equal(stats().dropped - before, dropped);
 	unban(cidr);
-	assert_int_equal(dir_of(text(first, v6, buf)).n, 0);
-	assert_int_equal(dir_of(text(last, v6, buf)).n, 0);
+	for (int dir = v6 ? RL_XDP_DIR6 : RL_XDP_DIR4;
+	     dir < (v6 ? RL_XDP_NDIRS : RL_XDP_DIR6); dir++) {
+		assert_int_equal(dir_at(text(first, v6, buf), dir).n, 0);
+		assert_int_equal(dir_at(text(last, v6, buf), dir).n, 0);
+	}
 	assert_int_equal(run(from(text(first, v6, buf))), XDP_PASS_RC);
 	assert_int_equal(run(from(text(mid, v6, buf))), XDP_PASS_RC);
 	assert_int_equal(stats().dropped - before, dropped);
@@ -1311,9 +1326,10 @@ static void test_prefix_each_length(void **state)
  * entry lists them exactly, longest first. A neighbouring entry lists only
  * the lengths whose prefixes reach it.
  */
-static void many_lengths(const char *src, const char *other, int v6,
+static void many_lengths(const char *src, const char *other, int dir,
 			 const unsigned *lens, size_t nl, unsigned near)
 {
+	int v6 = rl_xdp_dir_v6(dir);
 	char cidr[80];
 	uint64_t dropped = 0, n = 0;
 	struct rl_xdp_dir d;
@@ -1325,10 +1341,10 @@ static void many_lengths(const char *src, const char *other, int v6,
 		assert_int_equal(ban(cidr, live(), lens[i]), IN_PREFIX);
 	}
 	assert_int_equal(v6 ? tries().v6 : tries().v4, nl);
-	d = dir_of(other);
+	d = dir_at(other, dir);
 	assert_int_equal(d.n, near);
 	for (size_t i = nl; i-- > 0;) {
-		d = dir_of(src);
+		d = dir_at(src, dir);
 		if (i + 1 > RL_XDP_DIR_LENS) {
 			assert_int_equal(d.n, RL_XDP_DIR_TRIE);
 		} else {
@@ -1342,8 +1358,8 @@ static void many_lengths(const char *src, const char *other, int v6,
 		snprintf(cidr, sizeof(cidr), "%s/%u", src, lens[i]);
 		unban(cidr);
 	}
-	assert_int_equal(dir_of(src).n, 0);
-	assert_int_equal(dir_of(other).n, 0);
+	assert_int_equal(dir_at(src, dir).n, 0);
+	assert_int_equal(dir_at(other, dir).n, 0);
 	assert_int_equal(run(from(src)), XDP_PASS_RC);
 	assert_int_equal(v6 ? tries().v6 : tries().v4, 0);
 	expect(n + 1, dropped, 0, 0, 0);
@@ -1358,21 +1374,67 @@ static void test_many_lengths_v4(void **state)
 		lens[i] = 8 + i; /* 8..31, ascending */
 	load();
 	/* 10.1.2.3 and 10.2.0.0 share 14 bits: /8 to /14 reach both. */
-	many_lengths("10.1.2.3", "10.2.0.0", 0, lens, 24, 7);
+	many_lengths("10.1.2.3", "10.2.0.0", RL_XDP_DIR4, lens, 24, 7);
 }
 
 static void test_many_lengths_v6(void **state)
 {
-	static const unsigned lens[] = { 12, 20, 24, 28, 32, 36, 40, 44, 48,
-					 52, 56, 60, 63, 65, 80, 96, 112, 127,
-					 128 };
+	static const unsigned lens[] = { 32, 36, 40, 44, 48, 52, 56, 60, 63,
+					 65, 80, 96, 112, 127, 128 };
+	static const unsigned short_lens[] = { 8, 10, 12, 14, 16, 18, 20, 22,
+					       24, 26, 28, 30, 31 };
 
 	(void)state;
 	load();
-	/* Bits 16-31 of the other differ from the first: the /12 reaches
-	 * it (it reaches every entry), the /20 does not. */
-	many_lengths("2001:db8:0:1:2:3:4:5", "2001:8db8::1", 1, lens,
-		     sizeof(lens) / sizeof(lens[0]), 1);
+	/* /32 and longer, listed by bits 16-31: the other's differ from the
+	 * first, so none reaches it. */
+	many_lengths("2001:db8:0:1:2:3:4:5", "2001:8db8::1", RL_XDP_DIR6, lens,
+		     sizeof(lens) / sizeof(lens[0]), 0);
+	teardown(NULL);
+	load();
+	/* Shorter, listed by bits 0-15: 2000:: shares 15 of them, so /8 to
+	 * /14 reach it. */
+	many_lengths("2001:db8:0:1:2:3:4:5", "2000::1", RL_XDP_DIR6S,
+		     short_lens, sizeof(short_lens) / sizeof(short_lens[0]), 4);
+}
+
+/*
+ * An IPv6 source under prefixes of both directories: the long one (/40,
+ * rl_dir_v6) answers before the short (/20, rl_dir_v6s); lifted, the
+ * short one does. Either entry saying "the trie" sends the source there,
+ * which answers the same.
+ */
+static void test_v6_both_directories(void **state)
+{
+	char cidr[80];
+
+	(void)state;
+	for (int to_trie = 0; to_trie < 3; to_trie++) {
+		load();
+		ban("2001:d00::/20", live(), 20);
+		ban("2001:db8:ab00::/40", live(), 40);
+		for (unsigned i = 0; to_trie && i < RL_XDP_DIR_LENS; i++) {
+			/* Filling the long entry, or the short one. */
+			snprintf(cidr, sizeof(cidr), to_trie == 1 ?
+				 "2001:db8:cd00::/%u" : "2001:400::/%u",
+				 to_trie == 1 ? 41 + i : 22 + i);
+			ban(cidr, live(), 100 + i);
+		}
+		assert_int_equal(dir_of("2001:db8:ab00::1").n,
+				 to_trie == 1 ? RL_XDP_DIR_TRIE : 1);
+		assert_int_equal(dir_at("2001:db8:ab00::1", RL_XDP_DIR6S).n,
+				 to_trie == 2 ? RL_XDP_DIR_TRIE : 1);
+		assert_int_equal(run(from("2001:db8:ab00::1")), XDP_DROP_RC);
+		assert_int_equal(run(from("2001:db8:ef00::1")), XDP_DROP_RC);
+		assert_int_equal(run(from("2001:1e00::1")), XDP_PASS_RC);
+		assert_int_equal(drops(40), 1);
+		assert_int_equal(drops(20), 1);
+		unban("2001:db8:ab00::/40");
+		assert_int_equal(run(from("2001:db8:ab00::1")), XDP_DROP_RC);
+		assert_int_equal(drops(20), 2);
+		expect(4, 3, 0, 0, 0);
+		teardown(NULL);
+	}
 }
 
 /*
@@ -1500,6 +1562,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_prefix_each_length, teardown),
 		cmocka_unit_test_teardown(test_many_lengths_v4, teardown),
 		cmocka_unit_test_teardown(test_many_lengths_v6, teardown),
+		cmocka_unit_test_teardown(test_v6_both_directories, teardown),
 		cmocka_unit_test_teardown(test_longest_decides_expiry,
 					  teardown),
 		cmocka_unit_test_teardown(test_dir_is_trusted, teardown),

@@ -138,7 +138,8 @@ static const struct banset sets[] = {
 struct family {
 	const char *name;
 	int v6;
-	int fd_hash, fd_trie, fd_pfx, fd_dir;
+	int fd_hash, fd_trie, fd_pfx;
+	int fd_dir[RL_XDP_NDIRS];   /* of the family's directories, else -1 */
 	unsigned hosts, prefixes;   /* in the maps */
 	unsigned per_len[129];      /* prefixes of each length */
 	const uint8_t *entry;       /* all prefixes and passes under this */
@@ -208,7 +209,7 @@ static int add_hosts(struct family *f, unsigned n)
 }
 
 /* Add n new random prefixes, of min..max bits, to the trie. As add_hosts. */
-static struct rl_xdp_lenset lensets[RL_XDP_DIR_ENTRIES];
+static struct rl_xdp_lenset lensets[RL_XDP_NDIRS][RL_XDP_DIR_ENTRIES];
 static struct rl_xdp_dir dir_have[RL_XDP_DIR_ENTRIES];
 
 /* At most 1/16 of the space (or of the entry) in prefixes of one length,
@@ -248,7 +249,8 @@ static int add_prefixes(struct family *f, unsigned n, unsigned min,
 		}
 		if (bpf_map_update_elem(f->fd_trie, key, &v, BPF_NOEXIST))
 			return -errno;
-		rl_xdp_dir_add(lensets, addr, f->v6, *plen);
+		rl_xdp_dir_add(lensets[rl_xdp_dir_of(f->v6, *plen)], addr,
+			       rl_xdp_dir_of(f->v6, *plen), *plen);
 		f->per_len[*plen]++;
 		if (f->prefixes < MAX_SOURCES) {
 			memcpy(f->prefix_key[f->prefixes], addr, alen(f));
@@ -268,10 +270,16 @@ static int write_dir(struct family *f)
 {
 	int rc;
 
-	memset(dir_have, 0, sizeof(dir_have));
-	rc = rl_xdp_dir_write(f->fd_dir, lensets, dir_have);
-	memset(lensets, 0, sizeof(lensets));
-	return rc < 0 ? rc : 0;
+	for (int d = 0; d < RL_XDP_NDIRS; d++) {
+		if (f->fd_dir[d] < 0)
+			continue;
+		memset(dir_have, 0, sizeof(dir_have));
+		rc = rl_xdp_dir_write(f->fd_dir[d], lensets[d], dir_have);
+		memset(lensets[d], 0, sizeof(lensets[d]));
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /*
@@ -534,8 +542,12 @@ static int fill(struct rlshim *s, struct family fam[2],
 					 s->maps.rl_bans_v4);
 		f->fd_pfx = bpf_map__fd(v6 ? s->maps.rl_pfx_v6 :
 					s->maps.rl_pfx_v4);
-		f->fd_dir = bpf_map__fd(v6 ? s->maps.rl_dir_v6 :
-					s->maps.rl_dir_v4);
+		f->fd_dir[RL_XDP_DIR4] = v6 ? -1 :
+					 bpf_map__fd(s->maps.rl_dir_v4);
+		f->fd_dir[RL_XDP_DIR6] = v6 ? bpf_map__fd(s->maps.rl_dir_v6) :
+					      -1;
+		f->fd_dir[RL_XDP_DIR6S] = v6 ? bpf_map__fd(s->maps.rl_dir_v6s) :
+					       -1;
 		if (set->prefixes == ENTRY7 || set->prefixes == ENTRY_TRIE) {
 			/* 10.1.0.0/16; 2001:db8::/32 (the entry's bits) */
 			static const uint8_t e4[4] = { 10, 1 };
