@@ -14,13 +14,14 @@
  *  2. only if that found no live ban, and only if the agent counts prefix
  *     bans of the family (rl_tries), the directory entry of the source's
  *     16 bits (rl_dir_v4; IPv6 two, rl_dir_v6 for /32 and longer, then
- *     rl_dir_v6s): the lengths of the prefix bans near it, longest first. Each is one lookup in the prefix hash (rl_pfx_v4/v6)
- *     of the source masked to that length, and the first that finds a ban
- *     answers: the longest covering prefix, as a trie would say. Most
- *     entries list no length at all, and a source there costs one array
- *     load. An entry with more lengths than it can hold sends the source
- *     to the LPM trie (rl_bans_v4/v6), which holds every prefix ban too:
- *     one dependent load per level, but bounded whatever the lengths.
+ *     rl_dir_v6s): the lengths of the prefix bans near it, longest first.
+ *     Each is one lookup in the prefix hash (rl_pfx_v4/v6) of the source
+ *     masked to that length, and the first that finds a ban answers: the
+ *     longest covering prefix, as a trie would say. Most entries list no
+ *     length at all, and a source there costs one array load. An entry
+ *     with more lengths than it can hold sends the source to the LPM trie
+ *     (rl_bans_v4/v6), which holds every prefix ban too: one dependent
+ *     load per level, but bounded whatever the lengths.
  *
  * A live ban drops and counts on its id; a ban past its expiry passes and
  * counts as expired (once per frame, whichever map had it).

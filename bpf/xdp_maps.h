@@ -26,9 +26,9 @@
  * rl_dir_v6, on bits 16-31 (where providers' /32s differ, under the
  * registries' blocks), and the shorter ones in rl_dir_v6s, on bits 0-15,
  * which such prefixes fix, where bits 16-31 would list them in thousands of
- * entries. The agent keeps it exact: a length listed with no
- * ban is a wasted probe, a ban whose length is not listed would not drop.
- * The directory and both prefix maps are looked at only when the agent
+ * entries. The agent keeps them exact: a length listed with no ban is a
+ * wasted probe, a ban whose length is not listed would not drop. The
+ * directories and both prefix maps are looked at only when the agent
  * counts prefix bans of the family (rl_tries). A frame from a live ban
  * drops; the host hash answers first, a live host ban dropping whatever
  * prefix covers it too.
