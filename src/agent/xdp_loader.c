@@ -113,18 +113,21 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt,
 static int pin_dir(const char *shm, char *out, size_t len)
 {
 	struct statfs st;
+	char parent[RL_PATH_MAX];
 
 	if (statfs("/sys/fs/bpf", &st) || st.f_type != BPF_FS_MAGIC) {
 		mkdir("/sys/fs/bpf", 0700);
 		if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
 			return -errno;
 	}
+	/* out is the whole path even on failure, for unpin() to take away
+	 * what was made of it. */
+	snprintf(out, len, "%s/%s/%s", RL_XDP_PIN_DIR, shm, RL_XDP_LAYOUT);
+	snprintf(parent, sizeof(parent), "%s/%s", RL_XDP_PIN_DIR, shm);
 	if (mkdir(RL_XDP_PIN_DIR, 0700) && errno != EEXIST)
 		return -errno;
-	snprintf(out, len, "%s/%s", RL_XDP_PIN_DIR, shm);
-	if (mkdir(out, 0700) && errno != EEXIST)
+	if (mkdir(parent, 0700) && errno != EEXIST)
 		return -errno;
-	snprintf(out, len, "%s/%s/%s", RL_XDP_PIN_DIR, shm, RL_XDP_LAYOUT);
 	if (mkdir(out, 0700) && errno != EEXIST)
 		return -errno;
 	return 0;
