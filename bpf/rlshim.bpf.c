@@ -4,21 +4,27 @@
  * banned, before the kernel allocates anything for them.
  *
  * Per frame: Ethernet, at most two VLAN tags (802.1Q or 802.1ad, in any
- * order), then the source address of IPv4 or IPv6, looked up in two maps
+ * order), then the source address of IPv4 or IPv6, looked up in the maps
  * of its family:
  *
  *  1. the hash of host bans (rl_hosts_v4/v6), keyed by the source masked
  *     to the configured host prefix (rl_host_len4/6, rodata set before
  *     load): one lookup whatever the number of bans. These are the bans
  *     maxretry makes, the common case;
- *  2. only if that found no live ban, and only if the agent counts
- *     something in it (rl_tries), the LPM trie of every other ban, keyed by
- *     the full source, so the longest banned prefix that covers it answers.
- *     A binary trie costs one dependent load per level: empty, it is not
- *     walked at all.
+ *  2. only if that found no live ban, and only if the agent counts prefix
+ *     bans of the family (rl_tries), the directory entry of the source's
+ *     16 bits (rl_dir_v4; IPv6 two, rl_dir_v6 for /32 and longer, then
+ *     rl_dir_v6s): the lengths of the prefix bans near it, longest first.
+ *     Each is one lookup in the prefix hash (rl_pfx_v4/v6) of the source
+ *     masked to that length, and the first that finds a ban answers: the
+ *     longest covering prefix, as a trie would say. Most entries list no
+ *     length at all, and a source there costs one array load. An entry
+ *     with more lengths than it can hold sends the source to the LPM trie
+ *     (rl_bans_v4/v6), which holds every prefix ban too: one dependent
+ *     load per level, but bounded whatever the lengths.
  *
  * A live ban drops and counts on its id; a ban past its expiry passes and
- * counts as expired (once per frame, whichever of the two maps had it).
+ * counts as expired (once per frame, whichever map had it).
  * The clock, bpf_ktime_get_coarse_ns() (CLOCK_MONOTONIC as of the last
  * tick: a few ns, where the precise clock costs 20 or more under a
  * hypervisor), is read only when a lookup hits, and at most once per
@@ -30,8 +36,9 @@
  * drop too, the first or not.
  *
  * The maps are described in bpf/xdp_maps.h, shared with the agent, which
- * fills them, keeps rl_tries and reads the counters. Nothing loops but the
- * two fixed VLAN steps; the keys are built on the stack.
+ * fills them, keeps rl_tries and the directories exact and reads the
+ * counters. Nothing loops but the two fixed VLAN steps and the probes, at
+ * most RL_XDP_DIR_LENS; the keys are built on the stack.
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -78,6 +85,41 @@ struct {
 	__type(key, struct rl_xdp_host6);
 	__type(value, struct rl_xdp_ban);
 } rl_hosts_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, struct rl_xdp_key4);
+	__type(value, struct rl_xdp_ban);
+} rl_pfx_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RL_XDP_MAX_BANS);
+	__type(key, struct rl_xdp_key6);
+	__type(value, struct rl_xdp_ban);
+} rl_pfx_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RL_XDP_DIR_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct rl_xdp_dir);
+} rl_dir_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RL_XDP_DIR_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct rl_xdp_dir);
+} rl_dir_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RL_XDP_DIR_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct rl_xdp_dir);
+} rl_dir_v6s SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -198,6 +240,123 @@ static __always_inline int hit(struct rl_xdp_stats *st, struct seen *s,
 	return XDP_DROP;
 }
 
+/*
+ * The prefix bans of an IPv4 source: its directory entry's lengths, each
+ * a lookup of the source masked to it, longest first; or the trie. NULL
+ * if none covers it. The first ban found is the longest, live or not: a
+ * trie answers so too, and its expiry decides.
+ */
+static __always_inline struct rl_xdp_ban *prefix4(__be32 saddr)
+{
+	struct rl_xdp_key4 k = { 0 };
+	struct rl_xdp_ban *ban;
+	struct rl_xdp_dir *d;
+	__u32 idx, n, len;
+
+	idx = bpf_ntohl(saddr) >> (32 - RL_XDP_DIR_SHIFT4 - RL_XDP_DIR_BITS) &
+	      (RL_XDP_DIR_ENTRIES - 1);
+	d = bpf_map_lookup_elem(&rl_dir_v4, &idx);
+	if (!d)
+		return NULL;
+	n = d->n;
+	if (n > RL_XDP_DIR_LENS) {
+		k.prefixlen = 32;
+		__builtin_memcpy(k.addr, &saddr, sizeof(k.addr));
+		return bpf_map_lookup_elem(&rl_bans_v4, &k);
+	}
+	for (__u32 i = 0; i < RL_XDP_DIR_LENS; i++) {
+		__be32 a;
+
+		if (i >= n)
+			break;
+		len = d->len[i];
+		if (len > 32)
+			break; /* not from the agent */
+		/* 64 bits, so that a shift by 32 (a /0) is defined. */
+		a = saddr & bpf_htonl((__u32)(~0ull << (32 - len)));
+		k.prefixlen = len;
+		__builtin_memcpy(k.addr, &a, sizeof(k.addr));
+		ban = bpf_map_lookup_elem(&rl_pfx_v4, &k);
+		if (ban)
+			return ban;
+	}
+	return NULL;
+}
+
+/*
+ * Probe the lengths of one IPv6 directory entry (n of them, n at most
+ * RL_XDP_DIR_LENS), longest first, for the source w.
+ */
+static __always_inline struct rl_xdp_ban *probe6(const struct rl_xdp_dir *d,
+						 __u32 n, const __u64 *w)
+{
+	struct rl_xdp_key6 k = { 0 };
+	struct rl_xdp_ban *ban;
+	__u64 m[2];
+	__u32 len;
+
+	for (__u32 i = 0; i < RL_XDP_DIR_LENS; i++) {
+		if (i >= n)
+			break;
+		len = d->len[i];
+		if (len > 128)
+			break;
+		/* Each half's mask in 64 bits: shifts of 64 taken apart. */
+		if (len >= 64) {
+			m[0] = w[0];
+			m[1] = len == 64 ? 0 : w[1] &
+			       bpf_cpu_to_be64(~0ull << (128 - len));
+		} else {
+			m[0] = len == 0 ? 0 : w[0] &
+			       bpf_cpu_to_be64(~0ull << (64 - len));
+			m[1] = 0;
+		}
+		k.prefixlen = len;
+		__builtin_memcpy(k.addr, m, sizeof(k.addr));
+		ban = bpf_map_lookup_elem(&rl_pfx_v6, &k);
+		if (ban)
+			return ban;
+	}
+	return NULL;
+}
+
+/*
+ * The same for IPv6, in two 64-bit halves: the entry of bits 16-31 for
+ * the prefixes of /32 and longer, then the entry of bits 0-15 for the
+ * shorter (longest first across both). Either entry saying "the trie"
+ * sends the source there.
+ */
+static __always_inline struct rl_xdp_ban *prefix6(const struct in6_addr *src)
+{
+	struct rl_xdp_key6 k = { 0 };
+	struct rl_xdp_dir *d, *ds;
+	struct rl_xdp_ban *ban;
+	__u32 idx, n, ns;
+	__u64 w[2], hi;
+
+	__builtin_memcpy(w, src, sizeof(w));
+	hi = bpf_be64_to_cpu(w[0]);
+	idx = (__u32)(hi >> (64 - RL_XDP_DIR_SHIFT6 - RL_XDP_DIR_BITS)) &
+	      (RL_XDP_DIR_ENTRIES - 1);
+	d = bpf_map_lookup_elem(&rl_dir_v6, &idx);
+	idx = (__u32)(hi >> (64 - RL_XDP_DIR_SHIFT6S - RL_XDP_DIR_BITS)) &
+	      (RL_XDP_DIR_ENTRIES - 1);
+	ds = bpf_map_lookup_elem(&rl_dir_v6s, &idx);
+	if (!d || !ds)
+		return NULL;
+	n = d->n;
+	ns = ds->n;
+	if (n > RL_XDP_DIR_LENS || ns > RL_XDP_DIR_LENS) {
+		k.prefixlen = 128;
+		__builtin_memcpy(k.addr, w, sizeof(k.addr));
+		return bpf_map_lookup_elem(&rl_bans_v6, &k);
+	}
+	ban = probe6(d, n, w);
+	if (ban || !ns)
+		return ban;
+	return probe6(ds, ns, w);
+}
+
 SEC("xdp")
 int rl_xdp(struct xdp_md *ctx)
 {
@@ -242,7 +401,6 @@ int rl_xdp(struct xdp_md *ctx)
 
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = l3;
-		struct rl_xdp_key4 k4;
 		union host4 h4;
 
 		/* The whole fixed header, not just up to saddr: shorter is
@@ -259,12 +417,9 @@ int rl_xdp(struct xdp_md *ctx)
 		tries = bpf_map_lookup_elem(&rl_tries, &zero);
 		if (!tries || !tries->v4)
 			goto pass;
-		k4.prefixlen = 32;
-		__builtin_memcpy(k4.addr, &ip->saddr, sizeof(k4.addr));
-		ban = bpf_map_lookup_elem(&rl_bans_v4, &k4);
+		ban = prefix4(ip->saddr);
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = l3;
-		struct rl_xdp_key6 k6;
 		union host6 h6;
 
 		if ((void *)(ip6 + 1) > end)
@@ -280,9 +435,7 @@ int rl_xdp(struct xdp_md *ctx)
 		tries = bpf_map_lookup_elem(&rl_tries, &zero);
 		if (!tries || !tries->v6)
 			goto pass;
-		k6.prefixlen = 128;
-		__builtin_memcpy(k6.addr, &ip6->saddr, sizeof(k6.addr));
-		ban = bpf_map_lookup_elem(&rl_bans_v6, &k6);
+		ban = prefix6(&ip6->saddr);
 	} else {
 		/* ARP, a third tag, anything else. */
 		st->not_ip++;

@@ -2,15 +2,19 @@
 /*
  * xdp_loader.c - the XDP dropper: load bpf/rlshim.bpf.c from its skeleton,
  * attach it to the [xdp] interfaces, and mirror the segment's live bans into
- * its LPM tries.
+ * its maps.
  *
  * Open, set the host prefix lengths (rodata), load (maps pinned under
- * RL_XDP_PIN_DIR/<shm>/ for rlshimctl), attach, then once a round: when
- * the segment's ban generation moved (a ban came, changed or went) or the
- * earliest mirrored ban expired, walk the live bans and bring the maps in
- * line: add what is new, rewrite what changed, delete what is gone. A ban
- * of exactly ipv4_prefix / ipv6_prefix (what maxretry makes) goes in its
- * family's hash map, any other in its trie (bpf/xdp_maps.h). Each ban has a
+ * RL_XDP_PIN_DIR/<shm>/RL_XDP_LAYOUT/ for rlshimctl), attach, then once a
+ * round: when the segment's ban generation moved (a ban came, changed or
+ * went) or the earliest mirrored ban expired, walk the live bans and bring
+ * the maps in line: add what is new, rewrite what changed, then the
+ * prefix directories (bpf/xdp_dir.h) when the prefixes changed, then
+ * delete what is gone. In that order a frame never meets a directory that
+ * lists no length for a ban in the maps, only (for a moment) lengths that
+ * have none left, which cost a probe. A ban of exactly ipv4_prefix /
+ * ipv6_prefix (what maxretry makes) goes in its family's host hash, any
+ * other in its prefix hash and its trie (bpf/xdp_maps.h). Each ban has a
  * drop counter of its own (an id into rl_drops), zeroed before reuse.
  *
  * Programs are attached through BPF links, which the kernel detaches when
@@ -40,13 +44,14 @@
 #include "agent.h"
 #include "ban.h"
 #include "xdp_maps.h"
+#include "xdp_dir.h"
 #include "log.h"
 #include "rlshim.skel.h"
 #include "clock.h"
 
 #define RESCAN_NS (10 * RL_NS_PER_SEC) /* and at least this often */
 
-/* A ban as mirrored into a trie. */
+/* A ban as mirrored into the maps. */
 struct mirrored {
 	uint8_t family;
 	uint8_t prefix;
@@ -62,13 +67,21 @@ struct rl_xdp {
 	unsigned nlinks;
 	char pins[RL_PATH_MAX];
 	int fd_v4, fd_v6, fd_h4, fd_h6, fd_drops, fd_tries;
-	uint8_t host_len[2];          /* v4, v6: what goes in the hash maps */
-	struct rl_xdp_tries tries;    /* entries in each trie */
+	int fd_p[2];                  /* v4, v6: prefix hashes */
+	int fd_dir[RL_XDP_NDIRS];     /* bpf/xdp_dir.h's order */
+	uint8_t host_len[2];          /* v4, v6: what goes in the host hashes */
+	struct rl_xdp_tries tries;    /* prefix bans of each family */
 	void *zeros;                  /* one per-CPU value of rl_drops */
 
-	/* what the tries hold, sorted by (family, prefix, addr) */
-	struct mirrored *have, *want;
-	uint32_t nhave, nwant, cap;
+	/* the directories as written, and the sets they are built from */
+	struct rl_xdp_dir *dir[RL_XDP_NDIRS];
+	struct rl_xdp_lenset *sets;
+	int prefixes_moved;           /* a prefix ban came or went this round */
+
+	/* what the maps hold, sorted by (family, prefix, addr); gone[] what
+	 * is to be deleted once the directories no longer list it */
+	struct mirrored *have, *want, *gone;
+	uint32_t nhave, nwant, ngone, cap;
 	uint32_t *free_ids, nfree;
 	uint64_t gen, last_scan_ns;
 	uint64_t next_expiry_ms;      /* the earliest mirrored expiry */
@@ -95,39 +108,71 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt,
 	return 0;
 }
 
-/* bpffs at /sys/fs/bpf, mounted if it is not; then our directory. */
+/* bpffs at /sys/fs/bpf, mounted if it is not; then our directory, into
+ * out: RL_XDP_PIN_DIR/<shm>/RL_XDP_LAYOUT. */
 static int pin_dir(const char *shm, char *out, size_t len)
 {
 	struct statfs st;
+	char parent[RL_PATH_MAX];
 
 	if (statfs("/sys/fs/bpf", &st) || st.f_type != BPF_FS_MAGIC) {
 		mkdir("/sys/fs/bpf", 0700);
 		if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
 			return -errno;
 	}
+	/* out is the whole path even on failure, for unpin() to take away
+	 * what was made of it. */
+	snprintf(out, len, "%s/%s/%s", RL_XDP_PIN_DIR, shm, RL_XDP_LAYOUT);
+	snprintf(parent, sizeof(parent), "%s/%s", RL_XDP_PIN_DIR, shm);
 	if (mkdir(RL_XDP_PIN_DIR, 0700) && errno != EEXIST)
 		return -errno;
-	snprintf(out, len, "%s/%s", RL_XDP_PIN_DIR, shm);
+	if (mkdir(parent, 0700) && errno != EEXIST)
+		return -errno;
 	if (mkdir(out, 0700) && errno != EEXIST)
 		return -errno;
 	return 0;
 }
 
-/* Remove the pins (ours, or a killed agent's). */
-static void unpin(const char *dir)
+/* The maps' names, of this layout and of layout 1 (in <shm>/ itself). */
+static const char *const map_names[] = { RL_XDP_MAP_BANS_V4,
+	RL_XDP_MAP_BANS_V6, RL_XDP_MAP_HOSTS_V4, RL_XDP_MAP_HOSTS_V6,
+	RL_XDP_MAP_PFX_V4, RL_XDP_MAP_PFX_V6, RL_XDP_MAP_DIR_V4,
+	RL_XDP_MAP_DIR_V6, RL_XDP_MAP_DIR_V6S, RL_XDP_MAP_TRIES, RL_XDP_MAP_DROPS,
+	RL_XDP_MAP_STATS };
+static const char *const layout1_names[] = { "rl_bans_v4", "rl_bans_v6",
+	"rl_hosts_v4", "rl_hosts_v6", "rl_tries", "rl_drops", "rl_stats" };
+
+static void unpin_names(const char *dir, const char *const *names, size_t n)
 {
-	static const char *const names[] = { RL_XDP_MAP_BANS_V4,
-		RL_XDP_MAP_BANS_V6, RL_XDP_MAP_HOSTS_V4, RL_XDP_MAP_HOSTS_V6,
-		RL_XDP_MAP_TRIES, RL_XDP_MAP_DROPS, RL_XDP_MAP_STATS };
 	char path[RL_PATH_MAX + 32];
 
-	if (!dir[0])
-		return;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+	for (size_t i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		unlink(path);
 	}
 	rmdir(dir);
+}
+
+/*
+ * Remove the pins (ours, or a killed agent's, of this layout or the
+ * first): `dir` is RL_XDP_PIN_DIR/<shm>/RL_XDP_LAYOUT, and <shm>/ goes
+ * too once empty.
+ */
+static void unpin(const char *dir)
+{
+	char shm_dir[RL_PATH_MAX];
+	char *slash;
+
+	if (!dir[0])
+		return;
+	unpin_names(dir, map_names, sizeof(map_names) / sizeof(map_names[0]));
+	snprintf(shm_dir, sizeof(shm_dir), "%s", dir);
+	slash = strrchr(shm_dir, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	unpin_names(shm_dir, layout1_names,
+		    sizeof(layout1_names) / sizeof(layout1_names[0]));
 }
 
 static void pin_at(struct bpf_map *m, const char *dir)
@@ -196,6 +241,10 @@ static void xdp_free(struct rl_xdp *x)
 	unpin(x->pins);
 	free(x->have);
 	free(x->want);
+	free(x->gone);
+	for (int d = 0; d < RL_XDP_NDIRS; d++)
+		free(x->dir[d]);
+	free(x->sets);
 	free(x->free_ids);
 	free(x->zeros);
 	free(x);
@@ -236,9 +285,16 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	x->cap = RL_BANS;
 	x->have = calloc(x->cap, sizeof(*x->have));
 	x->want = calloc(x->cap, sizeof(*x->want));
+	x->gone = calloc(x->cap, sizeof(*x->gone));
 	x->free_ids = calloc(RL_XDP_MAX_BANS, sizeof(*x->free_ids));
 	x->zeros = calloc((size_t)ncpu, sizeof(__u64));
-	if (!x->have || !x->want || !x->free_ids || !x->zeros)
+	/* Fresh maps: directories of zeros, as these. */
+	for (int d = 0; d < RL_XDP_NDIRS; d++)
+		x->dir[d] = calloc(RL_XDP_DIR_ENTRIES, sizeof(*x->dir[d]));
+	x->sets = calloc(RL_XDP_DIR_ENTRIES, sizeof(*x->sets));
+	if (!x->have || !x->want || !x->gone || !x->free_ids || !x->zeros ||
+	    !x->dir[RL_XDP_DIR4] || !x->dir[RL_XDP_DIR6] ||
+	    !x->dir[RL_XDP_DIR6S] || !x->sets)
 		goto fail;
 	for (uint32_t i = 0; i < RL_XDP_MAX_BANS; i++)
 		x->free_ids[i] = RL_XDP_MAX_BANS - 1 - i;
@@ -276,6 +332,11 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	pin_at(x->skel->maps.rl_bans_v6, x->pins);
 	pin_at(x->skel->maps.rl_hosts_v4, x->pins);
 	pin_at(x->skel->maps.rl_hosts_v6, x->pins);
+	pin_at(x->skel->maps.rl_pfx_v4, x->pins);
+	pin_at(x->skel->maps.rl_pfx_v6, x->pins);
+	pin_at(x->skel->maps.rl_dir_v4, x->pins);
+	pin_at(x->skel->maps.rl_dir_v6, x->pins);
+	pin_at(x->skel->maps.rl_dir_v6s, x->pins);
 	pin_at(x->skel->maps.rl_tries, x->pins);
 	pin_at(x->skel->maps.rl_drops, x->pins);
 	pin_at(x->skel->maps.rl_stats, x->pins);
@@ -291,6 +352,11 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	x->fd_v6 = bpf_map__fd(x->skel->maps.rl_bans_v6);
 	x->fd_h4 = bpf_map__fd(x->skel->maps.rl_hosts_v4);
 	x->fd_h6 = bpf_map__fd(x->skel->maps.rl_hosts_v6);
+	x->fd_p[0] = bpf_map__fd(x->skel->maps.rl_pfx_v4);
+	x->fd_p[1] = bpf_map__fd(x->skel->maps.rl_pfx_v6);
+	x->fd_dir[RL_XDP_DIR4] = bpf_map__fd(x->skel->maps.rl_dir_v4);
+	x->fd_dir[RL_XDP_DIR6] = bpf_map__fd(x->skel->maps.rl_dir_v6);
+	x->fd_dir[RL_XDP_DIR6S] = bpf_map__fd(x->skel->maps.rl_dir_v6s);
 	x->fd_tries = bpf_map__fd(x->skel->maps.rl_tries);
 	x->fd_drops = bpf_map__fd(x->skel->maps.rl_drops);
 	for (unsigned i = 0; i < cfg->nifaces; i++) {
@@ -359,49 +425,10 @@ static int collect(const struct rl_ban_view *v, void *arg)
 	return 0;
 }
 
-/* 1 if `m` goes in its family's hash map, 0 if in its trie. */
+/* 1 if `m` goes in its family's host hash, 0 if in its prefix maps. */
 static int is_host(const struct rl_xdp *x, const struct mirrored *m)
 {
 	return m->prefix == x->host_len[m->family == RL_AF_INET6];
-}
-
-/* Write or delete one ban in its map. 0 or -errno. */
-static int map_put(struct rl_xdp *x, const struct mirrored *m,
-		   uint64_t offset_ns, int del)
-{
-	struct rl_xdp_ban val = { 0, m->id, 0 };
-	uint64_t exp_ns = m->expires_ms * RL_NS_PER_MS;
-	int v6 = m->family == RL_AF_INET6, fd, rc;
-	union rl_xdp_key k;
-
-	/* Unix time to the program's clock (CLOCK_MONOTONIC). */
-	val.expires_ns = exp_ns > offset_ns ? exp_ns - offset_ns : 0;
-	memset(&k, 0, sizeof(k));
-	if (is_host(x, m)) {
-		fd = v6 ? x->fd_h6 : x->fd_h4;
-		memcpy(v6 ? k.h6.addr : k.h4.addr, m->addr, v6 ? 16 : 4);
-	} else if (v6) {
-		fd = x->fd_v6;
-		k.k6.prefixlen = m->prefix;
-		memcpy(k.k6.addr, m->addr, 16);
-	} else {
-		fd = x->fd_v4;
-		k.k4.prefixlen = m->prefix;
-		memcpy(k.k4.addr, m->addr, 4);
-	}
-	rc = del ? bpf_map_delete_elem(fd, &k)
-		 : bpf_map_update_elem(fd, &k, &val, BPF_ANY);
-	if (rc)
-		return -errno;
-	if (!is_host(x, m) && (del || !m->in_map)) {
-		/* The program looks in a trie only when it holds something. */
-		__u32 *n = v6 ? &x->tries.v6 : &x->tries.v4;
-		__u32 zero = 0;
-
-		*n = del ? *n - 1 : *n + 1;
-		bpf_map_update_elem(x->fd_tries, &zero, &x->tries, BPF_ANY);
-	}
-	return 0;
 }
 
 static void put_failed(struct rl_xdp *x, const char *what, int err)
@@ -409,6 +436,91 @@ static void put_failed(struct rl_xdp *x, const char *what, int err)
 	if (x->failures++ == 0)
 		rl_log(RL_LOG_ERROR, "msg=\"xdp: cannot %s a ban in the map\" "
 		       "err=\"%s\"", what, strerror(-err));
+}
+
+/* Write or delete `k` in `fd`. 0 or -errno. */
+static int put_key(int fd, const void *k, const struct rl_xdp_ban *val,
+		   int del)
+{
+	int rc = del ? bpf_map_delete_elem(fd, k)
+		     : bpf_map_update_elem(fd, k, val, BPF_ANY);
+
+	return rc ? -errno : 0;
+}
+
+/*
+ * Write or delete one ban in its maps: the host hash, or the prefix hash
+ * and the trie (both, or as far as the first refusal goes: a delete goes
+ * on to the trie, and an add that the trie refuses is taken back from the
+ * hash). 0 or -errno.
+ */
+static int map_put(struct rl_xdp *x, const struct mirrored *m,
+		   uint64_t offset_ns, int del)
+{
+	struct rl_xdp_ban val = { 0, m->id, 0 };
+	uint64_t exp_ns = m->expires_ms * RL_NS_PER_MS;
+	int v6 = m->family == RL_AF_INET6, rc, rc2;
+	union rl_xdp_key k;
+
+	/* Unix time to the program's clock (CLOCK_MONOTONIC). */
+	val.expires_ns = exp_ns > offset_ns ? exp_ns - offset_ns : 0;
+	memset(&k, 0, sizeof(k));
+	if (is_host(x, m)) {
+		memcpy(v6 ? k.h6.addr : k.h4.addr, m->addr, v6 ? 16 : 4);
+		return put_key(v6 ? x->fd_h6 : x->fd_h4, &k, &val, del);
+	}
+	if (v6) {
+		k.k6.prefixlen = m->prefix;
+		memcpy(k.k6.addr, m->addr, 16);
+	} else {
+		k.k4.prefixlen = m->prefix;
+		memcpy(k.k4.addr, m->addr, 4);
+	}
+	rc = put_key(x->fd_p[v6], &k, &val, del);
+	if (rc && !del)
+		return rc;
+	rc2 = put_key(v6 ? x->fd_v6 : x->fd_v4, &k, &val, del);
+	if (rc2 && !del) {
+		if (!m->in_map)
+			bpf_map_delete_elem(x->fd_p[v6], &k);
+		return rc2;
+	}
+	if (del && rc)
+		return rc;
+	if (del || !m->in_map) {
+		/* The program looks at the prefixes only when there are some. */
+		__u32 *n = v6 ? &x->tries.v6 : &x->tries.v4;
+		__u32 zero = 0;
+
+		*n = del ? *n - 1 : *n + 1;
+		bpf_map_update_elem(x->fd_tries, &zero, &x->tries, BPF_ANY);
+		x->prefixes_moved = 1;
+	}
+	return 0;
+}
+
+/*
+ * The directories from the prefix bans in have[0..n): rebuilt whole
+ * (65,536 sets each: a few milliseconds with 100,000 prefixes), written
+ * where they changed.
+ */
+static void write_dirs(struct rl_xdp *x, const struct mirrored *have,
+		       uint32_t n)
+{
+	for (int d = 0; d < RL_XDP_NDIRS; d++) {
+		int rc;
+
+		memset(x->sets, 0, RL_XDP_DIR_ENTRIES * sizeof(*x->sets));
+		for (uint32_t i = 0; i < n; i++)
+			if (!is_host(x, &have[i]) &&
+			    rl_xdp_dir_of(have[i].family == RL_AF_INET6,
+					  have[i].prefix) == d)
+				rl_xdp_dir_add(x->sets, have[i].addr, d,
+					       have[i].prefix);
+		rc = rl_xdp_dir_write(x->fd_dir[d], x->sets, x->dir[d]);
+		if (rc < 0)
+			put_failed(x, "list", rc);
+	}
 }
 
 void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
@@ -422,9 +534,9 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 		return;
 	gen = rl_table_ban_gen(a->table);
 	wall_ms = rl_time_wall_ms();
-	/* A trie answers with its longest matching prefix, live or not: an
-	 * expired /32 inside a live /24 would let the address through, so
-	 * expired entries go as soon as they expire. */
+	/* The longest matching prefix answers, live or not: an expired /28
+	 * inside a live /24 would let the address through, so expired entries
+	 * go as soon as they expire. */
 	if (gen == x->gen && wall_ms < x->next_expiry_ms &&
 	    now_ns - x->last_scan_ns < RESCAN_NS)
 		return;
@@ -433,6 +545,8 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 	x->next_expiry_ms = UINT64_MAX;
 	offset_ns = wall_ms * RL_NS_PER_MS - rl_time_now_ns();
 	x->nwant = 0;
+	x->ngone = 0;
+	x->prefixes_moved = 0;
 	rl_ban_foreach(a->table, wall_ms, collect, x);
 	qsort(x->want, x->nwant, sizeof(*x->want), cmp_mirrored);
 
@@ -444,12 +558,11 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 		int rc;
 
 		if (c < 0) {
-			/* gone from the segment: out of the map */
-			rc = map_put(x, &x->have[i], offset_ns, 1);
-			if (rc && rc != -ENOENT)
-				put_failed(x, "delete", rc);
-			x->free_ids[x->nfree++] = x->have[i].id;
-			i++;
+			/* gone from the segment: out of the maps, after the
+			 * directories */
+			x->gone[x->ngone++] = x->have[i++];
+			if (!is_host(x, &x->gone[x->ngone - 1]))
+				x->prefixes_moved = 1;
 			continue;
 		}
 		next = &x->want[j++];
@@ -477,6 +590,15 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 		if (next->expires_ms < x->next_expiry_ms)
 			x->next_expiry_ms = next->expires_ms;
 		x->want[n++] = *next;
+	}
+	if (x->prefixes_moved)
+		write_dirs(x, x->want, n);
+	for (uint32_t g = 0; g < x->ngone; g++) {
+		int rc = map_put(x, &x->gone[g], offset_ns, 1);
+
+		if (rc && rc != -ENOENT)
+			put_failed(x, "delete", rc);
+		x->free_ids[x->nfree++] = x->gone[g].id;
 	}
 	/* What the maps hold now is what was wanted. */
 	next = x->have;

@@ -11,8 +11,10 @@
  *
  * Bans are put where the agent (src/agent/xdp_loader.c) puts them: a ban of
  * exactly the instance's host length in its hash, keyed by the masked
- * address; any other in the trie, with rl_tries counting it. Some tests
- * break that rule on purpose, to pin what happens when the agent does.
+ * address; any other in the prefix hash and the trie, with rl_tries
+ * counting it and the directory (bpf/xdp_dir.h, the agent's builder)
+ * listing its length. Some tests break that rule on purpose, to pin what
+ * happens when the agent does.
  *
  * Loading needs root (CAP_BPF and CAP_NET_ADMIN). Without it each test
  * skips and says why, unless CI is set: CI runs as root, so there a test
@@ -38,6 +40,7 @@
 
 #include "xdp_mask.h"
 #include "xdp_maps.h"
+#include "xdp_dir.h"
 #include "rlshim.skel.h"
 #include "skip.h"
 
@@ -57,6 +60,50 @@
  * Every helper below works on cur, the one the test last chose.
  */
 static struct rlshim *skel, *skel2, *cur;
+
+/*
+ * The prefix bans put in each instance, as the agent keeps them, to build
+ * its directories from; and the directories as written.
+ */
+#define MAX_PREFIXES 512
+
+struct prefix {
+	uint8_t addr[16];
+	unsigned len;
+	int v6;
+};
+
+struct inst {
+	struct rlshim *s;
+	struct prefix p[MAX_PREFIXES];
+	unsigned n;
+	struct rl_xdp_dir dir[RL_XDP_NDIRS][RL_XDP_DIR_ENTRIES];
+};
+
+static struct inst insts[2];
+static struct rl_xdp_lenset sets[RL_XDP_DIR_ENTRIES];
+
+static struct inst *inst_of(struct rlshim *s)
+{
+	for (int i = 0; i < 2; i++)
+		if (insts[i].s == s)
+			return &insts[i];
+	for (int i = 0; i < 2; i++)
+		if (!insts[i].s) {
+			memset(&insts[i], 0, sizeof(insts[i]));
+			insts[i].s = s;
+			return &insts[i];
+		}
+	fail_msg("more than two instances");
+	return NULL;
+}
+
+static void inst_drop(struct rlshim *s)
+{
+	for (int i = 0; i < 2; i++)
+		if (s && insts[i].s == s)
+			insts[i].s = NULL;
+}
 
 /* ---- loading ------------------------------------------------------------- */
 
@@ -116,6 +163,8 @@ static void use(struct rlshim *s)
 static int teardown(void **state)
 {
 	(void)state;
+	inst_drop(skel);
+	inst_drop(skel2);
 	rlshim__destroy(skel);
 	rlshim__destroy(skel2);
 	skel = skel2 = cur = NULL;
@@ -156,8 +205,9 @@ static uint64_t coarse_ns(void)
 
 enum where {
 	IN_HASH,        /* rl_hosts_v4/v6 */
-	IN_TRIE,        /* rl_bans_v4/v6, counted in rl_tries */
-	IN_TRIE_UNCOUNTED, /* rl_bans_v4/v6, rl_tries left as it is */
+	IN_PREFIX,      /* rl_pfx_v4/v6 and rl_bans_v4/v6, counted in rl_tries,
+			   listed in rl_dir_v4/v6 */
+	IN_PREFIX_UNCOUNTED, /* the same, rl_tries left as it is */
 };
 
 static struct rl_xdp_tries tries(void)
@@ -179,64 +229,190 @@ static void set_tries(uint32_t v4, uint32_t v6)
 					     &zero, &t, BPF_ANY), 0);
 }
 
+/* Write cur's directories from its prefix bans, as the agent does. */
+static void write_dirs(void)
+{
+	struct inst *in = inst_of(cur);
+	int fds[RL_XDP_NDIRS] = {
+		[RL_XDP_DIR4] = bpf_map__fd(cur->maps.rl_dir_v4),
+		[RL_XDP_DIR6] = bpf_map__fd(cur->maps.rl_dir_v6),
+		[RL_XDP_DIR6S] = bpf_map__fd(cur->maps.rl_dir_v6s),
+	};
+
+	for (int d = 0; d < RL_XDP_NDIRS; d++) {
+		memset(sets, 0, sizeof(sets));
+		for (unsigned i = 0; i < in->n; i++)
+			if (rl_xdp_dir_of(in->p[i].v6, in->p[i].len) == d)
+				rl_xdp_dir_add(sets, in->p[i].addr, d,
+					       in->p[i].len);
+		assert_true(rl_xdp_dir_write(fds[d], sets, in->dir[d]) >= 0);
+	}
+}
+
+/* The entry of a source in directory dir, as cur's map has it. */
+static struct rl_xdp_dir dir_at(const char *src, int dir)
+{
+	int v6 = strchr(src, ':') != NULL;
+	struct bpf_map *m = dir == RL_XDP_DIR4 ? cur->maps.rl_dir_v4 :
+			    dir == RL_XDP_DIR6 ? cur->maps.rl_dir_v6 :
+						 cur->maps.rl_dir_v6s;
+	struct rl_xdp_dir d;
+	uint8_t a[16];
+	__u32 idx;
+
+	assert_int_equal(v6, rl_xdp_dir_v6(dir));
+	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, src, a), 1);
+	idx = rl_xdp_dir_index(a, dir);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(m), &idx, &d), 0);
+	return d;
+}
+
+/* Its entry in the directory of the family's long prefixes. */
+static struct rl_xdp_dir dir_of(const char *src)
+{
+	return dir_at(src, strchr(src, ':') ? RL_XDP_DIR6 : RL_XDP_DIR4);
+}
+
+/* A parsed "192.0.2.0/24" (no length: the whole address), masked. */
+struct cidr {
+	uint8_t addr[16];
+	unsigned len, bits;
+	int v6;
+};
+
+static struct cidr parse(const char *cidr)
+{
+	const char *slash = strchr(cidr, '/');
+	size_t n = slash ? (size_t)(slash - cidr) : strlen(cidr);
+	struct cidr c = { .v6 = strchr(cidr, ':') != NULL };
+	char a[64];
+
+	c.bits = c.v6 ? 128 : 32;
+	c.len = slash ? (unsigned)atoi(slash + 1) : c.bits;
+	assert_true(n < sizeof(a));
+	assert_true(c.len <= c.bits);
+	memcpy(a, cidr, n);
+	a[n] = '\0';
+	assert_int_equal(inet_pton(c.v6 ? AF_INET6 : AF_INET, a, c.addr), 1);
+	/* As the agent must: the bits past the length are zero in a key. */
+	rl_xdp_mask(c.addr, c.bits / 8, c.len);
+	return c;
+}
+
+/* The prefix maps' key of c. */
+static union rl_xdp_key prefix_key(const struct cidr *c)
+{
+	union rl_xdp_key k;
+
+	memset(&k, 0, sizeof(k));
+	if (c->v6) {
+		k.k6.prefixlen = c->len;
+		memcpy(k.k6.addr, c->addr, 16);
+	} else {
+		k.k4.prefixlen = c->len;
+		memcpy(k.k4.addr, c->addr, 4);
+	}
+	return k;
+}
+
+static int is_host_ban(const struct cidr *c)
+{
+	return c->len == (c->v6 ? cur->rodata->rl_host_len6 :
+				  cur->rodata->rl_host_len4);
+}
+
+/* Add, or renew in place: 1 if added. */
+static int upsert(int fd, const void *k, const struct rl_xdp_ban *v)
+{
+	if (bpf_map_update_elem(fd, k, v, BPF_NOEXIST) == 0)
+		return 1;
+	assert_int_equal(errno, EEXIST);
+	assert_int_equal(bpf_map_update_elem(fd, k, v, BPF_EXIST), 0);
+	return 0;
+}
+
 /*
  * "192.0.2.0/24" or "2001:db8::/64" (no length: the whole address) into
- * cur's maps: where == IN_HASH asks for the agent's rule (the hash if the
- * length is the instance's host length, else the trie, counted); any other
- * value forces the trie. Returns where the ban went. A ban already in its
- * map is renewed in place and counted once.
+ * cur's maps: where == IN_HASH asks for the agent's rule (the host hash if
+ * the length is the instance's host length, else the prefix maps, counted
+ * and listed); any other value forces the prefix maps. Returns where the
+ * ban went. A ban already in its maps is renewed in place and counted once.
  */
 static enum where put_ban(const char *cidr, uint64_t expires_ns, uint32_t id,
 			  enum where where)
 {
 	struct rl_xdp_ban v = { .expires_ns = expires_ns, .id = id };
-	const char *slash = strchr(cidr, '/');
-	size_t n = slash ? (size_t)(slash - cidr) : strlen(cidr);
-	int v6 = strchr(cidr, ':') != NULL;
-	unsigned bits = v6 ? 128 : 32;
-	unsigned len = slash ? (unsigned)atoi(slash + 1) : bits;
-	unsigned host = v6 ? cur->rodata->rl_host_len6 :
-			     cur->rodata->rl_host_len4;
+	struct cidr c = parse(cidr);
+	struct inst *in = inst_of(cur);
 	struct rl_xdp_tries t;
-	uint8_t addr[16];
-	char a[64];
 	union rl_xdp_key k;
-	int fd, added;
+	int added;
 
-	assert_true(n < sizeof(a));
-	assert_true(len <= bits);
-	memcpy(a, cidr, n);
-	a[n] = '\0';
-	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, a, addr), 1);
-	/* As the agent must: the bits past the length are zero in a key. */
-	rl_xdp_mask(addr, bits / 8, len);
-	memset(&k, 0, sizeof(k));
-	if (where == IN_HASH && len != host)
-		where = IN_TRIE;
+	if (where == IN_HASH && !is_host_ban(&c))
+		where = IN_PREFIX;
 	if (where == IN_HASH) {
-		memcpy(v6 ? k.h6.addr : k.h4.addr, addr, bits / 8);
-		fd = bpf_map__fd(v6 ? cur->maps.rl_hosts_v6 :
-				 cur->maps.rl_hosts_v4);
-	} else if (v6) {
-		k.k6.prefixlen = len;
-		memcpy(k.k6.addr, addr, 16);
-		fd = bpf_map__fd(cur->maps.rl_bans_v6);
-	} else {
-		k.k4.prefixlen = len;
-		memcpy(k.k4.addr, addr, 4);
-		fd = bpf_map__fd(cur->maps.rl_bans_v4);
+		memset(&k, 0, sizeof(k));
+		memcpy(c.v6 ? k.h6.addr : k.h4.addr, c.addr, c.bits / 8);
+		upsert(bpf_map__fd(c.v6 ? cur->maps.rl_hosts_v6 :
+				   cur->maps.rl_hosts_v4), &k, &v);
+		return where;
 	}
+	k = prefix_key(&c);
 	/* Not a lookup: a trie's answers the longest prefix that covers. */
-	added = bpf_map_update_elem(fd, &k, &v, BPF_NOEXIST) == 0;
-	if (!added) {
-		assert_int_equal(errno, EEXIST);
-		assert_int_equal(bpf_map_update_elem(fd, &k, &v, BPF_EXIST), 0);
+	added = upsert(bpf_map__fd(c.v6 ? cur->maps.rl_pfx_v6 :
+				   cur->maps.rl_pfx_v4), &k, &v);
+	assert_int_equal(upsert(bpf_map__fd(c.v6 ? cur->maps.rl_bans_v6 :
+					    cur->maps.rl_bans_v4), &k, &v),
+			 added);
+	if (added) {
+		assert_true(in->n < MAX_PREFIXES);
+		memcpy(in->p[in->n].addr, c.addr, 16);
+		in->p[in->n].len = c.len;
+		in->p[in->n].v6 = c.v6;
+		in->n++;
+		write_dirs();
 	}
-	if (where == IN_TRIE && added) {
+	if (where == IN_PREFIX && added) {
 		t = tries();
-		set_tries(t.v4 + !v6, t.v6 + v6);
+		set_tries(t.v4 + !c.v6, t.v6 + c.v6);
 	}
 	return where;
+}
+
+/*
+ * Take a ban out as the agent does: a prefix leaves the directory first,
+ * then its maps and the count.
+ */
+static void unban(const char *cidr)
+{
+	struct cidr c = parse(cidr);
+	struct inst *in = inst_of(cur);
+	struct rl_xdp_tries t;
+	union rl_xdp_key k;
+	unsigned i;
+
+	if (is_host_ban(&c)) {
+		memset(&k, 0, sizeof(k));
+		memcpy(c.v6 ? k.h6.addr : k.h4.addr, c.addr, c.bits / 8);
+		assert_int_equal(bpf_map_delete_elem(bpf_map__fd(c.v6 ?
+				 cur->maps.rl_hosts_v6 : cur->maps.rl_hosts_v4),
+				 &k), 0);
+		return;
+	}
+	for (i = 0; i < in->n; i++)
+		if (in->p[i].v6 == c.v6 && in->p[i].len == c.len &&
+		    !memcmp(in->p[i].addr, c.addr, 16))
+			break;
+	assert_true(i < in->n);
+	in->p[i] = in->p[--in->n];
+	write_dirs();
+	k = prefix_key(&c);
+	assert_int_equal(bpf_map_delete_elem(bpf_map__fd(c.v6 ?
+			 cur->maps.rl_pfx_v6 : cur->maps.rl_pfx_v4), &k), 0);
+	assert_int_equal(bpf_map_delete_elem(bpf_map__fd(c.v6 ?
+			 cur->maps.rl_bans_v6 : cur->maps.rl_bans_v4), &k), 0);
+	t = tries();
+	set_tries(t.v4 - !c.v6, t.v6 - c.v6);
 }
 
 static enum where ban(const char *cidr, uint64_t expires_ns, uint32_t id)
@@ -430,7 +606,7 @@ static void test_v6_host(void **state)
 {
 	(void)state;
 	load();
-	assert_int_equal(ban("2001:db8::7", live(), 5), IN_TRIE);
+	assert_int_equal(ban("2001:db8::7", live(), 5), IN_PREFIX);
 	assert_int_equal(run(v6("2001:db8::7", untagged)), XDP_DROP_RC);
 	assert_int_equal(run(v6("2001:db8::6", untagged)), XDP_PASS_RC);
 	assert_int_equal(run(v6("2001:db8::8", untagged)), XDP_PASS_RC);
@@ -444,7 +620,7 @@ static void test_v4_prefix(void **state)
 {
 	(void)state;
 	load();
-	assert_int_equal(ban("198.51.100.0/24", live(), 1), IN_TRIE);
+	assert_int_equal(ban("198.51.100.0/24", live(), 1), IN_PREFIX);
 	assert_int_equal(run(v4("198.51.100.0", untagged, 0)), XDP_DROP_RC);
 	assert_int_equal(run(v4("198.51.100.200", untagged, 0)), XDP_DROP_RC);
 	assert_int_equal(run(v4("198.51.100.255", untagged, 0)), XDP_DROP_RC);
@@ -496,7 +672,7 @@ static void test_hash_default_lengths(void **state)
 	load();
 	assert_int_equal(ban("192.0.2.7", live(), 4), IN_HASH);
 	assert_int_equal(ban("2001:db8:a:b::/64", live(), 6), IN_HASH);
-	assert_int_equal(ban("203.0.113.0/24", live(), 24), IN_TRIE);
+	assert_int_equal(ban("203.0.113.0/24", live(), 24), IN_PREFIX);
 	set_tries(0, 0); /* the /24 stays out of the way */
 	/* The hash keys are the addresses masked to the host length. */
 	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(cur->maps.rl_hosts_v4),
@@ -617,13 +793,13 @@ static void check_lens(const struct lens_case *c)
 		if (i == 1 || c->len4 == DEFAULT_LEN4)
 			assert_int_equal(w4, IN_HASH);
 		else
-			assert_int_equal(w4, IN_TRIE);
+			assert_int_equal(w4, IN_PREFIX);
 		if (i == 1 || c->len6 == DEFAULT_LEN6)
 			assert_int_equal(w6, IN_HASH);
 		else
-			assert_int_equal(w6, IN_TRIE);
-		assert_int_equal(tries().v4, w4 == IN_TRIE);
-		assert_int_equal(tries().v6, w6 == IN_TRIE);
+			assert_int_equal(w6, IN_PREFIX);
+		assert_int_equal(tries().v4, w4 == IN_PREFIX);
+		assert_int_equal(tries().v6, w6 == IN_PREFIX);
 		n = dropped = 0;
 		run_lens(c->in4, c->out4, &n, &dropped);
 		d4 = dropped;
@@ -702,10 +878,10 @@ static void test_trie_longer_than_host(void **state)
 {
 	(void)state;
 	load2(24, 56);
-	assert_int_equal(ban("192.0.2.7", live(), 32), IN_TRIE);
-	assert_int_equal(ban("2001:db8:1:2::/64", live(), 64), IN_TRIE);
+	assert_int_equal(ban("192.0.2.7", live(), 32), IN_PREFIX);
+	assert_int_equal(ban("2001:db8:1:2::/64", live(), 64), IN_PREFIX);
 	assert_int_equal(ban("198.51.100.0/24", live(), 24), IN_HASH);
-	assert_int_equal(ban("198.51.100.9", live(), 33), IN_TRIE);
+	assert_int_equal(ban("198.51.100.9", live(), 33), IN_PREFIX);
 	assert_int_equal(tries().v4, 2);
 	assert_int_equal(tries().v6, 1);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_DROP_RC);
@@ -731,9 +907,9 @@ static void test_trie_count_zero(void **state)
 	(void)state;
 	load();
 	assert_int_equal(put_ban("10.1.0.0/16", live(), 16,
-				 IN_TRIE_UNCOUNTED), IN_TRIE_UNCOUNTED);
+				 IN_PREFIX_UNCOUNTED), IN_PREFIX_UNCOUNTED);
 	assert_int_equal(put_ban("2001:db8::/32", live(), 32,
-				 IN_TRIE_UNCOUNTED), IN_TRIE_UNCOUNTED);
+				 IN_PREFIX_UNCOUNTED), IN_PREFIX_UNCOUNTED);
 	assert_int_equal(tries().v4, 0);
 	assert_int_equal(tries().v6, 0);
 	assert_int_equal(run(v4("10.1.2.3", untagged, 0)), XDP_PASS_RC);
@@ -828,7 +1004,7 @@ static void test_expired(void **state)
 	/* Expiring now on the program's clock: "at" is past. */
 	assert_int_equal(ban("2001:db8::/64", coarse_ns(), 6), IN_HASH);
 	assert_int_equal(ban("198.51.100.1", 0, 9), IN_HASH);
-	assert_int_equal(ban("203.0.113.0/24", coarse_ns(), 11), IN_TRIE);
+	assert_int_equal(ban("203.0.113.0/24", coarse_ns(), 11), IN_PREFIX);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_PASS_RC);
 	assert_int_equal(run(v6("2001:db8::1", tag_ad_q)), XDP_PASS_RC);
 	assert_int_equal(run(v4("198.51.100.1", tag_q, 0)), XDP_PASS_RC);
@@ -840,7 +1016,7 @@ static void test_expired(void **state)
 	assert_int_equal(drops(11), 0);
 	/* Renewed in place, the same bans drop again. */
 	assert_int_equal(ban("192.0.2.7", live(), 4), IN_HASH);
-	assert_int_equal(ban("203.0.113.0/24", live(), 11), IN_TRIE);
+	assert_int_equal(ban("203.0.113.0/24", live(), 11), IN_PREFIX);
 	assert_int_equal(tries().v4, 1);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_DROP_RC);
 	assert_int_equal(run(v4("203.0.113.99", untagged, 0)), XDP_DROP_RC);
@@ -856,9 +1032,9 @@ static void test_expired_hash_live_trie(void **state)
 	(void)state;
 	load();
 	assert_int_equal(ban("192.0.2.7", coarse_ns(), 7), IN_HASH);
-	assert_int_equal(ban("192.0.2.0/24", live(), 24), IN_TRIE);
+	assert_int_equal(ban("192.0.2.0/24", live(), 24), IN_PREFIX);
 	assert_int_equal(ban("2001:db8:1:2::/64", 0, 64), IN_HASH);
-	assert_int_equal(ban("2001:db8::/32", live(), 32), IN_TRIE);
+	assert_int_equal(ban("2001:db8::/32", live(), 32), IN_PREFIX);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_DROP_RC);
 	assert_int_equal(run(v6("2001:db8:1:2::1", tag_q)), XDP_DROP_RC);
 	expect(2, 2, 0, 0, 0);
@@ -882,13 +1058,13 @@ static void test_expired_hash_alone(void **state)
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_PASS_RC);
 	assert_int_equal(run(v6("2001:db8:1:2::1", untagged)), XDP_PASS_RC);
 	expect(2, 0, 2, 0, 0);
-	assert_int_equal(ban("10.0.0.0/8", live(), 8), IN_TRIE);
-	assert_int_equal(ban("2001:db8:ff::/48", live(), 48), IN_TRIE);
+	assert_int_equal(ban("10.0.0.0/8", live(), 8), IN_PREFIX);
+	assert_int_equal(ban("2001:db8:ff::/48", live(), 48), IN_PREFIX);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_PASS_RC);
 	assert_int_equal(run(v6("2001:db8:1:2::1", untagged)), XDP_PASS_RC);
 	expect(4, 0, 4, 0, 0);
-	assert_int_equal(ban("192.0.0.0/16", coarse_ns(), 16), IN_TRIE);
-	assert_int_equal(ban("2001:db8::/32", coarse_ns(), 32), IN_TRIE);
+	assert_int_equal(ban("192.0.0.0/16", coarse_ns(), 16), IN_PREFIX);
+	assert_int_equal(ban("2001:db8::/32", coarse_ns(), 32), IN_PREFIX);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_PASS_RC);
 	assert_int_equal(run(v6("2001:db8:1:2::1", untagged)), XDP_PASS_RC);
 	expect(6, 0, 6, 0, 0);
@@ -966,7 +1142,7 @@ static void test_id_out_of_range(void **state)
 	assert_int_equal(ban("192.0.2.7", live(), RL_XDP_MAX_BANS),
 			 IN_HASH);
 	assert_int_equal(ban("2001:db8::7", live(), UINT32_MAX),
-			 IN_TRIE);
+			 IN_PREFIX);
 	assert_int_equal(run(v4("192.0.2.7", untagged, 0)), XDP_DROP_RC);
 	assert_int_equal(run(v6("2001:db8::7", untagged)), XDP_DROP_RC);
 	expect(2, 2, 0, 0, 0);
@@ -1030,6 +1206,317 @@ static void test_truncated_v6(void **state)
 	truncations(f, 23);
 }
 
+/* ---- tests: the prefix directory ----------------------------------------- */
+
+/* An address of n bytes as text. */
+static const char *text(const uint8_t *a, int v6, char *buf)
+{
+	assert_non_null(inet_ntop(v6 ? AF_INET6 : AF_INET, a, buf, 64));
+	return buf;
+}
+
+/* a += d (d = 1 or -1), big-endian, wrapping. */
+static void step(uint8_t *a, size_t n, int d)
+{
+	for (size_t i = n; i-- > 0;) {
+		a[i] = (uint8_t)(a[i] + d);
+		if ((d > 0 && a[i] != 0) || (d < 0 && a[i] != 0xff))
+			break;
+	}
+}
+
+/*
+ * One prefix ban of length len over `base` drops its first and last
+ * address and one between, and neither the address before nor the one
+ * after, nor the sibling prefix (the last prefix bit flipped); taken out,
+ * it drops nothing and its directory entries are empty again.
+ */
+static void one_length(const uint8_t *base, int v6, unsigned len)
+{
+	size_t n = v6 ? 16 : 4;
+	uint8_t first[16], last[16], mid[16], out[16];
+	char cidr[80], buf[64];
+	uint64_t before = stats().dropped, sent = 0, dropped = 0;
+	uint32_t id = 1000 + 200 * v6 + len;
+	struct rl_xdp_dir d;
+
+	memcpy(first, base, n);
+	rl_xdp_mask(first, n, len);
+	memcpy(last, first, n);
+	for (unsigned b = len; b < 8 * n; b++)
+		last[b / 8] |= 0x80 >> (b % 8);
+	memcpy(mid, base, n);
+	snprintf(cidr, sizeof(cidr), "%s/%u", text(first, v6, buf), len);
+	print_message("%s\n", cidr);
+	assert_int_equal(ban(cidr, live(), id), IN_PREFIX);
+	d = dir_at(text(first, v6, buf), rl_xdp_dir_of(v6, len));
+	assert_true(d.n >= 1 && d.n <= RL_XDP_DIR_LENS);
+	assert_int_equal(d.len[0], len);
+	assert_int_equal(run(from(text(first, v6, buf))), XDP_DROP_RC);
+	assert_int_equal(run(from(text(last, v6, buf))), XDP_DROP_RC);
+	assert_int_equal(run(from(text(mid, v6, buf))), XDP_DROP_RC);
+	sent += 3, dropped += 3;
+	if (len > 0) {
+		memcpy(out, first, n);
+		step(out, n, -1);
+		if (memcmp(out, last, n) && memcmp(first, (uint8_t[16]){ 0 }, n)) {
+			assert_int_equal(run(from(text(out, v6, buf))), XDP_PASS_RC);
+			sent++;
+		}
+		memcpy(out, last, n);
+		step(out, n, 1);
+		if (memcmp(out, first, n) && memcmp(out, (uint8_t[16]){ 0 }, n)) {
+			assert_int_equal(run(from(text(out, v6, buf))), XDP_PASS_RC);
+			sent++;
+		}
+		memcpy(out, mid, n);
+		out[(len - 1) / 8] ^= 0x80 >> ((len - 1) % 8);
+		assert_int_equal(run(from(text(out, v6, buf))), XDP_PASS_RC);
+		sent++;
+	}
+	assert_int_equal(drops(id), dropped);
+	assert_int_equal(stats().dropped - before, dropped);
+	unban(cidr);
+	for (int dir = v6 ? RL_XDP_DIR6 : RL_XDP_DIR4;
+	     dir < (v6 ? RL_XDP_NDIRS : RL_XDP_DIR6); dir++) {
+		assert_int_equal(dir_at(text(first, v6, buf), dir).n, 0);
+		assert_int_equal(dir_at(text(last, v6, buf), dir).n, 0);
+	}
+	assert_int_equal(run(from(text(first, v6, buf))), XDP_PASS_RC);
+	assert_int_equal(run(from(text(mid, v6, buf))), XDP_PASS_RC);
+	assert_int_equal(stats().dropped - before, dropped);
+	(void)sent;
+}
+
+/*
+ * Every class of length: shorter than the directory's bits (every entry
+ * lists it), within them (2^k entries), past them (one entry); on either
+ * side of IPv6's 64-bit halves; the ends, /0 and the full address (in an
+ * instance whose host lengths are others).
+ */
+static void test_prefix_each_length(void **state)
+{
+	static const unsigned l4[] = { 0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 25,
+				       31 };
+	static const unsigned l6[] = { 0, 1, 8, 15, 16, 17, 24, 31, 32, 33,
+				       47, 48, 56, 63, 65, 96, 127, 128 };
+	static const uint8_t b4[4] = { 0xc6, 0x33, 0x64, 0xb5 };
+	static const uint8_t b6[16] = { 0x20, 0x01, 0x0d, 0xb8, 0xa5, 0x3c,
+		0x96, 0xe1, 0x5a, 0xc3, 0x69, 0x1e, 0xf0, 0x0f, 0x77, 0x88 };
+
+	(void)state;
+	load();
+	for (size_t i = 0; i < sizeof(l4) / sizeof(l4[0]); i++)
+		one_length(b4, 0, l4[i]);
+	for (size_t i = 0; i < sizeof(l6) / sizeof(l6[0]); i++)
+		one_length(b6, 1, l6[i]);
+	assert_int_equal(tries().v4, 0);
+	assert_int_equal(tries().v6, 0);
+	/* /32 and /64 are prefixes where the host lengths are others. */
+	load2(24, 56);
+	one_length(b4, 0, 32);
+	one_length(b6, 1, 64);
+}
+
+/*
+ * Prefixes of many lengths over one source: the longest answers, and
+ * taking them out longest first hands the source to the next each time.
+ * With more lengths over the entry than it lists, the entry sends the
+ * source to the trie, which answers the same; with few enough again, the
+ * entry lists them exactly, longest first. A neighbouring entry lists only
+ * the lengths whose prefixes reach it.
+ */
+static void many_lengths(const char *src, const char *other, int dir,
+			 const unsigned *lens, size_t nl, unsigned near)
+{
+	int v6 = rl_xdp_dir_v6(dir);
+	char cidr[80];
+	uint64_t dropped = 0, n = 0;
+	struct rl_xdp_dir d;
+	uint8_t a[16];
+
+	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, src, a), 1);
+	for (size_t i = 0; i < nl; i++) {
+		snprintf(cidr, sizeof(cidr), "%s/%u", src, lens[i]);
+		assert_int_equal(ban(cidr, live(), lens[i]), IN_PREFIX);
+	}
+	assert_int_equal(v6 ? tries().v6 : tries().v4, nl);
+	d = dir_at(other, dir);
+	assert_int_equal(d.n, near);
+	for (size_t i = nl; i-- > 0;) {
+		d = dir_at(src, dir);
+		if (i + 1 > RL_XDP_DIR_LENS) {
+			assert_int_equal(d.n, RL_XDP_DIR_TRIE);
+		} else {
+			assert_int_equal(d.n, i + 1);
+			for (size_t j = 0; j <= i; j++)
+				assert_int_equal(d.len[j], lens[i - j]);
+		}
+		assert_int_equal(run(from(src)), XDP_DROP_RC);
+		n++, dropped++;
+		assert_int_equal(drops(lens[i]), 1);
+		snprintf(cidr, sizeof(cidr), "%s/%u", src, lens[i]);
+		unban(cidr);
+	}
+	assert_int_equal(dir_at(src, dir).n, 0);
+	assert_int_equal(dir_at(other, dir).n, 0);
+	assert_int_equal(run(from(src)), XDP_PASS_RC);
+	assert_int_equal(v6 ? tries().v6 : tries().v4, 0);
+	expect(n + 1, dropped, 0, 0, 0);
+}
+
+static void test_many_lengths_v4(void **state)
+{
+	unsigned lens[24];
+
+	(void)state;
+	for (unsigned i = 0; i < 24; i++)
+		lens[i] = 8 + i; /* 8..31, ascending */
+	load();
+	/* 10.1.2.3 and 10.2.0.0 share 14 bits: /8 to /14 reach both. */
+	many_lengths("10.1.2.3", "10.2.0.0", RL_XDP_DIR4, lens, 24, 7);
+}
+
+static void test_many_lengths_v6(void **state)
+{
+	static const unsigned lens[] = { 32, 36, 40, 44, 48, 52, 56, 60, 63,
+					 65, 80, 96, 112, 127, 128 };
+	static const unsigned short_lens[] = { 8, 10, 12, 14, 16, 18, 20, 22,
+					       24, 26, 28, 30, 31 };
+
+	(void)state;
+	load();
+	/* /32 and longer, listed by bits 16-31: the other's differ from the
+	 * first, so none reaches it. */
+	many_lengths("2001:db8:0:1:2:3:4:5", "2001:8db8::1", RL_XDP_DIR6, lens,
+		     sizeof(lens) / sizeof(lens[0]), 0);
+	teardown(NULL);
+	load();
+	/* Shorter, listed by bits 0-15: 2000:: shares 15 of them, so /8 to
+	 * /14 reach it. */
+	many_lengths("2001:db8:0:1:2:3:4:5", "2000::1", RL_XDP_DIR6S,
+		     short_lens, sizeof(short_lens) / sizeof(short_lens[0]), 4);
+}
+
+/*
+ * An IPv6 source under prefixes of both directories: the long one (/40,
+ * rl_dir_v6) answers before the short (/20, rl_dir_v6s); lifted, the
+ * short one does. Either entry saying "the trie" sends the source there,
+ * which answers the same.
+ */
+static void test_v6_both_directories(void **state)
+{
+	char cidr[80];
+
+	(void)state;
+	for (int to_trie = 0; to_trie < 3; to_trie++) {
+		load();
+		ban("2001:d00::/20", live(), 20);
+		ban("2001:db8:ab00::/40", live(), 40);
+		for (unsigned i = 0; to_trie && i < RL_XDP_DIR_LENS; i++) {
+			/* Filling the long entry, or the short one. */
+			snprintf(cidr, sizeof(cidr), to_trie == 1 ?
+				 "2001:db8:cd00::/%u" : "2001:400::/%u",
+				 to_trie == 1 ? 41 + i : 22 + i);
+			ban(cidr, live(), 100 + i);
+		}
+		assert_int_equal(dir_of("2001:db8:ab00::1").n,
+				 to_trie == 1 ? RL_XDP_DIR_TRIE : 1);
+		assert_int_equal(dir_at("2001:db8:ab00::1", RL_XDP_DIR6S).n,
+				 to_trie == 2 ? RL_XDP_DIR_TRIE : 1);
+		assert_int_equal(run(from("2001:db8:ab00::1")), XDP_DROP_RC);
+		assert_int_equal(run(from("2001:db8:ef00::1")), XDP_DROP_RC);
+		assert_int_equal(run(from("2001:1e00::1")), XDP_PASS_RC);
+		assert_int_equal(drops(40), 1);
+		assert_int_equal(drops(20), 1);
+		unban("2001:db8:ab00::/40");
+		assert_int_equal(run(from("2001:db8:ab00::1")), XDP_DROP_RC);
+		assert_int_equal(drops(20), 2);
+		expect(4, 3, 0, 0, 0);
+		teardown(NULL);
+	}
+}
+
+/*
+ * The longest covering prefix decides, live or expired, as in a trie:
+ * an expired /24 in a live /16 passes its own sources (counted expired)
+ * while the rest of the /16 drops; a live /24 in an expired /16 drops.
+ * The same when the entry sends its sources to the trie.
+ */
+static void longest_decides(int v6, int to_trie)
+{
+	const char *wide = v6 ? "2001:db8::/32" : "10.1.0.0/16";
+	const char *narrow = v6 ? "2001:db8:5::/48" : "10.1.2.0/24";
+	const char *in_narrow = v6 ? "2001:db8:5::9" : "10.1.2.9";
+	const char *in_wide = v6 ? "2001:db8:6::9" : "10.1.3.9";
+	char cidr[80];
+
+	load();
+	if (to_trie) {
+		/* Longer prefixes elsewhere in the entry, enough to fill it. */
+		for (unsigned i = 0; i < RL_XDP_DIR_LENS; i++) {
+			snprintf(cidr, sizeof(cidr), v6 ? "2001:db8:7::/%u" :
+				 "10.1.200.0/%u", (v6 ? 49 : 25) + i);
+			ban(cidr, live(), 200 + i);
+		}
+	}
+	ban(wide, live(), 16);
+	ban(narrow, coarse_ns(), 24);
+	assert_int_equal(dir_of(in_narrow).n,
+			 to_trie ? RL_XDP_DIR_TRIE : 2);
+	assert_int_equal(run(from(in_narrow)), XDP_PASS_RC);
+	assert_int_equal(run(from(in_wide)), XDP_DROP_RC);
+	expect(2, 1, 1, 0, 0);
+	ban(wide, coarse_ns(), 16);
+	ban(narrow, live(), 24);
+	assert_int_equal(run(from(in_narrow)), XDP_DROP_RC);
+	assert_int_equal(run(from(in_wide)), XDP_PASS_RC);
+	expect(4, 2, 2, 0, 0);
+	assert_int_equal(drops(16), 1);
+	assert_int_equal(drops(24), 1);
+	teardown(NULL);
+}
+
+static void test_longest_decides_expiry(void **state)
+{
+	(void)state;
+	for (int v6 = 0; v6 < 2; v6++)
+		for (int to_trie = 0; to_trie < 2; to_trie++)
+			longest_decides(v6, to_trie);
+}
+
+/*
+ * The directory is what the program trusts: a prefix ban whose length the
+ * entry does not list is not looked for (so the agent must keep it exact),
+ * and an entry that lists a length with no ban costs a probe, no more.
+ */
+static void test_dir_is_trusted(void **state)
+{
+	struct rl_xdp_dir d = { .n = 2, .len = { 28, 20 } };
+	__u32 idx = 10 << 8 | 1;
+
+	(void)state;
+	load();
+	ban("10.1.2.0/24", live(), 24);
+	assert_int_equal(run(from("10.1.2.3")), XDP_DROP_RC);
+	/* Listing /28 and /20 instead: no /24 probed, no ban found. */
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(cur->maps.rl_dir_v4),
+					     &idx, &d, BPF_ANY), 0);
+	assert_int_equal(run(from("10.1.2.3")), XDP_PASS_RC);
+	/* /28, /24 (the ban), /20: the second probe finds it. */
+	d = (struct rl_xdp_dir){ .n = 3, .len = { 28, 24, 20 } };
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(cur->maps.rl_dir_v4),
+					     &idx, &d, BPF_ANY), 0);
+	assert_int_equal(run(from("10.1.2.3")), XDP_DROP_RC);
+	/* A length past 32 ends the probes: nothing after it is read. */
+	d = (struct rl_xdp_dir){ .n = 2, .len = { 200, 24 } };
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(cur->maps.rl_dir_v4),
+					     &idx, &d, BPF_ANY), 0);
+	assert_int_equal(run(from("10.1.2.3")), XDP_PASS_RC);
+	expect(4, 2, 0, 0, 0);
+	assert_int_equal(drops(24), 2);
+}
+
 /* Below an Ethernet header BPF_PROG_TEST_RUN says EINVAL: pinned here so
  * that a kernel that changes it is noticed (truncations() copes either way). */
 static void test_run_minimum(void **state)
@@ -1072,6 +1559,13 @@ int main(void)
 		cmocka_unit_test_teardown(test_truncated_v4_qinq, teardown),
 		cmocka_unit_test_teardown(test_truncated_v6, teardown),
 		cmocka_unit_test_teardown(test_run_minimum, teardown),
+		cmocka_unit_test_teardown(test_prefix_each_length, teardown),
+		cmocka_unit_test_teardown(test_many_lengths_v4, teardown),
+		cmocka_unit_test_teardown(test_many_lengths_v6, teardown),
+		cmocka_unit_test_teardown(test_v6_both_directories, teardown),
+		cmocka_unit_test_teardown(test_longest_decides_expiry,
+					  teardown),
+		cmocka_unit_test_teardown(test_dir_is_trusted, teardown),
 	};
 
 	return cmocka_run_group_tests_name("xdp", tests, NULL, NULL);

@@ -5,7 +5,9 @@
  * one run.
  *
  *   bench_xdp [-r REPEAT] [-n REPS] [-k SOURCES] [-b BANS] [-p PREFIXES]
- *             [-s SEED]
+ *             [-s SEED] [-t SETS]
+ *
+ * SETS, e.g. "1,4": only those ban sets (0-based, in the order below).
  *
  * Both programs are loaded from the skeletons built into this binary (rl_xdp
  * as the agent loads it: open, host lengths /32 and /64 in rodata, load)
@@ -15,21 +17,31 @@
  * entry and exit, which the pass-only program measures: the net cost of
  * rl_xdp is the difference.
  *
- * Ban sets, per family, each in a freshly loaded rl_xdp, none expiring:
+ * Ban sets, per family, each in a freshly loaded rl_xdp, none expiring;
+ * prefixes go where the agent puts them (the prefix hash and the trie,
+ * counted, listed in the directory by the agent's builder, bpf/xdp_dir.h):
  *
- *   10 hosts             IPv4 /32s, IPv6 /64s in the hash; the tries empty
- *   10 prefixes          IPv4 /24s, IPv6 /48s in the tries
+ *   10 hosts             IPv4 /32s, IPv6 /64s in the host hash; no prefix
+ *   10 prefixes          IPv4 /24s, IPv6 /48s
  *   BANS hosts           as above, BANS (100,000): what maxretry makes
  *   BANS prefixes        as above
  *   BANS hosts + PREFIXES prefixes   PREFIXES (1,000) of IPv4 /16-/28,
- *                        IPv6 /32-/60 in the tries: a realistic mix
+ *                        IPv6 /32-/60: a realistic mix
+ *   BANS prefixes, many lengths      IPv4 /8-/31, IPv6 /16-/63, each
+ *                        length at most 1/16 of the space
+ *   PREFIXES in one entry, 7 lengths IPv4 /25-/31 in 10.1.0.0/16, IPv6
+ *                        /57-/63 under 2001:db8::/32: the most probes
+ *   PREFIXES in one entry, 11 and 27 lengths  IPv4 /21-/31, IPv6 /37-/63
+ *                        there: more than an entry lists, so the trie
  *
  * all distinct and random. Each is timed with sources no ban covers
- * ("pass"), sources in host bans ("drop (hash)") and sources in prefixes
- * that no host ban covers ("drop (trie)": the hash misses first).
+ * ("pass"; for the one-entry sets, in that entry), sources in host bans
+ * ("drop (host)") and sources in prefixes that no host ban covers ("drop
+ * (prefix)": the host hash misses first).
  *
  * How far a trie lookup walks depends on the source, by +-10 ns among
- * 100,000 prefixes, so each case has SOURCES (16) of them, each sent
+ * 100,000 prefixes, and the probes on the lengths listed, so each case
+ * has SOURCES (16) of them, each sent
  * REPEAT / SOURCES times in a row: a case's time in a round is the mean
  * over its sources. Each case is timed REPS (7) times, the baseline and
  * then rl_xdp back to back, rounds outermost; the medians are printed,
@@ -54,6 +66,7 @@
 
 #include "xdp_mask.h"
 #include "xdp_maps.h"
+#include "xdp_dir.h"
 #include "rlshim.skel.h"
 #include "xdp_pass.skel.h"
 
@@ -99,18 +112,25 @@ static void rnd_in(uint8_t *out, const uint8_t *pre, size_t n, unsigned len)
 
 /* ---- ban sets ------------------------------------------------------------ */
 
+enum pfx { NONE, FIXED, MIXED, SPREAD, ENTRY7, ENTRY_TRIE };
+
 struct banset {
 	int big;                /* BANS rather than 10 */
 	int hosts;              /* host bans in the hash */
-	int prefixes;           /* 1: /24s and /48s; 2: PREFIXES, mixed */
+	enum pfx prefixes;      /* FIXED: /24s and /48s; MIXED: PREFIXES of
+				   /16-/28 and /32-/60; SPREAD: BANS, every
+				   length; ENTRY*: PREFIXES in one entry */
 };
 
 static const struct banset sets[] = {
-	{ 0, 1, 0 },
-	{ 0, 0, 1 },
-	{ 1, 1, 0 },
-	{ 1, 0, 1 },
-	{ 1, 1, 2 },
+	{ 0, 1, NONE },
+	{ 0, 0, FIXED },
+	{ 1, 1, NONE },
+	{ 1, 0, FIXED },
+	{ 1, 1, MIXED },
+	{ 1, 0, SPREAD },
+	{ 0, 0, ENTRY7 },
+	{ 0, 0, ENTRY_TRIE },
 };
 
 #define NSETS (sizeof(sets) / sizeof(sets[0]))
@@ -118,8 +138,12 @@ static const struct banset sets[] = {
 struct family {
 	const char *name;
 	int v6;
-	int fd_hash, fd_trie;
+	int fd_hash, fd_trie, fd_pfx;
+	int fd_dir[RL_XDP_NDIRS];   /* of the family's directories, else -1 */
 	unsigned hosts, prefixes;   /* in the maps */
+	unsigned per_len[129];      /* prefixes of each length */
+	const uint8_t *entry;       /* all prefixes and passes under this */
+	unsigned entry_len;
 	uint32_t next_id;
 	/* The first MAX_SOURCES bans of each kind, to make sources from. */
 	uint8_t host_key[MAX_SOURCES][16];
@@ -185,6 +209,18 @@ static int add_hosts(struct family *f, unsigned n)
 }
 
 /* Add n new random prefixes, of min..max bits, to the trie. As add_hosts. */
+static struct rl_xdp_lenset lensets[RL_XDP_NDIRS][RL_XDP_DIR_ENTRIES];
+static struct rl_xdp_dir dir_have[RL_XDP_DIR_ENTRIES];
+
+/* At most 1/16 of the space (or of the entry) in prefixes of one length,
+ * so that sources no ban covers are left to pass. */
+static unsigned len_cap(const struct family *f, unsigned len)
+{
+	unsigned d = len - (f->entry ? f->entry_len : 0);
+
+	return d < 24 ? 1u << (d > 4 ? d - 4 : 0) : UINT32_MAX;
+}
+
 static int add_prefixes(struct family *f, unsigned n, unsigned min,
 			unsigned max)
 {
@@ -196,15 +232,26 @@ static int add_prefixes(struct family *f, unsigned n, unsigned min,
 	__u32 *plen = f->v6 ? &k6.prefixlen : &k4.prefixlen;
 
 	for (unsigned i = 0; i < n;) {
-		rnd_bytes(addr, alen(f));
+		if (f->entry)
+			rnd_in(addr, f->entry, alen(f), f->entry_len);
+		else
+			rnd_bytes(addr, alen(f));
 		*plen = min + rnd() % (max - min + 1);
+		if (f->per_len[*plen] >= len_cap(f, *plen))
+			continue;
 		rl_xdp_mask(addr, alen(f), *plen);
 		v.id = f->next_id;
-		if (bpf_map_update_elem(f->fd_trie, key, &v, BPF_NOEXIST)) {
+		/* Where the agent puts a prefix: its hash and the trie. */
+		if (bpf_map_update_elem(f->fd_pfx, key, &v, BPF_NOEXIST)) {
 			if (errno == EEXIST)
 				continue;
 			return -errno;
 		}
+		if (bpf_map_update_elem(f->fd_trie, key, &v, BPF_NOEXIST))
+			return -errno;
+		rl_xdp_dir_add(lensets[rl_xdp_dir_of(f->v6, *plen)], addr,
+			       rl_xdp_dir_of(f->v6, *plen), *plen);
+		f->per_len[*plen]++;
 		if (f->prefixes < MAX_SOURCES) {
 			memcpy(f->prefix_key[f->prefixes], addr, alen(f));
 			f->prefix_len[f->prefixes] = *plen;
@@ -217,6 +264,23 @@ static int add_prefixes(struct family *f, unsigned n, unsigned min,
 }
 
 enum kind { PASS, DROP_HASH, DROP_TRIE };
+
+/* The directories from the sets, and zeroed sets for the next family. */
+static int write_dir(struct family *f)
+{
+	int rc;
+
+	for (int d = 0; d < RL_XDP_NDIRS; d++) {
+		if (f->fd_dir[d] < 0)
+			continue;
+		memset(dir_have, 0, sizeof(dir_have));
+		rc = rl_xdp_dir_write(f->fd_dir[d], lensets[d], dir_have);
+		memset(lensets[d], 0, sizeof(lensets[d]));
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
 
 /*
  * A source of the kind, the j-th: random and covered by nothing; in the
@@ -231,7 +295,10 @@ static int pick_source(const struct family *f, enum kind k, unsigned j,
 	switch (k) {
 	case PASS:
 		do
-			rnd_bytes(src, alen(f));
+			if (f->entry)
+				rnd_in(src, f->entry, alen(f), f->entry_len);
+			else
+				rnd_bytes(src, alen(f));
 		while (covered(f, src));
 		return 0;
 	case DROP_HASH:
@@ -346,7 +413,7 @@ static const char *thousands(unsigned n, char *buf, size_t len)
 
 /* The row's "bans per family". */
 static void label(char *buf, size_t len, const struct banset *set,
-		  unsigned bans, unsigned mix)
+		  unsigned bans, unsigned mix, int v6)
 {
 	char nb[16], nm[16];
 
@@ -354,9 +421,17 @@ static void label(char *buf, size_t len, const struct banset *set,
 	thousands(mix, nm, sizeof(nm));
 	if (set->hosts && set->prefixes)
 		snprintf(buf, len, "%s hosts + %s prefixes", nb, nm);
+	else if (set->prefixes == SPREAD)
+		snprintf(buf, len, "%s prefixes, /%s", nb,
+			 v6 ? "16-/63" : "8-/31");
+	else if (set->prefixes == ENTRY7)
+		snprintf(buf, len, "%s prefixes in one entry, 7 lengths", nm);
+	else if (set->prefixes == ENTRY_TRIE)
+		snprintf(buf, len, "%s prefixes in one entry, %s lengths (trie)",
+			 nm, v6 ? "27" : "11");
 	else
 		snprintf(buf, len, "%s %s", nb,
-			 set->hosts ? "hosts (hash)" : "prefixes (trie)");
+			 set->hosts ? "hosts" : "prefixes");
 }
 
 struct result {
@@ -420,7 +495,7 @@ static void read_line(const char *path, char *buf, size_t len)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_xdp [-r REPEAT] [-n REPS] [-k SOURCES] "
-		"[-b BANS] [-p PREFIXES] [-s SEED]\n");
+		"[-b BANS] [-p PREFIXES] [-s SEED] [-t SETS]\n");
 	exit(2);
 }
 
@@ -465,18 +540,46 @@ static int fill(struct rlshim *s, struct family fam[2],
 					 s->maps.rl_hosts_v4);
 		f->fd_trie = bpf_map__fd(v6 ? s->maps.rl_bans_v6 :
 					 s->maps.rl_bans_v4);
+		f->fd_pfx = bpf_map__fd(v6 ? s->maps.rl_pfx_v6 :
+					s->maps.rl_pfx_v4);
+		f->fd_dir[RL_XDP_DIR4] = v6 ? -1 :
+					 bpf_map__fd(s->maps.rl_dir_v4);
+		f->fd_dir[RL_XDP_DIR6] = v6 ? bpf_map__fd(s->maps.rl_dir_v6) :
+					      -1;
+		f->fd_dir[RL_XDP_DIR6S] = v6 ? bpf_map__fd(s->maps.rl_dir_v6s) :
+					       -1;
+		if (set->prefixes == ENTRY7 || set->prefixes == ENTRY_TRIE) {
+			/* 10.1.0.0/16; 2001:db8::/32 (the entry's bits) */
+			static const uint8_t e4[4] = { 10, 1 };
+			static const uint8_t e6[16] = { 0x20, 0x01, 0x0d, 0xb8 };
+
+			f->entry = v6 ? e6 : e4;
+			f->entry_len = v6 ? 32 : 16;
+		}
 		if (set->hosts)
 			err = add_hosts(f, n);
-		if (!err && set->prefixes == 1)
+		if (!err && set->prefixes == FIXED)
 			err = v6 ? add_prefixes(f, n, 48, 48) :
 				   add_prefixes(f, n, 24, 24);
-		if (!err && set->prefixes == 2)
+		if (!err && set->prefixes == MIXED)
 			err = v6 ? add_prefixes(f, mix, 32, 60) :
 				   add_prefixes(f, mix, 16, 28);
+		if (!err && set->prefixes == SPREAD)
+			err = v6 ? add_prefixes(f, n, 16, 63) :
+				   add_prefixes(f, n, 8, 31);
+		if (!err && set->prefixes == ENTRY7)
+			err = v6 ? add_prefixes(f, mix, 57, 63) :
+				   add_prefixes(f, mix, 25, 31);
+		if (!err && set->prefixes == ENTRY_TRIE)
+			err = v6 ? add_prefixes(f, mix, 37, 63) :
+				   add_prefixes(f, mix, 21, 31);
+		if (!err)
+			err = write_dir(f);
 	}
 	if (err)
 		return err;
-	/* As the agent: the program walks a trie only if this counts it. */
+	/* As the agent: the program looks at prefixes only if this counts
+	 * some. */
 	t.v4 = fam[0].prefixes;
 	t.v6 = fam[1].prefixes;
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.rl_tries), &zero, &t,
@@ -492,6 +595,7 @@ int main(int argc, char **argv)
 	struct rlshim *skel = NULL;
 	struct xdp_pass *base = NULL;
 	unsigned bans = 100000, mix = 1000;
+	const char *only = NULL;
 	int repeat = 1000000, reps = 7, nsrc = 16, nres = 0, err = 1, c;
 	int pass_fd;
 	char day[32], clk[64], jit[16];
@@ -499,7 +603,7 @@ int main(int argc, char **argv)
 	time_t t0;
 
 	rng_state = 0x9e3779b97f4a7c15ull;
-	while ((c = getopt(argc, argv, "r:n:k:b:p:s:")) != -1) {
+	while ((c = getopt(argc, argv, "r:n:k:b:p:s:t:")) != -1) {
 		switch (c) {
 		case 'r':
 			repeat = atoi(optarg);
@@ -518,6 +622,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			rng_state = strtoull(optarg, NULL, 0) | 1;
+			break;
+		case 't':
+			only = optarg;
 			break;
 		default:
 			usage();
@@ -561,7 +668,11 @@ int main(int argc, char **argv)
 		struct result *first = &res[nres];
 		int ncase = 0, per = repeat / nsrc;
 		uint8_t src[16];
+		char idx[8];
 
+		snprintf(idx, sizeof(idx), "%zu", si);
+		if (only && !strstr(only, idx))
+			continue;
 		skel = load();
 		if (!skel) {
 			fprintf(stderr, "bench_xdp: cannot load rl_xdp: %s\n",
@@ -586,10 +697,11 @@ int main(int argc, char **argv)
 				r = &res[nres++];
 				ncase++;
 				r->family = fam[f].name;
-				label(r->bans, sizeof(r->bans), set, bans, mix);
+				label(r->bans, sizeof(r->bans), set, bans, mix,
+				      f);
 				r->verdict = k == PASS ? "pass" :
-					     k == DROP_HASH ? "drop (hash)" :
-							      "drop (trie)";
+					     k == DROP_HASH ? "drop (host)" :
+							      "drop (prefix)";
 				r->want = k == PASS ? XDP_PASS_RC : XDP_DROP_RC;
 				for (int j = 0; j < nsrc; j++) {
 					if (pick_source(&fam[f], k, j, src)) {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cmd_xdp.c - the XDP dropper's maps, as the agent pinned them under
- * RL_XDP_PIN_DIR/<shm>: the totals that status and metrics show, and
- * `rlshimctl xdp stats` (the totals and the drops per ban).
+ * RL_XDP_PIN_DIR/<shm>/RL_XDP_LAYOUT: the totals that status and metrics
+ * show, and `rlshimctl xdp stats` (the totals and the drops per ban: the
+ * host hashes' and the tries', which hold every prefix ban).
  *
  * Opening a pinned map needs the rights the agent had (root, or CAP_BPF
  * and the bpffs's permissions): without them the maps are "not readable",
@@ -39,9 +40,22 @@ int ctl_xdp_open(const char *shm, struct ctl_xdp *m)
 
 	memset(m, 0, sizeof(*m));
 	m->v4 = m->v6 = m->h4 = m->h6 = m->drops = m->stats = -1;
-	snprintf(m->dir, sizeof(m->dir), "%s/%s", RL_XDP_PIN_DIR, shm);
-	if ((m->v4 = pinned(m->dir, RL_XDP_MAP_BANS_V4)) < 0)
+	snprintf(m->dir, sizeof(m->dir), "%s/%s/%s", RL_XDP_PIN_DIR, shm,
+		 RL_XDP_LAYOUT);
+	if ((m->v4 = pinned(m->dir, RL_XDP_MAP_BANS_V4)) < 0) {
+		char old[RL_PATH_MAX];
+		int fd;
+
+		/* Layout 1 pinned in <shm>/ itself: an older agent's maps,
+		 * whose keys and counts are not read as these. */
+		snprintf(old, sizeof(old), "%s/%s", RL_XDP_PIN_DIR, shm);
+		fd = pinned(old, RL_XDP_MAP_STATS);
+		if (fd >= 0) {
+			close(fd);
+			return -EPROTO;
+		}
 		return m->v4;
+	}
 	if ((m->v6 = pinned(m->dir, RL_XDP_MAP_BANS_V6)) < 0)
 		return m->v6;
 	if ((m->h4 = pinned(m->dir, RL_XDP_MAP_HOSTS_V4)) < 0)
@@ -184,6 +198,13 @@ static int run_xdp(struct ctl *c, const void *opts)
 	if (rc == -ENOMEM) {
 		ctl_xdp_close(&m);
 		return ctl_fail("out of memory");
+	}
+	if (rc == -EPROTO) {
+		rc = ctl_fail("the XDP maps are of another layout than %s "
+			      "(an rlshimd of another version runs): restart "
+			      "rlshimd", m.dir);
+		ctl_xdp_close(&m);
+		return rc;
 	}
 	if (rc) {
 		rc = ctl_fail("the XDP dropper is not running: no maps in %s "
