@@ -188,7 +188,10 @@ rl_gcra_decide_in(const struct rl_algo *a, uint64_t *tat_ns,
 	uint64_t horizon = rl_sat_add(now_ns, depth_ns);
 	uint64_t tat = *tat_ns, new_tat;
 
-	if (tat < now_ns && (tat == 0 || now_ns - tat >= RL_GCRA_CATCHUP_NS))
+	/* Later than the catch-up (or new): from now. */
+	if (__builtin_expect(now_ns >= RL_GCRA_CATCHUP_NS, 1)
+		    ? tat <= now_ns - RL_GCRA_CATCHUP_NS
+		    : tat == 0)
 		tat = now_ns;
 	new_tat = rl_sat_add(tat, cost == 1 ? interval_ns
 					    : rl_sat_mul(interval_ns, cost));

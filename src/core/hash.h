@@ -21,15 +21,6 @@ uint64_t rl_hash_sip13(const uint64_t key[2], const void *data, size_t len);
  * could aim at. */
 extern const uint64_t rl_hash_public_key[2];
 
-/* SipHash's state before the first block, for key `key`. */
-static inline void rl_hash_sip13_init(const uint64_t key[2], uint64_t v[4])
-{
-	v[0] = 0x736f6d6570736575ull ^ key[0];
-	v[1] = 0x646f72616e646f6dull ^ key[1];
-	v[2] = 0x6c7967656e657261ull ^ key[0];
-	v[3] = 0x7465646279746573ull ^ key[1];
-}
-
 #define RL_SIP_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
 #define RL_SIPROUND                                                          \
@@ -77,6 +68,32 @@ static inline uint64_t rl_hash_tail(const uint8_t *p, size_t n)
 	       (uint64_t)p[n - 1] << (8 * (n - 1));
 }
 
+/*
+ * SipHash's state for key `key`, a quarter round in: the first round's
+ * first line depends on the key alone (v0 and v1, before any message word
+ * comes in), so a caller that keeps the state does only the rest.
+ */
+static inline void rl_hash_sip13_init(const uint64_t key[2], uint64_t v[4])
+{
+	uint64_t v0 = 0x736f6d6570736575ull ^ key[0];
+	uint64_t v1 = 0x646f72616e646f6dull ^ key[1];
+
+	v0 += v1; v1 = RL_SIP_ROTL(v1, 13); v1 ^= v0; v0 = RL_SIP_ROTL(v0, 32);
+	v[0] = v0;
+	v[1] = v1;
+	v[2] = 0x6c7967656e657261ull ^ key[0];
+	v[3] = 0x7465646279746573ull ^ key[1];
+}
+
+/* SIPROUND but its first line (rl_hash_sip13_init's). */
+#define RL_SIPROUND_REST                                                     \
+	do {                                                                 \
+		v2 += v3; v3 = RL_SIP_ROTL(v3, 16); v3 ^= v2;                 \
+		v0 += v3; v3 = RL_SIP_ROTL(v3, 21); v3 ^= v0;                 \
+		v2 += v1; v1 = RL_SIP_ROTL(v1, 17); v1 ^= v2;                 \
+		v2 = RL_SIP_ROTL(v2, 32);                                     \
+	} while (0)
+
 /* SipHash-1-3 of `len` bytes at `data`, from the keyed state `v`
  * (rl_hash_sip13_init). */
 static inline __attribute__((always_inline)) uint64_t
@@ -86,18 +103,25 @@ rl_hash_sip13_from(const uint64_t v[4], const void *data, size_t len)
 	const uint8_t *end = in + (len & ~(size_t)7);
 	uint64_t v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];
 	uint64_t b = (uint64_t)len << 56;
+	uint64_t m;
 
-	for (; in != end; in += 8) {
-		uint64_t m = rl_hash_le64(in);
-
-		v3 ^= m;
+	/* The first word: a whole block, or the last (and only) one. */
+	m = in != end ? rl_hash_le64(in) : b | rl_hash_tail(in, len);
+	v3 ^= m;
+	RL_SIPROUND_REST;
+	v0 ^= m;
+	if (in != end) {
+		for (in += 8; in != end; in += 8) {
+			m = rl_hash_le64(in);
+			v3 ^= m;
+			RL_SIPROUND;
+			v0 ^= m;
+		}
+		b |= rl_hash_tail(in, len & 7);
+		v3 ^= b;
 		RL_SIPROUND;
-		v0 ^= m;
+		v0 ^= b;
 	}
-	b |= rl_hash_tail(in, len & 7);
-	v3 ^= b;
-	RL_SIPROUND;
-	v0 ^= b;
 	v2 ^= 0xff;
 	RL_SIPROUND;
 	RL_SIPROUND;
