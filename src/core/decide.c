@@ -294,6 +294,7 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	  struct rl_slot_hint *hint, unsigned how)
 {
 	const struct rl_rule_cache *rc;
+	struct rl_shm_counter *c;
 	struct rl_result r;
 	struct rl_slot *s;
 	uint64_t tag, old, new;
@@ -336,6 +337,9 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	    atomic_load_explicit(&s->key, memory_order_acquire) != tag ||
 	    atomic_load_explicit(&s->plan, memory_order_relaxed))
 		return 0;
+	/* The counter's place now: t and rule are then done with, which
+	 * leaves the decision the registers. */
+	c = &t->shards[shard_of()].rule[rule];
 	new = old;
 	rl_gcra_decide_in(&rc->algo, &new, rc->algo.interval_ns,
 			  rc->algo.depth_ns, rc->algo.rate.burst, cost, now_ns,
@@ -350,13 +354,18 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 			   memory_order_acquire)) {
 		return 0; /* lost a race: the general path tries again */
 	}
-	*out = r;
+	out->allowed = r.allowed;
+	out->limit = r.limit;
+	out->remaining = r.remaining;
+	out->retry_after_ns = r.retry_after_ns;
+	out->reset_after_ns = r.reset_after_ns;
 	if (hint) {
 		hint->index = (uint32_t)(s - t->slots);
 		hint->tag = tag;
 	}
 	if ((how & RL_TAKE_COUNT) || !r.allowed)
-		count(t, rule, r.allowed);
+		atomic_fetch_add_explicit(r.allowed ? &c->allowed : &c->denied,
+					  1, memory_order_relaxed);
 	return 1;
 }
 
