@@ -363,9 +363,13 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 		hint->index = (uint32_t)(s - t->slots);
 		hint->tag = tag;
 	}
-	if ((how & RL_TAKE_COUNT) || !r.allowed)
-		atomic_fetch_add_explicit(r.allowed ? &c->allowed : &c->denied,
-					  1, memory_order_relaxed);
+	if (__builtin_expect(r.allowed, 1)) {
+		if (how & RL_TAKE_COUNT)
+			atomic_fetch_add_explicit(&c->allowed, 1,
+						  memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
+	}
 	return 1;
 }
 
