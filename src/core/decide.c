@@ -66,9 +66,14 @@ static inline unsigned cpu_now(void)
 	return rl_slot_cpu_slow();
 }
 
+/* The shard of this thread's CPU, kept as the shard of its last decision
+ * (`last_shard`) for the answer it counts next (rl_table_count_answer). */
+static __thread uint32_t last_shard;
+
 static inline uint32_t shard_of(void)
 {
-	return cpu_now() & (RL_SHARDS - 1);
+	last_shard = cpu_now() & (RL_SHARDS - 1);
+	return last_shard;
 }
 
 static inline void count(struct rl_table *t, unsigned rule, int allowed)
@@ -659,8 +664,9 @@ void rl_table_count_answer(struct rl_table *t, unsigned rule, unsigned status,
 
 	if (rule >= RL_MAX_RULES || status < 100 || status > 599)
 		return;
-	/* Any shard counts the same: this CPU's, as for a decision. */
-	a = &t->shards[shard_of()].answers[rule];
+	/* The shard of this thread's last decision: any shard counts the
+	 * same, and this one is most likely its CPU's still. */
+	a = &t->shards[last_shard].answers[rule];
 	while (us > service_le_us[b])
 		b++; /* the last bound is UINT64_MAX */
 	atomic_fetch_add_explicit(&a->classes[status / 100 - 1], 1,
