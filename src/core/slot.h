@@ -141,7 +141,7 @@ extern const unsigned int __rseq_size __attribute__((weak));
  * glibc.pthread.rseq=0 tunable, a kernel or valgrind without rseq). */
 static inline const struct rseq *rl_slot_rseq(void)
 {
-	if (!&__rseq_size || !__rseq_size)
+	if (!&__rseq_size || !&__rseq_offset || !__rseq_size)
 		return NULL;
 	return (const struct rseq *)((const char *)__builtin_thread_pointer() +
 				     __rseq_offset);
