@@ -286,8 +286,9 @@ decided:
 
 /*
  * The decision as it nearly always is: a rule this process knows, decided
- * by its own GCRA rate, no agent syncing, the key where the hint or the
- * bucket's first slot says, the state no marker, one CAS that wins. It
+ * by its own GCRA rate, the key where the hint or its bucket's scan says,
+ * the state no marker, no plan, allowed by one CAS that wins (or refused
+ * with no agent to tell). It
  * stores nothing until that CAS, so on anything else it returns 0 and the
  * general path decides from scratch; else 1, decided (and counted). Its
  * calls are all on the way out, so that the path itself stays in the
@@ -296,13 +297,13 @@ decided:
 static inline __attribute__((always_inline)) int
 take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	  uint32_t cost, uint64_t now_ns, struct rl_result *out,
-	  struct rl_slot_hint *hint, unsigned how)
+	  struct rl_slot_hint *hint, unsigned how, int syncs)
 {
 	const struct rl_rule_cache *rc;
 	struct rl_shm_counter *c;
 	struct rl_result r;
 	struct rl_slot *s;
-	uint64_t tag, old, new;
+	uint64_t tag, old, start, new;
 
 	if (rule >= RL_MAX_RULES)
 		return 0;
@@ -333,9 +334,6 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	rc = __atomic_load_n(&t->cache[rule], __ATOMIC_ACQUIRE);
 	if (!rc || rc->algo.kind != RL_ALGO_GCRA)
 		return 0;
-	if (!(how & RL_TAKE_EXACT) &&
-	    (rl_table_agent_flags(t) & RL_AGENT_SYNC))
-		return 0; /* shares and counts for the agent: slot_take_slow */
 	/* decide_in's protocol: the state, then the key still ours. */
 	old = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (is_marker(old) ||
@@ -345,19 +343,32 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	/* The counter's place now: t and rule are then done with, which
 	 * leaves the decision the registers. */
 	c = &t->shards[shard_of()].rule[rule];
-	new = old;
+	/* With an agent syncing, a key new here starts from its share. */
+	start = syncs ? start_of(t, &rc->algo, old, cost, now_ns) : old;
+	new = start;
 	rl_gcra_decide_in(&rc->algo, &new, rc->algo.interval_ns,
 			  rc->algo.depth_ns, rc->algo.rate.burst, cost, now_ns,
 			  &r);
 	if (!r.allowed) {
-		/* A share's refusal is told to retry sooner: decide_in's. */
-		if (atomic_load_explicit(&s->provisional, memory_order_relaxed))
+		/* A refusal the agent must hear of, or from a share (told to
+		 * retry sooner): decide_in's. */
+		if (syncs ||
+		    atomic_load_explicit(&s->provisional, memory_order_relaxed))
 			return 0;
-	} else if (new != old && cost &&
-		   !atomic_compare_exchange_strong_explicit(
-			   &s->state, &old, new, memory_order_acq_rel,
-			   memory_order_acquire)) {
-		return 0; /* lost a race: the general path tries again */
+	} else if (new != old && cost) {
+		if (!atomic_compare_exchange_strong_explicit(
+			    &s->state, &old, new, memory_order_acq_rel,
+			    memory_order_acquire))
+			return 0; /* lost a race: the general path tries again */
+		if (syncs) {
+			/* decide_in's: what the agent pushes, and a share
+			 * the next sync replaces. */
+			if (start != old)
+				atomic_store_explicit(&s->provisional, 1,
+						      memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->sync_admitted, cost,
+						  memory_order_relaxed);
+		}
 	}
 	out->allowed = r.allowed;
 	out->limit = r.limit;
@@ -378,6 +389,16 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	return 1;
 }
 
+/* take_fast with an agent syncing: shares, and the counts it pushes. */
+static __attribute__((noinline)) int
+take_synced(struct rl_table *t, unsigned rule, const void *key,
+	    size_t key_len, uint32_t cost, uint64_t now_ns,
+	    struct rl_result *out, struct rl_slot_hint *hint, unsigned how)
+{
+	return take_fast(t, rule, key, key_len, cost, now_ns, out, hint, how,
+			 1);
+}
+
 /* rl_slot_take, inline in each of the public takes below so that their
  * constant `how` and `hint` fold in. */
 static inline __attribute__((always_inline)) int
@@ -385,8 +406,17 @@ slot_take(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	  uint32_t cost, uint64_t now_ns, struct rl_result *out,
 	  struct rl_slot_hint *hint, unsigned how)
 {
-	if (take_fast(t, rule, key, key_len, cost, now_ns, out, hint, how))
+	/* decide_in's `syncs` (a strict rule's state mirrors the store's):
+	 * with an agent syncing, the fast path's own copy, apart. */
+	if (!(how & RL_TAKE_EXACT) &&
+	    (rl_table_agent_flags(t) & RL_AGENT_SYNC)) {
+		if (take_synced(t, rule, key, key_len, cost, now_ns, out, hint,
+				how))
+			return 0;
+	} else if (take_fast(t, rule, key, key_len, cost, now_ns, out, hint,
+			     how, 0)) {
 		return 0;
+	}
 	return slot_take_slow(t, rule, key, key_len, cost, now_ns, out, hint,
 			      how);
 }

@@ -291,20 +291,54 @@ static void test_step_matches_gcra(void **state)
 
 #define KEYS 48
 
+/* What the agent would collect of a key (rl_table_sync_collect). */
+struct owed {
+	uint32_t admitted[KEYS];
+	uint8_t denied[KEYS], provisional[KEYS];
+	unsigned seen;
+};
+
+static int collect_one(const struct rl_sync_item *it, void *arg)
+{
+	struct owed *o = arg;
+	unsigned k;
+
+	assert_int_equal(it->key_len, 3);
+	k = (unsigned)((it->key[1] - '0') * 10 + (it->key[2] - '0'));
+	assert_true(k < KEYS);
+	o->admitted[k] = it->admitted;
+	o->denied[k] = it->denied;
+	o->provisional[k] = it->provisional;
+	o->seen++;
+	return 0;
+}
+
+/* As if a sync had replaced every share: what the decisions after set of
+ * `provisional` is then theirs alone. */
+static void clear_provisional(struct rl_table *t)
+{
+	for (uint32_t i = 0; i < rl_table_capacity(t); i++)
+		atomic_store(&t->slots[i].provisional, 0);
+}
+
 /*
  * Two tables, the same decisions: in one they take the fast path, in the
- * other (an agent syncing, alone: the same semantics) the general one. The
- * answers, the hints and the counts must be the same. 48 keys in 16
+ * other the general one, every key there being on a plan (plan 1, at the
+ * rule's own rate: the same answers, and the fast path leaves a planned
+ * key to the general one). With `hosts` (1: alone; 2: fresh keys start
+ * from a share) an agent syncs both. The answers, the hints, the counts
+ * and what the agent would collect must be the same. 48 keys in 16
  * buckets, so that many sit past the first slot of theirs.
  */
-static void fast_against_general(int hinted)
+static void fast_against_general(int hinted, unsigned hosts)
 {
+	static const struct rl_rate rate = { SEC, 20, 5 };
 	struct rl_rule_def def = { .name = "f", .algorithm = RL_ALGO_GCRA,
-				   .rate = { SEC, 20, 5 } };
+				   .rate = rate, .nplans = 1, .plans = &rate };
 	struct rl_slot_hint hints[2][KEYS];
 	struct rl_table *t[2];
 	unsigned id[2];
-	uint64_t s = 5, now = T0, decided = 0;
+	uint64_t s = 5, now = T0, decided = KEYS;
 	char keys[KEYS][8];
 
 	memset(hints, 0, sizeof(hints));
@@ -314,8 +348,28 @@ static void fast_against_general(int hinted)
 		assert_int_equal(rl_table_open(seg[i], 256, RL_TABLE_CREATE,
 					       &t[i], NULL), 0);
 		assert_int_equal(rl_table_rule(t[i], &def, &id[i]), 0);
+		if (hosts) {
+			rl_table_agent_flags_change(t[i], RL_AGENT_SYNC, 0);
+			rl_table_agent_set_hosts(t[i], hosts);
+		}
 	}
-	rl_table_agent_flags_change(t[1], RL_AGENT_SYNC, 0);
+	/* Every key with a slot in both from the start: a peek at a key
+	 * without one is a full bucket's (no share), one with a slot its
+	 * state's. */
+	for (int k = 0; k < KEYS; k++) {
+		struct rl_result r[2];
+
+		assert_int_equal(rl_table_plan_ahead(t[1], id[1], keys[k], 3, 1,
+						     now), 0);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(rl_table_take_hint(t[i], id[i], keys[k],
+							    3, 1, now, &r[i],
+							    hinted ? &hints[i][k]
+								   : NULL), 0);
+		same_result(&r[0], &r[1]);
+	}
+	for (int i = 0; i < 2; i++)
+		clear_provisional(t[i]);
 	for (int n = 0; n < 20000; n++) {
 		/* Half on four keys, which are then limited. */
 		unsigned k = (unsigned)(rnd(&s) % 2 ? rnd(&s) % 4
@@ -328,18 +382,37 @@ static void fast_against_general(int hinted)
 		for (int i = 0; i < 2; i++) {
 			if (hinted)
 				assert_int_equal(rl_table_take_hint(
-					t[i], id[i], keys[k], strlen(keys[k]),
-					cost, now, &r[i], &hints[i][k]), 0);
+					t[i], id[i], keys[k], 3, cost, now,
+					&r[i], &hints[i][k]), 0);
 			else
 				assert_int_equal(rl_table_take(
-					t[i], id[i], keys[k], strlen(keys[k]),
-					cost, now, &r[i]), 0);
+					t[i], id[i], keys[k], 3, cost, now,
+					&r[i]), 0);
 		}
 		same_result(&r[0], &r[1]);
 		decided++;
 		if (hinted)
 			assert_int_equal(hints[0][k].tag != 0,
 					 hints[1][k].tag != 0);
+		if (hosts && n % 5000 == 4999) {
+			struct owed o[2];
+
+			memset(o, 0, sizeof(o));
+			for (int i = 0; i < 2; i++)
+				assert_int_equal(rl_table_sync_collect(
+					t[i], now, collect_one, &o[i]), 0);
+			assert_true(o[0].seen > 0);
+			assert_memory_equal(&o[0], &o[1], sizeof(o[0]));
+			if (hosts > 1) {
+				unsigned p = 0;
+
+				for (int j = 0; j < KEYS; j++)
+					p += o[0].provisional[j];
+				assert_true(p > 0); /* keys came back to a share */
+			}
+			for (int i = 0; i < 2; i++)
+				clear_provisional(t[i]);
+		}
 	}
 	{
 		struct rl_rule_stats st[2];
@@ -361,13 +434,23 @@ static void fast_against_general(int hinted)
 static void test_fast_matches_general(void **state)
 {
 	(void)state;
-	fast_against_general(0);
+	fast_against_general(0, 0);
 }
 
 static void test_fast_matches_general_hinted(void **state)
 {
 	(void)state;
-	fast_against_general(1);
+	fast_against_general(1, 0);
+}
+
+/* With an agent syncing: alone, and with another host (shares). */
+static void test_fast_matches_general_synced(void **state)
+{
+	(void)state;
+	fast_against_general(0, 1);
+	teardown(state);
+	setup(state);
+	fast_against_general(1, 2);
 }
 
 /* ---- the CPU a count lands in ------------------------------------------------------- */
@@ -522,6 +605,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_matches_general, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fast_matches_general_hinted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_matches_general_synced,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_rseq, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_fallback, setup,
