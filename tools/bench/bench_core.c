@@ -10,12 +10,14 @@
  * table. Both hash the key with the same SipHash, so the difference is the
  * design: lock-free CAS on one word against a lock around everything.
  *
- *   bench_core [-n DECISIONS] [-w WORKLOAD] [-d DESIGN] [-r ROUNDS]
+ *   bench_core [-n DECISIONS] [-w WORKLOAD] [-d DESIGN] [-r ROUNDS] [-s]
  *     WORKLOAD: 1proc | 2proc-distinct | 2proc-same  (default: all)
  *     DESIGN:   rlshim | mutex                        (default: both)
  *     ROUNDS:   runs of each (workload, design), the two designs
  *               interleaved, their order swapped every round (default 5;
  *               1 with -d, so that a count under callgrind is of N)
+ *     -s:       as with an agent syncing the table (RL_AGENT_SYNC, this
+ *               host alone): the general path, which counts for the agent
  *
  * Prints one markdown row per (workload, design), the median of its rounds,
  * then the ratios: the median of the rounds' ratios, each of two runs next
@@ -210,19 +212,21 @@ int main(int argc, char **argv)
 	uint64_t n = 5000000;
 	double ns_per[3][2] = { { 0 } }, ratio[3] = { 0 };
 	unsigned rounds = 0;
+	int syncing = 0;
 	char seg[64];
 	struct ctx c;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:w:d:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:d:r:s")) != -1) {
 		switch (opt) {
 		case 'n': n = strtoull(optarg, NULL, 10); break;
 		case 'w': only_w = optarg; break;
 		case 'd': only_d = optarg; break;
 		case 'r': rounds = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 's': syncing = 1; break;
 		default:
 			fprintf(stderr, "usage: bench_core [-n N] [-w WORKLOAD] "
-				"[-d rlshim|mutex] [-r ROUNDS]\n");
+				"[-d rlshim|mutex] [-r ROUNDS] [-s]\n");
 			return 2;
 		}
 	}
@@ -250,6 +254,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_core: cannot register the rule\n");
 			return 1;
 		}
+		if (syncing)
+			rl_table_agent_flags_change(c.table, RL_AGENT_SYNC, 0);
 	}
 	c.map = map_new(1e9, 1e9);
 	if (!c.map)
