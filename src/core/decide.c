@@ -5,7 +5,9 @@
  * per CPU shard, and count a key's denials towards a ban (fail).
  *
  * A decision is a CAS on the slot's state word, and trusts the state only
- * while the key word is still its key (slot.c says why).
+ * while the key word is still its key (slot.c says why). Nearly every one
+ * takes the fast path (take_fast: no call, the key's slot where its bucket
+ * says, one CAS); anything unusual goes the general way from scratch.
  */
 #include "slot.h"
 
@@ -14,7 +16,7 @@
 
 #include "clock.h"
 
-/* ---- decisions --------------------------------------------------------------- */
+/* ---- the CPU, for the counter shards ----------------------------------------- */
 
 /* Counters are per CPU shard: processes on different CPUs do not fight over
  * one cache line. `cpu_word` is where this thread reads its CPU, its rseq
@@ -83,6 +85,8 @@ static inline void count(struct rl_table *t, unsigned rule, int allowed)
 	atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1,
 				  memory_order_relaxed);
 }
+
+/* ---- decisions: the general path --------------------------------------------- */
 
 /*
  * Where a window's key starts (start_of): a key with nothing counted here
@@ -284,6 +288,8 @@ decided:
 	return 0;
 }
 
+/* ---- decisions: the fast path, and the takes --------------------------------- */
+
 /*
  * The decision as it nearly always is: a rule this process knows, decided
  * by its own GCRA rate, the key where the hint or its bucket's scan says,
@@ -448,6 +454,8 @@ void rl_table_count_allowed(struct rl_table *t, unsigned rule)
 	if (rule < RL_MAX_RULES)
 		count(t, rule, 1);
 }
+
+/* ---- denials towards a ban --------------------------------------------------- */
 
 /*
  * slot.fails: the start of the current count, in ms of CLOCK_MONOTONIC
