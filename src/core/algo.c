@@ -5,6 +5,22 @@
 #include <errno.h>
 #include <string.h>
 
+/* rl_algo_intervals()'s reciprocal of the emission interval d (below 2^62):
+ * l = ceil(log2 d), m = ceil(2^(63 + l) / d). */
+static void reciprocal(struct rl_algo *a)
+{
+#ifdef __SIZEOF_INT128__
+	uint64_t d = a->interval_ns;
+	unsigned l = d > 1 ? 64 - (unsigned)__builtin_clzll(d - 1) : 0;
+	unsigned __int128 one = 1;
+
+	a->per_interval = (uint64_t)(((one << (63 + l)) + d - 1) / d);
+	a->per_shift = l;
+#else
+	(void)a; /* rl_algo_intervals() divides */
+#endif
+}
+
 int rl_algo_init(struct rl_algo *a, enum rl_algorithm kind,
 		 const struct rl_rate *rate)
 {
@@ -38,29 +54,25 @@ int rl_algo_init(struct rl_algo *a, enum rl_algorithm kind,
 		a->rate = *rate;
 		a->interval_ns = rl_gcra_interval(rate);
 		a->depth_ns = depth;
+		reciprocal(a);
 	}
 	return 0;
 }
 
-void rl_algo_step(const struct rl_algo *a, uint64_t *state, uint32_t cost,
-		  uint64_t now_ns, struct rl_result *out)
+void rl_algo_step_window(const struct rl_algo *a, uint64_t *state,
+			 uint32_t cost, uint64_t now_ns, struct rl_result *out)
 {
 	/* Windows count on Unix time (window.c); what they answer are
 	 * durations, the same on either clock. */
-	switch (a->kind) {
-	case RL_ALGO_FIXED_WINDOW:
+	if (a->kind == RL_ALGO_FIXED_WINDOW)
 		rl_window_fixed_step(state, &a->rate, cost,
 				     now_ns + a->unix_off_ns, out);
-		return;
-	case RL_ALGO_SLIDING_WINDOW:
+	else if (a->kind == RL_ALGO_SLIDING_WINDOW)
 		rl_window_sliding_step(state, &a->rate, cost,
 				       now_ns + a->unix_off_ns, out);
-		return;
-	case RL_ALGO_GCRA:
-		break;
-	}
-	rl_gcra_decide(state, a->interval_ns, a->depth_ns, a->rate.burst, cost,
-		       now_ns, out);
+	else
+		rl_gcra_decide(state, a->interval_ns, a->depth_ns,
+			       a->rate.burst, cost, now_ns, out);
 }
 
 /* A window's free-at on Unix time, back on the monotonic clock (0: free). */

@@ -28,6 +28,8 @@ struct rl_algo {
 	uint64_t unix_off_ns; /* windows: Unix time - CLOCK_MONOTONIC, fixed
 				 per segment (rules.c), so that every host
 				 starts a window at the same instant */
+	uint64_t per_interval; /* GCRA: n / interval_ns as a multiply and a */
+	uint32_t per_shift;    /* shift (rl_algo_intervals) */
 };
 
 /*
@@ -39,9 +41,9 @@ struct rl_algo {
 int rl_algo_init(struct rl_algo *a, enum rl_algorithm kind,
 		 const struct rl_rate *rate);
 
-/* Decide `cost` at `now_ns`; *state changes only if allowed. */
-void rl_algo_step(const struct rl_algo *a, uint64_t *state, uint32_t cost,
-		  uint64_t now_ns, struct rl_result *out);
+/* rl_algo_step for the windows (algo.c). */
+void rl_algo_step_window(const struct rl_algo *a, uint64_t *state,
+			 uint32_t cost, uint64_t now_ns, struct rl_result *out);
 
 /*
  * The first instant at which `state` carries no information any more (a
@@ -128,5 +130,102 @@ uint64_t rl_window_sliding_free_at(uint64_t state, const struct rl_rate *rate,
 				   uint64_t now_ns);
 void rl_window_sliding_refund(uint64_t *state, const struct rl_rate *rate,
 			      uint32_t cost, uint64_t now_ns);
+
+/* ---- the decision, inline: the table makes one per request ------------------ */
+
+/*
+ * n / a->interval_ns without a division (a 64-bit divide costs 30 to 90
+ * cycles, more than the rest of a decision): Granlund and Montgomery's
+ * multiply by the rounded-up reciprocal, exact for every n below 2^63.
+ * rl_algo_init() sets it: m = ceil(2^(63 + l) / d) with l = ceil(log2 d),
+ * below 2^64, and floor(n / d) = floor(2n * m / 2^(64 + l)). A GCRA's n
+ * is at most its depth (below 2^62) plus the catch-up.
+ */
+static inline uint64_t rl_algo_intervals(const struct rl_algo *a, uint64_t n)
+{
+#ifdef __SIZEOF_INT128__
+	return (uint64_t)(((unsigned __int128)(n << 1) * a->per_interval) >>
+			  64) >> a->per_shift;
+#else
+	return n / a->interval_ns;
+#endif
+}
+
+static inline uint64_t rl_sat_mul(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t rl_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* The requests of cost 1 left in `n` ns of bucket, at most `burst`. */
+static inline uint32_t rl_gcra_left(const struct rl_algo *a, uint64_t n,
+				    uint64_t interval_ns, uint32_t burst)
+{
+	uint64_t rem = a ? rl_algo_intervals(a, n) : n / interval_ns;
+
+	return rem < burst ? (uint32_t)rem : burst;
+}
+
+/*
+ * The GCRA decision (gcra.c says what it does and why), for rl_gcra_decide
+ * (`a` NULL: dividing by `interval_ns`) and for rl_algo_step (`a` the
+ * prepared algorithm: its reciprocal). Inline so that each folds its own.
+ */
+static inline __attribute__((always_inline)) void
+rl_gcra_decide_in(const struct rl_algo *a, uint64_t *tat_ns,
+		  uint64_t interval_ns, uint64_t depth_ns, uint32_t burst,
+		  uint32_t cost, uint64_t now_ns, struct rl_result *out)
+{
+	/* The latest TAT at which a request is still allowed now. */
+	uint64_t horizon = rl_sat_add(now_ns, depth_ns);
+	uint64_t tat = *tat_ns, new_tat;
+
+	/* Later than the catch-up (or new): from now. */
+	if (__builtin_expect(now_ns >= RL_GCRA_CATCHUP_NS, 1)
+		    ? tat <= now_ns - RL_GCRA_CATCHUP_NS
+		    : tat == 0)
+		tat = now_ns;
+	new_tat = rl_sat_add(tat, cost == 1 ? interval_ns
+					    : rl_sat_mul(interval_ns, cost));
+
+	out->limit = burst;
+	if (new_tat > horizon) {
+		/* Denied: nothing is stored. `tat` may exceed the horizon when
+		 * another process stored it from a slightly later clock. */
+		out->allowed = 0;
+		out->remaining = tat < horizon ? rl_gcra_left(a, horizon - tat,
+							      interval_ns, burst)
+					       : 0;
+		out->retry_after_ns = new_tat - horizon;
+		out->reset_after_ns = tat > now_ns ? tat - now_ns : 0;
+		return;
+	}
+	out->allowed = 1;
+	out->remaining = rl_gcra_left(a, horizon - new_tat, interval_ns, burst);
+	out->retry_after_ns = 0;
+	out->reset_after_ns = new_tat > now_ns ? new_tat - now_ns : 0;
+	if (cost > 0)
+		*tat_ns = new_tat;
+}
+
+/* Decide `cost` at `now_ns`; *state changes only if allowed. */
+static inline void rl_algo_step(const struct rl_algo *a, uint64_t *state,
+				uint32_t cost, uint64_t now_ns,
+				struct rl_result *out)
+{
+	if (__builtin_expect(a->kind == RL_ALGO_GCRA, 1))
+		rl_gcra_decide_in(a, state, a->interval_ns, a->depth_ns,
+				  a->rate.burst, cost, now_ns, out);
+	else
+		rl_algo_step_window(a, state, cost, now_ns, out);
+}
 
 #endif /* RL_ALGO_H */

@@ -5,7 +5,9 @@
  * per CPU shard, and count a key's denials towards a ban (fail).
  *
  * A decision is a CAS on the slot's state word, and trusts the state only
- * while the key word is still its key (slot.c says why).
+ * while the key word is still its key (slot.c says why). Nearly every one
+ * takes the fast path (take_fast: no call, the key's slot where its bucket
+ * says, one CAS); anything unusual goes the general way from scratch.
  */
 #include "slot.h"
 
@@ -14,27 +16,77 @@
 
 #include "clock.h"
 
-/* ---- decisions --------------------------------------------------------------- */
+/* ---- the CPU, for the counter shards ----------------------------------------- */
 
 /* Counters are per CPU shard: processes on different CPUs do not fight over
- * one cache line. */
+ * one cache line. `cpu_word` is where this thread reads its CPU, its rseq
+ * area's cpu_id, once rl_slot_cpu_slow() has found one; else `cpu_slow` is
+ * the CPU sched_getcpu() said, asked again when `cpu_ttl` calls have used
+ * it. */
+static __thread const uint32_t *cpu_word;
+static __thread uint32_t cpu_slow, cpu_ttl;
+static __thread int cpu_checked;
+
+unsigned rl_slot_cpu_slow(void)
+{
+	int cpu;
+
+	if (!cpu_checked) {
+		const struct rseq *area = rl_slot_rseq();
+
+		cpu_checked = 1;
+		if (area && (int32_t)__atomic_load_n(&area->cpu_id,
+						     __ATOMIC_RELAXED) >= 0) {
+			cpu_word = &area->cpu_id;
+			return __atomic_load_n(cpu_word, __ATOMIC_RELAXED);
+		}
+	}
+	/* No rseq (or no longer: the kernel keeps cpu_id no more once a
+	 * thread unregisters). */
+	cpu = sched_getcpu();
+	cpu_slow = cpu < 0 ? 0 : (uint32_t)cpu;
+	cpu_ttl = RL_CPU_RECHECK - 1;
+	return cpu_slow;
+}
+
+/* The CPU this thread is on: one load from its rseq area, once found; or
+ * the one sched_getcpu() said less than RL_CPU_RECHECK calls ago. */
+static inline unsigned cpu_now(void)
+{
+	const uint32_t *w = cpu_word;
+
+	if (__builtin_expect(w != NULL, 1)) {
+		int32_t cpu = (int32_t)__atomic_load_n(w, __ATOMIC_RELAXED);
+
+		if (cpu >= 0)
+			return (unsigned)cpu;
+	}
+	if (cpu_ttl) {
+		cpu_ttl--;
+		return cpu_slow;
+	}
+	return rl_slot_cpu_slow();
+}
+
+/* The shard of this thread's CPU, kept as the shard of its last decision
+ * (`last_shard`) for the answer it counts next (rl_table_count_answer). */
 static __thread uint32_t last_shard;
 
 static inline uint32_t shard_of(void)
 {
-	int cpu = sched_getcpu();
-
-	last_shard = cpu < 0 ? 0 : (uint32_t)cpu & (RL_SHARDS - 1);
+	last_shard = cpu_now() & (RL_SHARDS - 1);
 	return last_shard;
 }
 
-static void count(struct rl_table *t, unsigned rule, int allowed)
+static inline void count(struct rl_table *t, unsigned rule, int allowed)
 {
 	struct rl_shm_counter *c = &t->shards[shard_of()].rule[rule];
 
 	atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1,
 				  memory_order_relaxed);
 }
+
+/* ---- decisions: the general path --------------------------------------------- */
 
 /*
  * Where a window's key starts (start_of): a key with nothing counted here
@@ -116,9 +168,10 @@ static void share_retry(struct rl_table *t, struct rl_result *out)
  * Decide `cost` on slot `s`, which held `tag` when found. Returns 1 when
  * decided, 0 when the slot does not hold the key any more (look again).
  */
-static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
-		     struct rl_slot *s, uint64_t tag, uint32_t cost,
-		     uint64_t now_ns, struct rl_result *out, unsigned how)
+static inline __attribute__((always_inline)) int
+decide_in(struct rl_table *t, const struct rl_rule_cache *rc, struct rl_slot *s,
+	  uint64_t tag, uint32_t cost, uint64_t now_ns, struct rl_result *out,
+	  unsigned how)
 {
 	/* A strict rule's state mirrors the store's (ask.c): no share, and
 	 * nothing for the agent to push. */
@@ -180,11 +233,13 @@ static int decide_in(struct rl_table *t, const struct rl_rule_cache *rc,
 	}
 }
 
-int rl_slot_take(struct rl_table *t, unsigned rule, const void *key,
-		 size_t key_len, uint32_t cost, uint64_t now_ns,
-		 struct rl_result *out, struct rl_slot_hint *hint, unsigned how)
+/* rl_slot_take, the whole of it: every case the fast path below leaves. */
+static __attribute__((noinline)) int
+slot_take_slow(struct rl_table *t, unsigned rule, const void *key,
+	       size_t key_len, uint32_t cost, uint64_t now_ns,
+	       struct rl_result *out, struct rl_slot_hint *hint, unsigned how)
 {
-	const struct rl_rule_cache *rc = rl_table_rule_get(t, rule);
+	const struct rl_rule_cache *rc = rl_slot_rule(t, rule);
 	struct keyref k;
 
 	if (!rc)
@@ -202,7 +257,7 @@ int rl_slot_take(struct rl_table *t, unsigned rule, const void *key,
 	rl_slot_key(t, rule, key, key_len, &k);
 	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
 		/* A peek (cost 0) never claims a slot: it stores nothing. */
-		struct rl_slot *s = rl_slot_find(t, &k, now_ns, cost > 0);
+		struct rl_slot *s = rl_slot_find_fast(t, &k, now_ns, cost > 0);
 
 		if (!s) {
 			if (cost == 0)
@@ -233,19 +288,165 @@ decided:
 	return 0;
 }
 
+/* ---- decisions: the fast path, and the takes --------------------------------- */
+
+/*
+ * The decision as it nearly always is: a rule this process knows, decided
+ * by its own GCRA rate, the key where the hint or its bucket's scan says,
+ * the state no marker, no plan, allowed by one CAS that wins (or refused
+ * with no agent to tell). It
+ * stores nothing until that CAS, so on anything else it returns 0 and the
+ * general path decides from scratch; else 1, decided (and counted). Its
+ * calls are all on the way out, so that the path itself stays in the
+ * scratch registers (no frame).
+ */
+static inline __attribute__((always_inline)) int
+take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
+	  uint32_t cost, uint64_t now_ns, struct rl_result *out,
+	  struct rl_slot_hint *hint, unsigned how, int syncs)
+{
+	const struct rl_rule_cache *rc;
+	struct rl_shm_counter *c;
+	struct rl_result r;
+	struct rl_slot *s;
+	uint64_t tag, old, start, new;
+
+	if (rule >= RL_MAX_RULES)
+		return 0;
+	if (hint && hint->tag && tag_rule(hint->tag) == rule &&
+	    hint->index < t->hdr->capacity) {
+		s = &t->slots[hint->index];
+		tag = hint->tag;
+		if (atomic_load_explicit(&s->key, memory_order_acquire) != tag)
+			return 0;
+	} else {
+		struct keyref k;
+
+		rl_slot_key(t, rule, key, key_len, &k);
+		tag = k.tag;
+		/* The bucket's occupied prefix (rl_slot_find's scan, without
+		 * its claiming: a key not there goes the general way). */
+		s = &t->slots[k.bucket * RL_BUCKET_SLOTS];
+		for (unsigned i = 0;; i++, s++) {
+			uint64_t key_word = atomic_load_explicit(
+				&s->key, memory_order_acquire);
+
+			if (key_word == tag)
+				break;
+			if (key_word == 0 || i == RL_BUCKET_SLOTS - 1)
+				return 0;
+		}
+	}
+	rc = __atomic_load_n(&t->cache[rule], __ATOMIC_ACQUIRE);
+	if (!rc || rc->algo.kind != RL_ALGO_GCRA)
+		return 0;
+	/* decide_in's protocol: the state, then the key still ours. */
+	old = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (is_marker(old) ||
+	    atomic_load_explicit(&s->key, memory_order_acquire) != tag ||
+	    atomic_load_explicit(&s->plan, memory_order_relaxed))
+		return 0;
+	/* The counter's place now: t and rule are then done with, which
+	 * leaves the decision the registers. */
+	c = &t->shards[shard_of()].rule[rule];
+	/* With an agent syncing, a key new here starts from its share. */
+	start = syncs ? start_of(t, &rc->algo, old, cost, now_ns) : old;
+	new = start;
+	rl_gcra_decide_in(&rc->algo, &new, rc->algo.interval_ns,
+			  rc->algo.depth_ns, rc->algo.rate.burst, cost, now_ns,
+			  &r);
+	if (!r.allowed) {
+		/* A refusal the agent must hear of, or from a share (told to
+		 * retry sooner): decide_in's. */
+		if (syncs ||
+		    atomic_load_explicit(&s->provisional, memory_order_relaxed))
+			return 0;
+	} else if (new != old && cost) {
+		if (!atomic_compare_exchange_strong_explicit(
+			    &s->state, &old, new, memory_order_acq_rel,
+			    memory_order_acquire))
+			return 0; /* lost a race: the general path tries again */
+		if (syncs) {
+			/* decide_in's: what the agent pushes, and a share
+			 * the next sync replaces. */
+			if (start != old)
+				atomic_store_explicit(&s->provisional, 1,
+						      memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->sync_admitted, cost,
+						  memory_order_relaxed);
+		}
+	}
+	out->allowed = r.allowed;
+	out->limit = r.limit;
+	out->remaining = r.remaining;
+	out->retry_after_ns = r.retry_after_ns;
+	out->reset_after_ns = r.reset_after_ns;
+	if (hint) {
+		hint->index = (uint32_t)(s - t->slots);
+		hint->tag = tag;
+	}
+	if (__builtin_expect(r.allowed, 1)) {
+		if (how & RL_TAKE_COUNT)
+			atomic_fetch_add_explicit(&c->allowed, 1,
+						  memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&c->denied, 1, memory_order_relaxed);
+	}
+	return 1;
+}
+
+/* take_fast with an agent syncing: shares, and the counts it pushes. */
+static __attribute__((noinline)) int
+take_synced(struct rl_table *t, unsigned rule, const void *key,
+	    size_t key_len, uint32_t cost, uint64_t now_ns,
+	    struct rl_result *out, struct rl_slot_hint *hint, unsigned how)
+{
+	return take_fast(t, rule, key, key_len, cost, now_ns, out, hint, how,
+			 1);
+}
+
+/* rl_slot_take, inline in each of the public takes below so that their
+ * constant `how` and `hint` fold in. */
+static inline __attribute__((always_inline)) int
+slot_take(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
+	  uint32_t cost, uint64_t now_ns, struct rl_result *out,
+	  struct rl_slot_hint *hint, unsigned how)
+{
+	/* decide_in's `syncs` (a strict rule's state mirrors the store's):
+	 * with an agent syncing, the fast path's own copy, apart. */
+	if (!(how & RL_TAKE_EXACT) &&
+	    (rl_table_agent_flags(t) & RL_AGENT_SYNC)) {
+		if (take_synced(t, rule, key, key_len, cost, now_ns, out, hint,
+				how))
+			return 0;
+	} else if (take_fast(t, rule, key, key_len, cost, now_ns, out, hint,
+			     how, 0)) {
+		return 0;
+	}
+	return slot_take_slow(t, rule, key, key_len, cost, now_ns, out, hint,
+			      how);
+}
+
+int rl_slot_take(struct rl_table *t, unsigned rule, const void *key,
+		 size_t key_len, uint32_t cost, uint64_t now_ns,
+		 struct rl_result *out, struct rl_slot_hint *hint, unsigned how)
+{
+	return slot_take(t, rule, key, key_len, cost, now_ns, out, hint, how);
+}
+
 int rl_table_take_hint(struct rl_table *t, unsigned rule, const void *key,
 		       size_t key_len, uint32_t cost, uint64_t now_ns,
 		       struct rl_result *out, struct rl_slot_hint *hint)
 {
-	return rl_slot_take(t, rule, key, key_len, cost, now_ns, out, hint,
-			    RL_TAKE_COUNT);
+	return slot_take(t, rule, key, key_len, cost, now_ns, out, hint,
+			 RL_TAKE_COUNT);
 }
 
 int rl_table_take_uncounted(struct rl_table *t, unsigned rule, const void *key,
 			    size_t key_len, uint32_t cost, uint64_t now_ns,
 			    struct rl_result *out, struct rl_slot_hint *hint)
 {
-	return rl_slot_take(t, rule, key, key_len, cost, now_ns, out, hint, 0);
+	return slot_take(t, rule, key, key_len, cost, now_ns, out, hint, 0);
 }
 
 void rl_table_count_allowed(struct rl_table *t, unsigned rule)
@@ -253,6 +454,8 @@ void rl_table_count_allowed(struct rl_table *t, unsigned rule)
 	if (rule < RL_MAX_RULES)
 		count(t, rule, 1);
 }
+
+/* ---- denials towards a ban --------------------------------------------------- */
 
 /*
  * slot.fails: the start of the current count, in ms of CLOCK_MONOTONIC
@@ -358,7 +561,8 @@ int rl_table_take(struct rl_table *t, unsigned rule, const void *key,
 		  size_t key_len, uint32_t cost, uint64_t now_ns,
 		  struct rl_result *out)
 {
-	return rl_table_take_hint(t, rule, key, key_len, cost, now_ns, out, NULL);
+	return slot_take(t, rule, key, key_len, cost, now_ns, out, NULL,
+			 RL_TAKE_COUNT);
 }
 
 /* What a refund changes: the key's state, by its algorithm. */
@@ -457,6 +661,11 @@ void rl_table_key_ref(const struct rl_table *t, unsigned rule, const void *key,
 {
 	struct keyref k;
 
+	if (rule >= RL_MAX_RULES) {
+		/* No such rule: a reference to nothing (give-back: -EINVAL). */
+		out->tag = out->bucket = out->until_ns = 0;
+		return;
+	}
 	rl_slot_key(t, rule, key, key_len, &k);
 	out->tag = k.tag;
 	out->bucket = k.bucket;

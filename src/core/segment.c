@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "slot.h"
 #include "sys.h"
 
 #define INIT_WAIT_NS (1000 * 1000000ull) /* attachers wait up to 1 s */
@@ -152,6 +153,7 @@ static void table_bind(struct rl_table *t, void *base, uint64_t size)
 	t->bucket_mask = (1ull << h->bucket_bits) - 1;
 	t->seed[0] = h->seed[0];
 	t->seed[1] = h->seed[1];
+	rl_slot_keys_init(t);
 	t->count[RL_COUNT_EVICTIONS] = &h->evictions;
 	t->count[RL_COUNT_OVERFLOWS] = &h->overflows;
 	t->count[RL_COUNT_MARKS_CLEARED] = &h->marks_cleared;

@@ -31,23 +31,16 @@
 
 /* ---- keys and slots --------------------------------------------------------- */
 
-void rl_slot_key(const struct rl_table *t, unsigned rule, const void *key,
-		 size_t len, struct keyref *k)
+void rl_slot_keys_init(struct rl_table *t)
 {
-	uint64_t h;
+	for (unsigned rule = 0; rule < RL_MAX_RULES; rule++) {
+		uint64_t seed[2] = {
+			t->seed[0] ^ ((uint64_t)rule * 0x9E3779B97F4A7C15ull),
+			t->seed[1]
+		};
 
-	/* The rule id is mixed in by keying: the same bytes under two rules
-	 * are two keys. */
-	uint64_t seed[2] = { t->seed[0] ^ ((uint64_t)rule * 0x9E3779B97F4A7C15ull),
-			     t->seed[1] };
-
-	h = rl_hash_sip13(seed, key, len);
-	k->tag = (h & ~0xFFull) | rule;
-	if ((h & ~0xFFull) == 0)
-		k->tag |= 0x100;
-	k->bucket = (h >> 8) & t->bucket_mask;
-	k->key = key;
-	k->len = len;
+		rl_hash_sip13_init(seed, t->sip[rule]);
+	}
 }
 
 /* Publish the key bytes of a slot just claimed (seqlock writer). */

@@ -10,11 +10,14 @@
 #define RL_SLOT_H
 
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/rseq.h>
 
 #include "algo.h"
+#include "hash.h"
 #include "shm.h"
 
 #define LOOKUP_RETRIES 8
@@ -65,9 +68,41 @@ static inline int is_marker(uint64_t s)
 	return (s & RL_STATE_MARK) != 0;
 }
 
-/* The tag and bucket of `key` under rule `rule`, into `k`. */
-void rl_slot_key(const struct rl_table *t, unsigned rule, const void *key,
-		 size_t len, struct keyref *k);
+/* Key t->sip for every rule from the segment's seed (at open). */
+void rl_slot_keys_init(struct rl_table *t);
+
+/*
+ * The tag and bucket of `key` under rule `rule` (below RL_MAX_RULES), into
+ * `k`. The rule id is mixed in by keying (rl_slot_keys_init: the seed's
+ * first word xor rule * 2^64/phi): the same bytes under two rules are two
+ * keys. The keyed state is the handle's, so a decision hashes only.
+ */
+static inline __attribute__((always_inline)) void
+rl_slot_key(const struct rl_table *t, unsigned rule, const void *key,
+	    size_t len, struct keyref *k)
+{
+	uint64_t h = rl_hash_sip13_from(t->sip[rule], key, len);
+
+	k->tag = (h & ~0xFFull) | rule;
+	if ((h & ~0xFFull) == 0)
+		k->tag |= 0x100;
+	k->bucket = (h >> 8) & t->bucket_mask;
+	k->key = key;
+	k->len = len;
+}
+
+/* Rule `id` as this process has validated it (rl_table_rule_get): its
+ * cache's one load when it has one. */
+static inline const struct rl_rule_cache *rl_slot_rule(struct rl_table *t,
+						       unsigned id)
+{
+	const struct rl_rule_cache *c;
+
+	if (id >= RL_MAX_RULES)
+		return NULL;
+	c = __atomic_load_n(&t->cache[id], __ATOMIC_ACQUIRE);
+	return c ? c : rl_table_rule_get(t, id);
+}
 
 /* rl_slot_find's `create`: find only; claim or re-key a slot if need be;
  * claim only an empty or idle one (a key not in use yet, the agent's). */
@@ -80,6 +115,46 @@ enum { RL_FIND_PEEK = 0, RL_FIND_CLAIM = 1, RL_FIND_IDLE = 2 };
  */
 struct rl_slot *rl_slot_find(struct rl_table *t, const struct keyref *k,
 			     uint64_t now_ns, int create);
+
+/* rl_slot_find, the bucket's first slot tried inline: where a key usually
+ * is, a bucket holding one key at a low load. */
+static inline struct rl_slot *rl_slot_find_fast(struct rl_table *t,
+						const struct keyref *k,
+						uint64_t now_ns, int create)
+{
+	struct rl_slot *s = &t->slots[k->bucket * RL_BUCKET_SLOTS];
+
+	if (atomic_load_explicit(&s->key, memory_order_acquire) == k->tag)
+		return s;
+	return rl_slot_find(t, k, now_ns, create);
+}
+
+/* ---- the CPU, for the counter shards ----------------------------------------- */
+
+/* glibc 2.35 and later register an rseq area for every thread, in which the
+ * kernel keeps the thread's CPU: weak, so that an older glibc loads the
+ * shim all the same (and sched_getcpu() answers). */
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+
+/* This thread's rseq area, NULL when glibc registered none (too old, the
+ * glibc.pthread.rseq=0 tunable, a kernel or valgrind without rseq). */
+static inline const struct rseq *rl_slot_rseq(void)
+{
+	if (!&__rseq_size || !&__rseq_offset || !__rseq_size)
+		return NULL;
+	return (const struct rseq *)((const char *)__builtin_thread_pointer() +
+				     __rseq_offset);
+}
+
+/*
+ * The CPU this thread runs on, for a counter shard (decide.c): its rseq
+ * area's cpu_id once found there (one load), else sched_getcpu(), asked
+ * again every RL_CPU_RECHECK calls. A CPU a migration has just made stale
+ * costs a shared cache line for a while, never a count.
+ */
+#define RL_CPU_RECHECK 64u
+unsigned rl_slot_cpu_slow(void);
 
 /* rl_slot_take's `how`. */
 #define RL_TAKE_COUNT 0x1u  /* count an allowed decision (else only denials) */

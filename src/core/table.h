@@ -86,6 +86,9 @@ struct rl_table {
 	char *kept;
 	uint64_t bucket_mask;
 	uint64_t seed[2];
+	uint64_t sip[RL_MAX_RULES][4];               /* SipHash's state keyed
+							for each rule's keys
+							(rl_slot_key) */
 	struct rl_rule_cache *cache[RL_MAX_RULES];   /* read with acquire */
 	struct rl_rule_cache from_segment[RL_MAX_RULES];
 	int from_segment_state[RL_MAX_RULES];        /* 0 empty, 1 filling,

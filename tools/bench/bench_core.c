@@ -10,11 +10,18 @@
  * table. Both hash the key with the same SipHash, so the difference is the
  * design: lock-free CAS on one word against a lock around everything.
  *
- *   bench_core [-n DECISIONS] [-w WORKLOAD] [-d DESIGN]
+ *   bench_core [-n DECISIONS] [-w WORKLOAD] [-d DESIGN] [-r ROUNDS] [-s]
  *     WORKLOAD: 1proc | 2proc-distinct | 2proc-same  (default: all)
  *     DESIGN:   rlshim | mutex                        (default: both)
+ *     ROUNDS:   runs of each (workload, design), the two designs
+ *               interleaved, their order swapped every round (default 5;
+ *               1 with -d, so that a count under callgrind is of N)
+ *     -s:       as with an agent syncing the table (RL_AGENT_SYNC, this
+ *               host alone): the general path, which counts for the agent
  *
- * Prints one markdown row per (workload, design), then the ratios.
+ * Prints one markdown row per (workload, design), the median of its rounds,
+ * then the ratios: the median of the rounds' ratios, each of two runs next
+ * to each other in time, which on a shared machine drifts less than either.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -183,26 +190,51 @@ static uint64_t run(struct ctx *c, const struct workload *w, uint64_t n)
 	return rl_time_now_ns() - t0;
 }
 
+#define ROUNDS_MAX 21
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int main(int argc, char **argv)
 {
 	struct rl_err e;
 	const char *only_w = NULL, *only_d = NULL;
 	uint64_t n = 5000000;
-	double ns_per[3][2] = { { 0 } };
+	double ns_per[3][2] = { { 0 } }, ratio[3] = { 0 };
+	unsigned rounds = 0;
+	int syncing = 0;
 	char seg[64];
 	struct ctx c;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:w:d:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:d:r:s")) != -1) {
 		switch (opt) {
 		case 'n': n = strtoull(optarg, NULL, 10); break;
 		case 'w': only_w = optarg; break;
 		case 'd': only_d = optarg; break;
+		case 'r': rounds = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 's': syncing = 1; break;
 		default:
 			fprintf(stderr, "usage: bench_core [-n N] [-w WORKLOAD] "
-				"[-d rlshim|mutex]\n");
+				"[-d rlshim|mutex] [-r ROUNDS] [-s]\n");
 			return 2;
 		}
+	}
+	if (!rounds)
+		rounds = only_d ? 1 : 5;
+	if (rounds > ROUNDS_MAX) {
+		fprintf(stderr, "bench_core: 1 to %d rounds\n", ROUNDS_MAX);
+		return 2;
 	}
 	memset(&c, 0, sizeof(c));
 	for (unsigned i = 0; i < KEYS; i++)
@@ -222,6 +254,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_core: cannot register the rule\n");
 			return 1;
 		}
+		if (syncing)
+			rl_table_agent_flags_change(c.table, RL_AGENT_SYNC, 0);
 	}
 	c.map = map_new(1e9, 1e9);
 	if (!c.map)
@@ -245,29 +279,41 @@ int main(int argc, char **argv)
 	printf("|---|---|---:|---:|\n");
 	for (unsigned wi = 0; wi < 3; wi++) {
 		const struct workload *w = &workloads[wi];
+		double per[2][ROUNDS_MAX], ratios[ROUNDS_MAX];
 
 		if (only_w && strcmp(only_w, w->name))
 			continue;
-		for (int d = 0; d < 2; d++) {
-			uint64_t ns;
+		for (unsigned r = 0; r < rounds; r++) {
+			for (int i = 0; i < 2; i++) {
+				/* rlshim first in even rounds, the mutex in odd */
+				int d = (int)(r & 1) ^ i;
 
+				per[d][r] = 0;
+				if (only_d && strcmp(only_d, d ? "mutex" : "rlshim"))
+					continue;
+				c.design = (enum design)d;
+				per[d][r] = (double)run(&c, w, n) / (double)n;
+			}
+			ratios[r] = per[0][r] > 0 ? per[1][r] / per[0][r] : 0;
+		}
+		for (int d = 0; d < 2; d++) {
 			if (only_d && strcmp(only_d, d ? "mutex" : "rlshim"))
 				continue;
-			c.design = (enum design)d;
-			ns = run(&c, w, n);
-			ns_per[wi][d] = (double)ns / (double)n;
+			ns_per[wi][d] = median(per[d], rounds);
 			printf("| %s | %s | %.1f M | %.1f |\n", w->name,
 			       d ? "mutex + hash map" : "rlshim table",
-			       (double)(n * w->procs) / (double)ns * 1e3,
+			       (double)w->procs / ns_per[wi][d] * 1e3,
 			       ns_per[wi][d]);
 		}
+		ratio[wi] = median(ratios, rounds);
 	}
 	if (!only_d) {
-		printf("\n| workload | rlshim speed / mutex speed |\n|---|---:|\n");
+		printf("\n| workload | rlshim speed / mutex speed (median of %u "
+		       "rounds) |\n|---|---:|\n", rounds);
 		for (unsigned wi = 0; wi < 3; wi++)
-			if (ns_per[wi][0] > 0)
+			if (ratio[wi] > 0)
 				printf("| %s | %.2fx |\n", workloads[wi].name,
-				       ns_per[wi][1] / ns_per[wi][0]);
+				       ratio[wi]);
 	}
 	rl_table_close(c.table);
 	rl_table_unlink(seg);

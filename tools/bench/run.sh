@@ -14,19 +14,31 @@ echo
 if command -v valgrind >/dev/null 2>&1; then
 	echo "## core: user-space instructions per decision (callgrind, 1 process)"
 	echo
-	echo "| design | instructions per decision |"
-	echo "|---|---:|"
-	for d in rlshim mutex; do
-		tot() {
-			valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-				"$B/bench/bench_core" -n "$1" -w 1proc -d "$d" 2>&1 >/dev/null |
-				sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
-		}
-		a=$(tot 100000)
-		b=$(tot 200000)
-		echo "| $d | $(( (b - a) / 100000 )) |"
+	# As built (librlcore.a linked as an embedder links it), and linked
+	# as the shim is, with LTO: rl_table_take inlined into its caller
+	# (the archive's objects are fat, so the same flags link either way).
+	lto="$B/bench/bench_core-lto"
+	# shellcheck disable=SC2046 # .cflags is a list of flags
+	${CC:-cc} $(cat "$B/.cflags") -MF /dev/null -o "$lto" \
+		"$(dirname "$0")/bench_core.c" "$B/librlcore.a" -lpthread \
+		-flto=auto || lto=
+	tot() {
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+			"$1" -n "$2" -w 1proc -d "$3" 2>&1 >/dev/null |
+			sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+	}
+	for bin in "$B/bench/bench_core" $lto; do
+		[ "$bin" = "$lto" ] &&
+			echo "Linked with LTO, as the shim is (\`$lto\`):" && echo
+		echo "| design | instructions per decision |"
+		echo "|---|---:|"
+		for d in rlshim mutex; do
+			a=$(tot "$bin" 100000 "$d")
+			b=$(tot "$bin" 200000 "$d")
+			echo "| $d | $(( (b - a) / 100000 )) |"
+		done
+		echo
 	done
-	echo
 fi
 
 # RL_BENCH_SHIM_B=path/to/another/librlshim.so runs it as (B) beside (b) in
