@@ -477,6 +477,27 @@ static void test_cut_and_early_refusals(void **state)
 	pair_close(&p);
 }
 
+/* A POST's head read by the application, then its 10-byte body by a
+ * child it forks (Python's CGI child reads it from the socket it
+ * inherits). */
+static void cgi_child_took_body(struct pair *p, char *buf, size_t head_len)
+{
+	pid_t pid;
+	int st;
+
+	put(p, "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789");
+	assert_int_equal(app_read(p, buf, head_len, 0), (ssize_t)head_len);
+	pid = fork();
+	if (pid == 0) {
+		char body[10];
+
+		_exit(recv(p->fd, body, sizeof(body), MSG_WAITALL) == 10 ? 0 : 1);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* A child that reads the body itself (Python's CGI child reads it from the
  * socket it inherits): the parent's next read counts it off, and the
  * request after it is framed where it is, also after the client's FIN. */
@@ -485,22 +506,10 @@ static void test_child_took_body(void **state)
 	static const char head[] = "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
 	struct pair p;
 	char buf[4096];
-	pid_t pid;
-	int st;
 
 	(void)state;
 	pair_open(&p);
-	put(&p, "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789");
-	assert_int_equal(app_read(&p, buf, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
-	pid = fork();
-	if (pid == 0) {
-		char body[10];
-
-		_exit(recv(p.fd, body, sizeof(body), MSG_WAITALL) == 10 ? 0 : 1);
-	}
-	assert_true(pid > 0);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	cgi_child_took_body(&p, buf, sizeof(head) - 1);
 	put(&p, "GET /after HTTP/1.1\r\n\r\n");
 	shutdown(p.client, SHUT_WR);
 	usleep(20000);
@@ -578,22 +587,10 @@ static void test_child_took_body_bytes_while_looking(void **state)
 	static const char head[] = "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
 	struct pair p;
 	char buf[4096];
-	pid_t pid;
-	int st;
 
 	(void)state;
 	pair_open(&p);
-	put(&p, "POST /cgi HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789");
-	assert_int_equal(app_read(&p, buf, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
-	pid = fork();
-	if (pid == 0) {
-		char body[10];
-
-		_exit(recv(p.fd, body, sizeof(body), MSG_WAITALL) == 10 ? 0 : 1);
-	}
-	assert_true(pid > 0);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	cgi_child_took_body(&p, buf, sizeof(head) - 1);
 	late.client = p.client;
 	late.bytes = "GET /after HTTP/1.1\r\n\r\n";
 	rl_io.sys.inq = late_inq;

@@ -614,6 +614,26 @@ HEADS = {
 }
 
 
+def head_table(h, col, names, per, tot, keys, fmt, extra):
+    """One head's table: a row per name (per[variant][name]), each variant's
+    figure and its difference from (a), then the totals (`extra(k)` after
+    each total's difference)."""
+    out = [f'#### {h}: {HEADS[h][0]} ({head_len(h):,} bytes)', '',
+           f'| {col} | ' + ' | '.join(f'({k})' for k in keys) + ' | ' +
+           ' | '.join(f'{k} - a' for k in keys[1:]) + ' |',
+           '|---|' + '---:|' * (2 * len(keys) - 1)]
+    for n in names:
+        v = {k: per[k].get(n, 0) for k in keys}
+        out.append(f'| {n} | ' + ' | '.join(f'{v[k]:{fmt}}' for k in keys) +
+                   ' | ' + ' | '.join(f'{v[k] - v["a"]:+{fmt}}'
+                                      for k in keys[1:]) + ' |')
+    out.append('| **total** | ' + ' | '.join(f'**{tot[k]:{fmt}}**'
+                                             for k in keys) + ' | ' +
+               ' | '.join(f'**{tot[k] - tot["a"]:+{fmt}}{extra(k)}**'
+                          for k in keys[1:]) + ' |')
+    return out
+
+
 def head_len(name: str) -> int:
     fn = HEADS[name][1] or head_ab
     return len(fn(free_port()))
@@ -715,19 +735,8 @@ def bench_syscalls(root: str, heads: list[str], n1: int, n2: int,
                                       s))
         tot = {k: sum(per[k].values()) for k in keys}
         totals[h] = tot
-        out += [f'#### {h}: {HEADS[h][0]} ({head_len(h):,} bytes)', '',
-                '| syscall | ' + ' | '.join(f'({k})' for k in keys) + ' | ' +
-                ' | '.join(f'{k} - a' for k in keys[1:]) + ' |',
-                '|---|' + '---:|' * (2 * len(keys) - 1)]
-        for s in names:
-            v = {k: per[k].get(s, 0) for k in keys}
-            out.append(f'| {s} | ' + ' | '.join(f'{v[k]:.3f}' for k in keys)
-                       + ' | ' + ' | '.join(f'{v[k] - v["a"]:+.3f}'
-                                            for k in keys[1:]) + ' |')
-        out.append('| **total** | ' + ' | '.join(f'**{tot[k]:.3f}**'
-                                                 for k in keys) + ' | ' +
-                   ' | '.join(f'**{tot[k] - tot["a"]:+.3f}**'
-                              for k in keys[1:]) + ' |')
+        out += head_table(h, 'syscall', names, per, tot, keys, '.3f',
+                          lambda k: '')
         out.append('')
     out += ['All heads, system calls per request (goal: +0):', '',
             '| head | bytes | ' + ' | '.join(f'({k}) {n}' for k, n, _ in
@@ -845,20 +854,8 @@ def bench_instructions(root: str, heads: list[str], n1: int, n2: int,
         names = sorted({o for k in keys for o, v in objs[k].items()
                         if abs(v) >= 0.5},
                        key=lambda o: -max(objs[k].get(o, 0) for k in keys))
-        out += [f'#### {h}: {HEADS[h][0]} ({head_len(h):,} bytes)', '',
-                '| object | ' + ' | '.join(f'({k})' for k in keys) + ' | ' +
-                ' | '.join(f'{k} - a' for k in keys[1:]) + ' |',
-                '|---|' + '---:|' * (2 * len(keys) - 1)]
-        for o in names:
-            v = {k: objs[k].get(o, 0) for k in keys}
-            out.append(f'| {o} | ' + ' | '.join(f'{v[k]:,.0f}' for k in keys)
-                       + ' | ' + ' | '.join(f'{v[k] - v["a"]:+,.0f}'
-                                            for k in keys[1:]) + ' |')
-        out.append('| **total** | ' + ' | '.join(f'**{tot[k]:,.0f}**'
-                                                 for k in keys) + ' | ' +
-                   ' | '.join(f'**{tot[k] - tot["a"]:+,.0f} '
-                              f'({pct(tot[k], tot["a"])})**'
-                              for k in keys[1:]) + ' |')
+        out += head_table(h, 'object', names, objs, tot, keys, ',.0f',
+                          lambda k: f' ({pct(tot[k], tot["a"])})')
         out += ['', f'Top {top} functions of the shim (and libc where a '
                 "shim's run spends more there), exclusive Ir per request:",
                 '']
