@@ -8,7 +8,8 @@
  *   rlshimctl [-c FILE] top [-n N]                keys nearest their limit
  *   rlshimctl [-c FILE] metrics                   Prometheus text format
  *   rlshimctl [-c FILE] check [FILE]              validate a configuration
- *   rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] ban on every process of
+ *   rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] [--force]
+ *                                                 ban on every process of
  *                                                 the host (and, with an
  *                                                 agent and [redis], every
  *                                                 host)
@@ -187,8 +188,14 @@ static void usage(FILE *f)
 		char args[128];
 
 		ctl_args_line(commands[i], args, sizeof(args));
-		fprintf(f, "  %-7s %-24s %s\n", commands[i]->name, args,
-			commands[i]->help);
+		/* Arguments too long for their column: the help below. */
+		if (strlen(args) > 24)
+			fprintf(f, "  %-7s %s\n  %-7s %-24s %s\n",
+				commands[i]->name, args, "", "",
+				commands[i]->help);
+		else
+			fprintf(f, "  %-7s %-24s %s\n", commands[i]->name,
+				args, commands[i]->help);
 	}
 	fprintf(f, "\n  -c FILE   the configuration (default: $RLSHIM_CONFIG, "
 		   "else /etc/rlshim.conf,\n"
