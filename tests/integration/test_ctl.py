@@ -464,6 +464,20 @@ def ban_guards():
         s.stop()
 
 
+def versions():
+    """rlshimctl --version and rlshimd --version: one line, the Makefile's
+    release, exit 0, with no configuration or segment anywhere."""
+    with open(os.path.join(REPO, 'Makefile')) as f:
+        version = re.search(r'^RLSHIM_VERSION := (\S+)$', f.read(), re.M).group(1)
+    env = dict(os.environ, RLSHIM_CONFIG=os.path.join(F.TMP, 'none.conf'))
+    for prog, path in (('rlshimctl', CTL),
+                       ('rlshimd', os.path.join(REPO, 'build', 'rlshimd'))):
+        out = subprocess.run([path, '--version'], capture_output=True, text=True,
+                             timeout=10, env=env)
+        assert (out.returncode, out.stdout, out.stderr) == \
+            (0, f'{prog} {version}\n', ''), (prog, out)
+
+
 COMMANDS = {'status': '--json', 'top': '-n N', 'metrics': '', 'check': 'FILE',
             'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '',
             'xdp': 'stats'}
@@ -654,7 +668,7 @@ def xdp_status():
 
 
 TESTS = [status_counts, top_keys, metrics, checker_is_strict, ban_round_trip,
-         ban_guards, options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
+         ban_guards, versions, options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
 
 
 def main():

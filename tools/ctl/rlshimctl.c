@@ -18,6 +18,7 @@
  *                                                 expires in
  *   rlshimctl [-c FILE] xdp stats                 the XDP dropper's counters
  *                                                 and drops per address
+ *   rlshimctl --version                           the release
  *
  * Exit status: 0 ok, 1 failure with a one-line reason, 2 usage. The
  * segment is found through the configuration (its `shm`), never created.
@@ -201,6 +202,7 @@ static void usage(FILE *f)
 		   "else /etc/rlshim.conf,\n"
 		   "            else the built-in default)\n"
 		   "  rlshimctl COMMAND --help   more about one command\n"
+		   "  rlshimctl --version        the release\n"
 		   "exit status: 0 ok, 1 failure, 2 usage\n");
 }
 
@@ -217,6 +219,7 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ctl c;
@@ -229,6 +232,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'c': c.config_path = optarg; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("rlshimctl %s\n", RLSHIM_VERSION); return 0;
 		case ':':
 			ctl_usage("%s wants an argument", argv[optind - 1]);
 			return short_usage();
