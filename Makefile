@@ -39,8 +39,11 @@ WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes \
 ifeq ($(SANITIZE),)
 LTO := -flto=auto -ffat-lto-objects
 endif
+# The release: the one place it is written (rlshimctl --version, rlshimd
+# --version, rlcore.pc).
+RLSHIM_VERSION := 0.6
 BASE_CFLAGS := $(WARN) -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE $(LTO) \
-	-ftls-model=initial-exec \
+	-ftls-model=initial-exec -DRLSHIM_VERSION=\"$(RLSHIM_VERSION)\" \
 	-Iinclude -iquote src/core -iquote src/shim -iquote src/agent -MMD -MP $(SAN_FLAGS)
 # User CFLAGS/LDFLAGS add to the defaults, never replace them.
 override CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
@@ -319,7 +322,6 @@ demo: $(SHIM) $(B)/legacy_server
 # built into it) and the statement of the default stay as they are.
 PREFIX ?= /usr/local
 DESTDIR ?=
-RLSHIM_VERSION := 0.6
 INST := $(DESTDIR)$(PREFIX)
 INST_EXAMPLES := $(notdir $(wildcard examples/*.conf))
 INST_SYSTEMD := rlshimd.service rlshim-preload.conf

@@ -6,6 +6,7 @@
  * XDP (xdp_loader.c).
  *
  *   rlshimd [-c FILE] [--foreground] [--log FILE]
+ *   rlshimd --version
  *
  * Started by the service manager (with --foreground), or by the shim at the
  * first accept when the configuration has [redis] or [xdp] and no agent
@@ -109,7 +110,8 @@ static void usage(FILE *f)
 		   "  -c FILE         configuration (default: $RLSHIM_CONFIG, "
 		   "else /etc/rlshim.conf)\n"
 		   "  --foreground    do not detach (for a service manager)\n"
-		   "  --log FILE      append the log there when detached\n");
+		   "  --log FILE      append the log there when detached\n"
+		   "  --version       print the release and exit\n");
 }
 
 /* Hold the segment: one agent per segment. Returns the locked fd, -1 if
@@ -177,6 +179,7 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "log", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = NULL, *logfile = NULL;
@@ -198,6 +201,7 @@ int main(int argc, char **argv)
 		case 'f': foreground = 1; break;
 		case 'l': logfile = optarg; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("rlshimd %s\n", RLSHIM_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

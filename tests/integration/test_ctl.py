@@ -414,14 +414,72 @@ def options_anywhere():
             [r[:4] for r in top_rows(s.config, '-n1')]
         out = ctl(s.config, 'ban', '127.0.0.1', '--help')
         assert out.returncode == 0 and out.stdout.startswith(
-            'usage: rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR]\n'), out
+            'usage: rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] [--force]\n'), out
         assert ok(s.config, 'bans') == 'no bans\n'
     finally:
         s.stop()
 
 
+def ban_guards():
+    """A ban wider than a /8 (IPv4) or /32 (IPv6), or one that shares an
+    address with the allow list, is refused in one line that says what it
+    would cover, and nothing is banned; a /8 and a /32 are taken; --force
+    bans each as given (the servers still serve an allow address)."""
+    s = F.Legacy('allow = 127.0.0.1 2001:db8:5::/48\n'
+                 '[limit:all]\nmatch = *\nrate = 100/s\n')
+    force = ' (--force overrides)'
+    try:
+        assert s.get().status == 200
+        for target, why in (
+                ('0.0.0.0/0', '0.0.0.0/0: it covers every IPv4 address, more than a /8'),
+                ('::/0', '::/0: it covers every IPv6 address, more than a /32'),
+                ('2.0.0.0/7', '2.0.0.0/7: it covers 2^25 addresses, more than a /8'),
+                ('2001:db8::/31', '2001:db8::/31: it covers 2^97 addresses, '
+                 'more than a /32'),
+                ('127.0.0.0/8', '127.0.0.0/8: it covers 127.0.0.1 of the allow list'),
+                ('127.0.0.1', '127.0.0.1/32: it covers 127.0.0.1 of the allow list'),
+                ('2001:db8:5:1::/64', '2001:db8:5:1::/64: it covers 2001:db8:5::/48 '
+                 'of the allow list'),
+                ('2001:db8::/32', '2001:db8::/32: it covers 2001:db8:5::/48 '
+                 'of the allow list')):
+            out = ctl(s.config, 'ban', target, '--for', '10m')
+            lines = one_line_error(out, 1)
+            assert lines == [f'rlshimctl: refusing to ban {why}{force}'], (target, lines)
+            assert out.stdout == '', (target, out.stdout)
+            assert ok(s.config, 'bans') == 'no bans\n', target
+        for target in ('10.0.0.0/8', '2001:db9::/32'):
+            assert ok(s.config, 'ban', target) == f'banned {target} for 1h\n'
+            assert ok(s.config, 'unban', target) == f'unbanned {target}\n'
+        assert s.get().status == 200
+        for target, text in (('0.0.0.0/0', '0.0.0.0/0'), ('::/0', '::/0'),
+                             ('127.0.0.1', '127.0.0.1/32')):
+            assert ok(s.config, 'ban', '--force', target, '--for', '10m') == \
+                f'banned {text} for 10m\n', target
+        rows = [r.split() for r in ok(s.config, 'bans').splitlines()[1:]]
+        assert sorted(r[0] for r in rows) == ['0.0.0.0/0', '127.0.0.1/32', '::/0'], rows
+        assert all(r[1] == 'manual' for r in rows), rows
+        assert status(s)['bans']['active'] == 3
+        assert s.get().status == 200  # allow: never refused by the servers
+    finally:
+        s.stop()
+
+
+def versions():
+    """rlshimctl --version and rlshimd --version: one line, the Makefile's
+    release, exit 0, with no configuration or segment anywhere."""
+    with open(os.path.join(REPO, 'Makefile')) as f:
+        version = re.search(r'^RLSHIM_VERSION := (\S+)$', f.read(), re.M).group(1)
+    env = dict(os.environ, RLSHIM_CONFIG=os.path.join(F.TMP, 'none.conf'))
+    for prog, path in (('rlshimctl', CTL),
+                       ('rlshimd', os.path.join(REPO, 'build', 'rlshimd'))):
+        out = subprocess.run([path, '--version'], capture_output=True, text=True,
+                             timeout=10, env=env)
+        assert (out.returncode, out.stdout, out.stderr) == \
+            (0, f'{prog} {version}\n', ''), (prog, out)
+
+
 COMMANDS = {'status': '--json', 'top': '-n N', 'metrics': '', 'check': 'FILE',
-            'ban': 'ADDR[/LEN] [--for DUR]', 'unban': 'ADDR[/LEN]', 'bans': '',
+            'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '',
             'xdp': 'stats'}
 
 
@@ -610,7 +668,7 @@ def xdp_status():
 
 
 TESTS = [status_counts, top_keys, metrics, checker_is_strict, ban_round_trip,
-         options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
+         ban_guards, versions, options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
 
 
 def main():

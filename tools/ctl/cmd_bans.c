@@ -14,10 +14,16 @@
 
 #define DEFAULT_BANTIME_NS (3600 * RL_NS_PER_SEC)
 
+/* The widest ban made without --force: a /8 of IPv4, a /32 of IPv6 (one
+ * provider's allocation). */
+#define WIDEST_V4 8
+#define WIDEST_V6 32
+
 /* What ban and unban take. */
 struct ban_opts {
 	const char *target;  /* ADDR[/LEN] */
 	uint64_t for_ns;
+	int force;
 };
 
 static const struct ctl_option ban_options[] = {
@@ -26,6 +32,8 @@ static const struct ctl_option ban_options[] = {
 	CTL_OPTION(CTL_OPT_DURATION, struct ban_opts, for_ns, .name = "for",
 		   .metavar = "DUR",
 		   .help = "how long: 30s, 10m, 1h (default), 1d"),
+	CTL_OPTION(CTL_OPT_BOOL, struct ban_opts, force, .name = "force",
+		   .help = "ban even what is refused without it (below)"),
 	CTL_END_OPTIONS,
 };
 
@@ -42,6 +50,52 @@ static int parse_target(const char *s, struct rl_cidr *out)
 	return rl_cidr_parse(s, strlen(s), out);
 }
 
+/* A prefix as the operator would write it: a host without its /32. */
+static void format_entry(const struct rl_cidr *c, char *buf, size_t len)
+{
+	rl_cidr_format(c, buf, len);
+	if (c->prefix == rl_addr_bits(&c->addr))
+		*strchr(buf, '/') = '\0';
+}
+
+/*
+ * What a ban of `ban` would cut off that an operator rarely means to: more
+ * than a /8 or /32 (0.0.0.0/0 is every client, XDP included), or an
+ * address of the allow list. Returns 1 after saying which, else 0.
+ */
+static int too_much(const struct ctl *c, const struct rl_cidr *ban,
+		    const char *text)
+{
+	int v4 = ban->addr.family == RL_AF_INET;
+	unsigned widest = v4 ? WIDEST_V4 : WIDEST_V6;
+	char what[RL_CIDR_STRLEN + 32];
+
+	if (ban->prefix < widest) {
+		if (ban->prefix == 0)
+			snprintf(what, sizeof(what), "every IPv%d address",
+				 v4 ? 4 : 6);
+		else
+			snprintf(what, sizeof(what), "2^%u addresses",
+				 rl_addr_bits(&ban->addr) - ban->prefix);
+		ctl_fail("refusing to ban %s: it covers %s, more than a /%u "
+			 "(--force overrides)", text, what, widest);
+		return 1;
+	}
+	for (uint32_t i = 0; i < c->cfg->allow.n; i++) {
+		const struct rl_cidr *a = &c->cfg->allow.items[i];
+
+		/* Either holds the other: they share an address. */
+		if (!rl_cidr_contains(ban, &a->addr) &&
+		    !rl_cidr_contains(a, &ban->addr))
+			continue;
+		format_entry(a, what, sizeof(what));
+		ctl_fail("refusing to ban %s: it covers %s of the allow list "
+			 "(--force overrides)", text, what);
+		return 1;
+	}
+	return 0;
+}
+
 static int run_ban(struct ctl *c, const void *opts)
 {
 	const struct ban_opts *o = opts;
@@ -54,12 +108,14 @@ static int run_ban(struct ctl *c, const void *opts)
 		return ctl_fail("not an address or prefix: '%s'", o->target);
 	if ((rc = ctl_open(c, 0)))
 		return rc;
+	rl_cidr_format(&cidr, text, sizeof(text));
+	if (!o->force && too_much(c, &cidr, text))
+		return 1;
 	now = rl_time_wall_ms();
 	rc = rl_ban_add(c->table, &cidr, now + dur / RL_NS_PER_MS, RL_BAN_MANUAL,
 			RL_BAN_NO_RULE, now);
 	if (rc)
 		return ctl_fail("the ban table is full around %s", o->target);
-	rl_cidr_format(&cidr, text, sizeof(text));
 	rl_time_format_duration(d, sizeof(d), dur);
 	printf("banned %s for %s\n", text, d);
 	return 0;
@@ -70,7 +126,9 @@ const struct ctl_command ctl_cmd_ban = {
 	.help = "ban an address or prefix",
 	.more = "  Every process of the host refuses it at accept; with an "
 		"agent, [redis] spreads\n  it to the other hosts and [xdp] "
-		"drops its packets.\n",
+		"drops its packets.\n  Without --force, a ban wider than a "
+		"/8 (IPv4) or /32 (IPv6), or over an\n  address of the "
+		"allow list, is refused.\n",
 	.options = ban_options,
 	.opts_size = sizeof(struct ban_opts),
 	.defaults = &ban_defaults,

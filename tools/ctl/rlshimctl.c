@@ -8,7 +8,8 @@
  *   rlshimctl [-c FILE] top [-n N]                keys nearest their limit
  *   rlshimctl [-c FILE] metrics                   Prometheus text format
  *   rlshimctl [-c FILE] check [FILE]              validate a configuration
- *   rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] ban on every process of
+ *   rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] [--force]
+ *                                                 ban on every process of
  *                                                 the host (and, with an
  *                                                 agent and [redis], every
  *                                                 host)
@@ -17,6 +18,7 @@
  *                                                 expires in
  *   rlshimctl [-c FILE] xdp stats                 the XDP dropper's counters
  *                                                 and drops per address
+ *   rlshimctl --version                           the release
  *
  * Exit status: 0 ok, 1 failure with a one-line reason, 2 usage. The
  * segment is found through the configuration (its `shm`), never created.
@@ -187,13 +189,20 @@ static void usage(FILE *f)
 		char args[128];
 
 		ctl_args_line(commands[i], args, sizeof(args));
-		fprintf(f, "  %-7s %-24s %s\n", commands[i]->name, args,
-			commands[i]->help);
+		/* Arguments too long for their column: the help below. */
+		if (strlen(args) > 24)
+			fprintf(f, "  %-7s %s\n  %-7s %-24s %s\n",
+				commands[i]->name, args, "", "",
+				commands[i]->help);
+		else
+			fprintf(f, "  %-7s %-24s %s\n", commands[i]->name,
+				args, commands[i]->help);
 	}
 	fprintf(f, "\n  -c FILE   the configuration (default: $RLSHIM_CONFIG, "
 		   "else /etc/rlshim.conf,\n"
 		   "            else the built-in default)\n"
 		   "  rlshimctl COMMAND --help   more about one command\n"
+		   "  rlshimctl --version        the release\n"
 		   "exit status: 0 ok, 1 failure, 2 usage\n");
 }
 
@@ -210,6 +219,7 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ctl c;
@@ -222,6 +232,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'c': c.config_path = optarg; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("rlshimctl %s\n", RLSHIM_VERSION); return 0;
 		case ':':
 			ctl_usage("%s wants an argument", argv[optind - 1]);
 			return short_usage();
