@@ -7,9 +7,10 @@ rlshimctl checks the installed examples; every man page renders without a
 warning and documents what the installed programs say they do; the
 pkg-config file builds a program against the installed core that gets the
 published GCRA numbers; the systemd examples verify, name PREFIX's files and
-their command lines work; README.md, REFERENCE.md and BENCHMARKS.md are
-installed, and no installed text names a file under /usr/local when PREFIX is
-elsewhere; a server under the installed shim can be watched with the installed
+their command lines work; the unit's sandbox rates 5.0 or below in
+systemd-analyze security and allows every system call the agent makes;
+README.md, REFERENCE.md and BENCHMARKS.md are installed, and no installed
+text names a file under /usr/local when PREFIX is elsewhere; a server under the installed shim can be watched with the installed
 rlshimctl and its limit changed live; the installed demo runs from the
 installed files; uninstall removes exactly what install put there.
 """
@@ -466,14 +467,18 @@ def core_holds_no_shim():
 
 def unit_values(path):
     """key -> [values] of a unit file, comments and sections left out."""
-    vals = {}
     with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in '#;[':
-                continue
-            k, _, v = line.partition('=')
-            vals.setdefault(k.strip(), []).append(v.strip())
+        return unit_values_of(f.read())
+
+
+def unit_values_of(text):
+    vals = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in '#;[':
+            continue
+        k, _, v = line.partition('=')
+        vals.setdefault(k.strip(), []).append(v.strip())
     return vals
 
 
@@ -482,6 +487,16 @@ def capabilities_known(names):
         known = set(re.findall(r'#define (CAP_[A-Z_]+)\s+\d+', f.read()))
     for n in names:
         assert n in known, n
+
+
+def need_systemd_analyze():
+    if shutil.which('systemd-analyze'):
+        return
+    if os.environ.get('CI'):
+        raise AssertionError('systemd-analyze is missing (systemd; '
+                             'tools/deps.sh installs it)')
+    raise Skip('systemd-analyze is not installed; the files were checked '
+               'by hand only')
 
 
 def systemd_examples():
@@ -505,9 +520,7 @@ def systemd_examples():
     assert env['LD_PRELOAD'] == inst('lib/librlshim.so') and \
         os.path.isfile(env['LD_PRELOAD']), env
 
-    if not shutil.which('systemd-analyze'):
-        raise Skip('systemd-analyze is not installed; the files were checked '
-                   'by hand only')
+    need_systemd_analyze()
     d = os.path.join(TMP, 'units')
     os.makedirs(os.path.join(d, 'rlshim-dummy.service.d'))
     with open(unit) as f:
@@ -515,8 +528,7 @@ def systemd_examples():
     with open(os.path.join(d, 'rlshimd.service'), 'w') as f:
         f.write(text)
     with open(os.path.join(d, 'rlshimd-xdp.service'), 'w') as f:
-        f.write(re.sub(r'^#((Ambient|CapabilityBounding)\w*=)', r'\1', text,
-                       flags=re.M))
+        f.write(unit_with_xdp(text))
     with open(os.path.join(d, 'rlshim-dummy.service'), 'w') as f:
         f.write('[Unit]\nDescription=a server\n[Service]\nExecStart=/bin/true\n')
     shutil.copy(dropin, os.path.join(d, 'rlshim-dummy.service.d', 'rlshim.conf'))
@@ -525,6 +537,49 @@ def systemd_examples():
         p = sh('systemd-analyze', 'verify', os.path.join(d, name), env=venv)
         assert p.returncode == 0 and p.stdout + p.stderr == '', (name, p.stdout,
                                                                p.stderr)
+
+
+def unit_with_xdp(text):
+    """The unit with its commented capability lines in force."""
+    return re.sub(r'^#((Ambient|CapabilityBounding)\w*=)', r'\1', text,
+                  flags=re.M)
+
+
+def unit_sandboxed():
+    """systemd-analyze security rates the installed unit 5.0 or below
+    (OK), with its XDP lines commented and in force, as its comment says;
+    and it leaves open what the agent needs: the bpffs writable for the
+    pins, Unix, IP and netlink sockets, bpf(), the network, capabilities
+    that count (no PrivateUsers=), and the servers' segment kept when it
+    stops (no RemoveIPC= or DynamicUser=)."""
+    need_systemd_analyze()
+    unit = inst('share/doc/rlshim/systemd/rlshimd.service')
+    with open(unit) as f:
+        text = f.read()
+    said = re.search(r'rates it (\d+\.\d) OK, and\n# (\d+\.\d) OK with the XDP',
+                     text)
+    assert said, 'the unit does not say how systemd-analyze rates it'
+    d = os.path.join(TMP, 'sandbox')
+    os.makedirs(d)
+    for name, body, want in (('rlshimd.service', text, said.group(1)),
+                             ('rlshimd-xdp.service', unit_with_xdp(text),
+                              said.group(2))):
+        path = os.path.join(d, name)
+        with open(path, 'w') as f:
+            f.write(body)
+        p = sh('systemd-analyze', 'security', '--offline=yes', path)
+        m = re.search(r'Overall exposure level for \S+: (\d+\.\d) (\w+)',
+                      p.stdout)
+        assert p.returncode == 0 and m, (name, p.stdout[-500:], p.stderr)
+        assert float(m.group(1)) <= 5.0, (name, m.group(0), p.stdout)
+        assert m.group(1) == want, (name, m.group(0), f'the unit says {want}')
+    u = unit_values(unit)
+    for key in ('RemoveIPC', 'DynamicUser', 'PrivateUsers', 'PrivateNetwork'):
+        assert key not in u, (key, u[key])
+    assert u['ReadWritePaths'] == ['-/sys/fs/bpf'], u
+    assert set(u['RestrictAddressFamilies'][0].split()) == \
+        {'AF_UNIX', 'AF_INET', 'AF_INET6', 'AF_NETLINK'}, u
+    assert u['SystemCallFilter'] == ['@system-service bpf'], u
 
 
 def unit_command_line_runs():
@@ -791,7 +846,8 @@ def uninstall():
 
 TESTS = [install, shim_needs_only_libc, build_refuses_self_calls, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
-         pkg_config_links, core_holds_no_shim, systemd_examples, docs_installed,
+         pkg_config_links, core_holds_no_shim, systemd_examples, unit_sandboxed,
+         docs_installed,
          unit_command_line_runs,
          unit_xdp_capabilities,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,
