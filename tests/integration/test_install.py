@@ -691,6 +691,115 @@ wait $pid
         os.chmod(TMP, 0o700)
 
 
+def syscall_set(spec):
+    """The system calls a SystemCallFilter= allow list names, its @groups
+    expanded as systemd-analyze expands them."""
+    out = set()
+    for name in spec.split():
+        if not name.startswith('@'):
+            out.add(name)
+            continue
+        p = sh('systemd-analyze', 'syscall-filter', name)
+        assert p.returncode == 0, p.stderr
+        for line in p.stdout.splitlines()[1:]:
+            s = line.strip()
+            if s and not s.startswith('#'):
+                out |= syscall_set(s) if s.startswith('@') else {s}
+    return out
+
+
+SYSCALLS_SCRIPT = r'''
+set -e
+mount -t bpf bpf /sys/fs/bpf -o mode=0700
+strace -f -qq -o "$6" setpriv --reuid "$1" --regid "$1" --clear-groups \
+    --inh-caps "$2" --ambient-caps "$2" "$3" -c "$4" --foreground 2>"$5" &
+pid=$!
+started() {
+    i=0
+    until [ "$(grep -c 'agent started' "$5")" -ge "$1" ] || [ $i -ge 200 ]; do
+        sleep 0.05; i=$((i+1))
+    done
+}
+started 1
+"$7" -c "$4" ban 192.0.2.7 >/dev/null
+sleep 0.3
+echo >>"$4"
+started 2
+sleep 0.3
+kill -TERM $(pgrep -P $pid)
+wait $pid
+'''
+
+
+def unit_syscalls_allowed():
+    """Every system call the installed rlshimd makes, as the unit's user
+    with its XDP capabilities, with Redis and XDP, issuing a ban and
+    restarting on an edit, is in the unit's SystemCallFilter= (else
+    systemd would refuse it EPERM)."""
+    require_root('attaching XDP to a veth')
+    need_systemd_analyze()
+    for tool in ('setpriv', 'unshare', 'ip', 'strace', 'redis-server'):
+        if not shutil.which(tool):
+            raise AssertionError(f'{tool} is missing (tools/deps.sh)')
+    unit = inst('share/doc/rlshim/systemd/rlshimd.service')
+    with open(unit) as f:
+        u = unit_values_of(unit_with_xdp(f.read()))
+    allowed = syscall_set(u['SystemCallFilter'][0])
+    assert {'read', 'execve'} <= allowed, sorted(allowed)[:20]
+    caps = u['AmbientCapabilities'][0].split()
+    spec = ','.join('+' + c[4:].lower() for c in caps)
+    shm = f'rlshim-inst-sc-{os.getpid()}'
+    ifc = f'rlsc{os.getpid() % 100000}'
+    d = os.path.join(TMP, 'syscalls')
+    os.makedirs(d)
+    os.chmod(TMP, 0o755)
+    os.chmod(d, 0o777)  # the unit's user reads the configuration
+    port = free_port()
+    redis = subprocess.Popen(['redis-server', '--port', str(port), '--save', '',
+                              '--appendonly', 'no', '--bind', '127.0.0.1'],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf = os.path.join(d, 'agent.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nshm = {shm}\n\n[redis]\n'
+                f'url = redis://127.0.0.1:{port}/0\n\n[xdp]\ninterfaces = {ifc}\n'
+                'mode = generic\n\n[limit:api]\nrate = 10/s\nmaxretry = 5\n'
+                'findtime = 1m\nbantime = 10m\n')
+    os.chmod(conf, 0o666)
+    log, trace = os.path.join(d, 'agent.log'), os.path.join(d, 'trace')
+    sh('ip', 'link', 'del', ifc)
+    p = sh('ip', 'link', 'add', ifc, 'type', 'veth', 'peer', 'name', ifc + 'p')
+    assert p.returncode == 0, p.stderr
+    try:
+        assert wait_for(lambda: sh('redis-cli', '-p', str(port), 'ping')
+                        .stdout.strip() == 'PONG', 10), 'redis-server'
+        sh('ip', 'link', 'set', ifc, 'up')
+        p = sh('unshare', '-m', '--propagation', 'private', 'sh', '-c',
+               SYSCALLS_SCRIPT, 'sh', u['User'][0], spec, inst('sbin/rlshimd'),
+               conf, log, trace, inst('bin/rlshimctl'), timeout=60)
+        text = open(log).read() if os.path.exists(log) else ''
+        assert p.returncode == 0 and 'agent stopped' in text, (p.stderr, text)
+        for want in ('xdp attached', 'store connected',
+                     'agent restarting on the changed configuration'):
+            assert want in text, (want, text)
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        first = next(i for i, line in enumerate(lines)
+                     if re.search(r'execve\("' + re.escape(inst('sbin/rlshimd')),
+                                  line))
+        made = set()
+        for line in lines[first:]:
+            m = re.match(r'\d+\s+(?:<\.\.\. )?([a-z0-9_]+)[( ]', line)
+            if m:
+                made.add(m.group(1))
+        assert len(made) > 20, sorted(made)
+        assert made <= allowed, sorted(made - allowed)
+    finally:
+        end_process(redis)
+        sh('ip', 'link', 'del', ifc)
+        unlink_segment(shm)
+        os.chmod(TMP, 0o700)
+
+
 # ---- protect a server, watch it, change a limit -------------------------------------------
 
 def watch_and_change_live():
@@ -849,7 +958,7 @@ TESTS = [install, shim_needs_only_libc, build_refuses_self_calls, check_examples
          pkg_config_links, core_holds_no_shim, systemd_examples, unit_sandboxed,
          docs_installed,
          unit_command_line_runs,
-         unit_xdp_capabilities,
+         unit_xdp_capabilities, unit_syscalls_allowed,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,
          uninstall, destdir]
 
