@@ -10,9 +10,9 @@ published GCRA numbers; the systemd examples verify, name PREFIX's files and
 their command lines work; the unit's sandbox rates 5.0 or below in
 systemd-analyze security and allows every system call the agent makes;
 README.md, REFERENCE.md and BENCHMARKS.md are installed, and no installed
-text names a file under /usr/local when PREFIX is elsewhere; a server under the installed shim can be watched with the installed
-rlshimctl and its limit changed live; the installed demo runs from the
-installed files; uninstall removes exactly what install put there.
+text names a file under /usr/local when PREFIX is elsewhere; a server under
+the installed shim can be watched with the installed rlshimctl and its limit
+changed live; the installed demo runs from the installed files; uninstall removes exactly what install put there.
 """
 import os
 import re
