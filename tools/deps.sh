@@ -23,7 +23,7 @@ libcmocka-dev libinih-dev libhiredis-dev
 libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
-iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client
+iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
 groff-base man-db"
 
 # The packages of "$@" that dpkg does not have installed, each after a space.

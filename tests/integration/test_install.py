@@ -7,11 +7,12 @@ rlshimctl checks the installed examples; every man page renders without a
 warning and documents what the installed programs say they do; the
 pkg-config file builds a program against the installed core that gets the
 published GCRA numbers; the systemd examples verify, name PREFIX's files and
-their command lines work; README.md, REFERENCE.md and BENCHMARKS.md are
-installed, and no installed text names a file under /usr/local when PREFIX is
-elsewhere; a server under the installed shim can be watched with the installed
-rlshimctl and its limit changed live; the installed demo runs from the
-installed files; uninstall removes exactly what install put there.
+their command lines work; the unit's sandbox rates 5.0 or below in
+systemd-analyze security and allows every system call the agent makes;
+README.md, REFERENCE.md and BENCHMARKS.md are installed, and no installed
+text names a file under /usr/local when PREFIX is elsewhere; a server under
+the installed shim can be watched with the installed rlshimctl and its limit
+changed live; the installed demo runs from the installed files; uninstall removes exactly what install put there.
 """
 import os
 import re
@@ -466,14 +467,18 @@ def core_holds_no_shim():
 
 def unit_values(path):
     """key -> [values] of a unit file, comments and sections left out."""
-    vals = {}
     with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in '#;[':
-                continue
-            k, _, v = line.partition('=')
-            vals.setdefault(k.strip(), []).append(v.strip())
+        return unit_values_of(f.read())
+
+
+def unit_values_of(text):
+    vals = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in '#;[':
+            continue
+        k, _, v = line.partition('=')
+        vals.setdefault(k.strip(), []).append(v.strip())
     return vals
 
 
@@ -482,6 +487,16 @@ def capabilities_known(names):
         known = set(re.findall(r'#define (CAP_[A-Z_]+)\s+\d+', f.read()))
     for n in names:
         assert n in known, n
+
+
+def need_systemd_analyze():
+    if shutil.which('systemd-analyze'):
+        return
+    if os.environ.get('CI'):
+        raise AssertionError('systemd-analyze is missing (systemd; '
+                             'tools/deps.sh installs it)')
+    raise Skip('systemd-analyze is not installed; the files were checked '
+               'by hand only')
 
 
 def systemd_examples():
@@ -505,9 +520,7 @@ def systemd_examples():
     assert env['LD_PRELOAD'] == inst('lib/librlshim.so') and \
         os.path.isfile(env['LD_PRELOAD']), env
 
-    if not shutil.which('systemd-analyze'):
-        raise Skip('systemd-analyze is not installed; the files were checked '
-                   'by hand only')
+    need_systemd_analyze()
     d = os.path.join(TMP, 'units')
     os.makedirs(os.path.join(d, 'rlshim-dummy.service.d'))
     with open(unit) as f:
@@ -515,8 +528,7 @@ def systemd_examples():
     with open(os.path.join(d, 'rlshimd.service'), 'w') as f:
         f.write(text)
     with open(os.path.join(d, 'rlshimd-xdp.service'), 'w') as f:
-        f.write(re.sub(r'^#((Ambient|CapabilityBounding)\w*=)', r'\1', text,
-                       flags=re.M))
+        f.write(unit_with_xdp(text))
     with open(os.path.join(d, 'rlshim-dummy.service'), 'w') as f:
         f.write('[Unit]\nDescription=a server\n[Service]\nExecStart=/bin/true\n')
     shutil.copy(dropin, os.path.join(d, 'rlshim-dummy.service.d', 'rlshim.conf'))
@@ -525,6 +537,49 @@ def systemd_examples():
         p = sh('systemd-analyze', 'verify', os.path.join(d, name), env=venv)
         assert p.returncode == 0 and p.stdout + p.stderr == '', (name, p.stdout,
                                                                p.stderr)
+
+
+def unit_with_xdp(text):
+    """The unit with its commented capability lines in force."""
+    return re.sub(r'^#((Ambient|CapabilityBounding)\w*=)', r'\1', text,
+                  flags=re.M)
+
+
+def unit_sandboxed():
+    """systemd-analyze security rates the installed unit 5.0 or below
+    (OK), with its XDP lines commented and in force, as its comment says;
+    and it leaves open what the agent needs: the bpffs writable for the
+    pins, Unix, IP and netlink sockets, bpf(), the network, capabilities
+    that count (no PrivateUsers=), and the servers' segment kept when it
+    stops (no RemoveIPC= or DynamicUser=)."""
+    need_systemd_analyze()
+    unit = inst('share/doc/rlshim/systemd/rlshimd.service')
+    with open(unit) as f:
+        text = f.read()
+    said = re.search(r'rates it (\d+\.\d) OK, and\n# (\d+\.\d) OK with the XDP',
+                     text)
+    assert said, 'the unit does not say how systemd-analyze rates it'
+    d = os.path.join(TMP, 'sandbox')
+    os.makedirs(d)
+    for name, body, want in (('rlshimd.service', text, said.group(1)),
+                             ('rlshimd-xdp.service', unit_with_xdp(text),
+                              said.group(2))):
+        path = os.path.join(d, name)
+        with open(path, 'w') as f:
+            f.write(body)
+        p = sh('systemd-analyze', 'security', '--offline=yes', path)
+        m = re.search(r'Overall exposure level for \S+: (\d+\.\d) (\w+)',
+                      p.stdout)
+        assert p.returncode == 0 and m, (name, p.stdout[-500:], p.stderr)
+        assert float(m.group(1)) <= 5.0, (name, m.group(0), p.stdout)
+        assert m.group(1) == want, (name, m.group(0), f'the unit says {want}')
+    u = unit_values(unit)
+    for key in ('RemoveIPC', 'DynamicUser', 'PrivateUsers', 'PrivateNetwork'):
+        assert key not in u, (key, u[key])
+    assert u['ReadWritePaths'] == ['-/sys/fs/bpf'], u
+    assert set(u['RestrictAddressFamilies'][0].split()) == \
+        {'AF_UNIX', 'AF_INET', 'AF_INET6', 'AF_NETLINK'}, u
+    assert u['SystemCallFilter'] == ['@system-service bpf'], u
 
 
 def unit_command_line_runs():
@@ -633,6 +688,115 @@ wait $pid
             results['without CAP_DAC_OVERRIDE'], results['without CAP_DAC_OVERRIDE']
     finally:
         sh('ip', 'link', 'del', ifc)
+        os.chmod(TMP, 0o700)
+
+
+def syscall_set(spec):
+    """The system calls a SystemCallFilter= allow list names, its @groups
+    expanded as systemd-analyze expands them."""
+    out = set()
+    for name in spec.split():
+        if not name.startswith('@'):
+            out.add(name)
+            continue
+        p = sh('systemd-analyze', 'syscall-filter', name)
+        assert p.returncode == 0, p.stderr
+        for line in p.stdout.splitlines()[1:]:
+            s = line.strip()
+            if s and not s.startswith('#'):
+                out |= syscall_set(s) if s.startswith('@') else {s}
+    return out
+
+
+SYSCALLS_SCRIPT = r'''
+set -e
+mount -t bpf bpf /sys/fs/bpf -o mode=0700
+strace -f -qq -o "$6" setpriv --reuid "$1" --regid "$1" --clear-groups \
+    --inh-caps "$2" --ambient-caps "$2" "$3" -c "$4" --foreground 2>"$5" &
+pid=$!
+started() {
+    i=0
+    until [ "$(grep -c 'agent started' "$5")" -ge "$1" ] || [ $i -ge 200 ]; do
+        sleep 0.05; i=$((i+1))
+    done
+}
+started 1
+"$7" -c "$4" ban 192.0.2.7 >/dev/null
+sleep 0.3
+echo >>"$4"
+started 2
+sleep 0.3
+kill -TERM $(pgrep -P $pid)
+wait $pid
+'''
+
+
+def unit_syscalls_allowed():
+    """Every system call the installed rlshimd makes, as the unit's user
+    with its XDP capabilities, with Redis and XDP, issuing a ban and
+    restarting on an edit, is in the unit's SystemCallFilter= (else
+    systemd would refuse it EPERM)."""
+    require_root('attaching XDP to a veth')
+    need_systemd_analyze()
+    for tool in ('setpriv', 'unshare', 'ip', 'strace', 'redis-server'):
+        if not shutil.which(tool):
+            raise AssertionError(f'{tool} is missing (tools/deps.sh)')
+    unit = inst('share/doc/rlshim/systemd/rlshimd.service')
+    with open(unit) as f:
+        u = unit_values_of(unit_with_xdp(f.read()))
+    allowed = syscall_set(u['SystemCallFilter'][0])
+    assert {'read', 'execve'} <= allowed, sorted(allowed)[:20]
+    caps = u['AmbientCapabilities'][0].split()
+    spec = ','.join('+' + c[4:].lower() for c in caps)
+    shm = f'rlshim-inst-sc-{os.getpid()}'
+    ifc = f'rlsc{os.getpid() % 100000}'
+    d = os.path.join(TMP, 'syscalls')
+    os.makedirs(d)
+    os.chmod(TMP, 0o755)
+    os.chmod(d, 0o777)  # the unit's user reads the configuration
+    port = free_port()
+    redis = subprocess.Popen(['redis-server', '--port', str(port), '--save', '',
+                              '--appendonly', 'no', '--bind', '127.0.0.1'],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf = os.path.join(d, 'agent.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nshm = {shm}\n\n[redis]\n'
+                f'url = redis://127.0.0.1:{port}/0\n\n[xdp]\ninterfaces = {ifc}\n'
+                'mode = generic\n\n[limit:api]\nrate = 10/s\nmaxretry = 5\n'
+                'findtime = 1m\nbantime = 10m\n')
+    os.chmod(conf, 0o666)
+    log, trace = os.path.join(d, 'agent.log'), os.path.join(d, 'trace')
+    sh('ip', 'link', 'del', ifc)
+    p = sh('ip', 'link', 'add', ifc, 'type', 'veth', 'peer', 'name', ifc + 'p')
+    assert p.returncode == 0, p.stderr
+    try:
+        assert wait_for(lambda: sh('redis-cli', '-p', str(port), 'ping')
+                        .stdout.strip() == 'PONG', 10), 'redis-server'
+        sh('ip', 'link', 'set', ifc, 'up')
+        p = sh('unshare', '-m', '--propagation', 'private', 'sh', '-c',
+               SYSCALLS_SCRIPT, 'sh', u['User'][0], spec, inst('sbin/rlshimd'),
+               conf, log, trace, inst('bin/rlshimctl'), timeout=60)
+        text = open(log).read() if os.path.exists(log) else ''
+        assert p.returncode == 0 and 'agent stopped' in text, (p.stderr, text)
+        for want in ('xdp attached', 'store connected',
+                     'agent restarting on the changed configuration'):
+            assert want in text, (want, text)
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        first = next(i for i, line in enumerate(lines)
+                     if re.search(r'execve\("' + re.escape(inst('sbin/rlshimd')),
+                                  line))
+        made = set()
+        for line in lines[first:]:
+            m = re.match(r'\d+\s+(?:<\.\.\. )?([a-z0-9_]+)[( ]', line)
+            if m:
+                made.add(m.group(1))
+        assert len(made) > 20, sorted(made)
+        assert made <= allowed, sorted(made - allowed)
+    finally:
+        end_process(redis)
+        sh('ip', 'link', 'del', ifc)
+        unlink_segment(shm)
         os.chmod(TMP, 0o700)
 
 
@@ -791,9 +955,10 @@ def uninstall():
 
 TESTS = [install, shim_needs_only_libc, build_refuses_self_calls, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
-         pkg_config_links, core_holds_no_shim, systemd_examples, docs_installed,
+         pkg_config_links, core_holds_no_shim, systemd_examples, unit_sandboxed,
+         docs_installed,
          unit_command_line_runs,
-         unit_xdp_capabilities,
+         unit_xdp_capabilities, unit_syscalls_allowed,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,
          uninstall, destdir]
 
