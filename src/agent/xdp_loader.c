@@ -16,6 +16,7 @@
  * ipv6_prefix (what maxretry makes) goes in its family's host hash, any
  * other in its prefix hash and its trie (bpf/xdp_maps.h). Each ban has a
  * drop counter of its own (an id into rl_drops), zeroed before reuse.
+ * In mode = dry-run the maps hold no ban: the program drops nothing.
  *
  * Programs are attached through BPF links, which the kernel detaches when
  * the last descriptor closes: on SIGTERM, and also when the agent is
@@ -371,6 +372,9 @@ int rl_agent_xdp_init(struct rl_agent *a)
 		goto fail;
 	x->gen = rl_table_ban_gen(a->table) - 1; /* scan at once */
 	a->xdp = x;
+	if (cfg->mode == RL_MODE_DRY_RUN)
+		rl_log(RL_LOG_INFO, "msg=\"xdp: dry-run: no ban is loaded, "
+		       "no packet dropped\"");
 	rl_table_agent_flags_change(a->table, RL_AGENT_XDP, 0);
 	return 0;
 
@@ -547,7 +551,10 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 	x->nwant = 0;
 	x->ngone = 0;
 	x->prefixes_moved = 0;
-	rl_ban_foreach(a->table, wall_ms, collect, x);
+	/* Dry-run never refuses a banned client: no ban in the maps (the
+	 * shim logs the refusals it would make). */
+	if (a->cfg->mode != RL_MODE_DRY_RUN)
+		rl_ban_foreach(a->table, wall_ms, collect, x);
 	qsort(x->want, x->nwant, sizeof(*x->want), cmp_mirrored);
 
 	/* Merge what the maps have with what the segment wants; what ends

@@ -147,7 +147,11 @@ static void offend(const struct rl_policy *p, unsigned i,
 	       "for=%s offence=%u", who, r->name, r->maxretry, dur, n);
 }
 
-/* A ban holds `a`: refuse, saying for how long. 1 if so. */
+/*
+ * A ban holds `a`: refuse, saying for how long. 1 if so. In dry-run the
+ * refusal is counted as in enforce mode (the ban's and the segment's
+ * counters), said in a line a second at most, and not made: 0.
+ */
 static int banned(const struct rl_policy *p, const struct rl_addr *a,
 		  struct rl_verdict *v)
 {
@@ -157,6 +161,25 @@ static int banned(const struct rl_policy *p, const struct rl_addr *a,
 	if (!until)
 		return 0;
 	rl_table_count(p->table, RL_COUNT_BAN_REFUSALS);
+	if (p->cfg->mode == RL_MODE_DRY_RUN) {
+		static _Atomic uint64_t last_ms;
+		uint64_t prev = atomic_load_explicit(&last_ms,
+						     memory_order_relaxed);
+		char who[RL_ADDR_STRLEN], dur[32];
+
+		if (wall - prev >= 1000 &&
+		    atomic_compare_exchange_strong(&last_ms, &prev, wall)) {
+			uint64_t left = (until - wall) * RL_NS_PER_MS;
+
+			rl_addr_format(a, who, sizeof(who));
+			rl_time_format_duration(dur, sizeof(dur),
+						rl_time_ceil_sec(left) *
+						RL_NS_PER_SEC);
+			rl_log(RL_LOG_WARN, "msg=\"dry-run: would refuse\" "
+			       "client=%s reason=ban for=%s", who, dur);
+		}
+		return 0;
+	}
 	v->allowed = 0;
 	v->banned = 1;
 	v->res.retry_after_ns = (until - wall) * RL_NS_PER_MS;

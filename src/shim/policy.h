@@ -93,7 +93,8 @@ int rl_policy_expects_proxy(const struct rl_policy *p,
 
 /*
  * At accept: the allow list, the bans, then every `match = accept` rule
- * keyed by `client`. Never fails.
+ * keyed by `client`. Never fails. In dry-run a ban refuses nothing (it is
+ * counted and logged, `would refuse`).
  */
 void rl_policy_accept(const struct rl_policy *p, const struct rl_addr *client,
 		      uint64_t now_ns, struct rl_verdict *v);
@@ -115,7 +116,7 @@ void rl_policy_client(const struct rl_policy *p, const struct rl_addr *peer,
  * rule's maxretry, which bans the client's address (at ipv4_prefix /
  * ipv6_prefix) when reached.
  * In dry-run mode the verdict always allows, naming the rule that would
- * have denied. Returns 0, or -EINVAL when the request is ambiguous for a
+ * have denied; a ban only counts and logs. Returns 0, or -EINVAL when the request is ambiguous for a
  * rule keyed by a header that appears twice with different values (answer
  * 400: the shim cannot know which one the application reads).
  */

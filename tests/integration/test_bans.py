@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """test_bans.py - bans as a client sees them, through the shim in front of
 legacy_server: maxretry banning and bantime_increment's escalation, a ban
-ending a keep-alive connection at its next request, a trusted proxy's client
-banned request by request, rlshimctl ban/unban/bans on a live segment.
+ending a keep-alive connection at its next request, dry-run refusing no
+banned client, a trusted proxy's client banned request by request,
+rlshimctl ban/unban/bans on a live segment.
 """
 import os
 import re
@@ -146,6 +147,38 @@ def keepalive_banned():
         s.stop()
 
 
+def dry_run_banned():
+    """In mode = dry-run a ban refuses nothing: a banned client is served on
+    its open keep-alive connection and on new ones, each refusal counted
+    on the ban and logged as `dry-run: would refuse`."""
+    s = F.Legacy('mode = dry-run\n[limit:all]\nmatch = *\nrate = 100/s\n')
+    try:
+        c = connect(s.port)
+        c.sendall(request('GET', '/books', close=False))
+        first = b''
+        while b'\r\n\r\n' not in first or not parse_responses(first, ['GET']):
+            b = c.recv(65536)
+            assert b, 'closed before the first answer'
+            first += b
+        assert parse_responses(first, ['GET'])[0].status == 200
+        out = ctl(s, 'ban', '127.0.0.1', '--for', '1h')
+        assert out.returncode == 0, out.stderr
+        c.sendall(request('GET', '/books?second'))
+        rs = parse_responses(recv_all(c), ['GET'])
+        c.close()
+        assert len(rs) == 1 and rs[0].status == 200, rs
+        assert s.get('/books?third').status == 200
+        targets = [e['target'] for e in s.log()]
+        assert '/books?second' in targets and '/books?third' in targets, targets
+        row = ban_row(s, '127.0.0.1/32')
+        assert row and row['refused'] == 2, row
+        err = s.server.stderr_text()
+        assert re.search(r'msg="dry-run: would refuse" client=127\.0\.0\.1 '
+                         r'reason=ban for=', err), err
+    finally:
+        s.stop()
+
+
 def proxied_client_banned():
     """Behind a trusted proxy, the proxy's client is banned request by
     request; the proxy and its other clients are served."""
@@ -181,7 +214,8 @@ def ctl_errors():
         s.stop()
 
 
-TESTS = [escalation, keepalive_banned, proxied_client_banned, ctl_errors]
+TESTS = [escalation, keepalive_banned, dry_run_banned, proxied_client_banned,
+         ctl_errors]
 
 
 def main():

@@ -5,7 +5,8 @@ namespaces, each behind a veth pair, and legacy_server under the shim on the
 host side with `[xdp]` on both host ends (generic mode: veth). A banned
 client's TCP handshake gets no answer at all (its SYNs are dropped in XDP,
 before the kernel builds a socket) while the other client is served; the
-drop counters rise; after `rlshimctl unban` it connects again. Prefix bans
+drop counters rise; after `rlshimctl unban` it connects again; in
+`mode = dry-run` nothing is dropped. Prefix bans
 of several lengths over one client: the longest counts the drops, and
 lifting it hands them to the next. The agent detaches on SIGTERM and when
 killed, leaving no program behind; it clears a killed older agent's pins
@@ -138,9 +139,9 @@ def pin_dir(s, layout='2'):
     return base if layout == '1' else f'{base}/{layout}'
 
 
-def server(extra=''):
+def server(extra='', glob=''):
     hosts = ' '.join(h for _, h, _, _ in NETS)
-    return F.Legacy(f'[xdp]\ninterfaces = {hosts}\nmode = generic\n'
+    return F.Legacy(f'{glob}[xdp]\ninterfaces = {hosts}\nmode = generic\n'
                     f'[limit:all]\nmatch = *\nrate = 100/s\n{extra}')
 
 
@@ -182,6 +183,39 @@ def banned_in_xdp():
         assert client(0, s.port, timeout=3.0) == '200'
         # The application saw the three allowed requests only.
         assert len([e for e in s.log() if e['target'] == '/books']) == 3
+    finally:
+        s.stop()
+        stop_agent(s)
+        nets_down()
+
+
+def dry_run_passes_xdp():
+    """In mode = dry-run the dropper is attached but drops nothing: a
+    banned client's packets go through to the shim, which serves it and
+    counts the refusal it would have made."""
+    require_root('XDP in a network namespace')
+    nets_up()
+    s = server(glob='mode = dry-run\n')
+    try:
+        assert client(0, s.port) == '200'
+        assert wait_for(lambda: all(xdp_on(h) == 'rl_xdp' for _, h, _, _ in NETS), 5), \
+            'the agent did not attach'
+        assert wait_for(lambda: xdp_drops(s) is not None, 5)
+        bad = NETS[0][3]
+        assert ctl(s, 'ban', bad, '--for', '10m').returncode == 0
+        before = xdp_stats(s)[0]
+        time.sleep(1.0)  # twenty agent rounds: in enforce mode, in the map
+        assert xdp_stats(s)[1] == {}, 'a ban reached the map in dry-run'
+        assert client(0, s.port) == '200'
+        counters, drops = xdp_stats(s)
+        assert drops == {} and counters['dropped'] == before['dropped'], \
+            (before, counters, drops)
+        assert counters['packets'] > before['packets']
+        # It reached accept: the shim counted the refusal it did not make.
+        row = [ln.split() for ln in ctl(s, 'bans').stdout.splitlines()
+               if ln.startswith(f'{bad}/32')]
+        assert row and row[0][4] == '1', row
+        assert 'dry-run: would refuse' in s.server.stderr_text()
     finally:
         s.stop()
         stop_agent(s)
@@ -389,7 +423,8 @@ def old_layout_pins():
                 pass
 
 
-TESTS = [banned_in_xdp, banned_in_xdp_v6, maxretry_reaches_xdp, prefix_lengths_in_xdp,
+TESTS = [banned_in_xdp, banned_in_xdp_v6, dry_run_passes_xdp, maxretry_reaches_xdp,
+         prefix_lengths_in_xdp,
          old_layout_pins, nothing_left_behind, unprivileged_says_so]
 
 

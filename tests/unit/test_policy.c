@@ -1024,6 +1024,38 @@ static void test_maxretry_dry_run_and_store(void **state)
 	}
 }
 
+/* Dry-run never refuses a banned client (a manual ban, or one made before
+ * the switch to dry-run): at accept, at a connection's next request and
+ * behind a proxy, counted as a refusal would be, and let through. */
+static void test_dry_run_bans(void **state)
+{
+	struct rl_peer pe;
+	struct rl_verdict v;
+	struct rl_addr a = ip("198.51.100.7");
+	struct rl_cidr c = { ip("198.51.100.0"), 24 };
+	const char *xff = "X-Forwarded-For: 198.51.100.9\r\n";
+	uint64_t wall = rl_time_wall_ms();
+
+	(void)state;
+	load("[global]\nmode = dry-run\ntrusted_proxies = 10.0.0.0/8\n"
+	     "[limit:a]\nmatch = *\nrate = 100/s\n");
+	rl_policy_peer(&fx.p, &a, &pe);
+	on_conn(&pe, "GET", "/", NULL, T0, &v);
+	assert_allowed(&v);
+	assert_int_equal(rl_ban_add(fx.t, &c, wall + 3600 * 1000,
+				    RL_BAN_MANUAL, 0, wall), 0);
+	on_conn(&pe, "GET", "/", NULL, T0, &v);
+	assert_int_equal(v.allowed, 1);
+	assert_int_equal(v.banned, 0);
+	accept_at("198.51.100.99", T0, &v);
+	assert_int_equal(v.allowed, 1);
+	assert_int_equal(v.banned, 0);
+	assert_int_equal(decide("10.0.0.1", "GET", "/", xff, T0, &v), 0);
+	assert_int_equal(v.allowed, 1);
+	assert_int_equal(v.banned, 0);
+	assert_int_equal(rl_table_counted(fx.t, RL_COUNT_BAN_REFUSALS), 3);
+}
+
 /* Behind a trusted proxy: the proxy's client is banned, request by
  * request; the proxy and its other clients are not. */
 static void test_maxretry_proxied(void **state)
@@ -1208,6 +1240,7 @@ int main(void)
 		TEST(test_maxretry_bans),
 		TEST(test_maxretry_keys),
 		TEST(test_maxretry_dry_run_and_store),
+		TEST(test_dry_run_bans),
 		TEST(test_maxretry_proxied),
 		TEST(test_count_status_gives_back_late),
 	};
