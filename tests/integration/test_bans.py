@@ -112,22 +112,29 @@ def escalation():
         s.stop()
 
 
+def served_then_banned(s):
+    """A keep-alive connection served once, then its client banned for an
+    hour by rlshimctl: the connection, still open."""
+    c = connect(s.port)
+    c.sendall(request('GET', '/books', close=False))
+    first = b''
+    while b'\r\n\r\n' not in first or not parse_responses(first, ['GET']):
+        b = c.recv(65536)
+        assert b, 'closed before the first answer'
+        first += b
+    assert parse_responses(first, ['GET'])[0].status == 200
+    out = ctl(s, 'ban', '127.0.0.1', '--for', '1h')
+    assert out.returncode == 0, out.stderr
+    return c
+
+
 def keepalive_banned():
     """A ban ends a keep-alive connection at its next request: a 429
     saying how long the ban lasts, then EOF; nothing reaches the app.
     `rlshimctl unban` lets the client back."""
     s = F.Legacy('[limit:all]\nmatch = *\nrate = 100/s\n')
     try:
-        c = connect(s.port)
-        c.sendall(request('GET', '/books', close=False))
-        first = b''
-        while b'\r\n\r\n' not in first or not parse_responses(first, ['GET']):
-            b = c.recv(65536)
-            assert b, 'closed before the first answer'
-            first += b
-        assert parse_responses(first, ['GET'])[0].status == 200
-        out = ctl(s, 'ban', '127.0.0.1', '--for', '1h')
-        assert out.returncode == 0, out.stderr
+        c = served_then_banned(s)
         c.sendall(request('GET', '/books?second', close=False))
         rest = recv_all(c)
         c.close()
@@ -153,16 +160,7 @@ def dry_run_banned():
     on the ban and logged as `dry-run: would refuse`."""
     s = F.Legacy('mode = dry-run\n[limit:all]\nmatch = *\nrate = 100/s\n')
     try:
-        c = connect(s.port)
-        c.sendall(request('GET', '/books', close=False))
-        first = b''
-        while b'\r\n\r\n' not in first or not parse_responses(first, ['GET']):
-            b = c.recv(65536)
-            assert b, 'closed before the first answer'
-            first += b
-        assert parse_responses(first, ['GET'])[0].status == 200
-        out = ctl(s, 'ban', '127.0.0.1', '--for', '1h')
-        assert out.returncode == 0, out.stderr
+        c = served_then_banned(s)
         c.sendall(request('GET', '/books?second'))
         rs = parse_responses(recv_all(c), ['GET'])
         c.close()
