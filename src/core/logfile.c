@@ -83,7 +83,12 @@ int rl_logfile_path(const char *shm, char *out, size_t len, const char **why)
 		 (unsigned)geteuid());
 	*why = "no directory";
 	for (int i = 0; i < n; i++) {
-		snprintf(out, len, "%s/rlshimd-%s.log", dirs[i], shm);
+		if ((size_t)snprintf(out, len, "%s/rlshimd-%s.log", dirs[i],
+				     shm) >= len) {
+			rc = -ENAMETOOLONG;
+			*why = "name too long";
+			continue;
+		}
 		/* mkdir never follows a link at the name, and a directory
 		 * someone else made first fails the check. */
 		if (mkdir(dirs[i], 0700) < 0 && errno != EEXIST) {

@@ -106,7 +106,7 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 		    uint64_t now_ns)
 {
 	static int said; /* the refused log file, once per process */
-	char agent[512], logfile[320], q[RL_ERR_MAX];
+	char agent[512], logfile[352], q[RL_ERR_MAX];
 	const char *why = "";
 	char *argv[6];
 	char **env;
