@@ -5,7 +5,7 @@
  * (sync.c), spreads bans (ban_sync.c) and drops banned clients' packets in
  * XDP (xdp_loader.c).
  *
- *   rlshimd [-c FILE] [--foreground] [--log FILE]
+ *   rlshimd [-c FILE] [--foreground] [--log FILE] [--syslog]
  *   rlshimd --version
  *
  * Started by the service manager (with --foreground), or by the shim at the
@@ -28,11 +28,13 @@
 #include "agent.h"
 #include "kept.h"
 #include "log.h"
+#include "logfile.h"
 #include "clock.h"
 
 #define SWEEP_NS (1000 * RL_NS_PER_MS)
 
 static volatile sig_atomic_t stopping;
+static int to_syslog; /* --syslog, or the --log file was refused */
 
 /*
  * The configuration file changed: 1 if this agent should restart itself on
@@ -106,11 +108,16 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rlshimd [-c FILE] [--foreground] [--log FILE]\n"
+	fprintf(f, "usage: rlshimd [-c FILE] [--foreground] [--log FILE] "
+		   "[--syslog]\n"
 		   "  -c FILE         configuration (default: $RLSHIM_CONFIG, "
 		   "else /etc/rlshim.conf)\n"
 		   "  --foreground    do not detach (for a service manager)\n"
-		   "  --log FILE      append the log there when detached\n"
+		   "  --log FILE      append the log there when detached (a file "
+		   "in a directory\n"
+		   "                  only this user can write; never through a "
+		   "link)\n"
+		   "  --syslog        log to syslog, whatever `log =` says\n"
 		   "  --version       print the release and exit\n");
 }
 
@@ -132,12 +139,44 @@ static int lock_segment(const char *shm)
 	return fd;
 }
 
+/*
+ * The log file, opened before detaching so that a refusal is said on the
+ * stderr the agent was started with (the server's log, when the shim
+ * started it) and then once in syslog, where the log goes instead: never
+ * through a link, nor in a directory another user can write.
+ */
+static int open_log(const char *logfile, enum rl_log_target target,
+		    enum rl_log_level level)
+{
+	const char *why = "";
+	char q[RL_ERR_MAX];
+	int fd;
+
+	if (!logfile)
+		return -1;
+	fd = rl_logfile_open(logfile, &why);
+	if (fd >= 0)
+		return fd;
+	rl_log_quote(logfile, q, sizeof(q));
+	rl_log(RL_LOG_WARN, "msg=\"log file refused, logging to syslog\" "
+	       "file=\"%s\" err=\"%s\"", q, why);
+	if (target != RL_LOG_SYSLOG) {
+		rl_log_setup(RL_LOG_SYSLOG, level, "rlshimd");
+		to_syslog = 1;
+		rl_log(RL_LOG_WARN, "msg=\"log file refused, logging to "
+		       "syslog\" file=\"%s\" err=\"%s\"", q, why);
+	}
+	return -1;
+}
+
 /* Detach: a child in its own session, the parent returns at once (its
  * caller, the shim, reaps it), stdio on /dev/null or the log file. */
-static int detach(const char *logfile)
+static int detach(const char *logfile, enum rl_log_target target,
+		  enum rl_log_level level)
 {
+	int log = open_log(logfile, target, level);
 	pid_t pid = fork();
-	int null, log;
+	int null;
 
 	if (pid < 0)
 		return -1;
@@ -145,8 +184,6 @@ static int detach(const char *logfile)
 		_exit(0);
 	setsid();
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	log = logfile ? open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
-		      : -1;
 	if (null >= 0) {
 		dup2(null, 0);
 		dup2(null, 1);
@@ -165,7 +202,8 @@ static int detach(const char *logfile)
 static void reexec(char **argv, const char *path)
 {
 	char *args[] = { argv[0], (char *)"--foreground", (char *)"-c",
-			 (char *)path, NULL };
+			 (char *)path, to_syslog ? (char *)"--syslog" : NULL,
+			 NULL };
 
 	execv("/proc/self/exe", args);
 	rl_log(RL_LOG_ERROR, "msg=\"cannot restart\" err=\"%s\"",
@@ -178,6 +216,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "log", required_argument, NULL, 'l' },
+		{ "syslog", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -200,6 +239,7 @@ int main(int argc, char **argv)
 		case 'c': path = optarg; break;
 		case 'f': foreground = 1; break;
 		case 'l': logfile = optarg; break;
+		case 's': to_syslog = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("rlshimd %s\n", RLSHIM_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -221,6 +261,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(text); /* the shims keep the text in force */
+	if (to_syslog)
+		cfg->log = RL_LOG_SYSLOG;
 	rl_log_setup(cfg->log, cfg->log_level, "rlshimd");
 	if (kept)
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
@@ -245,7 +287,7 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
-	if (!foreground && detach(logfile)) {
+	if (!foreground && detach(logfile, cfg->log, cfg->log_level)) {
 		fprintf(stderr, "rlshimd: cannot detach: %s\n", strerror(errno));
 		return 1;
 	}

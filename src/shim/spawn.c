@@ -9,7 +9,8 @@
  * The agent detaches at once, so the short wait for its first process does
  * not hold the accept that triggered it. Among the server's processes one
  * claims the spawn in the segment, and a failed start is retried at most
- * every few seconds.
+ * every few seconds. Its log (with `log = stderr`) goes to a file in a
+ * directory only the server's user can write (logfile.c), else to syslog.
  */
 #include "spawn.h"
 
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "logfile.h"
 #include "clock.h"
 
 #define RETRY_NS (5000 * RL_NS_PER_MS)
@@ -103,14 +105,16 @@ int rl_agent_dead(struct rl_table *t, uint64_t now_ns)
 void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 		    uint64_t now_ns)
 {
-	char agent[512], logfile[128];
+	static int said; /* the refused log file, once per process */
+	char agent[512], logfile[352], q[RL_ERR_MAX];
+	const char *why = "";
 	char *argv[6];
 	char **env;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_t fa;
 	size_t n = 0, k = 0;
 	pid_t pid;
-	int rc;
+	int rc, to_file = 0;
 
 	if (!(cfg->redis || cfg->xdp) || !cfg->source[0] ||
 	    rl_agent_alive(t, now_ns))
@@ -123,13 +127,21 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 		       "it beside librlshim.so or set RLSHIM_AGENT\"");
 		return;
 	}
-	snprintf(logfile, sizeof(logfile), "/tmp/rlshimd-%s.log", cfg->shm);
 	argv[n++] = agent;
 	argv[n++] = (char *)"-c";
 	argv[n++] = (char *)cfg->source;
-	if (cfg->log == RL_LOG_STDERR) {
+	if (cfg->log == RL_LOG_STDERR &&
+	    rl_logfile_path(cfg->shm, logfile, sizeof(logfile), &why)) {
+		if (!said++)
+			rl_log(RL_LOG_WARN, "msg=\"no private place for the "
+			       "agent's log, it logs to syslog\" file=\"%s\" "
+			       "err=\"%s\"",
+			       rl_log_quote(logfile, q, sizeof(q)), why);
+		argv[n++] = (char *)"--syslog";
+	} else if (cfg->log == RL_LOG_STDERR) {
 		argv[n++] = (char *)"--log";
 		argv[n++] = logfile;
+		to_file = 1;
 	}
 	argv[n] = NULL;
 	for (char **e = environ; e && *e; e++)
@@ -157,5 +169,5 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 	 * own SIGCHLD handler got to it first). */
 	waitpid(pid, NULL, 0);
 	rl_log(RL_LOG_INFO, "msg=\"started rlshimd\" path=%s log=%s", agent,
-	       cfg->log == RL_LOG_STDERR ? logfile : "syslog");
+	       to_file ? logfile : "syslog");
 }

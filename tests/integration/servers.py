@@ -62,6 +62,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import socket
 import subprocess
 import sys
@@ -142,6 +143,38 @@ def unlink_segment(shm: str) -> None:
         os.unlink(f'/dev/shm/{shm}')
     except FileNotFoundError:
         pass
+
+
+def agent_log_dirs(uid: int | None = None, env=None) -> list[str]:
+    """The directories the shim tries, in order, for the log of the agent it
+    starts (src/core/logfile.c): /run/rlshim for root, $XDG_RUNTIME_DIR/rlshim,
+    /tmp/rlshim-<uid>."""
+    uid = os.geteuid() if uid is None else uid
+    env = os.environ if env is None else env
+    dirs = ['/run/rlshim'] if uid == 0 else []
+    xdg = env.get('XDG_RUNTIME_DIR', '')
+    if xdg.startswith('/'):
+        dirs.append(os.path.join(xdg, 'rlshim'))
+    return dirs + [f'/tmp/rlshim-{uid}']
+
+
+def agent_log(shm: str, uid: int | None = None, env=None) -> str:
+    """The log file of the agent the shim starts for segment `shm`: in the
+    first of agent_log_dirs() that is a directory of `uid` (not a link) that
+    neither group nor others can write, as the shim chooses it."""
+    uid = os.geteuid() if uid is None else uid
+    dirs = agent_log_dirs(uid, env)
+    for d in dirs:
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            if d != dirs[-1] and not os.access(os.path.dirname(d), os.W_OK):
+                continue
+            return os.path.join(d, f'rlshimd-{shm}.log')  # made at the start
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and \
+                not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return os.path.join(d, f'rlshimd-{shm}.log')
+    return os.path.join(dirs[-1], f'rlshimd-{shm}.log')
 
 
 def stop_with_segment(server: 'Server', shm: str) -> None:

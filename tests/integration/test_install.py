@@ -25,7 +25,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (REPO, Skip, exchange, parse_responses,  # noqa: E402
                      request, require_root, run, wait_for)
-from servers import end_process, free_port, unlink_segment  # noqa: E402
+from servers import agent_log as agent_log_path, end_process, free_port, unlink_segment  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix='rlshim-install-')
 PREFIX = os.path.join(TMP, 'prefix')
@@ -864,8 +864,9 @@ def watch_and_change_live():
 def shim_starts_installed_agent():
     """With [redis], the installed shim starts the installed rlshimd (found
     at ../sbin from the library) at the first accept, logging to
-    /tmp/rlshimd-<shm>.log, as rlshimd(8) says. Redis is a closed port here:
-    the agent says so and requests still pass (on_store_down = open)."""
+    /run/rlshim/rlshimd-<shm>.log (as root), as rlshimd(8) says. Redis is a
+    closed port here: the agent says so and requests still pass
+    (on_store_down = open)."""
     port, dead = free_port(), free_port()
     shm = f'rlshim-inst-agent-{os.getpid()}'
     conf = os.path.join(TMP, 'agent-redis.conf')
@@ -876,7 +877,7 @@ def shim_starts_installed_agent():
     env = {k: v for k, v in os.environ.items() if not k.startswith('RLSHIM_')}
     env.update(RLSHIM_CONFIG=conf, LD_PRELOAD=inst('lib/librlshim.so'))
     log = os.path.join(TMP, 'agent-server.log')
-    agent_log = f'/tmp/rlshimd-{shm}.log'
+    agent_log = agent_log_path(shm)
     with open(log, 'w') as out:
         srv = subprocess.Popen([inst('libexec/rlshim/legacy_server'), '-p',
                                 str(port)], stdout=out, stderr=subprocess.STDOUT,

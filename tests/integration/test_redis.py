@@ -101,7 +101,7 @@ class Host:
 
     def agent_log(self):
         try:
-            with open(f'/tmp/rlshimd-{self.shm}.log') as f:
+            with open(servers.agent_log(self.shm)) as f:
                 return f.read()
         except FileNotFoundError:
             return ''
@@ -118,7 +118,7 @@ class Host:
             except ProcessLookupError:
                 pass
         wait_for(lambda: not self.agent_pids(), 5)
-        for p in (f'/dev/shm/{self.shm}', f'/tmp/rlshimd-{self.shm}.log'):
+        for p in (f'/dev/shm/{self.shm}', servers.agent_log(self.shm)):
             try:
                 os.unlink(p)
             except FileNotFoundError:

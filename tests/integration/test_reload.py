@@ -369,7 +369,7 @@ def agent_restarts():
             'sync_interval = 50ms\n'
             '[limit:books]\nmatch = GET /books\nrate = 600/m\n')
     s = F.Legacy(conf)
-    log = f'/tmp/rlshimd-{s.shm}.log'
+    log = servers.agent_log(s.shm)
     try:
         assert s.get().status == 200
         assert wait_for(lambda: os.path.exists(log) and
@@ -410,7 +410,7 @@ def definitions_exhausted():
     conf = (f'[redis]\nurl = redis://127.0.0.1:{redis.port}/0\n'
             '[limit:books]\nmatch = GET /books\nrate = 2/m\n' + rules)
     s = F.Legacy(conf.replace('{rate}', '100/s'))
-    log = f'/tmp/rlshimd-{s.shm}.log'
+    log = servers.agent_log(s.shm)
     try:
         assert F.codes(s, 3) == [200, 200, 429]
         assert wait_for(lambda: os.path.exists(log) and

@@ -77,7 +77,7 @@ def one_run(root, lua, duration, r, variant):
         if srv.config:
             stop_agent(srv.config)
             try:
-                os.unlink(f'/tmp/rlshimd-{srv.shm}.log')
+                os.unlink(T.servers.agent_log(srv.shm))
             except FileNotFoundError:
                 pass
     res['rps'] = res['requests'] / (res['duration_us'] / 1e6)
@@ -88,7 +88,7 @@ def one_run(root, lua, duration, r, variant):
 
 def open_log(srv):
     try:
-        with open(f'/tmp/rlshimd-{srv.shm}.log') as f:
+        with open(T.servers.agent_log(srv.shm)) as f:
             return f.read()
     except FileNotFoundError:
         return ''

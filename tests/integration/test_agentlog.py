@@ -1,0 +1,310 @@
+# SPDX-License-Identifier: MIT
+"""test_agentlog.py - the log of the agent the shim starts is never written
+through a path another user can plant (DESIGN, "rlshimctl": syslog, or a file
+opened without following links in a directory only its user can write).
+
+Each test plants what a local attacker would (a symbolic link at the old
+/tmp name and at the new file's name, a directory of another user's or one
+anybody can write where /tmp is used), starts a server under the shim with
+[redis] (a closed port: the agent starts, says the store is unreachable, and
+so logs), and asserts that the planted target is unchanged and that the
+server's log says where the agent's log went instead. Planting as another
+user and running the server as `nobody` needs root.
+
+    python3 tests/integration/test_agentlog.py [NAME...]
+"""
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (REPO, SHIM, exchange, parse_responses, request,  # noqa: E402
+                     require_root, run, wait_for)
+import servers  # noqa: E402
+
+AGENT = os.path.join(os.path.dirname(SHIM), 'rlshimd')  # the shim's own
+LEGACY = os.path.join(REPO, 'build', 'legacy_server')
+TMP = tempfile.mkdtemp(prefix='rlshim-agentlog-')
+os.chmod(TMP, 0o755)  # a server run as nobody reads its file here
+N = [0]
+VICTIM = 'a file of root\'s\n'
+
+
+def nobody():
+    return pwd.getpwnam('nobody')
+
+
+class Shimmed:
+    """legacy_server under the shim, [redis] on a closed port, as `user`
+    (None: this one) with `env` changes; its stderr (the shim's log) in a
+    file."""
+
+    def __init__(self, user=None, env=None, devlog=None):
+        N[0] += 1
+        self.shm = f'rlshim-al-{os.getpid()}-{N[0]}'
+        self.port, dead = servers.free_port(), servers.free_port()
+        self.config = os.path.join(TMP, f'{self.shm}.conf')
+        with open(self.config, 'w') as f:
+            f.write(f'[global]\nports = {self.port}\nshm = {self.shm}\n\n'
+                    f'[redis]\nurl = redis://127.0.0.1:{dead}/0\n\n'
+                    '[limit:api]\nrate = 100/s\n')
+        os.chmod(self.config, 0o644)
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith('RLSHIM_') and k != 'XDG_RUNTIME_DIR'}
+        e.update(env or {})
+        e.update(RLSHIM_CONFIG=self.config, LD_PRELOAD=SHIM)
+        self.env = e
+        self.log = os.path.join(TMP, f'{self.shm}.err')
+        kw = {}
+        if user:
+            kw = dict(user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+                      cwd='/')
+        argv = [LEGACY, '-p', str(self.port)]
+        if devlog and devlog != '/dev/log':
+            # A syslog daemon has /dev/log: ours is mounted over it, in a
+            # mount namespace of the server's (and its agent's) own.
+            argv = ['unshare', '-m', 'sh', '-c',
+                    f'mount --bind {devlog} /dev/log && exec "$@"', 'sh'] + argv
+        with open(self.log, 'w') as out:
+            self.proc = subprocess.Popen(argv,
+                                         stdout=out, stderr=subprocess.STDOUT,
+                                         env=e, **kw)
+        assert wait_for(lambda: 'listening' in self.text(), 10), self.text()
+
+    def text(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def start_agent(self):
+        """One request starts the agent; the shim's line about it."""
+        rs = parse_responses(exchange(self.port, request('GET', '/books')),
+                             first_only=True)
+        assert rs and rs[0].status == 200, rs
+        assert wait_for(lambda: 'started rlshimd' in self.text(), 5), self.text()
+        assert wait_for(lambda: self.agent_pids(), 5), self.text()
+        return re.search(r'msg="started rlshimd".*', self.text()).group(0)
+
+    def agent_pids(self):
+        out = subprocess.run(['pgrep', '-f', f'rlshimd -c {self.config}'],
+                             capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    def stop(self):
+        servers.end_process(self.proc)
+        for pid in self.agent_pids():
+            os.kill(pid, 15)
+        wait_for(lambda: not self.agent_pids(), 5)
+        servers.unlink_segment(self.shm)
+
+
+def victim():
+    path = os.path.join(TMP, f'victim-{N[0]}')
+    with open(path, 'w') as f:
+        f.write(VICTIM)
+    os.chmod(path, 0o600)
+    return path
+
+
+def unchanged(path):
+    with open(path) as f:
+        return f.read() == VICTIM
+
+
+def remove(path):
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+# ---- tests -------------------------------------------------------------------
+
+def root_logs_in_run():
+    """A root server's agent logs to /run/rlshim/rlshimd-<shm>.log (the
+    directory mode 0700, the file 0600, both root's), not to the old
+    /tmp/rlshimd-<shm>.log, where a planted link stays untouched."""
+    require_root('planting a link for a root server')
+    s = None
+    old = None
+    try:
+        s = Shimmed()
+        old = f'/tmp/rlshimd-{s.shm}.log'
+        v = victim()
+        remove(old)
+        os.symlink(v, old)
+        line = s.start_agent()
+        time.sleep(0.5)  # the agent's first rounds, logged
+        assert unchanged(v), open(v).read()
+        log = f'/run/rlshim/rlshimd-{s.shm}.log'
+        assert f'log={log}' in line, line
+        assert servers.agent_log(s.shm) == log
+        assert wait_for(lambda: os.path.exists(log) and
+                        'store unreachable' in open(log).read(), 5), s.text()
+        st, dst = os.lstat(log), os.lstat('/run/rlshim')
+        assert st.st_mode & 0o777 == 0o600 and st.st_uid == 0, oct(st.st_mode)
+        assert dst.st_mode & 0o777 == 0o700 and dst.st_uid == 0, oct(dst.st_mode)
+        assert unchanged(v)
+    finally:
+        if s:
+            s.stop()
+            remove(servers.agent_log(s.shm))
+        if old:
+            remove(old)
+
+
+def link_at_the_file_name():
+    """A link planted at /run/rlshim/rlshimd-<shm>.log is never followed:
+    the shim says so once and the agent logs to syslog (a socket bound at
+    /dev/log here gets its lines); the link's target is unchanged after the
+    agent started and logged."""
+    require_root('planting a link in /run/rlshim, binding /dev/log')
+    s = None
+    link = None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = '/dev/log'
+    if os.path.exists(path):
+        path = os.path.join(TMP, 'devlog')
+    sock.bind(path)
+    sock.settimeout(5)
+    try:
+        s = Shimmed(devlog=path)
+        os.makedirs('/run/rlshim', mode=0o700, exist_ok=True)
+        v = victim()
+        link = f'/run/rlshim/rlshimd-{s.shm}.log'
+        os.symlink(v, link)
+        line = s.start_agent()
+        assert 'log=syslog' in line, line
+        t = s.text()
+        assert t.count("no private place for the agent's log") == 1, t
+        assert f'file="{link}" err="a symbolic link"' in t, t
+        got = b''
+        deadline = time.monotonic() + 5
+        while b'msg="agent started"' not in got and time.monotonic() < deadline:
+            try:
+                got += sock.recv(4096) + b'\n'
+            except TimeoutError:
+                break
+        assert re.search(rb'rlshimd\[\d+\]: level=info msg="agent started".*'
+                         + s.shm.encode(), got), got
+        assert unchanged(v) and os.path.islink(link)
+    finally:
+        if s:
+            s.stop()
+        if link:
+            remove(link)
+        sock.close()
+        os.unlink(path)
+
+
+def agent_refuses_a_link():
+    """rlshimd --log through a link (planted after any check by its
+    starter), or in a directory others can write (/tmp), writes nothing
+    there: it says so on the stderr it was started with and logs to syslog."""
+    require_root('planting a link in /run/rlshim')
+    s = None
+    paths = []
+    try:
+        s = Shimmed()
+        os.makedirs('/run/rlshim', mode=0o700, exist_ok=True)
+        v = victim()
+        link = f'/run/rlshim/planted-{s.shm}.log'
+        os.symlink(v, link)
+        in_tmp = f'/tmp/rlshimd-planted-{s.shm}.log'
+        paths = [link, in_tmp]
+        for path, why in ((link, 'a symbolic link'),
+                          (in_tmp, 'writable by its group or others')):
+            r = subprocess.run([AGENT, '-c', s.config, '--log', path],
+                               capture_output=True, text=True, timeout=10,
+                               env={k: v for k, v in s.env.items()
+                                    if k != 'LD_PRELOAD'})
+            assert r.returncode == 0, r
+            assert 'msg="log file refused, logging to syslog" ' \
+                   f'file="{path}" err="{why}"' in r.stderr, r.stderr
+            assert wait_for(lambda: s.agent_pids(), 5)
+            time.sleep(0.3)
+            for pid in s.agent_pids():
+                os.kill(pid, 15)
+            assert wait_for(lambda: not s.agent_pids(), 5)
+        assert unchanged(v) and os.path.islink(link)
+        assert not os.path.exists(in_tmp)
+    finally:
+        if s:
+            s.stop()
+        for p in paths:
+            remove(p)
+
+
+def planted_tmp_directory():
+    """A server user without /run or $XDG_RUNTIME_DIR gets
+    /tmp/rlshim-<uid>/: one planted there first (root's, mode 0777, or a
+    link to a directory of its own) is refused, nothing is written in it
+    and the agent logs to syslog, saying so; unplanted, the shim makes it
+    mode 0700 and the agent logs there."""
+    require_root('running the server as nobody')
+    u = nobody()
+    d = f'/tmp/rlshim-{u.pw_uid}'
+    own = os.path.join(TMP, 'nobody-dir')
+    remove(d)
+    try:
+        os.mkdir(own, 0o700)
+        os.chown(own, u.pw_uid, u.pw_gid)
+        plants = [
+            ('owned by another user', lambda: os.mkdir(d, 0o777)),
+            ('writable by its group or others',
+             lambda: (os.mkdir(d), os.chmod(d, 0o777),
+                      os.chown(d, u.pw_uid, u.pw_gid))),
+            ('a symbolic link', lambda: os.symlink(own, d)),
+        ]
+        for why, plant in plants:
+            plant()
+            s = Shimmed(user=u)
+            try:
+                line = s.start_agent()
+                assert 'log=syslog' in line, (why, line)
+                t = s.text()
+                assert f'file="{d}/rlshimd-{s.shm}.log" err="{why}"' in t, t
+                time.sleep(0.3)
+                assert s.agent_pids(), t
+                assert os.listdir(os.path.realpath(d)) == [], why
+            finally:
+                s.stop()
+                remove(d)
+        assert os.listdir(own) == []
+        s = Shimmed(user=u)
+        try:
+            line = s.start_agent()
+            log = f'{d}/rlshimd-{s.shm}.log'
+            assert f'log={log}' in line, line
+            assert servers.agent_log(s.shm, uid=u.pw_uid, env=s.env) == log
+            assert wait_for(lambda: os.path.exists(log) and
+                            'store unreachable' in open(log).read(), 5)
+            st, dst = os.lstat(log), os.lstat(d)
+            assert dst.st_uid == u.pw_uid and dst.st_mode & 0o777 == 0o700
+            assert st.st_uid == u.pw_uid and st.st_mode & 0o777 == 0o600
+        finally:
+            s.stop()
+    finally:
+        remove(d)
+
+
+TESTS = [root_logs_in_run, link_at_the_file_name, agent_refuses_a_link,
+         planted_tmp_directory]
+
+
+def main():
+    names = sys.argv[1:]
+    try:
+        return run('agentlog', [(f'agentlog: {t.__name__}', t) for t in TESTS
+                                if not names or t.__name__ in names])
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
