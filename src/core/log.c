@@ -2,6 +2,10 @@
 /*
  * log.c - logfmt lines to stderr (one write(2) per line, so lines from
  * several processes never interleave) or to syslog.
+ *
+ * Lines to stderr (the shim's in the server's error log, the agent's in its
+ * file) begin with ts=, RFC 3339 UTC with milliseconds; syslog lines do not,
+ * syslog stamps them itself.
  */
 #include "log.h"
 
@@ -10,8 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sys.h"
 
 static enum rl_log_target log_target = RL_LOG_STDERR;
@@ -51,6 +57,28 @@ const char *rl_log_quote(const char *s, char *buf, size_t len)
 	return buf;
 }
 
+size_t rl_log_ts(char *buf, size_t len, uint64_t wall_ms)
+{
+	time_t secs = (time_t)(wall_ms / 1000);
+	struct tm tm;
+	int n;
+
+	if (!len)
+		return 0;
+	if (!gmtime_r(&secs, &tm)) {
+		buf[0] = '\0';
+		return 0;
+	}
+	n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ",
+		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+		     tm.tm_min, tm.tm_sec, (unsigned)(wall_ms % 1000));
+	if (n < 0 || (size_t)n >= len) {
+		buf[0] = '\0';
+		return 0;
+	}
+	return (size_t)n;
+}
+
 void rl_log_setup(enum rl_log_target target, enum rl_log_level level,
 		  const char *ident)
 {
@@ -67,7 +95,7 @@ void rl_log_setup(enum rl_log_target target, enum rl_log_level level,
 void rl_log(enum rl_log_level level, const char *fmt, ...)
 {
 	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
-	char line[1024];
+	char line[1024], ts[32];
 	int saved = errno;
 	int n, m;
 	va_list ap;
@@ -77,6 +105,10 @@ void rl_log(enum rl_log_level level, const char *fmt, ...)
 	if (log_target == RL_LOG_SYSLOG)
 		n = snprintf(line, sizeof(line), "level=%s ",
 			     rl_log_level_name(level));
+	else if (rl_log_ts(ts, sizeof(ts), rl_time_wall_ms()))
+		n = snprintf(line, sizeof(line), "ts=%s %s level=%s pid=%d ",
+			     ts, log_ident, rl_log_level_name(level),
+			     (int)getpid());
 	else
 		n = snprintf(line, sizeof(line), "%s level=%s pid=%d ",
 			     log_ident, rl_log_level_name(level), (int)getpid());

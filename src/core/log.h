@@ -12,6 +12,7 @@
 #define RL_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum rl_log_level {
 	RL_LOG_ERROR = 0,
@@ -40,6 +41,13 @@ void rl_log(enum rl_log_level level, const char *fmt, ...)
  * Redis's error strings.
  */
 const char *rl_log_quote(const char *s, char *buf, size_t len);
+
+/*
+ * `wall_ms` (CLOCK_REALTIME in ms) as RFC 3339 UTC with milliseconds,
+ * "2026-12-01T21:50:03.123Z", in `buf` (32 bytes are plenty). Returns the
+ * length, 0 if it does not fit. What ts= of a stderr line carries.
+ */
+size_t rl_log_ts(char *buf, size_t len, uint64_t wall_ms);
 
 /* "error", "warn", "info", "debug" */
 const char *rl_log_level_name(enum rl_log_level level);

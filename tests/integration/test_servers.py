@@ -9,8 +9,11 @@ where the server keeps an access log, what reached the application. One
 server per run, one configuration with a rule per scenario (each its own
 budget).
 """
+import datetime
+import email.utils
 import os
 import random
+import re
 import shutil
 import socket
 import sys
@@ -120,6 +123,12 @@ def assert_429(r, version='HTTP/1.1'):
     assert int(r.headers['retry-after']) >= 1
     assert r.headers.get('cache-control') == 'no-store'
     assert r.headers.get('connection') == 'close'
+    # Date (RFC 9110 6.6.1), IMF-fixdate, the time of the answer.
+    date = r.headers.get('date', '')
+    assert re.fullmatch(r'\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT', date), \
+        r.headers
+    when = email.utils.parsedate_to_datetime(date).timestamp()
+    assert abs(when - time.time()) < 5, (date, time.time())
 
 
 # ---- scenarios ------------------------------------------------------------------
@@ -309,6 +318,15 @@ def still_serving(env):
     err = env.server.stderr_text()
     assert 'msg="limiting"' in err, err[-2000:]
     assert f'config="{env.config}"' in err
+    # Each of the shim's lines starts with ts=, RFC 3339 UTC with ms.
+    lines = [ln for ln in err.splitlines() if 'rlshim level=' in ln]
+    assert lines, err[-2000:]
+    for ln in lines:
+        m = re.match(r'ts=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z rlshim level=', ln)
+        assert m, ln
+        when = datetime.datetime.fromisoformat(m.group(1)).replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+        assert abs(when - time.time()) < 600, ln
 
 
 SCENARIOS = [exact_count, keepalive, pipelined, split_everywhere, drip,

@@ -39,14 +39,42 @@ static void test_line(void **state)
 	(void)state;
 	rl_log_setup(RL_LOG_STDERR, RL_LOG_INFO, "rltest");
 	capture(out, sizeof(out), RL_LOG_WARN, "hello");
-	snprintf(want, sizeof(want), "rltest level=warn pid=%d msg=\"hello\" n=7\n",
+	snprintf(want, sizeof(want), " rltest level=warn pid=%d msg=\"hello\" n=7\n",
 		 (int)getpid());
-	assert_string_equal(out, want);
+	/* ts=YYYY-MM-DDTHH:MM:SS.mmmZ first, then the rest. */
+	assert_int_equal(strncmp(out, "ts=", 3), 0);
+	assert_int_equal(out[3 + 24], ' ');
+	assert_string_equal(out + 3 + 24, want);
 	/* Below the level: nothing at all. */
 	assert_int_equal(capture(out, sizeof(out), RL_LOG_DEBUG, "quiet"), 0);
 	rl_log_setup(RL_LOG_STDERR, RL_LOG_ERROR, NULL);
 	assert_int_equal(capture(out, sizeof(out), RL_LOG_INFO, "quiet"), 0);
 	rl_log_setup(RL_LOG_STDERR, RL_LOG_INFO, NULL);
+}
+
+/* ts= is RFC 3339 UTC with milliseconds, for any time. */
+static void test_ts(void **state)
+{
+	static const struct {
+		uint64_t ms;
+		const char *text;
+	} cases[] = {
+		{ 0, "1970-01-01T00:00:00.000Z" },
+		{ 1796160603123ull, "2026-12-01T21:30:03.123Z" },
+		{ 951782399999ull, "2000-02-28T23:59:59.999Z" },
+		{ 951782400001ull, "2000-02-29T00:00:00.001Z" },
+		{ 4102444799999ull, "2099-12-31T23:59:59.999Z" },
+	};
+	char buf[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(rl_log_ts(buf, sizeof(buf), cases[i].ms), 24);
+		assert_string_equal(buf, cases[i].text);
+	}
+	/* Too short a buffer: nothing, never a cut stamp. */
+	assert_int_equal(rl_log_ts(buf, 24, 0), 0);
+	assert_string_equal(buf, "");
 }
 
 /* A line too long for the buffer is cut, still one line ending in \n. */
@@ -110,6 +138,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_line),
+		cmocka_unit_test(test_ts),
 		cmocka_unit_test(test_long_line),
 		cmocka_unit_test(test_errno_kept),
 		cmocka_unit_test(test_quote),
