@@ -150,6 +150,11 @@ def root_logs_in_run():
         assert st.st_mode & 0o777 == 0o600 and st.st_uid == 0, oct(st.st_mode)
         assert dst.st_mode & 0o777 == 0o700 and dst.st_uid == 0, oct(dst.st_mode)
         assert unchanged(v)
+        # Every line of the agent's file starts with ts= (RFC 3339 UTC, ms).
+        lines = open(log).read().splitlines()
+        assert lines and all(re.match(
+            r'ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z rlshimd level=', ln)
+            for ln in lines), lines
     finally:
         if s:
             s.stop()
