@@ -159,3 +159,23 @@ int rl_time_format_duration(char *buf, unsigned len, uint64_t ns)
 	}
 	return snprintf(buf, len, "%lluns", (unsigned long long)ns);
 }
+
+void rl_time_civil(uint64_t wall_ms, struct rl_civil *c)
+{
+	uint64_t secs = wall_ms / 1000, days = secs / 86400, sod = secs % 86400;
+	/* civil from days (H. Hinnant), for days since 1970-01-01 */
+	uint64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+	uint64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	uint64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	uint64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1;
+	uint64_t m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2);
+
+	c->year = (unsigned)y;
+	c->month = (unsigned)m;
+	c->day = (unsigned)d;
+	c->hour = (unsigned)(sod / 3600);
+	c->min = (unsigned)(sod / 60 % 60);
+	c->sec = (unsigned)(sod % 60);
+	c->ms = (unsigned)(wall_ms % 1000);
+	c->wday = (unsigned)((days + 4) % 7); /* 1970-01-01 was a Thursday */
+}

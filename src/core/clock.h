@@ -41,4 +41,15 @@ static inline uint64_t rl_time_ceil_sec(uint64_t ns)
 	return ns / RL_NS_PER_SEC + (ns % RL_NS_PER_SEC != 0);
 }
 
+/* A wall-clock time in milliseconds since the epoch as a UTC calendar
+ * date, without the C library (gmtime_r takes the time zone's lock and may
+ * read TZ and allocate: not inside somebody else's process). */
+struct rl_civil {
+	unsigned year, month, day;        /* month 1-12, day 1-31 */
+	unsigned hour, min, sec, ms;
+	unsigned wday;                    /* 0 = Sunday */
+};
+
+void rl_time_civil(uint64_t wall_ms, struct rl_civil *c);
+
 #endif /* RL_CLOCK_H */

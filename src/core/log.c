@@ -59,19 +59,14 @@ const char *rl_log_quote(const char *s, char *buf, size_t len)
 
 size_t rl_log_ts(char *buf, size_t len, uint64_t wall_ms)
 {
-	time_t secs = (time_t)(wall_ms / 1000);
-	struct tm tm;
+	struct rl_civil c;
 	int n;
 
 	if (!len)
 		return 0;
-	if (!gmtime_r(&secs, &tm)) {
-		buf[0] = '\0';
-		return 0;
-	}
-	n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		     tm.tm_min, tm.tm_sec, (unsigned)(wall_ms % 1000));
+	rl_time_civil(wall_ms, &c);
+	n = snprintf(buf, len, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", c.year,
+		     c.month, c.day, c.hour, c.min, c.sec, c.ms);
 	if (n < 0 || (size_t)n >= len) {
 		buf[0] = '\0';
 		return 0;

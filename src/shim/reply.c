@@ -158,30 +158,25 @@ static void put_2(struct out *o, unsigned v)
  * from the epoch without the C library's locale or time zone. */
 static void put_date(struct out *o, uint64_t wall_ms)
 {
-	static const char wd[] = "ThuFriSatSunMonTueWed";
+	static const char wd[] = "SunMonTueWedThuFriSat";
 	static const char mon[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-	uint64_t secs = wall_ms / 1000, days = secs / 86400, sod = secs % 86400;
-	/* civil from days (H. Hinnant), for days since 1970-01-01 */
-	uint64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
-	uint64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	uint64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	uint64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1;
-	uint64_t m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2);
+	struct rl_civil c;
 
+	rl_time_civil(wall_ms, &c);
 	put_str(o, "Date: ");
-	put(o, wd + 3 * (days % 7), 3);
+	put(o, wd + 3 * c.wday, 3);
 	put_str(o, ", ");
-	put_2(o, (unsigned)d);
+	put_2(o, c.day);
 	put_char(o, ' ');
-	put(o, mon + 3 * (m - 1), 3);
+	put(o, mon + 3 * (c.month - 1), 3);
 	put_char(o, ' ');
-	put_u64(o, y);
+	put_u64(o, c.year);
 	put_char(o, ' ');
-	put_2(o, (unsigned)(sod / 3600));
+	put_2(o, c.hour);
 	put_char(o, ':');
-	put_2(o, (unsigned)(sod / 60 % 60));
+	put_2(o, c.min);
 	put_char(o, ':');
-	put_2(o, (unsigned)(sod % 60));
+	put_2(o, c.sec);
 	put_str(o, " GMT\r\n");
 }
 
