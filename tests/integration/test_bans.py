@@ -6,6 +6,7 @@ ending a keep-alive connection at its next request, dry-run refusing no
 banned client, a trusted proxy's client banned request by request,
 rlshimctl ban/unban/bans on a live segment.
 """
+import json
 import os
 import re
 import shutil
@@ -37,6 +38,31 @@ def ban_row(s, addr):
             return {'reason': f[1], 'rule': f[2], 'offence': f[3],
                     'refused': int(f[4]), 'expires': ' '.join(f[5:])}
     return None
+
+
+def bans_json_says(s, addr, row):
+    """`bans --json` parses and says what the plain row says."""
+    out = ctl(s, 'bans', '--json')
+    assert out.returncode == 0, out.stderr
+    bans = json.loads(out.stdout)
+    b = [b for b in bans if b['address'] == addr]
+    assert len(b) == 1, bans
+    b = b[0]
+    assert b['prefix'] == int(addr.split('/')[1]), b
+    assert b['reason'] == row['reason'], (b, row)
+    assert (b['rule'] or '-') == row['rule'], (b, row)
+    assert (str(b['offences']) if b['offences'] else '-') == row['offence']
+    assert b['refused'] == row['refused'], (b, row)
+    left = b['expires_in_ms'] / 1000
+    assert abs(left - seconds_any(row['expires'])) <= 61, (b, row)
+    assert abs(b['expires_ms'] / 1000 - time.time() - left) < 5, b
+
+
+def seconds_any(text):
+    """'59m59s', '1h', '3s' in seconds."""
+    return sum(int(n) * {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600,
+                         'd': 86400}[u]
+               for n, u in re.findall(r'(\d+)(ms|s|m|h|d)', text))
 
 
 def status_of(s, path):
@@ -146,9 +172,12 @@ def keepalive_banned():
         assert refused(s.port) and refused(s.port)
         row = ban_row(s, '127.0.0.1/32')
         assert row and row['reason'] == 'manual' and row['refused'] == 3, row
+        bans_json_says(s, '127.0.0.1/32', row)
         assert ctl(s, 'unban', '127.0.0.1').returncode == 0
         assert s.get().status == 200
         assert ctl(s, 'bans').stdout.strip() == 'no bans'
+        out = ctl(s, 'bans', '--json')
+        assert out.returncode == 0 and json.loads(out.stdout) == [], out
         assert ctl(s, 'unban', '127.0.0.1').returncode == 1
     finally:
         s.stop()

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -269,6 +270,44 @@ def top_keys():
             [r[:4] for r in rows[:1]]
         assert [r[:4] for r in top_rows(s.config, '-n2')] == \
             [r[:4] for r in rows[:2]]
+        # --json: the same keys in the same order, with the same numbers.
+        keys = json.loads(ok(s.config, 'top', '--json'))
+        assert [[k['rule'], k['key'], str(k['remaining']), str(k['limit'])]
+                for k in keys] == [r[:4] for r in rows], (keys, rows)
+        j6 = [k for k in keys if k['key'] == '::/64'][0]
+        assert j6['retry_after_ms'] == 0 and j6['reset_after_ms'] > 0, j6
+        jsms = [k for k in keys if k['rule'] == 'sms'][0]
+        assert 0 < jsms['retry_after_ms'] <= 60000, jsms
+        assert jsms['retry_is_bound'] is False, jsms
+        assert len(json.loads(ok(s.config, 'top', '--json', '-n', '1'))) == 1
+    finally:
+        s.stop()
+
+
+def top_live():
+    """top -d 0.2, run for about a second, prints a frame per refresh (at
+    least 2) and exits 0 at SIGINT; with --json one array per line."""
+    s = F.Legacy(TWO_RULES)
+    try:
+        drive(s)
+        for extra in ([], ['--json']):
+            p = subprocess.Popen([CTL, '-c', s.config, 'top', '-d', '0.2',
+                                  *extra], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=5)
+            assert p.returncode == 0 and err == '', (p.returncode, err)
+            if extra:
+                frames = [json.loads(line) for line in out.splitlines()]
+                assert all(f and f[0]['rule'] == 'sms' for f in frames), out
+            else:
+                frames = out.split('\n\n')
+                assert all(f.startswith('RULE ') for f in frames), out
+            assert 2 <= len(frames) <= 8, (len(frames), out)
+        for bad in ('0', '-1', 'x', '1s'):
+            lines = one_line_error(ctl(s.config, 'top', '-d', bad), 2)
+            assert '-d' in lines[0], lines
     finally:
         s.stop()
 
@@ -478,8 +517,8 @@ def versions():
             (0, f'{prog} {version}\n', ''), (prog, out)
 
 
-COMMANDS = {'status': '--json', 'top': '-n N', 'metrics': '', 'check': 'FILE',
-            'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '',
+COMMANDS = {'status': '--json', 'top': '-n N] [-d SECS] [--json', 'metrics': '', 'check': 'FILE',
+            'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '--json',
             'xdp': 'stats'}
 
 
@@ -667,7 +706,7 @@ def xdp_status():
         X.nets_down()
 
 
-TESTS = [status_counts, top_keys, metrics, checker_is_strict, ban_round_trip,
+TESTS = [status_counts, top_keys, top_live, metrics, checker_is_strict, ban_round_trip,
          ban_guards, versions, options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
 
 

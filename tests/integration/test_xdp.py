@@ -15,6 +15,7 @@ the agent says so once.
 
 Addresses are 10.231.N.0/24 on links this test creates and deletes.
 """
+import json
 import os
 import re
 import shutil
@@ -112,6 +113,22 @@ def xdp_stats(s):
     return counters, drops
 
 
+def xdp_json_says(s, counters, drops):
+    """`xdp stats --json` parses and says what the plain output says
+    (nothing is sent meanwhile, so the counters stand still)."""
+    out = ctl(s, 'xdp', 'stats', '--json')
+    assert out.returncode == 0, out.stderr
+    j = json.loads(out.stdout)
+    plain = ctl(s, 'xdp', 'stats').stdout.splitlines()[0]
+    assert plain.startswith('xdp: attached, ') and j['attached'] is True, (plain, j)
+    assert f"mode {j['mode']}, maps {j['maps']}" in plain, (plain, j)
+    assert {k: j[k] for k in counters} == counters, (j, counters)
+    assert {b['address']: b['dropped'] for b in j['bans']} == drops, (j, drops)
+    for b in j['bans']:
+        assert b['prefix'] == int(b['address'].split('/')[1]), b
+        assert 0 < b['expires_in_ms'] <= 600000, b
+
+
 def xdp_drops(s):
     """The {address: dropped} of xdp stats, or None while the agent has
     not loaded the dropper yet (it does so after it starts)."""
@@ -169,6 +186,7 @@ def banned_in_xdp():
         assert drops[f'{bad}/32'] >= 1, drops
         assert counters['dropped'] - before['dropped'] >= 1, (before, counters)
         assert counters['packets'] > before['packets']
+        xdp_json_says(s, counters, drops)
         # Nothing reached accept: the shim refused no connection for it.
         row = [ln.split() for ln in ctl(s, 'bans').stdout.splitlines()
                if ln.startswith(f'{bad}/32')]

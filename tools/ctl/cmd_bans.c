@@ -165,6 +165,7 @@ struct list {
 	struct ctl *c;
 	uint64_t now;
 	unsigned n;
+	struct ctl_json *j;  /* --json: the array the bans go in */
 };
 
 static const char *origin_name(uint8_t o)
@@ -194,6 +195,27 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 		rule_len = (int)strnlen(rule, RL_RULE_NAME_MAX);
 	if (v->offences)
 		snprintf(offences, sizeof(offences), "%u", v->offences);
+	if (l->j) {
+		l->n++;
+		ctl_jopen(l->j, NULL, '{');
+		ctl_jtext(l->j, "address", text);
+		ctl_jnum(l->j, "prefix", v->cidr.prefix);
+		ctl_jtext(l->j, "reason", origin_name(v->origin));
+		if (rule[0] == '-') {
+			ctl_jnull(l->j, "rule");
+		} else {
+			char name[RL_RULE_NAME_MAX + 1];
+
+			snprintf(name, sizeof(name), "%.*s", rule_len, rule);
+			ctl_jtext(l->j, "rule", name);
+		}
+		ctl_jnum(l->j, "offences", v->offences);
+		ctl_jnum(l->j, "refused", v->hits);
+		ctl_jnum(l->j, "expires_ms", v->expires_ms);
+		ctl_jnum(l->j, "expires_in_ms", v->expires_ms - l->now);
+		ctl_jclose(l->j, '}');
+		return 0;
+	}
 	if (!l->n++)
 		printf("%-43s %-9s %-16s %-8s %-10s %s\n", "ADDRESS", "REASON",
 		       "RULE", "OFFENCE", "REFUSED", "EXPIRES IN");
@@ -202,22 +224,35 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 	return 0;
 }
 
+struct bans_opts {
+	int json;
+};
+
 static int run_bans(struct ctl *c, const void *opts)
 {
-	struct list l = { c, 0, 0 };
+	const struct bans_opts *o = opts;
+	struct ctl_json j = { 0, { 1 } };
+	struct list l = { c, 0, 0, o->json ? &j : NULL };
 	int rc;
 
-	(void)opts; /* it takes none */
 	if ((rc = ctl_open(c, 0)))
 		return rc;
 	l.now = rl_time_wall_ms();
+	if (l.j)
+		ctl_jopen(l.j, NULL, '[');
 	rl_ban_foreach(c->table, l.now, print_ban, &l);
-	if (!l.n)
+	if (l.j) {
+		ctl_jclose(l.j, ']');
+		putchar('\n');
+	} else if (!l.n) {
 		printf("no bans\n");
-	return 0;
+	}
+	return ctl_flush();
 }
 
 static const struct ctl_option bans_options[] = {
+	CTL_OPTION(CTL_OPT_BOOL, struct bans_opts, json, .name = "json",
+		   .help = "the same as a JSON array of objects"),
 	CTL_END_OPTIONS,
 };
 
@@ -227,5 +262,6 @@ const struct ctl_command ctl_cmd_bans = {
 	.more = "  Address, reason (maxretry, manual, remote), rule, offence, "
 		"connections\n  refused, expires in.\n",
 	.options = bans_options,
+	.opts_size = sizeof(struct bans_opts),
 	.run = run_bans,
 };

@@ -245,233 +245,133 @@ static void human(struct ctl *c, const struct ctl_snapshot *s)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-/*
- * A writer just big enough for one object: it places the commas, escapes
- * strings (RFC 8259: quote, backslash and control characters; bytes that
- * are not UTF-8 become U+FFFD, so the output always parses).
- */
-struct json {
-	int depth;
-	int first[8];
-};
-
-static void jstr(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	putchar('"');
-	while (*p) {
-		unsigned n = *p < 0x80 ? 0 : (*p & 0xE0) == 0xC0 && *p >= 0xC2 ? 1
-			     : (*p & 0xF0) == 0xE0 ? 2
-			     : (*p & 0xF8) == 0xF0 && *p <= 0xF4 ? 3 : 4;
-		unsigned k;
-
-		/* No overlong forms, no surrogates, nothing past U+10FFFF. */
-		if ((*p == 0xE0 && p[1] < 0xA0) || (*p == 0xED && p[1] >= 0xA0) ||
-		    (*p == 0xF0 && p[1] < 0x90) || (*p == 0xF4 && p[1] >= 0x90))
-			n = 4;
-
-		if (n == 0) {
-			if (*p == '"' || *p == '\\')
-				printf("\\%c", *p);
-			else if (*p < 0x20)
-				printf("\\u%04x", *p);
-			else
-				putchar(*p);
-			p++;
-			continue;
-		}
-		for (k = 1; n < 4 && k <= n && (p[k] & 0xC0) == 0x80; k++)
-			;
-		if (n == 4 || k <= n) {
-			fputs("\\ufffd", stdout);
-			p++;
-			continue;
-		}
-		fwrite(p, 1, n + 1, stdout);
-		p += n + 1;
-	}
-	putchar('"');
-}
-
-static void jkey(struct json *j, const char *key)
-{
-	if (!j->first[j->depth])
-		putchar(',');
-	j->first[j->depth] = 0;
-	if (key) {
-		jstr(key);
-		putchar(':');
-	}
-}
-
-static void jopen(struct json *j, const char *key, char brace)
-{
-	jkey(j, key);
-	putchar(brace);
-	j->first[++j->depth] = 1;
-}
-
-static void jclose(struct json *j, char brace)
-{
-	putchar(brace);
-	j->depth--;
-}
-
-static void jtext(struct json *j, const char *key, const char *v)
-{
-	jkey(j, key);
-	if (v)
-		jstr(v);
-	else
-		fputs("null", stdout);
-}
-
-static void jnum(struct json *j, const char *key, uint64_t v)
-{
-	jkey(j, key);
-	printf("%llu", (unsigned long long)v);
-}
-
-static void jbool(struct json *j, const char *key, int v)
-{
-	jkey(j, key);
-	fputs(v ? "true" : "false", stdout);
-}
-
-static void jnull(struct json *j, const char *key)
-{
-	jkey(j, key);
-	fputs("null", stdout);
-}
-
-static void json_rule(struct json *j, const struct ctl_snapshot *s,
+static void json_rule(struct ctl_json *j, const struct ctl_snapshot *s,
 		      const struct ctl_rule *r)
 {
 	char text[RL_PATH_MAX + 32];
 
-	jopen(j, NULL, '{');
-	jtext(j, "name", r->name);
-	jbool(j, "retired", !r->cfg && !s->config_err);
+	ctl_jopen(j, NULL, '{');
+	ctl_jtext(j, "name", r->name);
+	ctl_jbool(j, "retired", !r->cfg && !s->config_err);
 	if (r->cfg) {
 		ctl_fmt_match(text, sizeof(text), r->cfg);
-		jtext(j, "match", text);
+		ctl_jtext(j, "match", text);
 	} else {
-		jnull(j, "match");
+		ctl_jnull(j, "match");
 	}
 	ctl_fmt_rate(text, sizeof(text), &r->rate);
-	jtext(j, "rate", text);
-	jnum(j, "burst", r->rate.burst);
+	ctl_jtext(j, "rate", text);
+	ctl_jnum(j, "burst", r->rate.burst);
 	if (r->cfg) {
 		ctl_fmt_key(text, sizeof(text), r->cfg);
-		jtext(j, "key", text);
+		ctl_jtext(j, "key", text);
 	} else {
-		jnull(j, "key");
+		ctl_jnull(j, "key");
 	}
-	jtext(j, "algorithm", rl_config_algorithm_name(r->algorithm));
+	ctl_jtext(j, "algorithm", rl_config_algorithm_name(r->algorithm));
 	if (r->cfg && r->cfg->maxretry) {
-		jnum(j, "maxretry", r->cfg->maxretry);
-		jnum(j, "findtime_ms", r->cfg->findtime_ns / RL_NS_PER_MS);
-		jnum(j, "bantime_ms", r->cfg->bantime_ns / RL_NS_PER_MS);
+		ctl_jnum(j, "maxretry", r->cfg->maxretry);
+		ctl_jnum(j, "findtime_ms", r->cfg->findtime_ns / RL_NS_PER_MS);
+		ctl_jnum(j, "bantime_ms", r->cfg->bantime_ns / RL_NS_PER_MS);
 	}
-	jnum(j, "allowed", r->allowed);
-	jnum(j, "denied", r->denied);
-	jnum(j, "bans", r->bans);
-	jclose(j, '}');
+	ctl_jnum(j, "allowed", r->allowed);
+	ctl_jnum(j, "denied", r->denied);
+	ctl_jnum(j, "bans", r->bans);
+	ctl_jclose(j, '}');
 }
 
 static void json(struct ctl *c, const struct ctl_snapshot *s)
 {
-	struct json j = { 0, { 1 } };
+	struct ctl_json j = { 0, { 1 } };
 	char url[RL_URL_MAX];
 
-	jopen(&j, NULL, '{');
-	jopen(&j, "config", '{');
-	jtext(&j, "path", c->path);
-	jtext(&j, "state", config_states[s->config]);
-	jbool(&j, "in_force", s->config == CTL_CONFIG_IN_FORCE);
+	ctl_jopen(&j, NULL, '{');
+	ctl_jopen(&j, "config", '{');
+	ctl_jtext(&j, "path", c->path);
+	ctl_jtext(&j, "state", config_states[s->config]);
+	ctl_jbool(&j, "in_force", s->config == CTL_CONFIG_IN_FORCE);
 	if (s->config_since_ms)
-		jnum(&j, "since_ms", s->config_since_ms);
+		ctl_jnum(&j, "since_ms", s->config_since_ms);
 	else
-		jnull(&j, "since_ms");
-	jnum(&j, "reloads", s->config_reloads);
-	jtext(&j, "error", s->config_err);
-	jclose(&j, '}');
-	jtext(&j, "mode", c->cfg ? mode_name(c->cfg) : NULL);
-	jtext(&j, "shm", c->shm);
-	jnum(&j, "segment_bytes", s->table.size);
+		ctl_jnull(&j, "since_ms");
+	ctl_jnum(&j, "reloads", s->config_reloads);
+	ctl_jtext(&j, "error", s->config_err);
+	ctl_jclose(&j, '}');
+	ctl_jtext(&j, "mode", c->cfg ? mode_name(c->cfg) : NULL);
+	ctl_jtext(&j, "shm", c->shm);
+	ctl_jnum(&j, "segment_bytes", s->table.size);
 
-	jopen(&j, "rules", '[');
+	ctl_jopen(&j, "rules", '[');
 	for (unsigned i = 0; i < s->nrules; i++)
 		json_rule(&j, s, &s->rules[i]);
-	jclose(&j, ']');
+	ctl_jclose(&j, ']');
 
-	jopen(&j, "bans", '{');
-	jnum(&j, "active", s->bans_active);
-	jnum(&j, "refusals", s->ban_refusals);
-	jnum(&j, "issued", s->bans_issued);
-	jclose(&j, '}');
+	ctl_jopen(&j, "bans", '{');
+	ctl_jnum(&j, "active", s->bans_active);
+	ctl_jnum(&j, "refusals", s->ban_refusals);
+	ctl_jnum(&j, "issued", s->bans_issued);
+	ctl_jclose(&j, '}');
 
-	jopen(&j, "table", '{');
-	jnum(&j, "capacity", s->table.capacity);
-	jnum(&j, "keys", s->table.keys);
-	jnum(&j, "occupied", s->table.occupied);
-	jnum(&j, "evictions", s->table.evictions);
-	jnum(&j, "overflows", s->table.overflows);
-	jclose(&j, '}');
+	ctl_jopen(&j, "table", '{');
+	ctl_jnum(&j, "capacity", s->table.capacity);
+	ctl_jnum(&j, "keys", s->table.keys);
+	ctl_jnum(&j, "occupied", s->table.occupied);
+	ctl_jnum(&j, "evictions", s->table.evictions);
+	ctl_jnum(&j, "overflows", s->table.overflows);
+	ctl_jclose(&j, '}');
 
-	jopen(&j, "agent", '{');
-	jbool(&j, "expected", s->agent_expected);
-	jbool(&j, "alive", s->agent_alive);
+	ctl_jopen(&j, "agent", '{');
+	ctl_jbool(&j, "expected", s->agent_expected);
+	ctl_jbool(&j, "alive", s->agent_alive);
 	if (s->agent_pid)
-		jnum(&j, "pid", s->agent_pid);
+		ctl_jnum(&j, "pid", s->agent_pid);
 	else
-		jnull(&j, "pid");
+		ctl_jnull(&j, "pid");
 	if (s->agent_seen)
-		jnum(&j, "heartbeat_age_ms", s->agent_beat_age_ns / RL_NS_PER_MS);
+		ctl_jnum(&j, "heartbeat_age_ms", s->agent_beat_age_ns / RL_NS_PER_MS);
 	else
-		jnull(&j, "heartbeat_age_ms");
+		ctl_jnull(&j, "heartbeat_age_ms");
 	if (s->synced)
-		jnum(&j, "last_sync_age_ms", s->sync_age_ns / RL_NS_PER_MS);
+		ctl_jnum(&j, "last_sync_age_ms", s->sync_age_ns / RL_NS_PER_MS);
 	else
-		jnull(&j, "last_sync_age_ms");
-	jnum(&j, "syncs", s->syncs);
-	jnum(&j, "hosts_alive", s->hosts_alive);
-	jnum(&j, "sync_interval_ms", s->sync_interval_ms);
-	jclose(&j, '}');
+		ctl_jnull(&j, "last_sync_age_ms");
+	ctl_jnum(&j, "syncs", s->syncs);
+	ctl_jnum(&j, "hosts_alive", s->hosts_alive);
+	ctl_jnum(&j, "sync_interval_ms", s->sync_interval_ms);
+	ctl_jclose(&j, '}');
 
-	jopen(&j, "store", '{');
-	jtext(&j, "state", store_states[s->store]);
+	ctl_jopen(&j, "store", '{');
+	ctl_jtext(&j, "state", store_states[s->store]);
 	if (c->cfg && c->cfg->redis) {
 		ctl_fmt_url(url, sizeof(url), c->cfg->redis_url);
-		jtext(&j, "url", url);
+		ctl_jtext(&j, "url", url);
 	} else {
-		jnull(&j, "url");
+		ctl_jnull(&j, "url");
 	}
 	if (s->store == CTL_STORE_DOWN)
-		jnum(&j, "down_for_ms", s->store_down_ms);
+		ctl_jnum(&j, "down_for_ms", s->store_down_ms);
 	else
-		jnull(&j, "down_for_ms");
-	jclose(&j, '}');
+		ctl_jnull(&j, "down_for_ms");
+	ctl_jclose(&j, '}');
 
-	jopen(&j, "xdp", '{');
-	jbool(&j, "configured", s->xdp_configured);
-	jopen(&j, "interfaces", '[');
+	ctl_jopen(&j, "xdp", '{');
+	ctl_jbool(&j, "configured", s->xdp_configured);
+	ctl_jopen(&j, "interfaces", '[');
 	for (unsigned i = 0; c->cfg && c->cfg->xdp && i < c->cfg->nifaces; i++)
-		jtext(&j, NULL, c->cfg->ifaces[i]);
-	jclose(&j, ']');
-	jtext(&j, "mode", c->cfg && c->cfg->xdp ? xdp_mode_name(c->cfg->xdp_mode)
+		ctl_jtext(&j, NULL, c->cfg->ifaces[i]);
+	ctl_jclose(&j, ']');
+	ctl_jtext(&j, "mode", c->cfg && c->cfg->xdp ? xdp_mode_name(c->cfg->xdp_mode)
 					       : NULL);
-	jbool(&j, "attached", s->xdp_attached);
+	ctl_jbool(&j, "attached", s->xdp_attached);
 	if (s->xdp_maps) {
-		jnum(&j, "packets", s->xdp.packets);
-		jnum(&j, "dropped", s->xdp.dropped);
+		ctl_jnum(&j, "packets", s->xdp.packets);
+		ctl_jnum(&j, "dropped", s->xdp.dropped);
 	} else {
-		jnull(&j, "packets");
-		jnull(&j, "dropped");
+		ctl_jnull(&j, "packets");
+		ctl_jnull(&j, "dropped");
 	}
-	jclose(&j, '}');
-	jclose(&j, '}');
+	ctl_jclose(&j, '}');
+	ctl_jclose(&j, '}');
 	putchar('\n');
 }
 

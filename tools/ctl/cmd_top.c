@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_top.c - rlshimctl top [-n N]: the keys nearest (or over) their limit.
+ * cmd_top.c - rlshimctl top [-n N] [-d SECS] [--json]: the keys nearest (or
+ * over) their limit, once or every SECS seconds until interrupted.
  *
  * One pass over the table (rl_table_foreach: every slot with live state)
  * keeps the N most urgent keys in a heap whose root is the least urgent
@@ -8,9 +9,14 @@
  * O(keys * log N) comparisons. Urgency: over the limit (nothing remaining)
  * first, longest wait first; then fewest remaining, then most debt.
  */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ctl.h"
 
@@ -213,51 +219,113 @@ static void format_text(const struct rl_slot_view *v, char *buf, size_t len)
 		snprintf(buf + o, len - o, "…");
 }
 
-static void format_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
-		       size_t len)
+/* Returns 1 for a global rule's key (shown as "(global)"), else 0. */
+static int format_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
+		      size_t len)
 {
 	const struct rl_rule_cfg *r = rule_cfg(c, rl_table_rule_name(c->table,
 								    v->rule));
 
-	if (r && r->key == RL_KEY_GLOBAL)
+	if ((r && r->key == RL_KEY_GLOBAL) || (!r && v->key_len == 0)) {
 		snprintf(buf, len, "(global)");
-	else if (r && r->key == RL_KEY_HEADER)
+		return 1;
+	}
+	if ((r && r->key == RL_KEY_HEADER) || format_addr(c, v, buf, len))
 		format_text(v, buf, len);
-	else if (format_addr(c, v, buf, len) == 0)
-		;
-	else if (!r && v->key_len == 0)
-		snprintf(buf, len, "(global)");
-	else
-		format_text(v, buf, len);
+	return 0;
 }
 
 /* ---- the command --------------------------------------------------------- */
 
 struct top_opts {
 	unsigned n;
+	const char *delay;  /* -d SECS: refresh every SECS seconds */
+	int json;
 };
 
 static const struct ctl_option top_options[] = {
 	CTL_OPTION(CTL_OPT_COUNT, struct top_opts, n, .short_opt = 'n',
 		   .metavar = "N", .help = "how many keys (default 10)"),
+	CTL_OPTION(CTL_OPT_STRING, struct top_opts, delay, .short_opt = 'd',
+		   .metavar = "SECS",
+		   .help = "refresh every SECS seconds (0.2, 2) until Ctrl-C"),
+	CTL_OPTION(CTL_OPT_BOOL, struct top_opts, json, .name = "json",
+		   .help = "the keys as a JSON array of objects"),
 	CTL_END_OPTIONS,
 };
 
 static const struct top_opts top_defaults = { .n = TOP_DEFAULT };
 
-static int run_top(struct ctl *c, const void *opts)
+static void print_json(struct ctl *c, const struct top *t)
 {
-	const struct top_opts *o = opts;
+	struct ctl_json j = { 0, { 1 } };
+
+	ctl_jopen(&j, NULL, '[');
+	for (unsigned i = 0; i < t->n; i++) {
+		const struct entry *e = &t->e[i];
+		char key[RL_KEY_MAX * 4 + 8], rule[RL_RULE_NAME_MAX];
+		int global = format_key(c, &e->v, key, sizeof(key));
+
+		snprintf(rule, sizeof(rule), "%.*s", RL_RULE_NAME_MAX - 1,
+			 rl_table_rule_name(c->table, e->v.rule));
+		ctl_jopen(&j, NULL, '{');
+		ctl_jtext(&j, "rule", rule);
+		ctl_jtext(&j, "key", global ? "-" : key);
+		ctl_jnum(&j, "remaining", e->v.peek.remaining);
+		ctl_jnum(&j, "limit", e->v.peek.limit);
+		ctl_jnum(&j, "retry_after_ms",
+			 (e->retry_ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS);
+		ctl_jbool(&j, "retry_is_bound", e->retry_bound);
+		ctl_jnum(&j, "reset_after_ms",
+			 (e->v.peek.reset_after_ns + RL_NS_PER_MS - 1) /
+				 RL_NS_PER_MS);
+		ctl_jclose(&j, '}');
+	}
+	ctl_jclose(&j, ']');
+	putchar('\n');
+}
+
+static void print_grid(struct ctl *c, const struct top *t, struct ctl_grid *g)
+{
+	g->right[2] = g->right[3] = g->right[4] = g->right[5] = 1;
+	ctl_grid_add(g, "RULE");
+	ctl_grid_add(g, "KEY");
+	ctl_grid_add(g, "REMAINING");
+	ctl_grid_add(g, "LIMIT");
+	ctl_grid_add(g, "RETRY");
+	ctl_grid_add(g, "RESET");
+	for (unsigned i = 0; i < t->n; i++) {
+		const struct entry *e = &t->e[i];
+		char key[RL_KEY_MAX * 4 + 8], retry[40] = "-", reset[32];
+
+		format_key(c, &e->v, key, sizeof(key));
+		if (e->retry_ns) {
+			ctl_fmt_dur(retry + 3, sizeof(retry) - 3, e->retry_ns);
+			/* "≤" is three bytes of UTF-8 */
+			memcpy(retry, "\xe2\x89\xa4", 3);
+		}
+		ctl_fmt_dur(reset, sizeof(reset), e->v.peek.reset_after_ns);
+		ctl_grid_add(g, "%.*s", RL_RULE_NAME_MAX - 1,
+			     rl_table_rule_name(c->table, e->v.rule));
+		ctl_grid_add(g, "%s", key);
+		ctl_grid_add(g, "%u", e->v.peek.remaining);
+		ctl_grid_add(g, "%u", e->v.peek.limit);
+		ctl_grid_add(g, "%s", e->retry_ns && !e->retry_bound
+					      ? retry + 3 : retry);
+		ctl_grid_add(g, "%s", reset);
+	}
+	if (t->n)
+		ctl_grid_print(g, stdout, "");
+	else
+		printf("no key holds any state: nothing is near its limit\n");
+}
+
+/* One reading of the table, printed. */
+static int show_once(struct ctl *c, const struct top_opts *o, unsigned n)
+{
 	struct top t;
 	struct ctl_grid g;
-	unsigned n = o->n;
-	int rc;
 
-	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
-		return rc;
-	/* No more rows than the table has slots. */
-	if (n > rl_table_capacity(c->table))
-		n = rl_table_capacity(c->table);
 	memset(&t, 0, sizeof(t));
 	t.c = c;
 	t.max = n;
@@ -268,41 +336,81 @@ static int run_top(struct ctl *c, const void *opts)
 	}
 	rl_table_foreach(c->table, rl_time_now_ns(), consider, &t);
 	qsort(t.e, t.n, sizeof(*t.e), by_urgency);
-
-	g.right[2] = g.right[3] = g.right[4] = g.right[5] = 1;
-	ctl_grid_add(&g, "RULE");
-	ctl_grid_add(&g, "KEY");
-	ctl_grid_add(&g, "REMAINING");
-	ctl_grid_add(&g, "LIMIT");
-	ctl_grid_add(&g, "RETRY");
-	ctl_grid_add(&g, "RESET");
-	for (unsigned i = 0; i < t.n; i++) {
-		const struct entry *e = &t.e[i];
-		char key[RL_KEY_MAX * 4 + 8], retry[40] = "-", reset[32];
-
-		format_key(c, &e->v, key, sizeof(key));
-		if (e->retry_ns) {
-			ctl_fmt_dur(retry + 3, sizeof(retry) - 3, e->retry_ns);
-			/* "≤" is three bytes of UTF-8 */
-			memcpy(retry, "\xe2\x89\xa4", 3);
-		}
-		ctl_fmt_dur(reset, sizeof(reset), e->v.peek.reset_after_ns);
-		ctl_grid_add(&g, "%.*s", RL_RULE_NAME_MAX - 1,
-			     rl_table_rule_name(c->table, e->v.rule));
-		ctl_grid_add(&g, "%s", key);
-		ctl_grid_add(&g, "%u", e->v.peek.remaining);
-		ctl_grid_add(&g, "%u", e->v.peek.limit);
-		ctl_grid_add(&g, "%s", e->retry_ns && !e->retry_bound
-					       ? retry + 3 : retry);
-		ctl_grid_add(&g, "%s", reset);
-	}
-	if (t.n)
-		ctl_grid_print(&g, stdout, "");
+	if (o->json)
+		print_json(c, &t);
 	else
-		printf("no key holds any state: nothing is near its limit\n");
+		print_grid(c, &t, &g);
 	ctl_grid_free(&g);
 	free(t.e);
 	return ctl_flush();
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* -d SECS: a positive number of seconds, at most a day. */
+static int parse_delay(const char *s, struct timespec *out)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(d) || d <= 0 || d > 86400)
+		return -1;
+	out->tv_sec = (time_t)d;
+	out->tv_nsec = (long)((d - (double)out->tv_sec) * 1e9);
+	if (out->tv_sec == 0 && out->tv_nsec == 0)
+		return -1;
+	return 0;
+}
+
+static int run_top(struct ctl *c, const void *opts)
+{
+	const struct top_opts *o = opts;
+	struct timespec delay;
+	struct sigaction sa;
+	unsigned n = o->n;
+	int rc, tty = isatty(STDOUT_FILENO);
+
+	if (o->delay && parse_delay(o->delay, &delay))
+		return ctl_usage("top: -d wants seconds, more than 0 and at "
+				 "most 86400, not '%s'", o->delay);
+	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
+		return rc;
+	/* No more rows than the table has slots. */
+	if (n > rl_table_capacity(c->table))
+		n = rl_table_capacity(c->table);
+	if (!o->delay)
+		return show_once(c, o, n);
+
+	/* Until Ctrl-C (or a TERM): exit 0, as top and watch do. No
+	 * SA_RESTART, so the sleep ends at the signal. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	for (unsigned frame = 0; !interrupted; frame++) {
+		struct timespec left = delay;
+
+		/* A terminal is redrawn in place; a pipe gets one frame after
+		 * another, a blank line apart (JSON: one array per line). */
+		if (tty)
+			fputs("\033[H\033[2J", stdout);
+		else if (frame && !o->json)
+			putchar('\n');
+		if ((rc = show_once(c, o, n)))
+			return rc;
+		while (!interrupted && nanosleep(&left, &left) && errno == EINTR)
+			;
+	}
+	return 0;
 }
 
 const struct ctl_command ctl_cmd_top = {
@@ -313,7 +421,9 @@ const struct ctl_command ctl_cmd_top = {
 		"  the wait for the key's next request; for sliding-window "
 		"rules an upper\n"
 		"  bound (marked ≤). RESET is the time until the key's "
-		"budget is full again.\n",
+		"budget is full again.\n"
+		"  -d redraws a terminal in place; to a pipe, frames a blank "
+		"line apart.\n",
 	.options = top_options,
 	.opts_size = sizeof(struct top_opts),
 	.defaults = &top_defaults,

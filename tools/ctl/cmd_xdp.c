@@ -118,7 +118,7 @@ void ctl_xdp_totals(struct ctl_xdp *m, struct ctl_xdp_totals *out)
 /* One ban of a map: its address, what it dropped, its time left. */
 static void print_xdp_ban(struct ctl_xdp *m, uint8_t family, __u32 prefixlen,
 			  const __u8 *addr, const struct rl_xdp_ban *v,
-			  uint64_t mono_now)
+			  uint64_t mono_now, struct ctl_json *j)
 {
 	struct rl_cidr c;
 	char text[RL_CIDR_STRLEN], left[32] = "expired";
@@ -132,6 +132,19 @@ static void print_xdp_ban(struct ctl_xdp *m, uint8_t family, __u32 prefixlen,
 		rl_time_format_duration(left, sizeof(left),
 					(v->expires_ns - mono_now) /
 						RL_NS_PER_SEC * RL_NS_PER_SEC);
+	if (j) {
+		ctl_jopen(j, NULL, '{');
+		ctl_jtext(j, "address", text);
+		ctl_jnum(j, "prefix", prefixlen);
+		ctl_jnum(j, "dropped", percpu_sum(m, m->drops, v->id, 0, 1));
+		if (v->expires_ns > mono_now)
+			ctl_jnum(j, "expires_in_ms",
+				 (v->expires_ns - mono_now) / RL_NS_PER_MS);
+		else
+			ctl_jnull(j, "expires_in_ms");
+		ctl_jclose(j, '}');
+		return;
+	}
 	printf("%-43s %-12llu %s\n", text,
 	       (unsigned long long)percpu_sum(m, m->drops, v->id, 0, 1), left);
 }
@@ -141,7 +154,8 @@ static void print_xdp_ban(struct ctl_xdp *m, uint8_t family, __u32 prefixlen,
  * map's key is the address alone, at the configured host prefix `host`.
  */
 static unsigned list_map(struct ctl_xdp *m, int fd, uint8_t family,
-			 size_t keylen, int host, uint64_t mono_now)
+			 size_t keylen, int host, uint64_t mono_now,
+			 struct ctl_json *j)
 {
 	__u8 key[sizeof(struct rl_xdp_key6)], next[sizeof(struct rl_xdp_key6)];
 	void *prev = NULL;
@@ -159,18 +173,22 @@ static unsigned list_map(struct ctl_xdp *m, int fd, uint8_t family,
 			memcpy(&prefixlen, key, sizeof(prefixlen));
 		n++;
 		print_xdp_ban(m, family, prefixlen,
-			      host < 0 ? key + sizeof(__u32) : key, &v, mono_now);
+			      host < 0 ? key + sizeof(__u32) : key, &v, mono_now,
+			      j);
 	}
 	return n;
 }
 
 struct xdp_opts {
 	const char *what;    /* the subcommand: "stats" */
+	int json;
 };
 
 static const struct ctl_option xdp_options[] = {
 	CTL_OPTION(CTL_OPT_STRING, struct xdp_opts, what, .positional = 1,
 		   .required = 1, .metavar = "stats"),
+	CTL_OPTION(CTL_OPT_BOOL, struct xdp_opts, json, .name = "json",
+		   .help = "the same as one JSON object"),
 	CTL_END_OPTIONS,
 };
 
@@ -183,8 +201,10 @@ static int run_xdp(struct ctl *c, const void *opts)
 	struct ctl_xdp_totals t;
 	const uint64_t *tv[] = { &t.packets, &t.dropped, &t.expired,
 				 &t.not_ip, &t.truncated };
+	struct ctl_json j = { 0, { 1 } }, *jp = NULL;
+	const char *mode;
 	unsigned n;
-	int rc;
+	int rc, attached;
 
 	if (strcmp(o->what, "stats") != 0)
 		return ctl_usage("xdp: the one subcommand is 'stats'");
@@ -213,27 +233,44 @@ static int run_xdp(struct ctl *c, const void *opts)
 		ctl_xdp_close(&m);
 		return rc;
 	}
-	printf("xdp: %s, mode %s, maps %s\n",
-	       rl_table_agent_flags(c->table) & RL_AGENT_XDP
-		       ? "attached" : "not attached",
-	       c->cfg->xdp_mode == RL_XDP_NATIVE ? "native"
-	       : c->cfg->xdp_mode == RL_XDP_GENERIC ? "generic" : "auto", m.dir);
+	attached = !!(rl_table_agent_flags(c->table) & RL_AGENT_XDP);
+	mode = c->cfg->xdp_mode == RL_XDP_NATIVE ? "native"
+	       : c->cfg->xdp_mode == RL_XDP_GENERIC ? "generic" : "auto";
 	ctl_xdp_totals(&m, &t);
-	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		printf("%-10s %llu\n", names[i], (unsigned long long)*tv[i]);
-	printf("\n%-43s %-12s %s\n", "ADDRESS", "DROPPED", "EXPIRES IN");
+	if (o->json) {
+		ctl_jopen(&j, NULL, '{');
+		ctl_jbool(&j, "attached", attached);
+		ctl_jtext(&j, "mode", mode);
+		ctl_jtext(&j, "maps", m.dir);
+		for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			ctl_jnum(&j, names[i], *tv[i]);
+		ctl_jopen(&j, "bans", '[');
+		jp = &j;
+	} else {
+		printf("xdp: %s, mode %s, maps %s\n",
+		       attached ? "attached" : "not attached", mode, m.dir);
+		for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			printf("%-10s %llu\n", names[i],
+			       (unsigned long long)*tv[i]);
+		printf("\n%-43s %-12s %s\n", "ADDRESS", "DROPPED", "EXPIRES IN");
+	}
 	n = list_map(&m, m.h4, RL_AF_INET, sizeof(struct rl_xdp_host4),
-		     c->cfg->ipv4_prefix, rl_time_now_ns());
+		     c->cfg->ipv4_prefix, rl_time_now_ns(), jp);
 	n += list_map(&m, m.v4, RL_AF_INET, sizeof(struct rl_xdp_key4), -1,
-		      rl_time_now_ns());
+		      rl_time_now_ns(), jp);
 	n += list_map(&m, m.h6, RL_AF_INET6, sizeof(struct rl_xdp_host6),
-		      c->cfg->ipv6_prefix, rl_time_now_ns());
+		      c->cfg->ipv6_prefix, rl_time_now_ns(), jp);
 	n += list_map(&m, m.v6, RL_AF_INET6, sizeof(struct rl_xdp_key6), -1,
-		      rl_time_now_ns());
-	if (!n)
+		      rl_time_now_ns(), jp);
+	if (jp) {
+		ctl_jclose(&j, ']');
+		ctl_jclose(&j, '}');
+		putchar('\n');
+	} else if (!n) {
 		printf("(no bans in the maps)\n");
+	}
 	ctl_xdp_close(&m);
-	return 0;
+	return ctl_flush();
 }
 
 const struct ctl_command ctl_cmd_xdp = {

@@ -12,6 +12,7 @@
  *   cmd_status.c  status, for people and as JSON
  *   cmd_top.c     the keys nearest their limit
  *   cmd_metrics.c the Prometheus text exposition
+ *   json.c        the JSON writer of every --json
  */
 #ifndef RL_CTL_H
 #define RL_CTL_H
@@ -265,5 +266,24 @@ __attribute__((format(printf, 2, 3)))
 void ctl_grid_add(struct ctl_grid *g, const char *fmt, ...);
 void ctl_grid_print(struct ctl_grid *g, FILE *f, const char *indent);
 void ctl_grid_free(struct ctl_grid *g);
+
+/*
+ * JSON on stdout (json.c): a writer just big enough for one document. It
+ * places the commas and escapes strings (RFC 8259: quote, backslash and
+ * control characters; bytes that are not UTF-8 become U+FFFD, so the
+ * output always parses). `key` is NULL inside arrays.
+ */
+struct ctl_json {
+	int depth;
+	int first[8];
+};
+void ctl_jstr(const char *s);
+void ctl_jkey(struct ctl_json *j, const char *key);
+void ctl_jopen(struct ctl_json *j, const char *key, char brace);
+void ctl_jclose(struct ctl_json *j, char brace);
+void ctl_jtext(struct ctl_json *j, const char *key, const char *v);
+void ctl_jnum(struct ctl_json *j, const char *key, uint64_t v);
+void ctl_jbool(struct ctl_json *j, const char *key, int v);
+void ctl_jnull(struct ctl_json *j, const char *key);
 
 #endif /* RL_CTL_H */
