@@ -54,8 +54,7 @@ static int config_changed(const char *path, const struct rl_config *cur,
 	if (!path || now == *stamp)
 		return 0;
 	*stamp = now;
-	if (rl_config_load(path, &next, &err) ||
-	    rl_config_reload_ok(next, &err)) {
+	if (rl_config_check(path, &next, &err)) {
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, keeping the "
 		       "one in force\" err=\"%s\"",
 		       rl_log_quote(err.msg, q, sizeof(q)));

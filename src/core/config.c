@@ -236,6 +236,24 @@ int rl_config_reload_ok(const struct rl_config *next, struct rl_err *err)
 	return -EINVAL;
 }
 
+int rl_config_check(const char *path, struct rl_config **out, struct rl_err *err)
+{
+	char *text = NULL;
+	size_t len;
+	int rc;
+
+	*out = NULL;
+	rc = rl_config_read(path, &text, &len, err);
+	if (rc == 0)
+		rc = rl_config_parse(text, path, out, err);
+	free(text);
+	if (rc == 0 && (rc = rl_config_reload_ok(*out, err)) != 0) {
+		rl_config_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 unsigned rl_config_ip_prefix(const struct rl_config *c, const struct rl_addr *a)
 {
 	return a->family == RL_AF_INET ? c->ipv4_prefix : c->ipv6_prefix;

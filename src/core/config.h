@@ -28,6 +28,8 @@
 #define RL_SHM_NAME_MAX 64
 #define RL_URL_MAX 256
 
+#define RL_CONFIG_WARN_MAX 4
+
 #define RL_CAPACITY_MIN 16u
 #define RL_CAPACITY_MAX (1u << 24)
 #define RL_CAPACITY_DEFAULT 65536u
@@ -147,6 +149,12 @@ struct rl_config {
 	/* [limit:*], in file order */
 	unsigned nrules;
 	struct rl_rule_cfg rules[RL_MAX_RULES];
+
+	/* what loads but is likely not meant ("allow = 10.0.0.1/8"), each
+	 * `file:line: warning: message`, the first RL_CONFIG_WARN_MAX;
+	 * nwarnings counts them all */
+	unsigned nwarnings;
+	char warnings[RL_CONFIG_WARN_MAX][RL_ERR_MAX];
 };
 
 /*
@@ -198,6 +206,14 @@ void rl_config_remember_env(void);
  * lifts every limit on purpose).
  */
 int rl_config_reload_ok(const struct rl_config *next, struct rl_err *err);
+
+/*
+ * `rlshimctl check`: the file at `path` read and parsed as a reload reads
+ * it (rl_config_read, rl_config_parse), then rl_config_reload_ok, so that
+ * check refuses exactly what a reload refuses. Returns 0 with *out set, or
+ * a negative errno with `file:line: message` in `err`.
+ */
+int rl_config_check(const char *path, struct rl_config **out, struct rl_err *err);
 
 /*
  * Claim every rule of `c` in the segment `t` (rl_table_rule_claim): rule

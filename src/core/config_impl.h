@@ -75,6 +75,8 @@ struct parser {
 
 	/* the first `sync = strict`, checked against [redis] at the end */
 	int strict_line;
+	/* the first `plans`, likewise */
+	int plans_line;
 
 	/* sections seen once */
 	int global_line, redis_line, xdp_line;
@@ -138,6 +140,10 @@ int rl_cfg_on_continuation(struct parser *p, const char *value);
  */
 __attribute__((format(printf, 3, 4)))
 void rl_cfg_perr_at(struct parser *p, int line, const char *fmt, ...);
+
+/* A warning at `line`: the file still loads (struct rl_config warnings). */
+__attribute__((format(printf, 3, 4)))
+void rl_cfg_pwarn_at(struct parser *p, int line, const char *fmt, ...);
 
 /* Shorthands: the first error at `line`, or at the line being read. */
 #define perr_at(p, line, ...) rl_cfg_perr_at((p), (line), __VA_ARGS__)

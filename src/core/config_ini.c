@@ -42,6 +42,25 @@ void rl_cfg_perr_at(struct parser *p, int line, const char *fmt, ...)
 	va_end(ap);
 }
 
+void rl_cfg_pwarn_at(struct parser *p, int line, const char *fmt, ...)
+{
+	struct rl_config *c = p->cfg;
+	va_list ap;
+
+	if (c->nwarnings < RL_CONFIG_WARN_MAX) {
+		char *w = c->warnings[c->nwarnings];
+		int n = snprintf(w, RL_ERR_MAX, "%s:%d: warning: ", p->name,
+				 line);
+
+		if (n > 0 && n < RL_ERR_MAX) {
+			va_start(ap, fmt);
+			vsnprintf(w + n, (size_t)(RL_ERR_MAX - n), fmt, ap);
+			va_end(ap);
+		}
+	}
+	c->nwarnings++;
+}
+
 /* `file:line: message` into `err`, or "" when there was no error. */
 static void report(const struct parser *p, struct rl_err *err)
 {

@@ -366,6 +366,8 @@ static void end_limit(struct parser *p)
 	int key_line = given_at(p, "key");
 	int max_line = given_at(p, "bantime_max");
 
+	if (plans_line && !p->plans_line)
+		p->plans_line = plans_line;
 	if (!rate_line) {
 		perr_at(p, r->line, "[limit:%s] needs a rate", r->name);
 		return;
@@ -462,6 +464,10 @@ void rl_cfg_end_file(struct parser *p)
 	/* Strict decisions are made in the store: there must be one. */
 	if (p->strict_line && !c->redis)
 		perr_at(p, p->strict_line, "sync = strict needs [redis]");
+	/* A key's plan is read from the store: without one, never. */
+	if (p->plans_line && !c->redis)
+		perr_at(p, p->plans_line, "plans needs [redis] (each key's plan "
+			"is read from it)");
 	/* The headers a request is parsed for: client_ip_header (where a
 	 * proxy is trusted) and each distinct key header. */
 	{

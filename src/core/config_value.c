@@ -127,6 +127,23 @@ static int parse_cidrs(struct parser *p, const char *v,
 			     p->key->name, quote_len(len), item);
 			return -EINVAL;
 		}
+		{
+			/* nginx -t's "low address bits are meaningless" */
+			const char *slash = memchr(item, '/', len);
+			struct rl_cidr host;
+
+			if (slash && rl_cidr_parse(item, (size_t)(slash - item),
+						   &host) == 0 &&
+			    memcmp(&host.addr, &cidr.addr, sizeof(host.addr))) {
+				char net[RL_CIDR_STRLEN];
+
+				rl_cidr_format(&cidr, net, sizeof(net));
+				rl_cfg_pwarn_at(p, p->lineno, "%s '%.*s' has bits "
+						"set past its prefix: it means %s",
+						p->key->name, quote_len(len), item,
+						net);
+			}
+		}
 		if (rl_cidr_set_add(set, &cidr)) {
 			perr(p, "too many prefixes in %s (max %d)",
 			     p->key->name, RL_CIDR_SET_MAX);

@@ -669,6 +669,56 @@ def agent_and_redis():
         redis.stop()
 
 
+def check_is_reload():
+    """check refuses exactly what a reload refuses: an emptied file is
+    refused by the reload of a running server and by check, with the same
+    reason; plans without [redis] is an error at file:line for check and for
+    a server at start; allow with host bits set is a warning naming
+    file:line, and the file still passes (exit 0)."""
+    s = F.Legacy('[limit:books]\nmatch = GET /books\nrate = 2/m\n')
+    try:
+        assert F.codes(s, 3) == [200, 200, 429]
+        with open(s.config, 'w') as f:
+            f.write(f'[global]\nports = {s.port}\nshm = {s.shm}\n')
+        time.sleep(1.1)  # the reload's poll (test_reload.RELOAD_S)
+        F.codes(s, 1)
+        wait_for(lambda: 'no [limit:*] rule' in s.server.stderr_text())
+        err = s.server.stderr_text()
+        reason = f'{s.config}: no [limit:*] rule (to lift every limit on ' \
+            'purpose, set mode = dry-run)'
+        assert reason in err, err
+        out = subprocess.run([CTL, 'check', s.config], capture_output=True,
+                             text=True, timeout=20)
+        assert out.returncode == 1, out
+        assert out.stderr == reason + '\n' and out.stdout == '', out
+    finally:
+        s.stop()
+
+    plans = ('[limit:api]\nmatch = *\nrate = 3/m\nkey = header:X-Key\n'
+             'plans = free:1/m paid:9/m\n')
+    s = F.Legacy(plans)  # [global] is lines 1-3: plans is line 8
+    try:
+        out = subprocess.run([CTL, 'check', s.config], capture_output=True,
+                             text=True, timeout=20)
+        msg = f'{s.config}:8: plans needs [redis]'
+        assert out.returncode == 1 and out.stderr.startswith(msg), out
+        assert refused(s.port)
+        assert msg in s.server.stderr_text(), s.server.stderr_text()
+    finally:
+        s.stop()
+
+    path = os.path.join(F.TMP, 'allow-bits.conf')
+    with open(path, 'w') as f:
+        f.write('[global]\nallow = ::1 10.0.0.1/8\n  192.168.0.0/16\n'
+                '[limit:a]\nrate = 3/m\n')
+    out = subprocess.run([CTL, 'check', path], capture_output=True,
+                         text=True, timeout=20)
+    assert out.returncode == 0, out
+    assert out.stdout == f'{path}: ok, 1 rule, segment rlshim\n', out
+    assert out.stderr == f"{path}:2: warning: allow '10.0.0.1/8' has bits " \
+        'set past its prefix: it means 10.0.0.0/8\n', out
+
+
 def xdp_status():
     """With [xdp]: status names the interfaces and the mode, says attached,
     and the packet and drop totals; metrics has them as counters."""
@@ -707,7 +757,8 @@ def xdp_status():
 
 
 TESTS = [status_counts, top_keys, top_live, metrics, checker_is_strict, ban_round_trip,
-         ban_guards, versions, options_anywhere, usage, config_changed, shared_segment, agent_and_redis, xdp_status]
+         ban_guards, versions, options_anywhere, usage, config_changed, check_is_reload,
+         shared_segment, agent_and_redis, xdp_status]
 
 
 def main():

@@ -434,6 +434,69 @@ static void test_sync(void **state)
 		     "x.conf:2: unknown key 'sync' in [global]");
 }
 
+/* plans: a key's plan is read from the store, so they need one. */
+static void test_plans_need_redis(void **state)
+{
+	struct rl_config *c;
+
+	(void)state;
+	c = parse_ok("[limit:a]\nrate = 1/s\nplans = free:1/m\n[redis]\n");
+	assert_int_equal(c->rules[0].nplans, 1);
+	rl_config_free(c);
+	expect_error("[limit:a]\nrate = 1/s\n\n[limit:b]\nrate = 1/s\n"
+		     "plans = free:1/m\n",
+		     "x.conf:6: plans needs [redis] (each key's plan is read "
+		     "from it)");
+}
+
+/* A CIDR with bits set past its prefix loads (masked), with a warning
+ * naming file:line, as nginx -t warns of "low address bits". */
+static void test_cidr_host_bits_warn(void **state)
+{
+	struct rl_config *c;
+
+	(void)state;
+	c = parse_ok("[global]\nallow = 10.0.0.0/8 ::1\n"
+		     "trusted_proxies = 192.168.1.0/24\n[limit:a]\nrate = 1/s\n");
+	assert_int_equal(c->nwarnings, 0);
+	rl_config_free(c);
+	c = parse_ok("[global]\nallow = ::1 10.0.0.1/8\n"
+		     "  2001:db8::1/32\ntrusted_proxies = 127.0.0.1\n"
+		     "[limit:a]\nrate = 1/s\n");
+	assert_int_equal(c->nwarnings, 2);
+	assert_string_equal(c->warnings[0], "x.conf:2: warning: allow "
+			    "'10.0.0.1/8' has bits set past its prefix: it "
+			    "means 10.0.0.0/8");
+	assert_string_equal(c->warnings[1], "x.conf:3: warning: allow "
+			    "'2001:db8::1/32' has bits set past its prefix: it "
+			    "means 2001:db8::/32");
+	assert_int_equal(c->allow.n, 3);
+	rl_config_free(c);
+}
+
+/* rl_config_check: read as a reload reads, refused as a reload refuses. */
+static void test_check_is_reload(void **state)
+{
+	char path[] = "/tmp/rlshim-check-XXXXXX";
+	struct rl_config *c = (void *)1;
+	struct rl_err err;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(rl_config_check(path, &c, &err), -EINVAL);
+	assert_null(c);
+	assert_true(strstr(err.msg, ": no [limit:*] rule (to lift every "
+			   "limit on purpose, set mode = dry-run)") != NULL);
+	assert_int_equal(write(fd, "[limit:a]\nrate = 1/s\n", 21), 21);
+	assert_int_equal(rl_config_check(path, &c, &err), 0);
+	assert_int_equal(c->nrules, 1);
+	rl_config_free(c);
+	close(fd);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rl_config_check(path, &c, &err), -ENOENT);
+}
+
 /* headers_on and count_status: the answer side. */
 static void test_answers(void **state)
 {
@@ -618,7 +681,7 @@ static void test_rule_values(void **state)
 		"rate = 100/hour\n"
 		"burst = 500\n"
 		"key = header:X-Api-Key\n"
-		"plans = gold:5/s\n"
+		"plans = gold:5/s\n"  /* [redis] below */
 		"maxretry = 1000000\n"
 		"findtime = 30s\n"
 		"bantime = 1h\n"
@@ -631,7 +694,8 @@ static void test_rule_values(void **state)
 		"[limit:sw]\n"
 		"rate = 1048575/day\n"
 		"algorithm = sliding-window\n"
-		"bantime = 30d\n");
+		"bantime = 30d\n"
+		"[redis]\n");
 	const struct rl_rule_cfg *r = &c->rules[0];
 
 	(void)state;
@@ -707,7 +771,8 @@ static void test_continuation_list(void **state)
 		"[limit:a]\n"
 		"rate = 1/s\n"
 		"plans = free:1/m\n"
-		"        paid:100/m\n");
+		"        paid:100/m\n"
+		"[redis]\n");
 
 	(void)state;
 	assert_int_equal(c->nports, 4);
@@ -1525,6 +1590,9 @@ int main(void)
 		cmocka_unit_test(test_file),
 		cmocka_unit_test(test_stamp),
 		cmocka_unit_test(test_reload_ok),
+		cmocka_unit_test(test_plans_need_redis),
+		cmocka_unit_test(test_cidr_host_bits_warn),
+		cmocka_unit_test(test_check_is_reload),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_directory),
 		cmocka_unit_test(test_config_path),

@@ -108,10 +108,16 @@ static int run_check(struct ctl *c, const void *opts)
 		       "(60 requests a minute per client IP)\n");
 		return 0;
 	}
-	if (rl_config_load(path, &cfg, &err)) {
+	/* What a reload reads and refuses, by the same calls. */
+	if (rl_config_check(path, &cfg, &err)) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
+	for (unsigned i = 0; i < cfg->nwarnings && i < RL_CONFIG_WARN_MAX; i++)
+		fprintf(stderr, "%s\n", cfg->warnings[i]);
+	if (cfg->nwarnings > RL_CONFIG_WARN_MAX)
+		fprintf(stderr, "%s: %u more warnings\n", path,
+			cfg->nwarnings - RL_CONFIG_WARN_MAX);
 	printf("%s: ok, %u rule%s, segment %s\n", path, cfg->nrules,
 	       cfg->nrules == 1 ? "" : "s", cfg->shm);
 	rl_config_free(cfg);
@@ -121,7 +127,9 @@ static int run_check(struct ctl *c, const void *opts)
 const struct ctl_command ctl_cmd_check = {
 	.name = "check",
 	.help = "validate a configuration",
-	.more = "  Prints FILE: ok, or file:line: message and exits 1. FILE "
+	.more = "  Prints FILE: ok (after any file:line: warning: on stderr), or "
+		"file:line: message\n  and exits 1, refusing exactly what a "
+		"reload refuses. FILE "
 		"defaults to -c's,\n  $RLSHIM_CONFIG's, /etc/rlshim.conf.\n",
 	.options = check_options,
 	.opts_size = sizeof(struct check_opts),
