@@ -67,17 +67,16 @@ __attribute__((target("avx2"))) static size_t clean64_avx2(const uint8_t *p,
 	return i;
 }
 
+#endif
+
+#ifdef __SSE2__
+/* Past the sixty-four-byte blocks from p[i] that hold no control byte. */
 static size_t clean64(const uint8_t *p, size_t i, size_t len)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
 	if (len - i >= 128 && rl_http_avx2())
 		return clean64_avx2(p, i, len);
-	while (i + 64 <= len && !rl_ascii_any_ctl64(p + i))
-		i += 64;
-	return i;
-}
-#elif defined(__SSE2__)
-static size_t clean64(const uint8_t *p, size_t i, size_t len)
-{
+#endif
 	while (i + 64 <= len && !rl_ascii_any_ctl64(p + i))
 		i += 64;
 	return i;

@@ -165,6 +165,12 @@ __attribute__((target("avx2"))) static size_t no_end_avx2(const uint8_t *p,
 }
 #endif
 
+/* The LF at p[e] ends a CR LF CR LF. */
+static inline int blank_line_at(const uint8_t *p, size_t e)
+{
+	return e >= 3 && p[e - 1] == '\r' && p[e - 2] == '\n' && p[e - 3] == '\r';
+}
+
 int rl_http_may_end(const uint8_t *p, size_t len)
 {
 	size_t k = 0;
@@ -178,17 +184,12 @@ int rl_http_may_end(const uint8_t *p, size_t len)
 	}
 #endif
 	for (; k + 64 <= len; k += 64) {
-		for (uint64_t m = rl_http_lf_mask64(p + k); m; m &= m - 1) {
-			size_t e = k + (size_t)__builtin_ctzll(m);
-
-			if (e >= 3 && p[e - 1] == '\r' && p[e - 2] == '\n' &&
-			    p[e - 3] == '\r')
+		for (uint64_t m = rl_http_lf_mask64(p + k); m; m &= m - 1)
+			if (blank_line_at(p, k + (size_t)__builtin_ctzll(m)))
 				return 1;
-		}
 	}
 	for (; k < len; k++)
-		if (p[k] == '\n' && k >= 3 && p[k - 1] == '\r' && p[k - 2] == '\n' &&
-		    p[k - 3] == '\r')
+		if (p[k] == '\n' && blank_line_at(p, k))
 			return 1;
 	return 0;
 }

@@ -258,13 +258,13 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 			const char *why = NULL;
 			size_t used;
 			uint8_t *p = (uint8_t *)rg->iov[seg].iov_base + (pos - seg_off);
+			/* the rest of the read, small enough to hold */
+			int tail = end == rg->len && end - pos <= RL_HEAD_MAX;
 			enum rl_whole st;
 
 			/* A long read that ends inside a head: held unparsed,
 			 * parsed once whole (the hold finds it bad or not). */
-			if (end == rg->len && end - pos >= RL_WHOLE_LOOK &&
-			    end - pos <= RL_HEAD_MAX &&
-			    c->http.phase == RL_HTTP_IDLE && !c->http.cr &&
+			if (tail && end - pos >= RL_WHOLE_LOOK && !c->http.cr &&
 			    rl_http_is_token(p[0]) && !rl_http_may_end(p, end - pos))
 				st = RL_WHOLE_MORE;
 			else
@@ -275,8 +275,7 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 				rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
 				return;
 			}
-			if (st == RL_WHOLE_MORE && end == rg->len &&
-			    end - pos <= RL_HEAD_MAX) {
+			if (st == RL_WHOLE_MORE && tail) {
 				/* A head that is valid so far runs to the end:
 				 * held unscanned, to be parsed once whole. A
 				 * longer one is too large already (the parse
