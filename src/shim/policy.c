@@ -96,6 +96,15 @@ static void verdict_allow(const struct rl_policy *p, struct rl_verdict *v)
 }
 
 
+/* 1 at most once per `gap` (in the unit of `t`) for the whole process:
+ * dry-run's lines could otherwise come at the request rate. */
+static int now_and_then(_Atomic uint64_t *last, uint64_t t, uint64_t gap)
+{
+	uint64_t prev = atomic_load_explicit(last, memory_order_relaxed);
+
+	return t - prev >= gap && atomic_compare_exchange_strong(last, &prev, t);
+}
+
 /*
  * The client was denied by rule `i` (in dry-run: would have been): count
  * it towards the rule's maxretry, per client address at the prefix bans
@@ -129,10 +138,8 @@ static void offend(const struct rl_policy *p, unsigned i,
 		/* Nothing stops a client in dry-run, so this could come at
 		 * the request rate: one line a second at most. */
 		static _Atomic uint64_t last;
-		uint64_t prev = atomic_load_explicit(&last, memory_order_relaxed);
 
-		if (now - prev >= RL_NS_PER_SEC &&
-		    atomic_compare_exchange_strong(&last, &prev, now))
+		if (now_and_then(&last, now, RL_NS_PER_SEC))
 			rl_log(RL_LOG_WARN, "msg=\"dry-run: would ban\" "
 			       "client=%s rule=%s maxretry=%u", who, r->name,
 			       r->maxretry);
@@ -163,12 +170,9 @@ static int banned(const struct rl_policy *p, const struct rl_addr *a,
 	rl_table_count(p->table, RL_COUNT_BAN_REFUSALS);
 	if (p->cfg->mode == RL_MODE_DRY_RUN) {
 		static _Atomic uint64_t last_ms;
-		uint64_t prev = atomic_load_explicit(&last_ms,
-						     memory_order_relaxed);
 		char who[RL_ADDR_STRLEN], dur[32];
 
-		if (wall - prev >= 1000 &&
-		    atomic_compare_exchange_strong(&last_ms, &prev, wall)) {
+		if (now_and_then(&last_ms, wall, 1000)) {
 			uint64_t left = (until - wall) * RL_NS_PER_MS;
 
 			rl_addr_format(a, who, sizeof(who));
