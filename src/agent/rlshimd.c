@@ -312,6 +312,7 @@ int main(int argc, char **argv)
 	       rl_log_quote(path ? path : "built-in default", q, sizeof(q)),
 	       cfg->shm, cfg->redis ? "on" : "off", agent.xdp ? "on" : "off",
 	       (unsigned long long)(cfg->sync_interval_ns / RL_NS_PER_MS));
+	rl_log_config_warnings(cfg);
 
 	/* A round each sync_interval: the heartbeat, the store's sync and,
 	 * when the store answered, the refusals counted across hosts and the

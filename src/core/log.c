@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "config.h"
 #include "sys.h"
 
 static enum rl_log_target log_target = RL_LOG_STDERR;
@@ -128,4 +129,16 @@ void rl_log(enum rl_log_level level, const char *fmt, ...)
 	}
 out:
 	errno = saved;
+}
+
+void rl_log_config_warnings(const struct rl_config *c)
+{
+	char q[RL_ERR_MAX];
+
+	for (unsigned i = 0; i < c->nwarnings && i < RL_CONFIG_WARN_MAX; i++)
+		rl_log(RL_LOG_WARN, "msg=\"%s\"",
+		       rl_log_quote(c->warnings[i], q, sizeof(q)));
+	if (c->nwarnings > RL_CONFIG_WARN_MAX)
+		rl_log(RL_LOG_WARN, "msg=\"%u more configuration warnings\"",
+		       c->nwarnings - RL_CONFIG_WARN_MAX);
 }

@@ -49,6 +49,12 @@ const char *rl_log_quote(const char *s, char *buf, size_t len);
  */
 size_t rl_log_ts(char *buf, size_t len, uint64_t wall_ms);
 
+struct rl_config;
+
+/* A configuration's warnings (`file:line: warning: ...`, as rlshimctl check
+ * prints them), a warn line each; the count of any past the kept few. */
+void rl_log_config_warnings(const struct rl_config *c);
+
 /* "error", "warn", "info", "debug" */
 const char *rl_log_level_name(enum rl_log_level level);
 

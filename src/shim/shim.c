@@ -184,8 +184,8 @@ enum rl_shim_phase rl_shim_activate(void)
 		rl_log(RL_LOG_ERROR, "msg=\"configuration refused, using the one "
 		       "in force on this host\" err=\"%s\"",
 		       rl_log_quote(config_err.msg, q, sizeof(q)));
-	} else
-		in_force(config_stamp, &config_text, config_len);
+	} else if (in_force(config_stamp, &config_text, config_len))
+		rl_log_config_warnings(config); /* by the host's first process */
 	set_phase(RL_SHIM_ACTIVE);
 	rl_spawn_agent(config, table, rl_time_now_ns());
 out:
@@ -268,6 +268,7 @@ static void applied(struct rl_config *next, uint64_t stamp, char **text,
 	rl_log_setup(next->log, next->log_level, "rlshim");
 	if (!in_force(stamp, text, len))
 		return;
+	rl_log_config_warnings(next);
 	rl_table_count(table_, RL_COUNT_CONFIG_RELOADS);
 	rl_log(RL_LOG_INFO, "msg=\"configuration reloaded\" config=\"%s\" "
 	       "rules=%u mode=%s%s%s%s",

@@ -718,6 +718,30 @@ def check_is_reload():
     assert out.stderr == f"{path}:2: warning: allow '10.0.0.1/8' has bits " \
         'set past its prefix: it means 10.0.0.0/8\n', out
 
+    # A server started on such a file says so in its log (as nginx does at
+    # start), once for the host, and a reload that brings one says it too.
+    s = F.Legacy('!raw\n[global]\nports = {port}\nshm = rlshim-ctl-warn-%d\n'
+                 'allow = 10.0.0.1/8\n[limit:a]\nrate = 3/m\n' % os.getpid())
+    try:
+        assert F.codes(s, 1) == [200]
+        warn = f"msg=\"{s.config}:4: warning: allow '10.0.0.1/8' has bits set " \
+            'past its prefix: it means 10.0.0.0/8"'
+        assert wait_for(lambda: warn in s.server.stderr_text())
+        line = [ln for ln in s.server.stderr_text().splitlines() if warn in ln]
+        assert len(line) == 1 and 'level=warn' in line[0], line
+        with open(s.config) as f:
+            text = f.read()
+        with open(s.config, 'w') as f:
+            f.write(text.replace('[limit:a]', 'trusted_proxies = 192.168.1.1/16\n'
+                                 '[limit:a]'))
+        time.sleep(1.1)  # the reload's poll (test_reload.RELOAD_S)
+        F.codes(s, 1)
+        assert wait_for(lambda: f'{s.config}:5: warning: trusted_proxies '
+                        in s.server.stderr_text()), s.server.stderr_text()
+    finally:
+        s.stop()
+        F.servers.unlink_segment('rlshim-ctl-warn-%d' % os.getpid())
+
 
 def xdp_status():
     """With [xdp]: status names the interfaces and the mode, says attached,
@@ -763,7 +787,9 @@ TESTS = [status_counts, top_keys, top_live, metrics, checker_is_strict, ban_roun
 
 def main():
     try:
-        return run('ctl', [(f'ctl: {t.__name__}', t) for t in TESTS])
+        want = sys.argv[1:]
+        return run('ctl', [(f'ctl: {t.__name__}', t) for t in TESTS
+                           if not want or t.__name__ in want])
     finally:
         X.nets_down()
         for d in (F.TMP, R.TMP):
