@@ -12,7 +12,8 @@ systemd-analyze security and allows every system call the agent makes;
 README.md, REFERENCE.md and BENCHMARKS.md are installed, and no installed
 text names a file under /usr/local when PREFIX is elsewhere; a server under
 the installed shim can be watched with the installed rlshimctl and its limit
-changed live; the installed demo runs from the installed files; uninstall removes exactly what install put there.
+changed live; the installed bash completion completes the installed
+examples' rule names; the installed demo runs from the installed files; uninstall removes exactly what install put there.
 """
 import os
 import re
@@ -57,6 +58,7 @@ def expected_files():
         'lib/rlshim/rlshim.bpf.o': 0o644,
         'libexec/rlshim/legacy_server': 0o755,
         'share/rlshim/demo.sh': 0o755,
+        'share/bash-completion/completions/rlshimctl': 0o644,
     }
     for n in os.listdir(os.path.join(REPO, 'examples')):
         if n.endswith('.conf'):
@@ -921,6 +923,19 @@ def shim_starts_installed_agent():
             pass
 
 
+def completion_installed():
+    """The installed bash completion, with the installed rlshimctl: the
+    rule names of an installed example after `show`."""
+    script = ('source "$0" || exit 9\n'
+              'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _rlshimctl\n'
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    p = sh('bash', '--norc', '-c', script,
+           inst('share/bash-completion/completions/rlshimctl'),
+           inst('bin/rlshimctl'), '-c',
+           inst('share/doc/rlshim/examples/login-bans.conf'), 'show', '')
+    assert (p.returncode, p.stdout, p.stderr) == (0, 'login\nsite\n', ''), p
+
+
 # ---- the demo and uninstall ----------------------------------------------------------------
 
 def installed_demo():
@@ -957,7 +972,7 @@ def uninstall():
 TESTS = [install, shim_needs_only_libc, build_refuses_self_calls, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
          pkg_config_links, core_holds_no_shim, systemd_examples, unit_sandboxed,
-         docs_installed,
+         docs_installed, completion_installed,
          unit_command_line_runs,
          unit_xdp_capabilities, unit_syscalls_allowed,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,
