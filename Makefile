@@ -286,6 +286,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \
 	"python3 tests/integration/test_completion.py" \
+	"python3 tests/integration/test_examples.py" \
 	"python3 tests/integration/test_reload.py" \
 	"python3 tests/integration/test_xdp.py" \
 	"python3 tests/integration/test_install.py" \
