@@ -157,8 +157,13 @@ def dashboard_valid():
         assert refs and len(set(refs)) == len(refs), p['title']
         for t in p['targets']:
             assert t['datasource']['uid'] == '${DS_PROMETHEUS}', p['title']
+    # The input for an import, and a variable of the same name for a
+    # provisioned copy (no import to fill the input in).
+    ds = [v for v in d['templating']['list'] if v['type'] == 'datasource']
+    assert [(v['name'], v['query']) for v in ds] == [('DS_PROMETHEUS', 'prometheus')], ds
     for v in d['templating']['list']:
-        assert v['datasource']['uid'] == '${DS_PROMETHEUS}', v
+        if v['type'] == 'query':
+            assert v['datasource']['uid'] == '${DS_PROMETHEUS}', v
     # Nothing of the one Grafana it was drawn in: no datasource uid but the
     # input, no dashboard id.
     text = json.dumps(d)

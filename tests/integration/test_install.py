@@ -34,6 +34,8 @@ PREFIX = os.path.join(TMP, 'prefix')
 MANS = {'rlshim.conf': 'man5/rlshim.conf.5', 'librlshim': 'man7/librlshim.7',
         'rlshimd': 'man8/rlshimd.8', 'rlshimctl': 'man8/rlshimctl.8'}
 SYSTEMD = ['rlshimd.service', 'rlshim-preload.conf']
+MONITORING = ['prometheus/rlshim-alerts.yml', 'prometheus/rlshim-alerts.test.yml',
+              'grafana/rlshim-dashboard.json']
 DOCS = {'README.md': 'README.md', 'REFERENCE.md': 'docs/REFERENCE.md',
         'BENCHMARKS.md': 'docs/BENCHMARKS.md'}
 # What installed text may still say of /usr/local whatever PREFIX is: the
@@ -63,6 +65,8 @@ def expected_files():
     for n in os.listdir(os.path.join(REPO, 'examples')):
         if n.endswith('.conf'):
             files[f'share/doc/rlshim/examples/{n}'] = 0o644
+    for n in MONITORING:
+        files[f'share/doc/rlshim/examples/{n}'] = 0o644
     for n in SYSTEMD:
         files[f'share/doc/rlshim/systemd/{n}'] = 0o644
     for m in MANS.values():
@@ -267,11 +271,11 @@ def build_refuses_self_calls():
 
 
 def check_examples():
-    """The installed rlshimctl says ok to every installed example, and
-    refuses a broken copy of one with file:line."""
+    """The installed rlshimctl says ok to every installed example
+    configuration, and refuses a broken copy of one with file:line."""
     ctl = inst('bin/rlshimctl')
     ex = inst('share/doc/rlshim/examples')
-    names = sorted(os.listdir(ex))
+    names = sorted(n for n in os.listdir(ex) if n.endswith('.conf'))
     assert len(names) >= 4, names
     for n in names:
         p = sh(ctl, 'check', os.path.join(ex, n))
@@ -960,7 +964,8 @@ def uninstall():
     make('uninstall', f'PREFIX={PREFIX}')
     left = files_under(PREFIX)
     assert set(left) == {'lib/other.so', 'share/man/man8/other.8'}, left
-    for d in ('lib/rlshim', 'libexec/rlshim', 'share/rlshim', 'share/doc/rlshim'):
+    for d in ('lib/rlshim', 'libexec/rlshim', 'share/rlshim', 'share/doc/rlshim',
+              'share/doc/rlshim/examples/prometheus'):
         assert not os.path.exists(inst(d)), d
     for m in mine:
         os.unlink(m)
