@@ -50,10 +50,22 @@ def promtool(*args, cwd=None):
                           timeout=60, cwd=cwd)
 
 
+def load_yaml(path):
+    """Debian's python3-yaml (tools/deps.sh) reads it; it is installed for
+    the system's python3, which may not be this one."""
+    code = ('import json, sys, yaml\n'
+            'json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)\n')
+    for py in (sys.executable, '/usr/bin/python3'):
+        p = subprocess.run([py, '-c', code, path], capture_output=True,
+                           text=True, timeout=20)
+        if p.returncode == 0:
+            return json.loads(p.stdout)
+        assert 'ModuleNotFoundError' in p.stderr, (path, p.stderr)
+    raise AssertionError('python3-yaml is missing (tools/deps.sh)')
+
+
 def alert_rules():
-    import yaml  # python3-yaml, a dependency of Debian's python3
-    with open(ALERTS) as f:
-        doc = yaml.safe_load(f)
+    doc = load_yaml(ALERTS)
     return [r for g in doc['groups'] for r in g['rules']]
 
 
