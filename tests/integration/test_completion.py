@@ -100,6 +100,8 @@ def options():
         assert got == want, (cmd, got, want)
     assert set(complete('show', 'r', 'k', '-')) == {'--json', '--help'}
     assert complete('reset', '--') == ['--help']
+    # After "--", arguments only.
+    assert complete('top', '--', '--') == []
     assert complete('top', '--j') == ['--json']
     assert complete('ban', '10.0.0.1', '--f') == ['--for', '--force']
     # An option's value is not an argument: after `-n 5` the options again.
