@@ -286,6 +286,8 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_proxied.py" \
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \
+	"python3 tests/integration/test_completion.py" \
+	"python3 tests/integration/test_examples.py" \
 	"python3 tests/integration/test_reload.py" \
 	"python3 tests/integration/test_xdp.py" \
 	"python3 tests/integration/test_install.py" \
@@ -326,6 +328,9 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 INST := $(DESTDIR)$(PREFIX)
 INST_EXAMPLES := $(notdir $(wildcard examples/*.conf))
+# The monitoring examples (README, "Monitoring"), copied as they are.
+INST_MONITORING := prometheus/rlshim-alerts.yml prometheus/rlshim-alerts.test.yml \
+	grafana/rlshim-dashboard.json
 INST_SYSTEMD := rlshimd.service rlshim-preload.conf
 INST_MAN := man5/rlshim.conf.5 man7/librlshim.7 man8/rlshimd.8 man8/rlshimctl.8
 INST_DOCS := README.md docs/REFERENCE.md docs/BENCHMARKS.md
@@ -335,17 +340,23 @@ INST_FILES := lib/librlshim.so lib/librlcore.a include/rlshim.h \
 	lib/pkgconfig/rlcore.pc bin/rlshimctl sbin/rlshimd lib/rlshim/rlshim.bpf.o \
 	libexec/rlshim/legacy_server share/rlshim/demo.sh \
 	$(INST_EXAMPLES:%=share/doc/rlshim/examples/%) \
+	$(INST_MONITORING:%=share/doc/rlshim/examples/%) \
 	$(INST_SYSTEMD:%=share/doc/rlshim/systemd/%) \
 	$(INST_MAN:%=share/man/%) \
-	$(addprefix share/doc/rlshim/,$(notdir $(INST_DOCS)))
-# Deepest first, so that each is empty when its turn comes.
-INST_DIRS := lib/rlshim libexec/rlshim share/rlshim share/doc/rlshim/examples \
+	$(addprefix share/doc/rlshim/,$(notdir $(INST_DOCS))) \
+	share/bash-completion/completions/rlshimctl
+# Deepest first, so that each is empty when its turn comes. Not
+# share/bash-completion/completions: bash-completion's, shared.
+INST_DIRS := lib/rlshim libexec/rlshim share/rlshim \
+	share/doc/rlshim/examples/prometheus share/doc/rlshim/examples/grafana \
+	share/doc/rlshim/examples \
 	share/doc/rlshim/systemd share/doc/rlshim
 
 .PHONY: install uninstall
 install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
 		tools/demo.sh $(addprefix docs/,$(notdir $(INST_MAN))) \
-		$(INST_SYSTEMD:%=examples/systemd/%) $(INST_DOCS)
+		$(INST_SYSTEMD:%=examples/systemd/%) $(INST_DOCS) \
+		tools/ctl/rlshimctl.bash-completion $(INST_MONITORING:%=examples/%)
 	@$(if $(Q),echo "  INSTALL $(INST)")
 	$(Q)install -D -m 0755 $(SHIM) $(INST)/lib/librlshim.so
 	$(Q)install -D -m 0644 $(B)/librlcore.a $(INST)/lib/librlcore.a
@@ -357,6 +368,11 @@ install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
 	$(Q)install -D -m 0755 $(B)/rlshimd $(INST)/sbin/rlshimd
 	$(Q)install -D -m 0644 $(BPF_OBJ) $(INST)/lib/rlshim/rlshim.bpf.o
 	$(Q)install -D -m 0755 $(B)/legacy_server $(INST)/libexec/rlshim/legacy_server
+	$(Q)install -D -m 0644 tools/ctl/rlshimctl.bash-completion \
+		$(INST)/share/bash-completion/completions/rlshimctl
+	$(Q)for f in $(INST_MONITORING); do \
+		install -D -m 0644 examples/$$f $(INST)/share/doc/rlshim/examples/$$f || exit 1; \
+	done
 	$(Q)sed -e 's|^: # @RLSHIM_INSTALLED_PATHS@$$|: "$${RLSHIM_LIB:=$(PREFIX)/lib/librlshim.so}" "$${RLSHIM_LEGACY:=$(PREFIX)/libexec/rlshim/legacy_server}" "$${RLSHIM_EXAMPLES:=$(PREFIX)/share/doc/rlshim/examples}"|' \
 		tools/demo.sh > $(B)/demo.sh
 	$(Q)grep -q 'RLSHIM_LIB:=' $(B)/demo.sh

@@ -24,7 +24,11 @@ libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
-groff-base man-db"
+groff-base man-db prometheus python3-yaml"
+
+# prometheus is there for its promtool (test_examples.py checks the alert
+# rules with it, and reads them with python3-yaml): 19 MB to download, 96 MB
+# installed, its service kept from starting like the others' (below).
 
 # The packages of "$@" that dpkg does not have installed, each after a space.
 not_installed() {

@@ -338,8 +338,8 @@ def metrics():
         names = {k[0] for k in series}
         # No agent, no [redis], no [xdp]: those families are left out.
         for absent in ('rlshim_agent_up', 'rlshim_store_up',
-                       'rlshim_sync_lag_seconds', 'rlshim_xdp_packets_total',
-                       'rlshim_xdp_drops_total'):
+                       'rlshim_sync_lag_seconds', 'rlshim_xdp_attached',
+                       'rlshim_xdp_packets_total', 'rlshim_xdp_drops_total'):
             assert absent not in names and absent not in text, absent
         # The application's answers, per rule that counted them: every
         # 200 the client saw came from it (the 429s are the shim's).
@@ -772,6 +772,7 @@ def xdp_status():
         assert series[('rlshim_xdp_drops_total', ())] >= x['dropped']
         assert series[('rlshim_xdp_packets_total', ())] >= x['packets']
         assert series[('rlshim_agent_up', ())] == 1
+        assert series[('rlshim_xdp_attached', ())] == 1
         assert not any(k[0] in ('rlshim_store_up', 'rlshim_sync_lag_seconds')
                        for k in series)
     finally:

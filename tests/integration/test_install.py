@@ -12,7 +12,8 @@ systemd-analyze security and allows every system call the agent makes;
 README.md, REFERENCE.md and BENCHMARKS.md are installed, and no installed
 text names a file under /usr/local when PREFIX is elsewhere; a server under
 the installed shim can be watched with the installed rlshimctl and its limit
-changed live; the installed demo runs from the installed files; uninstall removes exactly what install put there.
+changed live; the installed bash completion completes the installed
+examples' rule names; the installed demo runs from the installed files; uninstall removes exactly what install put there.
 """
 import os
 import re
@@ -33,6 +34,8 @@ PREFIX = os.path.join(TMP, 'prefix')
 MANS = {'rlshim.conf': 'man5/rlshim.conf.5', 'librlshim': 'man7/librlshim.7',
         'rlshimd': 'man8/rlshimd.8', 'rlshimctl': 'man8/rlshimctl.8'}
 SYSTEMD = ['rlshimd.service', 'rlshim-preload.conf']
+MONITORING = ['prometheus/rlshim-alerts.yml', 'prometheus/rlshim-alerts.test.yml',
+              'grafana/rlshim-dashboard.json']
 DOCS = {'README.md': 'README.md', 'REFERENCE.md': 'docs/REFERENCE.md',
         'BENCHMARKS.md': 'docs/BENCHMARKS.md'}
 # What installed text may still say of /usr/local whatever PREFIX is: the
@@ -57,10 +60,13 @@ def expected_files():
         'lib/rlshim/rlshim.bpf.o': 0o644,
         'libexec/rlshim/legacy_server': 0o755,
         'share/rlshim/demo.sh': 0o755,
+        'share/bash-completion/completions/rlshimctl': 0o644,
     }
     for n in os.listdir(os.path.join(REPO, 'examples')):
         if n.endswith('.conf'):
             files[f'share/doc/rlshim/examples/{n}'] = 0o644
+    for n in MONITORING:
+        files[f'share/doc/rlshim/examples/{n}'] = 0o644
     for n in SYSTEMD:
         files[f'share/doc/rlshim/systemd/{n}'] = 0o644
     for m in MANS.values():
@@ -265,11 +271,11 @@ def build_refuses_self_calls():
 
 
 def check_examples():
-    """The installed rlshimctl says ok to every installed example, and
-    refuses a broken copy of one with file:line."""
+    """The installed rlshimctl says ok to every installed example
+    configuration, and refuses a broken copy of one with file:line."""
     ctl = inst('bin/rlshimctl')
     ex = inst('share/doc/rlshim/examples')
-    names = sorted(os.listdir(ex))
+    names = sorted(n for n in os.listdir(ex) if n.endswith('.conf'))
     assert len(names) >= 4, names
     for n in names:
         p = sh(ctl, 'check', os.path.join(ex, n))
@@ -921,6 +927,19 @@ def shim_starts_installed_agent():
             pass
 
 
+def completion_installed():
+    """The installed bash completion, with the installed rlshimctl: the
+    rule names of an installed example after `show`."""
+    script = ('source "$0" || exit 9\n'
+              'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _rlshimctl\n'
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    p = sh('bash', '--norc', '-c', script,
+           inst('share/bash-completion/completions/rlshimctl'),
+           inst('bin/rlshimctl'), '-c',
+           inst('share/doc/rlshim/examples/login-bans.conf'), 'show', '')
+    assert (p.returncode, p.stdout, p.stderr) == (0, 'login\nsite\n', ''), p
+
+
 # ---- the demo and uninstall ----------------------------------------------------------------
 
 def installed_demo():
@@ -945,7 +964,8 @@ def uninstall():
     make('uninstall', f'PREFIX={PREFIX}')
     left = files_under(PREFIX)
     assert set(left) == {'lib/other.so', 'share/man/man8/other.8'}, left
-    for d in ('lib/rlshim', 'libexec/rlshim', 'share/rlshim', 'share/doc/rlshim'):
+    for d in ('lib/rlshim', 'libexec/rlshim', 'share/rlshim', 'share/doc/rlshim',
+              'share/doc/rlshim/examples/prometheus'):
         assert not os.path.exists(inst(d)), d
     for m in mine:
         os.unlink(m)
@@ -957,7 +977,7 @@ def uninstall():
 TESTS = [install, shim_needs_only_libc, build_refuses_self_calls, check_examples, man_pages_render,
          man_conf_has_every_key, man_programs_match_their_help,
          pkg_config_links, core_holds_no_shim, systemd_examples, unit_sandboxed,
-         docs_installed,
+         docs_installed, completion_installed,
          unit_command_line_runs,
          unit_xdp_capabilities, unit_syscalls_allowed,
          watch_and_change_live, shim_starts_installed_agent, installed_demo,

@@ -196,6 +196,15 @@ static int run_metrics(struct ctl *c, const void *opts)
 		sample("rlshim_config_in_force", s.config == CTL_CONFIG_IN_FORCE);
 	}
 
+	if (s.xdp_configured) {
+		/* For the alert on a dropper that is gone: the flag alone
+		 * outlives an agent that died. */
+		family("rlshim_xdp_attached", "gauge",
+		       "1 if the agent is alive and its XDP dropper attached; "
+		       "present with [xdp].");
+		sample("rlshim_xdp_attached",
+		       (uint64_t)(s.xdp_attached && s.agent_alive));
+	}
 	if (s.xdp_configured && s.xdp_maps) {
 		family("rlshim_xdp_packets_total", "counter",
 		       "Frames the XDP program saw.");
@@ -229,7 +238,8 @@ const struct ctl_command ctl_cmd_metrics = {
 		"rlshim_table_overflows_total,\n"
 		"  rlshim_agent_up, rlshim_store_up, rlshim_sync_lag_seconds,\n"
 		"  rlshim_config_reloads_total, rlshim_config_in_force,\n"
-		"  rlshim_xdp_packets_total, rlshim_xdp_drops_total;\n"
+		"  rlshim_xdp_attached, rlshim_xdp_packets_total, "
+		"rlshim_xdp_drops_total;\n"
 		"  a family whose source is absent (no agent, no [redis], no "
 		"[xdp]) is left out.\n\n"
 		"  For node_exporter's textfile collector, from cron every "

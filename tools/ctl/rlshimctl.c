@@ -19,6 +19,8 @@
  *   rlshimctl [-c FILE] xdp stats                 the XDP dropper's counters
  *                                                 and drops per address
  *   rlshimctl --version                           the release
+ *   rlshimctl [-c FILE] __complete rules          (hidden) the rule names,
+ *                                                 for the bash completion
  *
  * Exit status: 0 ok, 1 failure with a one-line reason, 2 usage. The
  * segment is found through the configuration (its `shm`), never created.
@@ -188,6 +190,59 @@ int ctl_open(struct ctl *c, unsigned flags)
 	return 0;
 }
 
+/* ---- __complete: for the bash completion --------------------------------- */
+
+/* inih handler: each [limit:NAME] of a file that does not parse as a
+ * whole, once (inih calls per key, in file order), if NAME is a rule's
+ * name. */
+static int peek_rule(void *arg, const char *section, const char *name,
+		     const char *value)
+{
+	char *last = arg;
+
+	(void)name;
+	(void)value;
+	if (strncmp(section, "limit:", 6) || !section[6] ||
+	    strlen(section + 6) >= RL_RULE_NAME_MAX ||
+	    section[6 + strspn(section + 6, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			       "abcdefghijklmnopqrstuvwxyz0123456789_.-")] ||
+	    strcmp(last, section) == 0)
+		return 1;
+	snprintf(last, RL_RULE_NAME_MAX + 8, "%s", section);
+	printf("%s\n", section + 6);
+	return 1;
+}
+
+/*
+ * rlshimctl [-c FILE] __complete rules: the rule names of the
+ * configuration, one a line, for tools/ctl/rlshimctl.bash-completion (it
+ * asks the tool, so that the names are the ones the tool reads). Left out
+ * of the usage: it is not a command for people. A file that does not
+ * parse (being edited) still gives the names of its [limit:NAME]
+ * sections. Exit status 0; 1, said, when the file cannot be read; 2 usage.
+ */
+static int complete(struct ctl *c, int argc, char **argv)
+{
+	const char *path = c->config_path ? c->config_path : rl_config_path();
+	struct rl_config *cfg;
+	struct rl_err err;
+	char last[RL_RULE_NAME_MAX + 8] = "";
+	int rc;
+
+	if (argc != 2 || strcmp(argv[1], "rules"))
+		return ctl_usage("__complete takes one word: rules");
+	rc = path ? rl_config_load(path, &cfg, &err) : rl_config_default(&cfg);
+	if (rc == 0) {
+		for (unsigned i = 0; i < cfg->nrules; i++)
+			printf("%s\n", cfg->rules[i].name);
+		rl_config_free(cfg);
+		return ctl_flush();
+	}
+	if (rc == -EINVAL && ini_parse(path, peek_rule, last) >= 0)
+		return ctl_flush();
+	return ctl_fail("%s", err.msg);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -257,6 +312,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (strcmp(argv[optind], "__complete") == 0)
+		return complete(&c, argc - optind, argv + optind);
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (strcmp(argv[optind], commands[i]->name) == 0)
 			cmd = commands[i];
