@@ -6,6 +6,7 @@
  *                                                 bans, table, agent, Redis,
  *                                                 XDP
  *   rlshimctl [-c FILE] top [-n N]                keys nearest their limit
+ *   rlshimctl [-c FILE] show RULE KEY [--json]    one key's state
  *   rlshimctl [-c FILE] metrics                   Prometheus text format
  *   rlshimctl [-c FILE] check [FILE]              validate a configuration
  *   rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] [--force]
@@ -40,7 +41,8 @@
 
 /* The command list's order. */
 static const struct ctl_command *const commands[] = {
-	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_metrics, &ctl_cmd_check,
+	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_show, &ctl_cmd_metrics,
+	&ctl_cmd_check,
 	&ctl_cmd_ban, &ctl_cmd_unban, &ctl_cmd_bans, &ctl_cmd_xdp,
 };
 

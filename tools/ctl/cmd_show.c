@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_show.c - rlshimctl show RULE KEY [--json]: one key's state, as
+ * HAProxy's `show table ... key`; rlshimctl reset RULE KEY: a full bucket
+ * for it again, as `clear table ... key`.
+ *
+ * KEY is what the rule keys by, turned into the bytes the shim decides it
+ * by with the core's own conversion (rl_config_key_of_text, the agent's for
+ * the store's names): an address, masked to the configured prefix; a
+ * header's value as it is; `-` for a global rule. The key's slot is then
+ * found as a decision finds it (rl_table_key_view, rl_table_key_reset).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#include "addr.h"
+#include "clock.h"
+
+struct key_opts {
+	const char *rule;
+	const char *key;
+	int json;
+};
+
+/* The key of the command line, in the table's terms. */
+struct key_arg {
+	const struct rl_rule_cfg *r;
+	unsigned id;                  /* the rule's id in the segment */
+	const void *bytes;
+	size_t len;
+	uint8_t buf[17];
+};
+
+/*
+ * Rule `o->rule` of the file, its id in the segment, and `o->key` as the
+ * bytes its requests are keyed by. 0, or 1 after the one-line reason.
+ */
+static int key_arg(struct ctl *c, const struct key_opts *o, struct key_arg *k)
+{
+	const char *text = o->key;
+	size_t tlen = strlen(text);
+	const char *slash;
+	int found = 0;
+
+	k->r = ctl_rule_cfg(c, o->rule);
+	if (!k->r)
+		return ctl_fail("no rule '%s' in %s", o->rule,
+				c->path ? c->path : "the built-in default");
+	/* Its id: the entry of its name and algorithm (a reload that
+	 * changed the algorithm made it another rule). */
+	for (unsigned id = 0; id < RL_MAX_RULES && !found; id++) {
+		struct rl_rule_stats st;
+
+		if (rl_table_rule_stats(c->table, id, &st) == 0 &&
+		    strncmp(st.name, k->r->name, RL_RULE_NAME_MAX) == 0 &&
+		    st.algorithm == k->r->algorithm && rl_table_rule_get(c->table, id)) {
+			k->id = id;
+			found = 1;
+		}
+	}
+	if (!found)
+		return ctl_fail("rule '%s' is not in force yet: no server has "
+				"applied it", k->r->name);
+	switch (k->r->key) {
+	case RL_KEY_GLOBAL:
+		if (strcmp(text, "-") != 0)
+			return ctl_fail("rule '%s' is global: its KEY is -, not "
+					"'%s'", k->r->name, text);
+		text = "*"; /* the store's name for it */
+		tlen = 1;
+		break;
+	case RL_KEY_IP:
+		/* An address as top shows it, prefix and all: the rule's
+		 * prefix is taken whatever the length says. */
+		slash = strchr(text, '/');
+		if (slash)
+			tlen = (size_t)(slash - text);
+		break;
+	case RL_KEY_HEADER:
+		if (!tlen)
+			return ctl_fail("an empty %s is never counted: no key",
+					k->r->header);
+		/* Longer than the store's names go: the bytes as they are. */
+		if (tlen > RL_KEY_MAX) {
+			k->bytes = text;
+			k->len = tlen;
+			return 0;
+		}
+		break;
+	}
+	k->bytes = rl_config_key_of_text(c->cfg, k->r, text, tlen, k->buf,
+					 &k->len);
+	if (!k->bytes)
+		return ctl_fail("'%s' is not an address (rule '%s' keys by ip)",
+				o->key, k->r->name);
+	return 0;
+}
+
+static const struct ctl_option show_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, rule, .positional = 1,
+		   .required = 1, .metavar = "RULE"),
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, key, .positional = 1,
+		   .required = 1, .metavar = "KEY"),
+	CTL_OPTION(CTL_OPT_BOOL, struct key_opts, json, .name = "json",
+		   .help = "the key's state as one JSON object"),
+	CTL_END_OPTIONS,
+};
+
+static uint64_t ms_up(uint64_t ns)
+{
+	return (ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS;
+}
+
+static int run_show(struct ctl *c, const void *opts)
+{
+	const struct key_opts *o = opts;
+	struct rl_slot_view v;
+	struct key_arg k;
+	char key[RL_KEY_MAX * 4 + 8], retry[32], reset[32];
+	uint64_t retry_ns;
+	int rc, seen, bound, global;
+
+	if ((rc = ctl_open(c, 0)) || (rc = key_arg(c, o, &k)))
+		return rc;
+	seen = rl_table_key_view(c->table, k.id, k.bytes, k.len,
+				 rl_time_now_ns(), &v);
+	if (seen < 0)
+		return ctl_fail("rule '%s' is not in force yet", k.r->name);
+	retry_ns = ctl_key_retry(c, &v, &bound);
+	global = ctl_fmt_view_key(c, &v, key, sizeof(key));
+	if (o->json) {
+		struct ctl_json j = { 0, { 1 } };
+
+		ctl_jopen(&j, NULL, '{');
+		ctl_jtext(&j, "rule", k.r->name);
+		ctl_jtext(&j, "key", global ? "-" : key);
+		ctl_jbool(&j, "seen", seen);
+		ctl_jnum(&j, "limit", v.peek.limit);
+		ctl_jnum(&j, "remaining", v.peek.remaining);
+		ctl_jnum(&j, "retry_after_ms", ms_up(retry_ns));
+		ctl_jbool(&j, "retry_is_bound", bound);
+		ctl_jnum(&j, "reset_after_ms", ms_up(v.peek.reset_after_ns));
+		ctl_jtext(&j, "algorithm",
+			  rl_config_algorithm_name(k.r->algorithm));
+		ctl_jtext(&j, "view", "host");
+		ctl_jclose(&j, '}');
+		putchar('\n');
+		return ctl_flush();
+	}
+	snprintf(retry, sizeof(retry), "0");
+	if (retry_ns) {
+		/* "≤" is three bytes of UTF-8 */
+		memcpy(retry, "\xe2\x89\xa4", 3);
+		ctl_fmt_dur(retry + 3, sizeof(retry) - 3, retry_ns);
+	}
+	snprintf(reset, sizeof(reset), "0");
+	if (v.peek.reset_after_ns)
+		ctl_fmt_dur(reset, sizeof(reset), v.peek.reset_after_ns);
+	printf("rule=%s key=%s state=%s limit=%u remaining=%u retry_after=%s "
+	       "reset_after=%s\n",
+	       k.r->name, global ? "-" : key,
+	       seen ? "live" : "new", v.peek.limit, v.peek.remaining,
+	       retry_ns && !bound ? retry + 3 : retry, reset);
+	return ctl_flush();
+}
+
+const struct ctl_command ctl_cmd_show = {
+	.name = "show",
+	.help = "one key's state: remaining, retry, reset",
+	.more = "  KEY is what RULE keys by: an address (its prefix is taken "
+		"as ipv4_prefix\n"
+		"  and ipv6_prefix say), a header's value, or - for a global "
+		"rule. state=new:\n"
+		"  no state on this host (never seen, or repaid), a full "
+		"bucket. The state is\n"
+		"  this host's: with [redis], what the last sync brought; "
+		"retry_after is an\n"
+		"  upper bound (≤) for sliding-window rules.\n",
+	.options = show_options,
+	.opts_size = sizeof(struct key_opts),
+	.run = run_show,
+};
