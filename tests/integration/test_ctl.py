@@ -381,6 +381,36 @@ def show_key():
         s.stop()
 
 
+def reset_key():
+    """reset RULE KEY: a client refused (429) is served again (200) at
+    once, with the full bucket, and says so (this host only without
+    [redis]); other keys keep their state; a key with no state is fine
+    (exit 0, nothing to do); an unknown rule or a bad KEY exit 1."""
+    s = F.Legacy(KEY_RULES)
+    try:
+        assert [s.get('/books').status for _ in range(6)] == [200] * 5 + [429]
+        assert s.get('/books', family=socket.AF_INET6).status == 200
+        out = ok(s.config, 'reset', 'api', '127.0.0.1')
+        assert out.startswith('rule=api key=127.0.0.1 reset') and \
+            'this host' in out, out
+        r = s.get('/books')
+        assert r.status == 200 and r.headers['ratelimit-remaining'] == '4', r
+        assert show(s.config, 'api', '::1')[0]['remaining'] == '4'
+        assert [s.get('/').status for _ in range(3)] == [200, 200, 429]
+        ok(s.config, 'reset', 'glob', '-')
+        assert s.get('/').status == 200
+        out = ok(s.config, 'reset', 'api', '192.0.2.9')
+        assert 'nothing to reset' in out, out
+        for args, word in ((['nosuch', '127.0.0.1'], 'nosuch'),
+                           (['api', 'x'], 'not an address')):
+            lines = one_line_error(ctl(s.config, 'reset', *args), 1)
+            assert len(lines) == 1 and word in lines[0], (args, lines)
+        lines = one_line_error(ctl(s.config, 'reset', 'api'), 2)
+        assert lines[1].startswith('usage: rlshimctl [-c FILE] reset RULE KEY'), lines
+    finally:
+        s.stop()
+
+
 def metrics():
     """The exposition is well-formed and its request counts are the
     client's."""
@@ -587,7 +617,7 @@ def versions():
 
 
 COMMANDS = {'status': '--json', 'top': '-n N] [-d SECS] [--json',
-            'show': 'RULE KEY [--json]', 'metrics': '', 'check': 'FILE',
+            'show': 'RULE KEY [--json]', 'reset': 'RULE KEY', 'metrics': '', 'check': 'FILE',
             'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '--json',
             'xdp': 'stats'}
 
@@ -826,7 +856,7 @@ def xdp_status():
         X.nets_down()
 
 
-TESTS = [status_counts, top_keys, top_live, show_key, metrics, checker_is_strict, ban_round_trip,
+TESTS = [status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
          ban_guards, versions, options_anywhere, usage, config_changed, check_is_reload,
          shared_segment, agent_and_redis, xdp_status]
 

@@ -182,3 +182,46 @@ const struct ctl_command ctl_cmd_show = {
 	.opts_size = sizeof(struct key_opts),
 	.run = run_show,
 };
+
+/* ---- reset --------------------------------------------------------------- */
+
+static const struct ctl_option reset_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, rule, .positional = 1,
+		   .required = 1, .metavar = "RULE"),
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, key, .positional = 1,
+		   .required = 1, .metavar = "KEY"),
+	CTL_END_OPTIONS,
+};
+
+static int run_reset(struct ctl *c, const void *opts)
+{
+	const struct key_opts *o = opts;
+	struct rl_slot_view v;
+	struct key_arg k;
+	char key[RL_KEY_MAX * 4 + 8];
+	int rc, had;
+
+	if ((rc = ctl_open(c, 0)) || (rc = key_arg(c, o, &k)))
+		return rc;
+	had = rl_table_key_reset(c->table, k.id, k.bytes, k.len,
+				 rl_time_now_ns());
+	if (had < 0)
+		return ctl_fail("rule '%s' is not in force yet", k.r->name);
+	/* Its name as show gives it (the address at the rule's prefix). */
+	rl_table_key_view(c->table, k.id, k.bytes, k.len, rl_time_now_ns(), &v);
+	if (ctl_fmt_view_key(c, &v, key, sizeof(key)))
+		snprintf(key, sizeof(key), "-");
+	printf("rule=%s key=%s %s\n", k.r->name, key,
+	       had ? "reset: a full bucket again on this host"
+		   : "had no state on this host: nothing to reset");
+	return ctl_flush();
+}
+
+const struct ctl_command ctl_cmd_reset = {
+	.name = "reset",
+	.help = "give one key a full bucket again",
+	.more = "  KEY as for show. Without [redis], on this host only.\n",
+	.options = reset_options,
+	.opts_size = sizeof(struct key_opts),
+	.run = run_reset,
+};
