@@ -16,7 +16,10 @@
 #include "ctl.h"
 
 #include "addr.h"
+#include "agent.h"
 #include "clock.h"
+#include "log.h"
+#include "store.h"
 
 struct key_opts {
 	const char *rule;
@@ -193,12 +196,70 @@ static const struct ctl_option reset_options[] = {
 	CTL_END_OPTIONS,
 };
 
+/* A store reply that is an error fails the reset. */
+static int store_ok(redisReply *rep, unsigned i, void *arg)
+{
+	(void)i;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		snprintf(arg, 128, "%s", rep->str);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The key's reset in the store, for every host (reset.c): its fields
+ * deleted from the rule's hashes, and the reset recorded for the agents.
+ * 0, or 1 after the one-line reason.
+ */
+static int reset_everywhere(struct ctl *c, const struct key_arg *k)
+{
+	char text[112], rkey[160], member[RL_RULE_NAME_MAX + 112], keep[16],
+		why[128] = "no reply", url[RL_URL_MAX];
+	const char *argv[3] = { rkey, member, keep };
+	size_t lens[3];
+	struct rl_store *s;
+	size_t tlen;
+	int rc;
+
+	ctl_fmt_url(url, sizeof(url), c->cfg->redis_url);
+	if (k->len > RL_KEY_MAX)
+		return ctl_fail("reset on this host only: a value over %d bytes "
+				"is named by a digest in Redis", RL_KEY_MAX);
+	tlen = rl_agent_key_text(k->r, k->bytes, k->len, 0, text, sizeof(text));
+	/* The store's own lines (unreachable...) are the agent's to log:
+	 * here the one line below says it. */
+	rl_log_setup(RL_LOG_STDERR, RL_LOG_ERROR, "rlshimctl");
+	s = rl_store_new(c->cfg->redis_url, c->cfg->redis_timeout_ns);
+	if (!s)
+		return ctl_fail("bad redis url");
+	rl_store_script(s, 0, rl_lua_reset_record);
+	if (!rl_store_ready(s, rl_time_now_ns())) {
+		rl_store_free(s);
+		return ctl_fail("reset on this host only: Redis at %s is "
+				"unreachable, the other hosts keep the key's "
+				"state", url);
+	}
+	lens[0] = rl_store_resets_key(c->cfg, rkey, sizeof(rkey));
+	lens[1] = (size_t)snprintf(member, sizeof(member), "%s %.*s",
+				   k->r->name, (int)tlen, text);
+	lens[2] = (size_t)snprintf(keep, sizeof(keep), "%u", RL_RESETS_KEEP_MS);
+	rc = rl_store_queue_forget(s, c->cfg, k->r, text, tlen) < 0 ||
+	     rl_store_queue_script(s, 0, 1, 3, argv, lens) ||
+	     rl_store_flush(s, store_ok, why, rl_time_now_ns());
+	rl_store_free(s);
+	if (rc)
+		return ctl_fail("reset on this host only: Redis at %s: %s", url,
+				why);
+	return 0;
+}
+
 static int run_reset(struct ctl *c, const void *opts)
 {
 	const struct key_opts *o = opts;
 	struct rl_slot_view v;
 	struct key_arg k;
-	char key[RL_KEY_MAX * 4 + 8];
+	char key[RL_KEY_MAX * 4 + 8], round[32];
 	int rc, had;
 
 	if ((rc = ctl_open(c, 0)) || (rc = key_arg(c, o, &k)))
@@ -211,16 +272,30 @@ static int run_reset(struct ctl *c, const void *opts)
 	rl_table_key_view(c->table, k.id, k.bytes, k.len, rl_time_now_ns(), &v);
 	if (ctl_fmt_view_key(c, &v, key, sizeof(key)))
 		snprintf(key, sizeof(key), "-");
-	printf("rule=%s key=%s %s\n", k.r->name, key,
-	       had ? "reset: a full bucket again on this host"
-		   : "had no state on this host: nothing to reset");
+	if (!c->cfg->redis) {
+		printf("rule=%s key=%s %s (no [redis]: this host only)\n",
+		       k.r->name, key,
+		       had ? "reset: a full bucket again"
+			   : "had no state: nothing to reset");
+		return ctl_flush();
+	}
+	if ((rc = reset_everywhere(c, &k)))
+		return rc;
+	ctl_fmt_dur(round, sizeof(round), 2 * c->cfg->sync_interval_ns);
+	printf("rule=%s key=%s reset: a full bucket again here and in Redis; "
+	       "every host's agent follows within %s (two sync rounds)\n",
+	       k.r->name, key, round);
 	return ctl_flush();
 }
 
 const struct ctl_command ctl_cmd_reset = {
 	.name = "reset",
 	.help = "give one key a full bucket again",
-	.more = "  KEY as for show. Without [redis], on this host only.\n",
+	.more = "  KEY as for show. With [redis], on every host: the key's "
+		"state in Redis is\n"
+		"  deleted and the reset recorded for the agents, which "
+		"follow within two\n"
+		"  sync rounds. Without [redis], on this host only.\n",
 	.options = reset_options,
 	.opts_size = sizeof(struct key_opts),
 	.run = run_reset,
