@@ -329,6 +329,7 @@ def show(config, rule, key):
     assert str(j['remaining']) == fields['remaining'], (j, fields)
     assert str(j['limit']) == fields['limit'], (j, fields)
     assert j['seen'] == (fields['state'] == 'live'), (j, fields)
+    assert j['view'] == fields['view'] == 'host', (j, fields)
     return fields, j
 
 

@@ -7,6 +7,7 @@ its own (as separate machines would have), each with the agent the shim
 starts for it. Redis is started here on a free loopback port.
 """
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -1201,7 +1202,7 @@ def reset_two_hosts():
     share of a fresh key, before either hears of the other), where both
     refused it. The key's state is gone from Redis; the reset is recorded
     in <prefix>resets; each agent logs it. Strict rules the same: exactly
-    the bucket again."""
+    the bucket again, and show reads their state from Redis."""
     for rules, name in ((RESET_RULES, 'rs'), (RESET_RULES + 'sync = strict\n', 'rss')):
         with fleet(rules, 2, name) as (r, hosts):
             hosts_up(hosts)
@@ -1216,8 +1217,13 @@ def reset_two_hosts():
             assert all('msg="key reset" rule=sms key="127.0.0.1"' in h.agent_log()
                        for h in hosts), [h.agent_log() for h in hosts]
             if 'strict' in rules:
-                n = [admitted(hosts[0], 7), admitted(hosts[1], 7)]
-                assert sum(n) == 10, n
+                # show reads a strict key's state from Redis: what host 1
+                # spent, host 2 (which has not asked since) shows too.
+                n = [admitted(hosts[0], 7)]
+                j = json.loads(hosts[1].ctl('show', 'sms', '127.0.0.1', '--json').stdout)
+                assert j['view'] == 'redis' and j['seen'] and j['remaining'] == 3, j
+                n.append(admitted(hosts[1], 7))
+                assert n == [7, 3], n
                 continue
             with Unheard(hosts):
                 n = [admitted(hosts[0], 10), admitted(hosts[1], 10)]

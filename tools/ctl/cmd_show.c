@@ -11,6 +11,7 @@
  * found as a decision finds it (rl_table_key_view, rl_table_key_reset).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -101,6 +102,108 @@ static int key_arg(struct ctl *c, const struct key_opts *o, struct key_arg *k)
 	return 0;
 }
 
+/* ---- the store ---------------------------------------------------------- */
+
+/* A connection to the configuration's Redis with script 0 `lua`, or NULL
+ * when it cannot be had. The store's own lines (unreachable...) are the
+ * agent's to log: the caller says it in its one line. */
+static struct rl_store *store_open(struct ctl *c, const char *lua)
+{
+	struct rl_store *s;
+
+	rl_log_setup(RL_LOG_STDERR, RL_LOG_ERROR, "rlshimctl");
+	s = rl_store_new(c->cfg->redis_url, c->cfg->redis_timeout_ns);
+	if (!s)
+		return NULL;
+	rl_store_script(s, 0, lua);
+	if (!rl_store_ready(s, rl_time_now_ns())) {
+		rl_store_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* A store reply that is an error fails the command. */
+static int store_ok(redisReply *rep, unsigned i, void *arg)
+{
+	(void)i;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		snprintf(arg, 128, "%s", rep->str);
+		return -1;
+	}
+	return 0;
+}
+
+/* KEYS[1]: a strict token bucket's hash (sync.c's, strict.c's). ARGV: the
+ * key, the rule's interval (us). Returns what the key owes from now (us)
+ * at that interval (RL_LUA_TAT), "0" for nothing. */
+static const char show_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	RL_LUA_TAT
+	"local tat = tat_of(redis.call('HGET', KEYS[1], ARGV[1]),\n"
+	"                   tonumber(ARGV[2]), now)\n"
+	"if tat <= now then return '0' end\n"
+	"return string.format('%.0f', tat - now)\n";
+
+struct owed {
+	uint64_t us;
+	int got;
+};
+
+static int owed_reply(redisReply *rep, unsigned i, void *arg)
+{
+	struct owed *o = arg;
+
+	(void)i;
+	if (rep->type != REDIS_REPLY_STRING)
+		return -1;
+	o->us = strtoull(rep->str, NULL, 10);
+	o->got = 1;
+	return 0;
+}
+
+/*
+ * A strict token bucket's key as Redis holds it, where its admissions are
+ * decided (the segment has only what this host last heard): *v as the key
+ * would be seen here with the store's state, and 1 if it owes anything,
+ * 0 if not; -1 when the store cannot tell (the caller shows this host's
+ * view and says so).
+ */
+static int show_store(struct ctl *c, const struct key_arg *k,
+		      struct rl_slot_view *v)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(c->table, k->id);
+	char hkey[160], text[112], ei[32];
+	const char *argv[3] = { hkey, text, ei };
+	size_t lens[3];
+	struct owed o = { 0, 0 };
+	struct rl_store *s;
+	uint64_t now, state = 0;
+
+	if (!rc || rc->algo.kind != RL_ALGO_GCRA || k->len > RL_KEY_MAX ||
+	    v->peek.limit != rc->algo.rate.burst || !(s = store_open(c, show_lua)))
+		return -1;
+	lens[0] = rl_store_rule_key(c->cfg, k->r, "", hkey, sizeof(hkey));
+	lens[1] = rl_agent_key_text(k->r, k->bytes, k->len, 0, text, sizeof(text));
+	lens[2] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
+				   (double)rc->algo.interval_ns / 1000.0);
+	if (rl_store_queue_script(s, 0, 1, 3, argv, lens) ||
+	    rl_store_flush(s, owed_reply, &o, rl_time_now_ns()) || !o.got) {
+		rl_store_free(s);
+		return -1;
+	}
+	rl_store_free(s);
+	now = rl_time_now_ns();
+	if (o.us)
+		state = now + o.us * 1000;
+	rl_algo_step(&rc->algo, &state, 0, now, &v->peek);
+	v->debt_ns = o.us * 1000;
+	return o.us > 0;
+}
+
+/* ---- show ---------------------------------------------------------------- */
+
 static const struct ctl_option show_options[] = {
 	CTL_OPTION(CTL_OPT_STRING, struct key_opts, rule, .positional = 1,
 		   .required = 1, .metavar = "RULE"),
@@ -122,6 +225,7 @@ static int run_show(struct ctl *c, const void *opts)
 	struct rl_slot_view v;
 	struct key_arg k;
 	char key[RL_KEY_MAX * 4 + 8], retry[32], reset[32];
+	const char *view = "host";
 	uint64_t retry_ns;
 	int rc, seen, bound, global;
 
@@ -131,6 +235,16 @@ static int run_show(struct ctl *c, const void *opts)
 				 rl_time_now_ns(), &v);
 	if (seen < 0)
 		return ctl_fail("rule '%s' is not in force yet", k.r->name);
+	/* A strict rule's state is Redis's; the segment has what this host
+	 * last heard of it. */
+	if (c->cfg->redis && k.r->sync == RL_SYNC_STRICT) {
+		int held = show_store(c, &k, &v);
+
+		if (held >= 0) {
+			seen = held;
+			view = "redis";
+		}
+	}
 	retry_ns = ctl_key_retry(c, &v, &bound);
 	global = ctl_fmt_view_key(c, &v, key, sizeof(key));
 	if (o->json) {
@@ -147,7 +261,7 @@ static int run_show(struct ctl *c, const void *opts)
 		ctl_jnum(&j, "reset_after_ms", ms_up(v.peek.reset_after_ns));
 		ctl_jtext(&j, "algorithm",
 			  rl_config_algorithm_name(k.r->algorithm));
-		ctl_jtext(&j, "view", "host");
+		ctl_jtext(&j, "view", view);
 		ctl_jclose(&j, '}');
 		putchar('\n');
 		return ctl_flush();
@@ -162,10 +276,10 @@ static int run_show(struct ctl *c, const void *opts)
 	if (v.peek.reset_after_ns)
 		ctl_fmt_dur(reset, sizeof(reset), v.peek.reset_after_ns);
 	printf("rule=%s key=%s state=%s limit=%u remaining=%u retry_after=%s "
-	       "reset_after=%s\n",
+	       "reset_after=%s view=%s\n",
 	       k.r->name, global ? "-" : key,
 	       seen ? "live" : "new", v.peek.limit, v.peek.remaining,
-	       retry_ns && !bound ? retry + 3 : retry, reset);
+	       retry_ns && !bound ? retry + 3 : retry, reset, view);
 	return ctl_flush();
 }
 
@@ -176,11 +290,12 @@ const struct ctl_command ctl_cmd_show = {
 		"as ipv4_prefix\n"
 		"  and ipv6_prefix say), a header's value, or - for a global "
 		"rule. state=new:\n"
-		"  no state on this host (never seen, or repaid), a full "
-		"bucket. The state is\n"
-		"  this host's: with [redis], what the last sync brought; "
-		"retry_after is an\n"
-		"  upper bound (≤) for sliding-window rules.\n",
+		"  no state (never seen, or repaid), a full bucket. view=host: "
+		"this host's state\n"
+		"  (with [redis], as the last sync left it); view=redis: a "
+		"strict token bucket's,\n"
+		"  read from Redis. retry_after is an upper bound (≤) for "
+		"sliding-window rules.\n",
 	.options = show_options,
 	.opts_size = sizeof(struct key_opts),
 	.run = run_show,
@@ -195,17 +310,6 @@ static const struct ctl_option reset_options[] = {
 		   .required = 1, .metavar = "KEY"),
 	CTL_END_OPTIONS,
 };
-
-/* A store reply that is an error fails the reset. */
-static int store_ok(redisReply *rep, unsigned i, void *arg)
-{
-	(void)i;
-	if (rep->type == REDIS_REPLY_ERROR) {
-		snprintf(arg, 128, "%s", rep->str);
-		return -1;
-	}
-	return 0;
-}
 
 /*
  * The key's reset in the store, for every host (reset.c): its fields
@@ -227,19 +331,11 @@ static int reset_everywhere(struct ctl *c, const struct key_arg *k)
 		return ctl_fail("reset on this host only: a value over %d bytes "
 				"is named by a digest in Redis", RL_KEY_MAX);
 	tlen = rl_agent_key_text(k->r, k->bytes, k->len, 0, text, sizeof(text));
-	/* The store's own lines (unreachable...) are the agent's to log:
-	 * here the one line below says it. */
-	rl_log_setup(RL_LOG_STDERR, RL_LOG_ERROR, "rlshimctl");
-	s = rl_store_new(c->cfg->redis_url, c->cfg->redis_timeout_ns);
+	s = store_open(c, rl_lua_reset_record);
 	if (!s)
-		return ctl_fail("bad redis url");
-	rl_store_script(s, 0, rl_lua_reset_record);
-	if (!rl_store_ready(s, rl_time_now_ns())) {
-		rl_store_free(s);
 		return ctl_fail("reset on this host only: Redis at %s is "
 				"unreachable, the other hosts keep the key's "
 				"state", url);
-	}
 	lens[0] = rl_store_resets_key(c->cfg, rkey, sizeof(rkey));
 	lens[1] = (size_t)snprintf(member, sizeof(member), "%s %.*s",
 				   k->r->name, (int)tlen, text);
