@@ -372,6 +372,7 @@ def show_key():
         assert 0 < j['retry_after_ms'] <= 30000, j
         for args, word in ((['nosuch', '127.0.0.1'], 'nosuch'),
                            (['api', 'not-an-ip'], 'not an address'),
+                           (['api', '127.0.0.1/x'], 'not an address'),
                            (['glob', 'x'], 'global')):
             for extra in ([], ['--json']):
                 lines = one_line_error(ctl(s.config, 'show', *args, *extra), 1)

@@ -79,8 +79,15 @@ static int key_arg(struct ctl *c, const struct key_opts *o, struct key_arg *k)
 		/* An address as top shows it, prefix and all: the rule's
 		 * prefix is taken whatever the length says. */
 		slash = strchr(text, '/');
-		if (slash)
+		if (slash) {
+			size_t digits = strspn(slash + 1, "0123456789");
+
+			if (!digits || digits > 3 || slash[1 + digits])
+				return ctl_fail("'%s' is not an address (rule "
+						"'%s' keys by ip)", o->key,
+						k->r->name);
 			tlen = (size_t)(slash - text);
+		}
 		break;
 	case RL_KEY_HEADER:
 		if (!tlen)
