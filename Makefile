@@ -187,10 +187,14 @@ $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 	$(Q)$(CC) -o $@ $(AGENT_OBJS) $(B)/librlcore.a $(INIH_LIBS) \
 		$(HIREDIS_LIBS) $(BPF_LIBS) -lpthread $(LDFLAGS)
 
-# rlshimctl status asks the shim's rl_agent_alive() (spawn.c) of the heartbeat.
-$(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(SHIM_INT) $(B)/librlcore.a
+# rlshimctl status asks the shim's rl_agent_alive() (spawn.c) of the heartbeat;
+# reset names keys in Redis and talks to it as the agent does (reset.c, store.c).
+CTL_AGENT_OBJS := $(B)/src/agent/reset.o $(B)/src/agent/store.o
+$(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(CTL_AGENT_OBJS) \
+		$(SHIM_INT) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $(filter %.o,$^) $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) $(BPF_LIBS) $(LDFLAGS)
+	$(Q)$(CC) -o $@ $(filter %.o,$^) $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) \
+		$(HIREDIS_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
 $(B)/legacy_server: tools/legacy_server.c
 	@mkdir -p $(@D)

@@ -16,7 +16,8 @@
 /* Script ids in the store. */
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
        RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */,
-       RL_SCRIPT_PULL = 5, RL_SCRIPT_WINDOW = 6, RL_SCRIPT_WINDOW_CLEAN = 7 };
+       RL_SCRIPT_PULL = 5, RL_SCRIPT_WINDOW = 6, RL_SCRIPT_WINDOW_CLEAN = 7,
+       RL_SCRIPT_RESETS = 8 };
 
 /*
  * A token bucket's state in the store, as the scripts share it (sync.c,
@@ -100,6 +101,17 @@ struct rl_agent {
 	void *fails;                  /* fail_sync.c's */
 	struct rl_xdp *xdp;           /* xdp_loader.c's, NULL without XDP */
 	struct rl_strict *strict;     /* strict.c's, NULL without strict rules */
+
+	/* resets (reset.c): the store's time (us) of the last read, 0 before
+	 * the first; the keys reset here this round, to delete from the
+	 * store once more after the round */
+	char resets_cursor[24];
+	unsigned nforget;
+	struct rl_agent_forget {
+		unsigned rule;           /* config index */
+		uint8_t len;
+		char text[112];
+	} forget[64];
 };
 
 /* Set up the agent's sync state over `cfg` and `table`. 0 or -errno. */
@@ -164,8 +176,32 @@ size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
 			   size_t len);
 
+/* ---- reset.c: names in the store, and resets (rlshimd and rlshimctl) ---- */
+
 /* The text a key is named by in the store. */
 size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 			 size_t len, int truncated, char *out, size_t outlen);
+
+/* A store key of rule `r`'s: "<prefix>{NAME}" and `suffix` (":win"...). */
+size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
+			 const char *suffix, char *out, size_t len);
+
+/* The sorted set of resets, "<prefix>resets": members "RULE KEY" (the
+ * key's text), scored by the store's time (us) they were made at. */
+size_t rl_store_resets_key(const struct rl_config *c, char *out, size_t len);
+
+#define RL_RESETS_KEEP_MS 60000u  /* how long an entry is kept */
+#define RL_RESETS_READ "500"      /* entries an agent reads per round */
+
+/* Lua: record a reset (rlshimctl), read those since a cursor (agents). */
+extern const char rl_lua_reset_record[];
+extern const char rl_lua_resets_read[];
+
+/* Queue the deletion of the key named `text` from rule `r`'s hashes (its
+ * bucket's state and grants, its window counts). Returns the commands
+ * queued (3), or -1. */
+int rl_store_queue_forget(struct rl_store *s, const struct rl_config *c,
+			  const struct rl_rule_cfg *r, const char *text,
+			  size_t tlen);
 
 #endif /* RL_AGENT_H */

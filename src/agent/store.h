@@ -18,7 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
-#define RL_STORE_SCRIPTS 8
+#define RL_STORE_SCRIPTS 9
 
 struct rl_store;
 

@@ -39,8 +39,10 @@
  * one cluster slot), one for the hosts alive, one for the epoch, two per
  * rule with plans (the plans of its keys in the round, and the next chunk
  * of its plans hash, mirrored into the segment so that a key's plan holds
- * from its first request), and the ban set (ban_sync.c). They grow with
- * rules, keys, planned keys and hosts, never with requests.
+ * from its first request), one for the resets since the last round (and
+ * three per key reset, in a round that had any: reset.c), and the ban set
+ * (ban_sync.c). They grow with rules, keys, planned keys, hosts and
+ * resets, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
@@ -111,6 +113,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_PULL, rl_lua_pull);
 	rl_store_script(a->store, RL_SCRIPT_WINDOW, rl_lua_window);
 	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, rl_lua_window_clean);
+	rl_store_script(a->store, RL_SCRIPT_RESETS, rl_lua_resets_read);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -130,43 +133,6 @@ void rl_agent_free(struct rl_agent *a)
 	rl_agent_fails_free(a);
 	rl_store_free(a->store);
 	free(a->items);
-}
-
-/* ---- keys as the store names them ------------------------------------------------- */
-
-size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
-			 size_t len, int truncated, char *out, size_t outlen)
-{
-	size_t n = 0;
-
-	if (r->key == RL_KEY_GLOBAL) {
-		n = (size_t)snprintf(out, outlen, "*");
-	} else if (r->key == RL_KEY_IP && (len == 5 || len == 17) &&
-		   (key[0] == RL_AF_INET || key[0] == RL_AF_INET6)) {
-		/* already masked to the configured prefix */
-		struct rl_addr ad = { key[0], { 0 } };
-		char text[RL_ADDR_STRLEN];
-
-		memcpy(ad.bytes, key + 1, len - 1);
-		rl_addr_format(&ad, text, sizeof(text));
-		n = (size_t)snprintf(out, outlen, "%s", text);
-	} else {
-		/* a header value: as it came, and a truncated one keeps the
-		 * digest the segment made of the whole, in hex */
-		size_t keep = truncated ? RL_KEY_MAX - 8 : len;
-
-		if (keep > outlen - 1)
-			keep = outlen - 1;
-		memcpy(out, key, keep);
-		n = keep;
-		if (truncated && outlen > n + 18) {
-			for (unsigned i = 0; i < 8; i++)
-				n += (size_t)snprintf(out + n, outlen - n, "%02x",
-						      key[RL_KEY_MAX - 8 + i]);
-		}
-		out[n] = '\0';
-	}
-	return n < outlen ? n : outlen - 1;
 }
 
 /* ---- one round -------------------------------------------------------------------- */
@@ -250,8 +216,7 @@ void sync_arg_text(const char **argv, size_t *lens, int *c, const char *s)
 size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
 			 size_t len)
 {
-	return (size_t)snprintf(out, len, "%s{%s}", a->cfg->redis_prefix,
-				a->cfg->rules[ci].name);
+	return rl_store_rule_key(a->cfg, &a->cfg->rules[ci], "", out, len);
 }
 
 uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r)
@@ -342,6 +307,12 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	case JOB_PULL:
 		if (on_pull(a, p, rep, rl_time_now_ns()))
 			r->failed = 1;
+		break;
+	case JOB_RESETS:
+		if (on_resets(a, rep, rl_time_now_ns()))
+			r->failed = 1;
+		break;
+	case JOB_FORGET:
 		break;
 	case JOB_HOSTS:
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
@@ -596,6 +567,8 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	/* now and then, drop the store's repaid keys */
 	if (a->rounds % CLEAN_EVERY == 0)
 		queue_clean(r);
+	/* last: its answer undoes what the others raised of a key reset */
+	queue_resets(r);
 	if (rl_store_flush(a->store, on_reply, r, now_ns) || r->failed) {
 		if (rl_store_up(a->store))
 			rl_store_fail(a->store, "bad reply", now_ns);
@@ -615,6 +588,13 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		/* none yet (a new or restarted store): plant ours */
 		if (!a->epoch[0])
 			new_epoch(a, r);
+		rl_store_flush(a->store, on_reply, r, now_ns);
+	}
+	/* Keys reset: gone from the store once more, with what this host
+	 * pushed of them before it heard of the reset. */
+	if (a->nforget) {
+		r->nplan = 0;
+		queue_forgets(r);
 		rl_store_flush(a->store, on_reply, r, now_ns);
 	}
 	store_synced(a, now_ns);

@@ -15,7 +15,8 @@
 
 /* What each queued reply is for. */
 enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
-	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL, JOB_WINDOW };
+	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL, JOB_WINDOW, JOB_RESETS,
+	   JOB_FORGET };
 
 struct reply_plan {
 	enum job job;
@@ -55,5 +56,10 @@ int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n);
 int queue_plans(struct round *r, unsigned ci, uint32_t first, uint32_t n);
 int queue_plans_scan(struct round *r, unsigned ci);
 void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep);
+/* the resets since the last round (reset.c): read last in the round; the
+ * keys reset deleted from the store once more after it */
+int queue_resets(struct round *r);
+int on_resets(struct rl_agent *a, const redisReply *rep, uint64_t now_ns);
+int queue_forgets(struct round *r);
 
 #endif /* RL_SYNC_INT_H */

@@ -4,7 +4,8 @@
  * that asks the store (a script call, or HMGET/HSCAN) for a batch of a
  * rule's keys, and what is done with its answer (sync: the key's debt and
  * this host's grant; windows: the counts; the pull: the keys other hosts
- * changed; the floor after a restart; plans). Lua: scripts.c.
+ * changed; the floor after a restart; plans; the resets). Lua: scripts.c
+ * and reset.c.
  */
 #include "sync_int.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 
 /* Queue the sync script for items [first, first + n) of rule `ci`. */
 int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
@@ -61,8 +63,7 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
 			   size_t len)
 {
-	return (size_t)snprintf(out, len, "%s{%s}:win", a->cfg->redis_prefix,
-				a->cfg->rules[ci].name);
+	return rl_store_rule_key(a->cfg, &a->cfg->rules[ci], ":win", out, len);
 }
 
 /* Queue the window script for items [first, first + n) of rule `ci`. */
@@ -301,4 +302,95 @@ void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep)
 			rl_table_plan_ahead(a->table, a->ids[ci], key, len,
 					    plan_of(rule, v->str), now);
 	}
+}
+
+/* ---- resets (reset.c) ------------------------------------------------------------ */
+
+/* Queue the read of the resets recorded since the last one: last in the
+ * round, so that its answer comes after every other, which may have
+ * raised a key it resets. */
+int queue_resets(struct round *r)
+{
+	struct rl_agent *a = r->a;
+	char key[160];
+	const char *argv[3] = { key, a->resets_cursor[0] ? a->resets_cursor : "0",
+				RL_RESETS_READ };
+	size_t lens[3];
+
+	lens[0] = rl_store_resets_key(a->cfg, key, sizeof(key));
+	lens[1] = strlen(argv[1]);
+	lens[2] = strlen(argv[2]);
+	if (rl_store_queue_script(a->store, RL_SCRIPT_RESETS, 1, 3, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_RESETS, 0, 0, 0);
+}
+
+/* The resets read: each key gets a full bucket here, and is noted for its
+ * deletion from the store after the round. An entry naming a rule or a key
+ * this configuration does not have is skipped. */
+int on_resets(struct rl_agent *a, const redisReply *rep, uint64_t now_ns)
+{
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[0]->len >= sizeof(a->resets_cursor))
+		return -1;
+	memcpy(a->resets_cursor, rep->element[0]->str, rep->element[0]->len);
+	a->resets_cursor[rep->element[0]->len] = '\0';
+	for (size_t i = 1; i < rep->elements; i++) {
+		const redisReply *e = rep->element[i];
+		const char *sp = e->type == REDIS_REPLY_STRING ?
+					 memchr(e->str, ' ', e->len) : NULL;
+		const char *text = sp ? sp + 1 : NULL;
+		size_t tlen = sp ? e->len - (size_t)(text - e->str) : 0;
+		unsigned ci;
+		uint8_t buf[17];
+		const void *key;
+		size_t len;
+		char q[128];
+
+		if (!sp)
+			continue;
+		for (ci = 0; ci < a->cfg->nrules; ci++)
+			if (strlen(a->cfg->rules[ci].name) == (size_t)(sp - e->str) &&
+			    !memcmp(a->cfg->rules[ci].name, e->str,
+				    (size_t)(sp - e->str)))
+				break;
+		if (ci == a->cfg->nrules || tlen >= sizeof(a->forget[0].text))
+			continue;
+		key = rl_config_key_of_text(a->cfg, &a->cfg->rules[ci], text,
+					    tlen, buf, &len);
+		if (!key)
+			continue;
+		rl_table_key_reset(a->table, a->ids[ci], key, len, now_ns);
+		snprintf(q, sizeof(q), "%.*s", (int)tlen, text);
+		rl_log(RL_LOG_INFO, "msg=\"key reset\" rule=%s key=\"%s\"",
+		       a->cfg->rules[ci].name, rl_log_quote(q, q, sizeof(q)));
+		if (a->nforget < sizeof(a->forget) / sizeof(a->forget[0])) {
+			struct rl_agent_forget *f = &a->forget[a->nforget++];
+
+			f->rule = ci;
+			f->len = (uint8_t)tlen;
+			memcpy(f->text, text, tlen);
+		}
+	}
+	return 0;
+}
+
+/* Queue the deletion from the store of the keys reset this round: what
+ * this host pushed of them before it had heard of the reset. */
+int queue_forgets(struct round *r)
+{
+	struct rl_agent *a = r->a;
+
+	for (unsigned i = 0; i < a->nforget; i++) {
+		const struct rl_agent_forget *f = &a->forget[i];
+
+		if (rl_store_queue_forget(a->store, a->cfg, &a->cfg->rules[f->rule],
+					  f->text, f->len) < 0)
+			return -1;
+		for (int k = 0; k < 3; k++)
+			sync_plan_add(r, JOB_FORGET, f->rule, 0, 0);
+	}
+	a->nforget = 0;
+	return 0;
 }

@@ -2,12 +2,14 @@
 /*
  * inspect.c - looking at the slots from outside a decision, for rlshimctl,
  * the agent's maintenance and the tests: a consistent view of each live
- * key, the table's figures, sweeping stale markers, checking invariants.
+ * key or of one key, giving one key a full bucket again (rlshimctl reset),
+ * the table's figures, sweeping stale markers, checking invariants.
  */
 #include "err.h"
 #include "slot.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Read a slot's key and state consistently: the key bytes through the
@@ -59,6 +61,68 @@ int rl_table_foreach(struct rl_table *t, uint64_t now_ns,
 		r = fn(&v, arg);
 		if (r)
 			return r;
+	}
+	return 0;
+}
+
+int rl_table_key_view(struct rl_table *t, unsigned rule, const void *key,
+		      size_t len, uint64_t now_ns, struct rl_slot_view *v)
+{
+	const struct rl_rule_cache *rc = rl_slot_rule(t, rule);
+	struct rl_slot *s;
+	struct keyref k;
+	uint64_t st = 0;
+
+	if (!rc)
+		return -EINVAL;
+	rl_slot_key(t, rule, key, len, &k);
+	/* A slot being re-keyed right now shows nothing: look again. */
+	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
+		s = rl_slot_find(t, &k, now_ns, RL_FIND_PEEK);
+		if (!s)
+			break;
+		if (slot_view(t, (uint32_t)(s - t->slots), now_ns, v) &&
+		    atomic_load_explicit(&s->key, memory_order_acquire) == k.tag)
+			return v->debt_ns ? 1 : 0;
+	}
+	/* Never seen here, or lapsed: what its first request would see. */
+	memset(v, 0, sizeof(*v));
+	v->index = UINT32_MAX;
+	v->rule = rule;
+	v->key_len = (uint8_t)(len < RL_KEY_MAX ? len : RL_KEY_MAX);
+	v->truncated = len > RL_KEY_MAX;
+	memcpy(v->key, key, v->key_len);
+	rl_algo_step(&rc->algo, &st, 0, now_ns, &v->peek);
+	return 0;
+}
+
+int rl_table_key_reset(struct rl_table *t, unsigned rule, const void *key,
+		       size_t len, uint64_t now_ns)
+{
+	const struct rl_rule_cache *rc = rl_slot_rule(t, rule);
+	struct rl_slot *s;
+	struct keyref k;
+
+	if (!rc)
+		return -EINVAL;
+	rl_slot_key(t, rule, key, len, &k);
+	for (int attempt = 0; attempt < LOOKUP_RETRIES; attempt++) {
+		uint64_t old;
+
+		s = rl_slot_find(t, &k, now_ns, RL_FIND_PEEK);
+		if (!s)
+			return 0;
+		old = atomic_load_explicit(&s->state, memory_order_acquire);
+		/* What it admitted since the agent's last collect is not
+		 * pushed to the other hosts: the reset forgives it. Cleared
+		 * before the state, so that a decision after the state's
+		 * CAS counts for the agent as usual. */
+		atomic_store_explicit(&s->sync_admitted, 0, memory_order_relaxed);
+		if (slot_cas(s, k.tag, slot_set_next, &(const uint64_t){ 0 }))
+			continue; /* being re-keyed: look again */
+		atomic_store_explicit(&s->provisional, 0, memory_order_relaxed);
+		return old != 0 &&
+		       rl_algo_free_at(slot_algo(rc, s), old, now_ns) > now_ns;
 	}
 	return 0;
 }

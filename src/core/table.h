@@ -489,6 +489,28 @@ unsigned rl_table_summarise(struct rl_table *t, uint64_t now_ms,
 				       uint64_t over_ms, void *arg),
 			    void *arg);
 
+/*
+ * One key's state, as rlshimctl show reads it: the view of the slot of
+ * `key` (the bytes the shim decides it by) under rule `rule`. Returns 1
+ * when the key holds live state here, 0 when it is new here (never seen,
+ * evicted, or its state lapsed): *v is then what its first request would
+ * see, a full bucket of the rule's own rate (v->index UINT32_MAX), and
+ * -EINVAL for a rule the table does not know.
+ */
+int rl_table_key_view(struct rl_table *t, unsigned rule, const void *key,
+		      size_t len, uint64_t now_ns, struct rl_slot_view *v);
+
+/*
+ * Give `key` of rule `rule` a full bucket again (rlshimctl reset): its
+ * state here is forgotten by a CAS, as every change of a slot, and what it
+ * admitted since the agent's last collect is not pushed to the store. Its
+ * plan and its denials towards maxretry stay. Returns 1 when the key had
+ * live state, 0 when there was nothing to reset, -EINVAL for a rule the
+ * table does not know.
+ */
+int rl_table_key_reset(struct rl_table *t, unsigned rule, const void *key,
+		       size_t len, uint64_t now_ns);
+
 /* Rule `id` as this process has validated it, or NULL if it is not (yet)
  * a valid rule of the segment. */
 const struct rl_rule_cache *rl_table_rule_get(struct rl_table *t, unsigned id);

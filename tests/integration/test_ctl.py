@@ -312,6 +312,107 @@ def top_live():
         s.stop()
 
 
+KEY_RULES = ('headers_on = all\n'
+             '[limit:api]\nmatch = GET /books\nrate = 5/m\nkey = ip\n'
+             '[limit:hdr]\nmatch = GET /status/200\nrate = 4/m\nkey = header:X-Api-Key\n'
+             '[limit:glob]\nmatch = GET /\nrate = 2/m\nkey = global\n')
+
+
+def show(config, rule, key):
+    """show's line as a dict, and --json's object, which must agree."""
+    line = ok(config, 'show', rule, key)
+    assert line.endswith('\n') and line.count('\n') == 1, line
+    fields = dict(f.split('=', 1) for f in line.split())
+    j = json.loads(ok(config, 'show', rule, key, '--json'))
+    assert j['rule'] == fields['rule'] == rule, (j, fields)
+    assert j['key'] == fields['key'], (j, fields)
+    assert str(j['remaining']) == fields['remaining'], (j, fields)
+    assert str(j['limit']) == fields['limit'], (j, fields)
+    assert j['seen'] == (fields['state'] == 'live'), (j, fields)
+    assert j['view'] == fields['view'] == 'host', (j, fields)
+    return fields, j
+
+
+def show_key():
+    """show RULE KEY: after N requests remaining = limit - N, as the
+    answers' RateLimit-Remaining said, in its line and in --json; a key
+    never seen has the full bucket (state=new, "seen": false); an address
+    is taken at the rule's prefix; an unknown rule, a KEY that is not an
+    address for an ip rule, anything but - for a global rule: exit 1 with
+    one line; a missing KEY: usage."""
+    s = F.Legacy(KEY_RULES)
+    try:
+        rs = [s.get('/books') for _ in range(3)]
+        assert [r.status for r in rs] == [200] * 3, rs
+        said = rs[-1].headers['ratelimit-remaining']
+        fields, j = show(s.config, 'api', '127.0.0.1')
+        assert fields['remaining'] == said == '2' and fields['limit'] == '5', fields
+        assert fields['state'] == 'live' and fields['retry_after'] == '0', fields
+        assert j['retry_after_ms'] == 0 and 0 < j['reset_after_ms'] <= 36000, j
+        assert show(s.config, 'api', '127.0.0.1/32')[0]['remaining'] == '2'
+        # Never seen: a full bucket, nothing to wait for.
+        fields, j = show(s.config, 'api', '192.0.2.7')
+        assert fields['state'] == 'new' and fields['remaining'] == '5', fields
+        assert fields['key'] == '192.0.2.7', fields
+        assert j['seen'] is False and j['retry_after_ms'] == 0 and \
+            j['reset_after_ms'] == 0, j
+        # IPv6 at its /64, whatever address of it is given.
+        assert s.get('/books', family=socket.AF_INET6).status == 200
+        fields, _ = show(s.config, 'api', '::abcd')
+        assert fields['key'] == '::/64' and fields['remaining'] == '4', fields
+        # A header's value; a global rule's -.
+        r = s.get('/status/200', headers={'X-Api-Key': 'k-1'})
+        assert r.status == 200, r
+        fields, _ = show(s.config, 'hdr', 'k-1')
+        assert fields['remaining'] == r.headers['ratelimit-remaining'] == '3', fields
+        assert show(s.config, 'hdr', 'k-2')[0]['state'] == 'new'
+        assert [s.get('/').status for _ in range(3)] == [200, 200, 429]
+        fields, j = show(s.config, 'glob', '-')
+        assert fields['remaining'] == '0' and fields['retry_after'] != '0', fields
+        assert 0 < j['retry_after_ms'] <= 30000, j
+        for args, word in ((['nosuch', '127.0.0.1'], 'nosuch'),
+                           (['api', 'not-an-ip'], 'not an address'),
+                           (['api', '127.0.0.1/x'], 'not an address'),
+                           (['glob', 'x'], 'global')):
+            for extra in ([], ['--json']):
+                lines = one_line_error(ctl(s.config, 'show', *args, *extra), 1)
+                assert len(lines) == 1 and word in lines[0], (args, lines)
+        lines = one_line_error(ctl(s.config, 'show', 'api'), 2)
+        assert lines[1].startswith('usage: rlshimctl [-c FILE] show RULE KEY'), lines
+    finally:
+        s.stop()
+
+
+def reset_key():
+    """reset RULE KEY: a client refused (429) is served again (200) at
+    once, with the full bucket, and says so (this host only without
+    [redis]); other keys keep their state; a key with no state is fine
+    (exit 0, nothing to do); an unknown rule or a bad KEY exit 1."""
+    s = F.Legacy(KEY_RULES)
+    try:
+        assert [s.get('/books').status for _ in range(6)] == [200] * 5 + [429]
+        assert s.get('/books', family=socket.AF_INET6).status == 200
+        out = ok(s.config, 'reset', 'api', '127.0.0.1')
+        assert out.startswith('rule=api key=127.0.0.1 reset') and \
+            'this host' in out, out
+        r = s.get('/books')
+        assert r.status == 200 and r.headers['ratelimit-remaining'] == '4', r
+        assert show(s.config, 'api', '::1')[0]['remaining'] == '4'
+        assert [s.get('/').status for _ in range(3)] == [200, 200, 429]
+        ok(s.config, 'reset', 'glob', '-')
+        assert s.get('/').status == 200
+        out = ok(s.config, 'reset', 'api', '192.0.2.9')
+        assert 'nothing to reset' in out, out
+        for args, word in ((['nosuch', '127.0.0.1'], 'nosuch'),
+                           (['api', 'x'], 'not an address')):
+            lines = one_line_error(ctl(s.config, 'reset', *args), 1)
+            assert len(lines) == 1 and word in lines[0], (args, lines)
+        lines = one_line_error(ctl(s.config, 'reset', 'api'), 2)
+        assert lines[1].startswith('usage: rlshimctl [-c FILE] reset RULE KEY'), lines
+    finally:
+        s.stop()
+
+
 def metrics():
     """The exposition is well-formed and its request counts are the
     client's."""
@@ -517,7 +618,8 @@ def versions():
             (0, f'{prog} {version}\n', ''), (prog, out)
 
 
-COMMANDS = {'status': '--json', 'top': '-n N] [-d SECS] [--json', 'metrics': '', 'check': 'FILE',
+COMMANDS = {'status': '--json', 'top': '-n N] [-d SECS] [--json',
+            'show': 'RULE KEY [--json]', 'reset': 'RULE KEY', 'metrics': '', 'check': 'FILE',
             'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '--json',
             'xdp': 'stats'}
 
@@ -781,7 +883,7 @@ def xdp_status():
         X.nets_down()
 
 
-TESTS = [status_counts, top_keys, top_live, metrics, checker_is_strict, ban_round_trip,
+TESTS = [status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
          ban_guards, versions, options_anywhere, usage, config_changed, check_is_reload,
          shared_segment, agent_and_redis, xdp_status]
 

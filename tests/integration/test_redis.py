@@ -7,6 +7,7 @@ its own (as separate machines would have), each with the agent the shim
 starts for it. Redis is started here on a free loopback port.
 """
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -1193,6 +1194,77 @@ def count_status_slow_answers():
         assert fails == [401, 401, 401, 429, 429], fails
 
 
+# ---- rlshimctl reset across hosts -------------------------------------------------------
+
+RESET_RULES = '[limit:sms]\nmatch = GET /sms\nrate = 10/h\nburst = 10\nkey = ip\n'
+
+
+def exhausted(hosts):
+    """Spend the key on every host, heard by every agent, until each
+    refuses it."""
+    for _ in range(6):
+        if sum(admitted(h, 5) for h in hosts) == 0:
+            break
+        rounds(hosts)
+    rounds(hosts)
+    assert all(admitted(h, 3) == 0 for h in hosts)
+
+
+def reset_two_hosts():
+    """Two hosts, the key exhausted on both (10/h: nothing refills):
+    rlshimctl reset on one, and after two sync rounds both admit it again,
+    a full burst between them (10, at most burst + N - 1 = 11: each its
+    share of a fresh key, before either hears of the other), where both
+    refused it. The key's state is gone from Redis; the reset is recorded
+    in <prefix>resets; each agent logs it. Strict rules the same: exactly
+    the bucket again, and show reads their state from Redis."""
+    for rules, name in ((RESET_RULES, 'rs'), (RESET_RULES + 'sync = strict\n', 'rss')):
+        with fleet(rules, 2, name) as (r, hosts):
+            hosts_up(hosts)
+            exhausted(hosts)
+            out = hosts[0].ctl('reset', 'sms', '127.0.0.1')
+            assert out.returncode == 0 and out.stderr == '', out
+            assert out.stdout.startswith('rule=sms key=127.0.0.1 reset: ') and \
+                'Redis' in out.stdout and 'every host' in out.stdout, out.stdout
+            assert r.cli('ZCARD', 'rlshim:resets') == '1'
+            rounds(hosts)
+            assert r.cli('HEXISTS', 'rlshim:{sms}', '127.0.0.1') == '0'
+            assert all('msg="key reset" rule=sms key="127.0.0.1"' in h.agent_log()
+                       for h in hosts), [h.agent_log() for h in hosts]
+            if 'strict' in rules:
+                # show reads a strict key's state from Redis: what host 1
+                # spent, host 2 (which has not asked since) shows too.
+                n = [admitted(hosts[0], 7)]
+                j = json.loads(hosts[1].ctl('show', 'sms', '127.0.0.1', '--json').stdout)
+                assert j['view'] == 'redis' and j['seen'] and j['remaining'] == 3, j
+                n.append(admitted(hosts[1], 7))
+                assert n == [7, 3], n
+                continue
+            with Unheard(hosts):
+                n = [admitted(hosts[0], 10), admitted(hosts[1], 10)]
+            assert all(n) and 10 <= sum(n) <= 11, n
+
+
+def reset_redis_down():
+    """With [redis] unreachable, reset still gives the key a full bucket
+    here, and says in one line (exit 1) that the other hosts keep it."""
+    r = Redis()
+    h = Host(f'redis://127.0.0.1:{r.port}/0', RESET_RULES, 'rsd')
+    try:
+        started([h])
+        assert admitted(h, 12) <= 10
+        r.kill()
+        out = h.ctl('reset', 'sms', '127.0.0.1')
+        assert out.returncode == 1 and out.stdout == '', out
+        lines = out.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith('rlshimctl: reset on this host only') \
+            and 'unreachable' in lines[0], lines
+        assert admitted(h, 1) == 1
+    finally:
+        h.stop()
+        r.stop()
+
+
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
@@ -1204,6 +1276,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [count_status_slow_answers]
+TESTS += [reset_two_hosts, reset_redis_down]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
           plans_many, plans_after_first_request]
 def strict_windows():

@@ -1739,6 +1739,114 @@ static void test_foreach(void **state)
 	rl_table_close(t);
 }
 
+/* One key's view: its live state, as a peek sees it, and its retry and
+ * reset; a key never seen, or repaid, is new with a full bucket; a long
+ * key is found by its whole bytes; an unknown rule is refused. */
+static void test_key_view(void **state)
+{
+	struct rl_table *t = open_new(64);
+	unsigned id = add_rule(t, "sms", 60 * SEC, 3, 3);
+	unsigned other = add_rule(t, "api", 60 * SEC, 10, 10);
+	char longkey[80];
+	struct rl_slot_view v;
+	struct rl_result r;
+
+	(void)state;
+	assert_int_equal(take_n(t, id, "1.2.3.4", 2, T0), 2);
+	assert_int_equal(rl_table_key_view(t, id, "1.2.3.4", 7, T0, &v), 1);
+	assert_int_equal(v.rule, id);
+	assert_int_equal(v.peek.limit, 3);
+	assert_int_equal(v.peek.remaining, 1);
+	assert_int_equal(v.peek.reset_after_ns, 40 * SEC);
+	assert_int_equal(v.key_len, 7);
+	assert_memory_equal(v.key, "1.2.3.4", 7);
+	/* the same bytes under another rule are another key */
+	assert_int_equal(rl_table_key_view(t, other, "1.2.3.4", 7, T0, &v), 0);
+	assert_int_equal(v.peek.remaining, 10);
+	assert_int_equal(rl_table_key_view(t, id, "9.9.9.9", 7, T0, &v), 0);
+	assert_int_equal(v.index, UINT32_MAX);
+	assert_int_equal(v.peek.limit, 3);
+	assert_int_equal(v.peek.remaining, 3);
+	assert_int_equal(v.peek.reset_after_ns, 0);
+	/* repaid: new again */
+	assert_int_equal(rl_table_key_view(t, id, "1.2.3.4", 7, T0 + 40 * SEC, &v), 0);
+	assert_int_equal(v.peek.remaining, 3);
+	memset(longkey, 'k', sizeof(longkey));
+	for (int i = 0; i < 3; i++) {
+		rl_table_take(t, id, longkey, sizeof(longkey), 1, T0, &r);
+		assert_true(r.allowed);
+	}
+	assert_int_equal(rl_table_key_view(t, id, longkey, sizeof(longkey), T0, &v), 1);
+	assert_int_equal(v.peek.remaining, 0);
+	assert_true(v.truncated);
+	longkey[79] = 'x';
+	assert_int_equal(rl_table_key_view(t, id, longkey, sizeof(longkey), T0, &v), 0);
+	assert_int_equal(rl_table_key_view(t, 63, "1.2.3.4", 7, T0, &v), -EINVAL);
+	assert_int_equal(rl_table_key_view(t, 64, "1.2.3.4", 7, T0, &v), -EINVAL);
+	rl_table_close(t);
+}
+
+struct want_key {
+	const char *key;
+	int admitted;   /* the key's, -1 when not collected */
+	unsigned items;
+};
+
+static int admitted_of(const struct rl_sync_item *it, void *arg)
+{
+	struct want_key *w = arg;
+
+	w->items++;
+	if (it->key_len == strlen(w->key) &&
+	    memcmp(it->key, w->key, it->key_len) == 0)
+		w->admitted = (int)it->admitted;
+	return 0;
+}
+
+/* What the agent's collect at `now` takes of `key`, -1 if nothing. */
+static int collected(struct rl_table *t, const char *key, uint64_t now)
+{
+	struct want_key w = { key, -1, 0 };
+
+	assert_int_equal(rl_table_sync_collect(t, now, admitted_of, &w), 0);
+	return w.admitted;
+}
+
+/* A reset gives the key a full bucket, as seen from every handle, and
+ * leaves nothing for the agent to push: what the key admitted before it
+ * is forgiven, what it admits after is counted as usual; other keys keep
+ * theirs; a key with nothing to reset is 0; an unknown rule -EINVAL. */
+static void test_key_reset(void **state)
+{
+	struct rl_table *t = open_new(64), *b = NULL;
+	unsigned id = add_rule(t, "sms", 60 * SEC, 3, 3);
+	struct rl_slot_view v;
+	struct rl_result r;
+
+	(void)state;
+	assert_int_equal(rl_table_open(seg, 0, 0, &b, NULL), 0);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "1.2.3.4", 4, T0), 3);
+	assert_int_equal(take_n(t, id, "5.6.7.8", 1, T0), 1);
+	assert_int_equal(rl_table_key_reset(b, id, "1.2.3.4", 7, T0 + SEC), 1);
+	assert_int_equal(rl_table_key_view(t, id, "1.2.3.4", 7, T0 + SEC, &v), 0);
+	assert_int_equal(v.peek.remaining, 3);
+	rl_table_take(t, id, "5.6.7.8", 7, 0, T0 + SEC, &r);
+	assert_int_equal(r.remaining, 2);
+	/* nothing of it for the agent to push; the other key's as usual */
+	assert_int_equal(collected(t, "1.2.3.4", T0 + SEC), -1);
+	assert_int_equal(take_n(t, id, "5.6.7.8", 1, T0 + SEC), 1);
+	assert_int_equal(collected(t, "5.6.7.8", T0 + SEC), 1);
+	/* and the reset key's next ones, as any */
+	assert_int_equal(take_n(t, id, "1.2.3.4", 4, T0 + SEC), 3);
+	assert_int_equal(collected(t, "1.2.3.4", T0 + SEC), 3);
+	assert_int_equal(rl_table_key_reset(t, id, "9.9.9.9", 7, T0), 0);
+	assert_int_equal(rl_table_key_reset(t, id, "1.2.3.4", 7, T0 + 61 * SEC), 0);
+	assert_int_equal(rl_table_key_reset(t, 63, "1.2.3.4", 7, T0), -EINVAL);
+	rl_table_close(b);
+	rl_table_close(t);
+}
+
 int main(void)
 {
 	struct CMUnitTest tests[] = {
@@ -1773,6 +1881,8 @@ int main(void)
 		cmocka_unit_test(test_overflow),
 		cmocka_unit_test(test_stale_marker),
 		cmocka_unit_test(test_foreach),
+		cmocka_unit_test(test_key_view),
+		cmocka_unit_test(test_key_reset),
 		cmocka_unit_test(test_summarise),
 		cmocka_unit_test(test_rule_claim_use),
 		cmocka_unit_test(test_uncounted),

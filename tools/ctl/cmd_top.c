@@ -20,7 +20,6 @@
 
 #include "ctl.h"
 
-#include "addr.h"
 #include "clock.h"
 
 #define TOP_DEFAULT 10
@@ -37,48 +36,6 @@ struct top {
 	unsigned n, max;
 	unsigned long seen;
 };
-
-/*
- * The wait for a cost-1 request. The view's peek is a cost-0 request,
- * which passes even from an empty bucket, so its retry is always 0: the
- * wait is worked out from the rule's algorithm. GCRA: the bucket is empty
- * until one interval past TAT - depth, and the reset is TAT - now, so the
- * wait is reset + interval - depth (the key's plan is the one whose burst
- * is the view's limit). Fixed window: the window's end, which is the
- * reset. Sliding window: the counts are not in the view; the reset (both
- * windows gone) bounds the wait from above.
- */
-static void retry_of(struct top *t, struct entry *e)
-{
-	const struct rl_rule_cache *rc = rl_table_rule_get(t->c->table, e->v.rule);
-	const struct rl_algo *a;
-
-	e->retry_ns = 0;
-	e->retry_bound = 0;
-	if (!rc || e->v.peek.remaining > 0)
-		return;
-	a = &rc->algo;
-	for (unsigned i = 0; i < rc->nplans && a->rate.burst != e->v.peek.limit; i++)
-		a = &rc->plans[i];
-	if (a->rate.burst != e->v.peek.limit)
-		a = &rc->algo;
-	switch (a->kind) {
-	case RL_ALGO_GCRA:
-		if (e->v.peek.reset_after_ns + a->interval_ns > a->depth_ns)
-			e->retry_ns = e->v.peek.reset_after_ns + a->interval_ns -
-				      a->depth_ns;
-		break;
-	case RL_ALGO_FIXED_WINDOW:
-		e->retry_ns = e->v.peek.reset_after_ns;
-		break;
-	case RL_ALGO_SLIDING_WINDOW:
-		e->retry_ns = e->v.peek.reset_after_ns;
-		e->retry_bound = 1;
-		break;
-	}
-	if (e->v.peek.retry_after_ns > e->retry_ns)
-		e->retry_ns = e->v.peek.retry_after_ns;
-}
 
 /* < 0 when `a` is more urgent than `b`. */
 static int urgency(const struct entry *a, const struct entry *b)
@@ -141,7 +98,7 @@ static int consider(const struct rl_slot_view *v, void *arg)
 
 	t->seen++;
 	e.v = *v;
-	retry_of(t, &e);
+	e.retry_ns = ctl_key_retry(t->c, v, &e.retry_bound);
 	if (t->n < t->max) {
 		t->e[t->n++] = e;
 		sift_up(t, t->n - 1);
@@ -149,89 +106,6 @@ static int consider(const struct rl_slot_view *v, void *arg)
 		t->e[0] = e;
 		sift_down(t, 0);
 	}
-	return 0;
-}
-
-/* ---- the key, printable -------------------------------------------------- */
-
-static const struct rl_rule_cfg *rule_cfg(struct ctl *c, const char *name)
-{
-	for (unsigned i = 0; c->cfg && i < c->cfg->nrules; i++)
-		if (strncmp(c->cfg->rules[i].name, name, RL_RULE_NAME_MAX) == 0)
-			return &c->cfg->rules[i];
-	return NULL;
-}
-
-/*
- * An `ip` key is rl_addr_key()'s: the family byte, then the address
- * masked to the configured prefix (4 or 16 bytes). It is shown as the
- * address, with the prefix when it is not a host's.
- */
-static int format_addr(struct ctl *c, const struct rl_slot_view *v, char *buf,
-		       size_t len)
-{
-	struct rl_addr a;
-	unsigned prefix, bits;
-	char text[RL_ADDR_STRLEN];
-
-	memset(&a, 0, sizeof(a));
-	if (v->truncated)
-		return -1;
-	if (v->key_len == 5 && v->key[0] == RL_AF_INET)
-		bits = 32;
-	else if (v->key_len == 17 && v->key[0] == RL_AF_INET6)
-		bits = 128;
-	else
-		return -1;
-	a.family = v->key[0];
-	memcpy(a.bytes, v->key + 1, bits / 8);
-	if (rl_addr_format(&a, text, sizeof(text)))
-		return -1;
-	prefix = !c->cfg ? bits : bits == 32 ? c->cfg->ipv4_prefix
-					      : c->cfg->ipv6_prefix;
-	if (prefix >= bits)
-		snprintf(buf, len, "%s", text);
-	else
-		snprintf(buf, len, "%s/%u", text, prefix);
-	return 0;
-}
-
-/* A header's value as text: printable ASCII as it is, the rest escaped,
- * a truncated key's digest replaced by "…". */
-static void format_text(const struct rl_slot_view *v, char *buf, size_t len)
-{
-	size_t n = v->key_len, o = 0;
-
-	if (v->truncated && n >= 8)
-		n -= 8;
-	for (size_t i = 0; i < n && o + 5 < len; i++) {
-		uint8_t b = v->key[i];
-
-		if (b == '\\')
-			o += (size_t)snprintf(buf + o, len - o, "\\\\");
-		else if (b >= 0x20 && b < 0x7f)
-			buf[o++] = (char)b;
-		else
-			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", b);
-	}
-	buf[o] = '\0';
-	if (v->truncated)
-		snprintf(buf + o, len - o, "…");
-}
-
-/* Returns 1 for a global rule's key (shown as "(global)"), else 0. */
-static int format_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
-		      size_t len)
-{
-	const struct rl_rule_cfg *r = rule_cfg(c, rl_table_rule_name(c->table,
-								    v->rule));
-
-	if ((r && r->key == RL_KEY_GLOBAL) || (!r && v->key_len == 0)) {
-		snprintf(buf, len, "(global)");
-		return 1;
-	}
-	if ((r && r->key == RL_KEY_HEADER) || format_addr(c, v, buf, len))
-		format_text(v, buf, len);
 	return 0;
 }
 
@@ -264,7 +138,7 @@ static void print_json(struct ctl *c, const struct top *t)
 	for (unsigned i = 0; i < t->n; i++) {
 		const struct entry *e = &t->e[i];
 		char key[RL_KEY_MAX * 4 + 8], rule[RL_RULE_NAME_MAX];
-		int global = format_key(c, &e->v, key, sizeof(key));
+		int global = ctl_fmt_view_key(c, &e->v, key, sizeof(key));
 
 		snprintf(rule, sizeof(rule), "%.*s", RL_RULE_NAME_MAX - 1,
 			 rl_table_rule_name(c->table, e->v.rule));
@@ -298,7 +172,7 @@ static void print_grid(struct ctl *c, const struct top *t, struct ctl_grid *g)
 		const struct entry *e = &t->e[i];
 		char key[RL_KEY_MAX * 4 + 8], retry[40] = "-", reset[32];
 
-		format_key(c, &e->v, key, sizeof(key));
+		ctl_fmt_view_key(c, &e->v, key, sizeof(key));
 		if (e->retry_ns) {
 			ctl_fmt_dur(retry + 3, sizeof(retry) - 3, e->retry_ns);
 			/* "≤" is three bytes of UTF-8 */

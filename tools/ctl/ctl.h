@@ -11,6 +11,8 @@
  *   snapshot.c    one consistent-enough reading of the segment and the file
  *   cmd_status.c  status, for people and as JSON
  *   cmd_top.c     the keys nearest their limit
+ *   cmd_show.c    one key's state, and its reset
+ *   keys.c        a key's view as top and show present it
  *   cmd_metrics.c the Prometheus text exposition
  *   json.c        the JSON writer of every --json
  */
@@ -104,8 +106,9 @@ struct ctl_command {
 };
 
 /* The commands, one or a few per file. */
-extern const struct ctl_command ctl_cmd_status, ctl_cmd_top, ctl_cmd_metrics,
-	ctl_cmd_check, ctl_cmd_ban, ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_xdp;
+extern const struct ctl_command ctl_cmd_status, ctl_cmd_top, ctl_cmd_show,
+	ctl_cmd_reset, ctl_cmd_metrics, ctl_cmd_check, ctl_cmd_ban,
+	ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_xdp;
 
 /* ctl_parse_cmdline(): -h or --help was among the arguments. */
 #define CTL_HELP (-1)
@@ -225,6 +228,25 @@ struct ctl_snapshot {
 
 /* Read everything status and metrics show. Allocates nothing. */
 void ctl_snapshot(struct ctl *c, struct ctl_snapshot *s);
+
+/* ---- one key's view (keys.c) --------------------------------------------- */
+
+/* The rule of the file named `name`, or NULL. */
+const struct rl_rule_cfg *ctl_rule_cfg(struct ctl *c, const char *name);
+
+/*
+ * The wait (ns) for the next cost-1 request of the key `v` shows, 0 when
+ * one would pass now: from its rule's algorithm, the view's peek being a
+ * cost-0 request. *bound is set to 1 when it is an upper bound (a sliding
+ * window's), else 0.
+ */
+uint64_t ctl_key_retry(struct ctl *c, const struct rl_slot_view *v, int *bound);
+
+/* The key `v` shows, as its rule keys by it: the address (with its
+ * prefix when not a host's), the header's value (escaped, "…" for a
+ * truncated one), or "(global)", for which it returns 1 (else 0). */
+int ctl_fmt_view_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
+		     size_t len);
 
 /* ---- formatting ---------------------------------------------------------- */
 

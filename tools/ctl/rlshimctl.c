@@ -6,6 +6,10 @@
  *                                                 bans, table, agent, Redis,
  *                                                 XDP
  *   rlshimctl [-c FILE] top [-n N]                keys nearest their limit
+ *   rlshimctl [-c FILE] show RULE KEY [--json]    one key's state
+ *   rlshimctl [-c FILE] reset RULE KEY            a full bucket for it again
+ *                                                 (with [redis], on every
+ *                                                 host)
  *   rlshimctl [-c FILE] metrics                   Prometheus text format
  *   rlshimctl [-c FILE] check [FILE]              validate a configuration
  *   rlshimctl [-c FILE] ban ADDR[/LEN] [--for DUR] [--force]
@@ -42,7 +46,8 @@
 
 /* The command list's order. */
 static const struct ctl_command *const commands[] = {
-	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_metrics, &ctl_cmd_check,
+	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_show, &ctl_cmd_reset,
+	&ctl_cmd_metrics, &ctl_cmd_check,
 	&ctl_cmd_ban, &ctl_cmd_unban, &ctl_cmd_bans, &ctl_cmd_xdp,
 };
 

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reset.c - how the store names a rule's keys, and a key's reset there:
+ * shared by rlshimd (sync.c's rounds) and rlshimctl reset, which both link
+ * it, so that the two name the same things the same way.
+ *
+ * A reset (rlshimctl reset RULE KEY) deletes the key's fields from the
+ * rule's hashes (its token bucket's state and grants, its window counts)
+ * and records "RULE KEY" in the sorted set <prefix>resets, scored by the
+ * store's clock in microseconds, entries older than RL_RESETS_KEEP_MS
+ * dropped. Each agent reads the entries since its last read once per round
+ * (rl_lua_resets_read), gives the key a full bucket in its segment, and
+ * then deletes the key's fields again: what its own round pushed before it
+ * had heard of the reset (the key's debt there) is gone with them. So
+ * within about two rounds every host and the store have forgotten the
+ * key's use before the reset.
+ */
+#include "agent.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "addr.h"
+
+/* KEYS[1]: <prefix>resets. ARGV[1]: "RULE KEY", ARGV[2]: how long (ms)
+ * an entry is kept. Returns the store's time (us) it was recorded at. */
+const char rl_lua_reset_record[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local keep = tonumber(ARGV[2])\n"
+	"redis.call('ZADD', KEYS[1], now, ARGV[1])\n"
+	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 1000 * keep)\n"
+	"redis.call('PEXPIRE', KEYS[1], keep)\n"
+	"return string.format('%.0f', now)\n";
+
+/* KEYS[1]: <prefix>resets. ARGV[1]: the cursor, the store's time (us) of
+ * the last read ("0": none yet, nothing is read), ARGV[2]: at most how
+ * many. Returns the cursor to go on from, then the entries recorded since
+ * the cursor (after it, up to the store's time now). */
+const char rl_lua_resets_read[] =
+	"local t = redis.call('TIME')\n"
+	"local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))\n"
+	"local out = {now}\n"
+	"if ARGV[1] == '0' then return out end\n"
+	"local max = tonumber(ARGV[2])\n"
+	"local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], now,\n"
+	"                     'WITHSCORES', 'LIMIT', 0, max)\n"
+	"if #r == 2 * max then out[1] = r[#r] end\n"
+	"for i = 1, #r, 2 do out[#out + 1] = r[i] end\n"
+	"return out\n";
+
+size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
+			 const char *suffix, char *out, size_t len)
+{
+	return (size_t)snprintf(out, len, "%s{%s}%s", c->redis_prefix, r->name,
+				suffix);
+}
+
+size_t rl_store_resets_key(const struct rl_config *c, char *out, size_t len)
+{
+	return (size_t)snprintf(out, len, "%sresets", c->redis_prefix);
+}
+
+int rl_store_queue_forget(struct rl_store *s, const struct rl_config *c,
+			  const struct rl_rule_cfg *r, const char *text,
+			  size_t tlen)
+{
+	static const char *const suffix[] = { "", ":grants", ":win" };
+
+	for (unsigned i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		char key[RL_SHM_NAME_MAX + RL_RULE_NAME_MAX + 16];
+		const char *argv[3] = { "HDEL", key, text };
+		size_t lens[3] = { 4, 0, tlen };
+
+		lens[1] = rl_store_rule_key(c, r, suffix[i], key, sizeof(key));
+		if (rl_store_queue(s, 3, argv, lens))
+			return -1;
+	}
+	return 3;
+}
+
+size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
+			 size_t len, int truncated, char *out, size_t outlen)
+{
+	size_t n = 0;
+
+	if (r->key == RL_KEY_GLOBAL) {
+		n = (size_t)snprintf(out, outlen, "*");
+	} else if (r->key == RL_KEY_IP && (len == 5 || len == 17) &&
+		   (key[0] == RL_AF_INET || key[0] == RL_AF_INET6)) {
+		/* already masked to the configured prefix */
+		struct rl_addr ad = { key[0], { 0 } };
+		char text[RL_ADDR_STRLEN];
+
+		memcpy(ad.bytes, key + 1, len - 1);
+		rl_addr_format(&ad, text, sizeof(text));
+		n = (size_t)snprintf(out, outlen, "%s", text);
+	} else {
+		/* a header value: as it came, and a truncated one keeps the
+		 * digest the segment made of the whole, in hex */
+		size_t keep = truncated ? RL_KEY_MAX - 8 : len;
+
+		if (keep > outlen - 1)
+			keep = outlen - 1;
+		memcpy(out, key, keep);
+		n = keep;
+		if (truncated && outlen > n + 18) {
+			for (unsigned i = 0; i < 8; i++)
+				n += (size_t)snprintf(out + n, outlen - n, "%02x",
+						      key[RL_KEY_MAX - 8 + i]);
+		}
+		out[n] = '\0';
+	}
+	return n < outlen ? n : outlen - 1;
+}
+

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_show.c - rlshimctl show RULE KEY [--json]: one key's state, as
+ * HAProxy's `show table ... key`; rlshimctl reset RULE KEY: a full bucket
+ * for it again, as `clear table ... key`.
+ *
+ * KEY is what the rule keys by, turned into the bytes the shim decides it
+ * by with the core's own conversion (rl_config_key_of_text, the agent's for
+ * the store's names): an address, masked to the configured prefix; a
+ * header's value as it is; `-` for a global rule. The key's slot is then
+ * found as a decision finds it (rl_table_key_view, rl_table_key_reset).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#include "addr.h"
+#include "agent.h"
+#include "clock.h"
+#include "log.h"
+#include "store.h"
+
+struct key_opts {
+	const char *rule;
+	const char *key;
+	int json;
+};
+
+/* The key of the command line, in the table's terms. */
+struct key_arg {
+	const struct rl_rule_cfg *r;
+	unsigned id;                  /* the rule's id in the segment */
+	const void *bytes;
+	size_t len;
+	uint8_t buf[17];
+};
+
+/*
+ * Rule `o->rule` of the file, its id in the segment, and `o->key` as the
+ * bytes its requests are keyed by. 0, or 1 after the one-line reason.
+ */
+static int key_arg(struct ctl *c, const struct key_opts *o, struct key_arg *k)
+{
+	const char *text = o->key;
+	size_t tlen = strlen(text);
+	const char *slash;
+	int found = 0;
+
+	k->r = ctl_rule_cfg(c, o->rule);
+	if (!k->r)
+		return ctl_fail("no rule '%s' in %s", o->rule,
+				c->path ? c->path : "the built-in default");
+	/* Its id: the entry of its name and algorithm (a reload that
+	 * changed the algorithm made it another rule). */
+	for (unsigned id = 0; id < RL_MAX_RULES && !found; id++) {
+		struct rl_rule_stats st;
+
+		if (rl_table_rule_stats(c->table, id, &st) == 0 &&
+		    strncmp(st.name, k->r->name, RL_RULE_NAME_MAX) == 0 &&
+		    st.algorithm == k->r->algorithm && rl_table_rule_get(c->table, id)) {
+			k->id = id;
+			found = 1;
+		}
+	}
+	if (!found)
+		return ctl_fail("rule '%s' is not in force yet: no server has "
+				"applied it", k->r->name);
+	switch (k->r->key) {
+	case RL_KEY_GLOBAL:
+		if (strcmp(text, "-") != 0)
+			return ctl_fail("rule '%s' is global: its KEY is -, not "
+					"'%s'", k->r->name, text);
+		text = "*"; /* the store's name for it */
+		tlen = 1;
+		break;
+	case RL_KEY_IP:
+		/* An address as top shows it, prefix and all: the rule's
+		 * prefix is taken whatever the length says. */
+		slash = strchr(text, '/');
+		if (slash) {
+			size_t digits = strspn(slash + 1, "0123456789");
+
+			if (!digits || digits > 3 || slash[1 + digits])
+				return ctl_fail("'%s' is not an address (rule "
+						"'%s' keys by ip)", o->key,
+						k->r->name);
+			tlen = (size_t)(slash - text);
+		}
+		break;
+	case RL_KEY_HEADER:
+		if (!tlen)
+			return ctl_fail("an empty %s is never counted: no key",
+					k->r->header);
+		/* Longer than the store's names go: the bytes as they are. */
+		if (tlen > RL_KEY_MAX) {
+			k->bytes = text;
+			k->len = tlen;
+			return 0;
+		}
+		break;
+	}
+	k->bytes = rl_config_key_of_text(c->cfg, k->r, text, tlen, k->buf,
+					 &k->len);
+	if (!k->bytes)
+		return ctl_fail("'%s' is not an address (rule '%s' keys by ip)",
+				o->key, k->r->name);
+	return 0;
+}
+
+/* ---- the store ---------------------------------------------------------- */
+
+/* A connection to the configuration's Redis with script 0 `lua`, or NULL
+ * when it cannot be had. The store's own lines (unreachable...) are the
+ * agent's to log: the caller says it in its one line. */
+static struct rl_store *store_open(struct ctl *c, const char *lua)
+{
+	struct rl_store *s;
+
+	rl_log_setup(RL_LOG_STDERR, RL_LOG_ERROR, "rlshimctl");
+	s = rl_store_new(c->cfg->redis_url, c->cfg->redis_timeout_ns);
+	if (!s)
+		return NULL;
+	rl_store_script(s, 0, lua);
+	if (!rl_store_ready(s, rl_time_now_ns())) {
+		rl_store_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* A store reply that is an error fails the command. */
+static int store_ok(redisReply *rep, unsigned i, void *arg)
+{
+	(void)i;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		snprintf(arg, 128, "%s", rep->str);
+		return -1;
+	}
+	return 0;
+}
+
+/* KEYS[1]: a strict token bucket's hash (sync.c's, strict.c's). ARGV: the
+ * key, the rule's interval (us). Returns what the key owes from now (us)
+ * at that interval (RL_LUA_TAT), "0" for nothing. */
+static const char show_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	RL_LUA_TAT
+	"local tat = tat_of(redis.call('HGET', KEYS[1], ARGV[1]),\n"
+	"                   tonumber(ARGV[2]), now)\n"
+	"if tat <= now then return '0' end\n"
+	"return string.format('%.0f', tat - now)\n";
+
+struct owed {
+	uint64_t us;
+	int got;
+};
+
+static int owed_reply(redisReply *rep, unsigned i, void *arg)
+{
+	struct owed *o = arg;
+
+	(void)i;
+	if (rep->type != REDIS_REPLY_STRING)
+		return -1;
+	o->us = strtoull(rep->str, NULL, 10);
+	o->got = 1;
+	return 0;
+}
+
+/*
+ * A strict token bucket's key as Redis holds it, where its admissions are
+ * decided (the segment has only what this host last heard): *v as the key
+ * would be seen here with the store's state, and 1 if it owes anything,
+ * 0 if not; -1 when the store cannot tell (the caller shows this host's
+ * view and says so).
+ */
+static int show_store(struct ctl *c, const struct key_arg *k,
+		      struct rl_slot_view *v)
+{
+	const struct rl_rule_cache *rc = rl_table_rule_get(c->table, k->id);
+	char hkey[160], text[112], ei[32];
+	const char *argv[3] = { hkey, text, ei };
+	size_t lens[3];
+	struct owed o = { 0, 0 };
+	struct rl_store *s;
+	uint64_t now, state = 0;
+
+	if (!rc || rc->algo.kind != RL_ALGO_GCRA || k->len > RL_KEY_MAX ||
+	    v->peek.limit != rc->algo.rate.burst || !(s = store_open(c, show_lua)))
+		return -1;
+	lens[0] = rl_store_rule_key(c->cfg, k->r, "", hkey, sizeof(hkey));
+	lens[1] = rl_agent_key_text(k->r, k->bytes, k->len, 0, text, sizeof(text));
+	lens[2] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
+				   (double)rc->algo.interval_ns / 1000.0);
+	if (rl_store_queue_script(s, 0, 1, 3, argv, lens) ||
+	    rl_store_flush(s, owed_reply, &o, rl_time_now_ns()) || !o.got) {
+		rl_store_free(s);
+		return -1;
+	}
+	rl_store_free(s);
+	now = rl_time_now_ns();
+	if (o.us)
+		state = now + o.us * 1000;
+	rl_algo_step(&rc->algo, &state, 0, now, &v->peek);
+	v->debt_ns = o.us * 1000;
+	return o.us > 0;
+}
+
+/* ---- show ---------------------------------------------------------------- */
+
+static const struct ctl_option show_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, rule, .positional = 1,
+		   .required = 1, .metavar = "RULE"),
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, key, .positional = 1,
+		   .required = 1, .metavar = "KEY"),
+	CTL_OPTION(CTL_OPT_BOOL, struct key_opts, json, .name = "json",
+		   .help = "the key's state as one JSON object"),
+	CTL_END_OPTIONS,
+};
+
+static uint64_t ms_up(uint64_t ns)
+{
+	return (ns + RL_NS_PER_MS - 1) / RL_NS_PER_MS;
+}
+
+static int run_show(struct ctl *c, const void *opts)
+{
+	const struct key_opts *o = opts;
+	struct rl_slot_view v;
+	struct key_arg k;
+	char key[RL_KEY_MAX * 4 + 8], retry[32], reset[32];
+	const char *view = "host";
+	uint64_t retry_ns;
+	int rc, seen, bound, global;
+
+	if ((rc = ctl_open(c, 0)) || (rc = key_arg(c, o, &k)))
+		return rc;
+	seen = rl_table_key_view(c->table, k.id, k.bytes, k.len,
+				 rl_time_now_ns(), &v);
+	if (seen < 0)
+		return ctl_fail("rule '%s' is not in force yet", k.r->name);
+	/* A strict rule's state is Redis's; the segment has what this host
+	 * last heard of it. */
+	if (c->cfg->redis && k.r->sync == RL_SYNC_STRICT) {
+		int held = show_store(c, &k, &v);
+
+		if (held >= 0) {
+			seen = held;
+			view = "redis";
+		}
+	}
+	retry_ns = ctl_key_retry(c, &v, &bound);
+	global = ctl_fmt_view_key(c, &v, key, sizeof(key));
+	if (o->json) {
+		struct ctl_json j = { 0, { 1 } };
+
+		ctl_jopen(&j, NULL, '{');
+		ctl_jtext(&j, "rule", k.r->name);
+		ctl_jtext(&j, "key", global ? "-" : key);
+		ctl_jbool(&j, "seen", seen);
+		ctl_jnum(&j, "limit", v.peek.limit);
+		ctl_jnum(&j, "remaining", v.peek.remaining);
+		ctl_jnum(&j, "retry_after_ms", ms_up(retry_ns));
+		ctl_jbool(&j, "retry_is_bound", bound);
+		ctl_jnum(&j, "reset_after_ms", ms_up(v.peek.reset_after_ns));
+		ctl_jtext(&j, "algorithm",
+			  rl_config_algorithm_name(k.r->algorithm));
+		ctl_jtext(&j, "view", view);
+		ctl_jclose(&j, '}');
+		putchar('\n');
+		return ctl_flush();
+	}
+	snprintf(retry, sizeof(retry), "0");
+	if (retry_ns) {
+		/* "≤" is three bytes of UTF-8 */
+		memcpy(retry, "\xe2\x89\xa4", 3);
+		ctl_fmt_dur(retry + 3, sizeof(retry) - 3, retry_ns);
+	}
+	snprintf(reset, sizeof(reset), "0");
+	if (v.peek.reset_after_ns)
+		ctl_fmt_dur(reset, sizeof(reset), v.peek.reset_after_ns);
+	printf("rule=%s key=%s state=%s limit=%u remaining=%u retry_after=%s "
+	       "reset_after=%s view=%s\n",
+	       k.r->name, global ? "-" : key,
+	       seen ? "live" : "new", v.peek.limit, v.peek.remaining,
+	       retry_ns && !bound ? retry + 3 : retry, reset, view);
+	return ctl_flush();
+}
+
+const struct ctl_command ctl_cmd_show = {
+	.name = "show",
+	.help = "one key's state: remaining, retry, reset",
+	.more = "  KEY is what RULE keys by: an address (its prefix is taken "
+		"as ipv4_prefix\n"
+		"  and ipv6_prefix say), a header's value, or - for a global "
+		"rule. state=new:\n"
+		"  no state (never seen, or repaid), a full bucket. view=host: "
+		"this host's state\n"
+		"  (with [redis], as the last sync left it); view=redis: a "
+		"strict token bucket's,\n"
+		"  read from Redis. retry_after is an upper bound (≤) for "
+		"sliding-window rules.\n",
+	.options = show_options,
+	.opts_size = sizeof(struct key_opts),
+	.run = run_show,
+};
+
+/* ---- reset --------------------------------------------------------------- */
+
+static const struct ctl_option reset_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, rule, .positional = 1,
+		   .required = 1, .metavar = "RULE"),
+	CTL_OPTION(CTL_OPT_STRING, struct key_opts, key, .positional = 1,
+		   .required = 1, .metavar = "KEY"),
+	CTL_END_OPTIONS,
+};
+
+/*
+ * The key's reset in the store, for every host (reset.c): its fields
+ * deleted from the rule's hashes, and the reset recorded for the agents.
+ * 0, or 1 after the one-line reason.
+ */
+static int reset_everywhere(struct ctl *c, const struct key_arg *k)
+{
+	char text[112], rkey[160], member[RL_RULE_NAME_MAX + 112], keep[16],
+		why[128] = "no reply", url[RL_URL_MAX];
+	const char *argv[3] = { rkey, member, keep };
+	size_t lens[3];
+	struct rl_store *s;
+	size_t tlen;
+	int rc;
+
+	ctl_fmt_url(url, sizeof(url), c->cfg->redis_url);
+	if (k->len > RL_KEY_MAX)
+		return ctl_fail("reset on this host only: a value over %d bytes "
+				"is named by a digest in Redis", RL_KEY_MAX);
+	tlen = rl_agent_key_text(k->r, k->bytes, k->len, 0, text, sizeof(text));
+	s = store_open(c, rl_lua_reset_record);
+	if (!s)
+		return ctl_fail("reset on this host only: Redis at %s is "
+				"unreachable, the other hosts keep the key's "
+				"state", url);
+	lens[0] = rl_store_resets_key(c->cfg, rkey, sizeof(rkey));
+	lens[1] = (size_t)snprintf(member, sizeof(member), "%s %.*s",
+				   k->r->name, (int)tlen, text);
+	lens[2] = (size_t)snprintf(keep, sizeof(keep), "%u", RL_RESETS_KEEP_MS);
+	rc = rl_store_queue_forget(s, c->cfg, k->r, text, tlen) < 0 ||
+	     rl_store_queue_script(s, 0, 1, 3, argv, lens) ||
+	     rl_store_flush(s, store_ok, why, rl_time_now_ns());
+	rl_store_free(s);
+	if (rc)
+		return ctl_fail("reset on this host only: Redis at %s: %s", url,
+				why);
+	return 0;
+}
+
+static int run_reset(struct ctl *c, const void *opts)
+{
+	const struct key_opts *o = opts;
+	struct rl_slot_view v;
+	struct key_arg k;
+	char key[RL_KEY_MAX * 4 + 8], round[32];
+	int rc, had;
+
+	if ((rc = ctl_open(c, 0)) || (rc = key_arg(c, o, &k)))
+		return rc;
+	had = rl_table_key_reset(c->table, k.id, k.bytes, k.len,
+				 rl_time_now_ns());
+	if (had < 0)
+		return ctl_fail("rule '%s' is not in force yet", k.r->name);
+	/* Its name as show gives it (the address at the rule's prefix). */
+	rl_table_key_view(c->table, k.id, k.bytes, k.len, rl_time_now_ns(), &v);
+	if (ctl_fmt_view_key(c, &v, key, sizeof(key)))
+		snprintf(key, sizeof(key), "-");
+	if (!c->cfg->redis) {
+		printf("rule=%s key=%s %s (no [redis]: this host only)\n",
+		       k.r->name, key,
+		       had ? "reset: a full bucket again"
+			   : "had no state: nothing to reset");
+		return ctl_flush();
+	}
+	if ((rc = reset_everywhere(c, &k)))
+		return rc;
+	ctl_fmt_dur(round, sizeof(round), 2 * c->cfg->sync_interval_ns);
+	printf("rule=%s key=%s reset: a full bucket again here and in Redis; "
+	       "every host's agent follows within %s (two sync rounds)\n",
+	       k.r->name, key, round);
+	return ctl_flush();
+}
+
+const struct ctl_command ctl_cmd_reset = {
+	.name = "reset",
+	.help = "give one key a full bucket again",
+	.more = "  KEY as for show. With [redis], on every host: the key's "
+		"state in Redis is\n"
+		"  deleted and the reset recorded for the agents, which "
+		"follow within two\n"
+		"  sync rounds. Without [redis], on this host only.\n",
+	.options = reset_options,
+	.opts_size = sizeof(struct key_opts),
+	.run = run_reset,
+};
