@@ -32,6 +32,10 @@ struct ctl {
 	struct rl_config *cfg;       /* NULL when the file does not parse
 					(only with CTL_BAD_CONFIG_OK) */
 	struct rl_err cfg_err;       /* why it does not */
+	int kept;                    /* the file is refused (cfg_err says
+					why): cfg is the text in force that
+					its segment keeps, as the servers
+					apply it */
 	char shm[RL_SHM_NAME_MAX];   /* the segment's name */
 	struct rl_table *table;
 };
@@ -42,7 +46,10 @@ struct ctl {
 
 /*
  * Resolve and load the configuration and attach to its segment (never
- * creating it). Returns 0, or 1 after printing the one-line reason.
+ * creating it). A file a reload would refuse (broken, emptied, deleted)
+ * gives way to the text in force that a segment keeps for that path, as
+ * the servers apply it (c->kept). Returns 0, or 1 after printing the
+ * one-line reason.
  */
 int ctl_open(struct ctl *c, unsigned flags);
 
@@ -194,7 +201,9 @@ struct ctl_snapshot {
 	enum ctl_config_state config;
 	uint64_t config_since_ms;
 	uint64_t config_reloads;
-	const char *config_err;       /* the file does not parse: why; or NULL */
+	const char *config_err;       /* a reload refuses the file: why; or NULL */
+	int config_kept;              /* and the rules and mode are the text in
+					 force that the segment keeps */
 
 	unsigned nrules;              /* the file's in order, then retired */
 	struct ctl_rule rules[2 * RL_MAX_RULES];

@@ -39,7 +39,8 @@ static void config_state(struct ctl *c, struct ctl_snapshot *s)
 	in_force = h.stamp;
 	s->config_reloads = rl_table_counted(c->table, RL_COUNT_CONFIG_RELOADS);
 	s->config_since_ms = h.since_ms;
-	s->config_err = c->cfg ? NULL : c->cfg_err.msg;
+	s->config_err = c->cfg && !c->kept ? NULL : c->cfg_err.msg;
+	s->config_kept = c->kept;
 	if (!in_force)
 		s->config = CTL_CONFIG_UNKNOWN;
 	else if (file == in_force)
