@@ -16,12 +16,6 @@ static const char *mode_name(const struct rl_config *cfg)
 	return cfg->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce";
 }
 
-static const char *xdp_mode_name(enum rl_xdp_mode m)
-{
-	return m == RL_XDP_NATIVE ? "native" : m == RL_XDP_GENERIC ? "generic"
-								 : "auto";
-}
-
 static const char *const config_states[] = {
 	[CTL_CONFIG_UNKNOWN] = "unknown",
 	[CTL_CONFIG_IN_FORCE] = "in_force",
@@ -242,9 +236,13 @@ static void human_xdp(struct ctl *c, const struct ctl_snapshot *s)
 		return;
 	}
 	if (c->cfg) {
+		char mode[256];
+
+		/* The mode attached, as the agent recorded it. */
+		ctl_xdp_fmt_mode(mode, sizeof(mode), c->cfg, &s->xdp_rec, 1);
 		for (unsigned i = 0; i < c->cfg->nifaces; i++)
 			printf("%s ", c->cfg->ifaces[i]);
-		printf("(%s), ", xdp_mode_name(c->cfg->xdp_mode));
+		printf("(%s), ", mode);
 	}
 	printf("%s, ", s->xdp_attached ? "attached" : "not attached");
 	if (s->xdp_maps)
@@ -318,6 +316,7 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 {
 	struct ctl_json j = { 0, { 1 } };
 	char url[RL_URL_MAX];
+	const char *want, *got;
 
 	ctl_jopen(&j, NULL, '{');
 	ctl_jopen(&j, "config", '{');
@@ -398,8 +397,11 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 	for (unsigned i = 0; c->cfg && c->cfg->xdp && i < c->cfg->nifaces; i++)
 		ctl_jtext(&j, NULL, c->cfg->ifaces[i]);
 	ctl_jclose(&j, ']');
-	ctl_jtext(&j, "mode", c->cfg && c->cfg->xdp ? xdp_mode_name(c->cfg->xdp_mode)
-					       : NULL);
+	want = c->cfg && c->cfg->xdp ? ctl_xdp_mode_name(c->cfg->xdp_mode) : NULL;
+	got = ctl_xdp_got(&s->xdp_rec);
+	ctl_jtext(&j, "mode", got ? got : want);
+	ctl_jtext(&j, "configured_mode", want);
+	ctl_xdp_json_ifaces(&j, c->cfg, &s->xdp_rec);
 	ctl_jbool(&j, "attached", s->xdp_attached);
 	if (s->xdp_maps) {
 		ctl_jnum(&j, "packets", s->xdp.packets);

@@ -181,7 +181,8 @@ static void xdp(struct ctl *c, struct ctl_snapshot *s)
 	s->xdp_configured = c->cfg ? c->cfg->xdp : s->xdp_attached;
 	if (!s->xdp_configured)
 		return;
-	if (ctl_xdp_open(c->shm, &m) == 0) {
+	rl_table_xdp_read(c->table, &s->xdp_rec);
+	if (ctl_xdp_open(c->table, c->shm, &m) == 0) {
 		ctl_xdp_totals(&m, &s->xdp);
 		s->xdp_maps = 1;
 	}
