@@ -325,6 +325,8 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	struct rl_xdp *x;
 	int rc, ncpu;
 
+	/* A killed agent's record names maps that died with it. */
+	rl_table_xdp_record(a->table, NULL);
 	if (!cfg->xdp)
 		return 0;
 	libbpf_set_print(libbpf_log);
