@@ -648,6 +648,16 @@ def config_kept():
             assert ok(s.config, 'bans').strip() == 'no bans', what
     finally:
         s.stop()
+    # A file with no rule that a server took at start, as it is: that file
+    # is what is in force, not a refused one.
+    s = F.Legacy('mode = dry-run\n')
+    try:
+        assert s.get().status == 200
+        st = status(s)
+        assert st['config']['state'] == 'in_force' and not st['config']['kept'] \
+            and st['config_refused'] is None and st['rules'] == [], st
+    finally:
+        s.stop()
 
 
 def shared_segment():

@@ -154,8 +154,9 @@ static int peek_shm(void *arg, const char *section, const char *name,
 	return 1;
 }
 
-/* The segment `shm`, if it keeps the text of the file c->path: that text,
- * parsed, in c->cfg. Returns 0, or -ENOENT. */
+/* The segment `shm`, if it keeps the text of the file c->path as it was
+ * before (the same version is in force as it is, a file with no rule
+ * taken at start): that text, parsed, in c->cfg. Returns 0, or -ENOENT. */
 static int kept_in(struct ctl *c, const char *shm)
 {
 	struct rl_table *t;
@@ -167,7 +168,8 @@ static int kept_in(struct ctl *c, const char *shm)
 		return -ENOENT;
 	buf = malloc(RL_KEPT_MAX);
 	n = buf ? rl_kept_load(t, c->path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;
-	if (n >= 0 && rl_config_parse(buf, c->path, &c->cfg, NULL) == 0) {
+	if (n >= 0 && stamp != rl_config_stamp(c->path) &&
+	    rl_config_parse(buf, c->path, &c->cfg, NULL) == 0) {
 		free(buf);
 		snprintf(c->shm, sizeof(c->shm), "%s", shm);
 		c->table = t;
