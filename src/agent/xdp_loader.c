@@ -50,6 +50,9 @@
 #include "rlshim.skel.h"
 #include "clock.h"
 
+_Static_assert(RL_MAX_IFACES <= RL_TABLE_XDP_IFACES,
+	       "the segment records every [xdp] interface");
+
 #define RESCAN_NS (10 * RL_NS_PER_SEC) /* and at least this often */
 
 /* A ban as mirrored into the maps. */
@@ -70,6 +73,7 @@ struct rl_xdp {
 	int fd_v4, fd_v6, fd_h4, fd_h6, fd_drops, fd_tries;
 	int fd_p[2];                  /* v4, v6: prefix hashes */
 	int fd_dir[RL_XDP_NDIRS];     /* bpf/xdp_dir.h's order */
+	struct rl_table_xdp rec;      /* ids and modes, for the segment */
 	uint8_t host_len[2];          /* v4, v6: what goes in the host hashes */
 	struct rl_xdp_tries tries;    /* prefix bans of each family */
 	void *zeros;                  /* one per-CPU value of rl_drops */
@@ -184,13 +188,53 @@ static void pin_at(struct bpf_map *m, const char *dir)
 	bpf_map__set_pin_path(m, path);
 }
 
-static const char *mode_name(__u32 flags)
+static const char *const attached_names[] = {
+	[RL_XDP_ATTACHED_NONE] = "none",
+	[RL_XDP_ATTACHED_NATIVE] = "native",
+	[RL_XDP_ATTACHED_GENERIC] = "generic",
+	[RL_XDP_ATTACHED_OFFLOAD] = "offload",
+};
+
+/* A BPF object's kernel id, 0 if it cannot be told. */
+static __u32 map_id(int fd)
 {
-	return flags & XDP_FLAGS_DRV_MODE ? "native" : "generic";
+	struct bpf_map_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
 }
 
-/* Attach to one interface as configured. The link fd, or -errno. */
-static int attach_one(struct rl_xdp *x, const char *ifname,
+static __u32 prog_id(int fd)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* The mode our program `prog` got on `ifindex`, as the kernel reports it;
+ * else what the flags that succeeded asked for. */
+static uint32_t attached_mode(unsigned ifindex, __u32 prog, __u32 flags)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+
+	if (prog && bpf_xdp_query((int)ifindex, 0, &q) == 0) {
+		if (q.hw_prog_id == prog)
+			return RL_XDP_ATTACHED_OFFLOAD;
+		if (q.drv_prog_id == prog)
+			return RL_XDP_ATTACHED_NATIVE;
+		if (q.skb_prog_id == prog)
+			return RL_XDP_ATTACHED_GENERIC;
+	}
+	return flags & XDP_FLAGS_DRV_MODE ? RL_XDP_ATTACHED_NATIVE
+					  : RL_XDP_ATTACHED_GENERIC;
+}
+
+/* Attach to interface `i` of [xdp] as configured, recording its index and
+ * the mode it got in x->rec. The link fd, or -errno. */
+static int attach_one(struct rl_xdp *x, unsigned i, const char *ifname,
 		      enum rl_xdp_mode mode)
 {
 	LIBBPF_OPTS(bpf_link_create_opts, o);
@@ -208,13 +252,18 @@ static int attach_one(struct rl_xdp *x, const char *ifname,
 		tries[ntries++] = XDP_FLAGS_DRV_MODE;
 	if (mode != RL_XDP_NATIVE)
 		tries[ntries++] = XDP_FLAGS_SKB_MODE;
-	for (int i = 0; i < ntries; i++) {
-		o.flags = tries[i];
+	for (int t = 0; t < ntries; t++) {
+		o.flags = tries[t];
 		fd = bpf_link_create(prog, (int)ifindex, BPF_XDP, &o);
 		if (fd >= 0) {
+			uint32_t got = attached_mode(ifindex, x->rec.prog_id,
+						     tries[t]);
+
+			x->rec.ifindex[i] = ifindex;
+			x->rec.attached[i] = got;
 			rl_log(RL_LOG_INFO, "msg=\"xdp attached\" interface=%s "
-			       "mode=%s%s", ifname, mode_name(tries[i]),
-			       mode == RL_XDP_AUTO && i > 0
+			       "mode=%s%s", ifname, attached_names[got],
+			       mode == RL_XDP_AUTO && t > 0
 				       ? " (native refused by the driver)" : "");
 			return fd;
 		}
@@ -276,6 +325,8 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	struct rl_xdp *x;
 	int rc, ncpu;
 
+	/* A killed agent's record names maps that died with it. */
+	rl_table_xdp_record(a->table, NULL);
 	if (!cfg->xdp)
 		return 0;
 	libbpf_set_print(libbpf_log);
@@ -360,8 +411,17 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	x->fd_dir[RL_XDP_DIR6S] = bpf_map__fd(x->skel->maps.rl_dir_v6s);
 	x->fd_tries = bpf_map__fd(x->skel->maps.rl_tries);
 	x->fd_drops = bpf_map__fd(x->skel->maps.rl_drops);
+	x->rec.prog_id = prog_id(bpf_program__fd(x->skel->progs.rl_xdp));
+	x->rec.map_ids[RL_XDP_ID_BANS_V4] = map_id(x->fd_v4);
+	x->rec.map_ids[RL_XDP_ID_BANS_V6] = map_id(x->fd_v6);
+	x->rec.map_ids[RL_XDP_ID_HOSTS_V4] = map_id(x->fd_h4);
+	x->rec.map_ids[RL_XDP_ID_HOSTS_V6] = map_id(x->fd_h6);
+	x->rec.map_ids[RL_XDP_ID_DROPS] = map_id(x->fd_drops);
+	x->rec.map_ids[RL_XDP_ID_STATS] =
+		map_id(bpf_map__fd(x->skel->maps.rl_stats));
+	x->rec.nifaces = cfg->nifaces;
 	for (unsigned i = 0; i < cfg->nifaces; i++) {
-		int fd = attach_one(x, cfg->ifaces[i], cfg->xdp_mode);
+		int fd = attach_one(x, i, cfg->ifaces[i], cfg->xdp_mode);
 
 		if (fd == -EPERM && x->nlinks == 0)
 			goto unprivileged;
@@ -375,6 +435,9 @@ int rl_agent_xdp_init(struct rl_agent *a)
 	if (cfg->mode == RL_MODE_DRY_RUN)
 		rl_log(RL_LOG_INFO, "msg=\"xdp: dry-run: no ban is loaded, "
 		       "no packet dropped\"");
+	/* The ids before the flag: whoever sees it attached can open the
+	 * maps by id where the pins are not visible. */
+	rl_table_xdp_record(a->table, &x->rec);
 	rl_table_agent_flags_change(a->table, RL_AGENT_XDP, 0);
 	return 0;
 
@@ -395,6 +458,7 @@ void rl_agent_xdp_free(struct rl_agent *a)
 	if (!a->xdp)
 		return;
 	rl_table_agent_flags_change(a->table, 0, RL_AGENT_XDP);
+	rl_table_xdp_record(a->table, NULL);
 	xdp_free(a->xdp);
 	a->xdp = NULL;
 	rl_log(RL_LOG_INFO, "msg=\"xdp detached\"");

@@ -53,6 +53,44 @@ void rl_table_agent_read(const struct rl_table *t, struct rl_table_agent *out)
 	out->sync_interval_ms = atomic_load(&h->sync_interval_ms);
 }
 
+void rl_table_xdp_read(const struct rl_table *t, struct rl_table_xdp *out)
+{
+	struct rl_shm_header *h = t->hdr;
+
+	out->prog_id = atomic_load(&h->xdp_prog_id);
+	out->nifaces = atomic_load(&h->xdp_nifaces);
+	if (out->nifaces > RL_TABLE_XDP_IFACES)
+		out->nifaces = RL_TABLE_XDP_IFACES;
+	for (unsigned i = 0; i < RL_XDP_NIDS; i++)
+		out->map_ids[i] = atomic_load(&h->xdp_map_ids[i]);
+	for (unsigned i = 0; i < RL_TABLE_XDP_IFACES; i++) {
+		out->ifindex[i] = atomic_load(&h->xdp_ifindex[i]);
+		out->attached[i] = atomic_load(&h->xdp_attached[i]);
+	}
+}
+
+void rl_table_xdp_record(struct rl_table *t, const struct rl_table_xdp *x)
+{
+	static const struct rl_table_xdp none;
+	struct rl_shm_header *h = t->hdr;
+
+	if (!x)
+		x = &none;
+	/* The program id last when recording, first when clearing: a
+	 * reader that sees it sees the rest. */
+	if (x == &none)
+		atomic_store(&h->xdp_prog_id, 0);
+	for (unsigned i = 0; i < RL_XDP_NIDS; i++)
+		atomic_store(&h->xdp_map_ids[i], x->map_ids[i]);
+	for (unsigned i = 0; i < RL_TABLE_XDP_IFACES; i++) {
+		atomic_store(&h->xdp_ifindex[i], x->ifindex[i]);
+		atomic_store(&h->xdp_attached[i], x->attached[i]);
+	}
+	atomic_store(&h->xdp_nifaces, x->nifaces);
+	if (x != &none)
+		atomic_store(&h->xdp_prog_id, x->prog_id);
+}
+
 uint64_t rl_table_agent_pid(const struct rl_table *t)
 {
 	return atomic_load(&t->hdr->agent_pid);

@@ -2,11 +2,15 @@
 /* kept.c - the configuration in force on a host, kept in its segment. */
 #include "kept.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hash.h"
 #include "shm.h"
@@ -72,6 +76,61 @@ int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,
 	memmove(buf, buf + plen, len - plen + 1);
 	*stamp = s1;
 	return (int)(len - plen);
+}
+
+/* A ready rlshim segment, by its first bytes: a file that is not one (or
+ * is being created) is never mapped, and never waited for. */
+static int looks_ready(int dir, const char *name)
+{
+	struct rl_shm_header h;
+	struct stat st;
+	int fd, ok = 0;
+
+	fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size >= sizeof(h) &&
+	    pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))
+		ok = h.magic == RL_SHM_MAGIC && h.init == RL_SHM_INIT_READY;
+	close(fd);
+	return ok;
+}
+
+int rl_kept_find(const char *path, char *shm, size_t cap)
+{
+	uint64_t best = 0;
+	struct dirent *d;
+	char *buf;
+	DIR *dir;
+	int found = -ENOENT;
+
+	dir = opendir("/dev/shm");
+	if (!dir)
+		return -ENOENT;
+	buf = malloc(RL_KEPT_MAX);
+	while (buf && (d = readdir(dir))) {
+		struct rl_table_config c;
+		struct rl_table *t;
+		uint64_t stamp;
+
+		if (d->d_name[0] == '.' || strlen(d->d_name) >= cap ||
+		    !looks_ready(dirfd(dir), d->d_name) ||
+		    rl_table_open(d->d_name, 0, 0, &t, NULL))
+			continue;
+		if (rl_kept_load(t, path, buf, RL_KEPT_MAX, &stamp) >= 0) {
+			rl_table_config_read(t, &c);
+			if (found || c.since_ms > best) {
+				snprintf(shm, cap, "%s", d->d_name);
+				best = c.since_ms;
+				found = 0;
+			}
+		}
+		rl_table_close(t);
+	}
+	free(buf);
+	closedir(dir);
+	return found;
 }
 
 /*

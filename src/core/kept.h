@@ -34,6 +34,16 @@ int rl_kept_store(struct rl_table *t, const char *path, const char *text,
 int rl_kept_load(struct rl_table *t, const char *path, char *buf, size_t cap,
 		 uint64_t *stamp);
 
+/*
+ * The segment that keeps the text of the file `path`, for a reader that
+ * cannot learn its name from the file (emptied, deleted): every rlshim
+ * segment in /dev/shm is looked at, other files are not opened further
+ * than their first bytes. Of several, the one whose configuration came
+ * into force last. Its name in `shm` (RL_SHM_NAME_MAX bytes); returns 0,
+ * or -ENOENT when none keeps it.
+ */
+int rl_kept_find(const char *path, char *shm, size_t cap);
+
 /* The stamp of the text kept, 0 if none (or one is being written). */
 uint64_t rl_kept_stamp(const struct rl_table *t);
 

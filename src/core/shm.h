@@ -152,7 +152,19 @@ struct rl_shm_header {
 	uint64_t asks_off;
 	uint32_t asks_cap;            /* RL_ASKS */
 	_Atomic uint32_t asks_bell;
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 384];
+	/* The XDP dropper as the agent attached it (xdp_loader.c), for a
+	 * reader that cannot see its pins (another mount namespace): the
+	 * program's id, the ids of the maps rlshimctl reads (RL_XDP_ID_*),
+	 * and per [xdp] interface its index and the mode it got
+	 * (RL_XDP_ATTACHED_*). All 0 while none is attached. Taken from
+	 * reserved2, which an older agent leaves 0 (none recorded): no
+	 * version change. */
+	_Atomic uint32_t xdp_prog_id;
+	_Atomic uint32_t xdp_nifaces;
+	_Atomic uint32_t xdp_map_ids[RL_XDP_NIDS];
+	_Atomic uint32_t xdp_ifindex[RL_TABLE_XDP_IFACES];
+	_Atomic uint32_t xdp_attached[RL_TABLE_XDP_IFACES];
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 488];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */

@@ -169,6 +169,33 @@ void rl_table_agent_synced(struct rl_table *t, uint64_t now_ns);
 int rl_table_agent_spawn_claim(struct rl_table *t, uint64_t now_ns,
 			       uint64_t retry_ns);
 
+/* The XDP dropper the agent attached, by kernel ids: what a reader in
+ * another mount namespace (`ip netns exec` mounts its own /sys, without
+ * the pins) opens the maps by (BPF_MAP_GET_FD_BY_ID), and the mode each
+ * interface actually got. */
+enum rl_xdp_id {
+	RL_XDP_ID_BANS_V4, RL_XDP_ID_BANS_V6, RL_XDP_ID_HOSTS_V4,
+	RL_XDP_ID_HOSTS_V6, RL_XDP_ID_DROPS, RL_XDP_ID_STATS,
+	RL_XDP_NIDS = 8,               /* room kept in the segment */
+};
+enum rl_xdp_attached {
+	RL_XDP_ATTACHED_NONE = 0,      /* not attached there (or no record) */
+	RL_XDP_ATTACHED_NATIVE,
+	RL_XDP_ATTACHED_GENERIC,
+	RL_XDP_ATTACHED_OFFLOAD,
+};
+#define RL_TABLE_XDP_IFACES 8u         /* at least RL_MAX_IFACES */
+struct rl_table_xdp {
+	uint32_t prog_id;              /* 0: none recorded */
+	uint32_t map_ids[RL_XDP_NIDS];
+	uint32_t nifaces;              /* the [xdp] interfaces, in order */
+	uint32_t ifindex[RL_TABLE_XDP_IFACES];
+	uint32_t attached[RL_TABLE_XDP_IFACES]; /* enum rl_xdp_attached */
+};
+void rl_table_xdp_read(const struct rl_table *t, struct rl_table_xdp *out);
+/* The agent's: record `x`, or clear the record (NULL). */
+void rl_table_xdp_record(struct rl_table *t, const struct rl_table_xdp *x);
+
 /* The configuration in force on the host: the stamp (rl_config_stamp) of
  * the file the processes apply, and of one they refused, so that a change
  * is logged once per host however many processes see it. */

@@ -690,11 +690,74 @@ def config_changed():
         st = status(s)
         assert st['config']['state'] == 'changed', st['config']
         assert st['config']['error'].startswith(f'{s.config}:'), st['config']
-        assert st['mode'] is None
-        # The segment's rules, with their counts, are still shown.
+        # What the servers apply: the text in force, with its counts.
+        assert st['mode'] == 'enforce' and st['config']['kept'], st
         assert rules_of(st)['api']['allowed'] == 1, st['rules']
-        assert 'will refuse it: ' + s.config in ok(s.config, 'status')
+        assert f'{s.config} refused (line ' in ok(s.config, 'status')
         check_exposition(ok(s.config, 'metrics'))
+    finally:
+        s.stop()
+
+
+def config_kept():
+    """The file broken, emptied, deleted: the servers keep the text in force
+    (the segment keeps it), and status, top, metrics and bans show that:
+    exit 0, the rules and mode in force, and the file's refusal in one
+    line (file:line: reason in --json)."""
+    s = F.Legacy('mode = dry-run\n' + TWO_RULES)
+    try:
+        assert s.get().status == 200
+        since = status(s)['config']['since_ms']
+        edits = [('broken', '[limit:bad]\nrate = lots\n', 'a',
+                  r'line \d+: bad rate \'lots\'', r':\d+: bad rate \'lots\''),
+                 ('emptied', '', 'w', r'no \[limit:\*\] rule', r': no \[limit'),
+                 ('deleted', None, None, 'No such file or directory',
+                  ': No such file or directory')]
+        for what, text, how, why, json_why in edits:
+            if text is None:
+                os.unlink(s.config)
+            else:
+                with open(s.config, how) as f:
+                    f.write(text)
+                later = time.time_ns() + 2 * 10**9  # a stamp of its own
+                os.utime(s.config, ns=(later, later))
+            time.sleep(1.1)  # a server looks at the file once a second
+            assert s.get().status == 200, what  # and refuses it
+            out = ok(s.config, 'status')
+            line = re.search(r'^config:\s+(.*)$', out, re.M).group(1)
+            assert re.fullmatch(rf'{re.escape(s.config)} refused \({why}.*\), '
+                                r'applying the text loaded at \d{4}-.*', line), \
+                (what, line)
+            assert re.search(r'^mode:\s+dry-run$', out, re.M), (what, out)
+            assert re.search(r'^\s+api\s+\*\s+10/m\s+10\s+ip\s', out, re.M), \
+                (what, out)
+            assert re.search(r'^\s+sms\s+POST /sms\s+3/m\s+3\s+ip\s+token-bucket'
+                             r'\s+10 in 1m for 15m\s', out, re.M), (what, out)
+            st = status(s)
+            assert re.fullmatch(re.escape(s.config) + json_why + '.*',
+                                st['config_refused']), (what, st)
+            assert st['config']['kept'] and not st['config']['in_force'] and \
+                st['config']['since_ms'] == since, (what, st['config'])
+            assert st['mode'] == 'dry-run' and st['shm'] == s.shm, (what, st)
+            r = rules_of(st)
+            assert r['api']['match'] == '*' and r['sms']['match'] == 'POST /sms' \
+                and not r['api']['retired'] and r['api']['allowed'] >= 2, (what, r)
+            assert top_rows(s.config)[0][:2] == ['api', '127.0.0.1'], what
+            series = check_exposition(ok(s.config, 'metrics'))
+            assert series[('rlshim_requests_total',
+                           (('decision', 'allowed'), ('rule', 'api')))] >= 2, what
+            assert series[('rlshim_config_in_force', ())] == 0, what
+            assert ok(s.config, 'bans').strip() == 'no bans', what
+    finally:
+        s.stop()
+    # A file with no rule that a server took at start, as it is: that file
+    # is what is in force, not a refused one.
+    s = F.Legacy('mode = dry-run\n')
+    try:
+        assert s.get().status == 200
+        st = status(s)
+        assert st['config']['state'] == 'in_force' and not st['config']['kept'] \
+            and st['config_refused'] is None and st['rules'] == [], st
     finally:
         s.stop()
 
@@ -884,7 +947,7 @@ def xdp_status():
 
 
 TESTS = [status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
-         ban_guards, versions, options_anywhere, usage, config_changed, check_is_reload,
+         ban_guards, versions, options_anywhere, usage, config_changed, config_kept, check_is_reload,
          shared_segment, agent_and_redis, xdp_status]
 
 

@@ -156,9 +156,9 @@ def pin_dir(s, layout='2'):
     return base if layout == '1' else f'{base}/{layout}'
 
 
-def server(extra='', glob=''):
+def server(extra='', glob='', mode='generic'):
     hosts = ' '.join(h for _, h, _, _ in NETS)
-    return F.Legacy(f'{glob}[xdp]\ninterfaces = {hosts}\nmode = generic\n'
+    return F.Legacy(f'{glob}[xdp]\ninterfaces = {hosts}\nmode = {mode}\n'
                     f'[limit:all]\nmatch = *\nrate = 100/s\n{extra}')
 
 
@@ -441,9 +441,104 @@ def old_layout_pins():
                 pass
 
 
+def logged_modes(s):
+    """{interface: mode} of the agent's `xdp attached` lines, from the log
+    the server's start line names."""
+    m = re.search(r'msg="started rlshimd" path=\S+ log=(\S+)', s.server.stderr_text())
+    assert m and m.group(1) != 'syslog', s.server.stderr_text()
+    with open(m.group(1)) as f:
+        return dict(re.findall(r'msg="xdp attached" interface=(\S+) mode=(\w+)',
+                               f.read()))
+
+
+def in_namespace(i, s, *args):
+    """rlshimctl run as `ip netns exec` runs it: in client namespace i, whose
+    /sys is a mount of its own, without the bpffs and so without the pins."""
+    return sh('ip', 'netns', 'exec', NETS[i][0], CTL, '-c', s.config, *args,
+              check=False)
+
+
+def stats_in_namespace():
+    """From another mount namespace (`ip netns exec`), where the pins are
+    not visible, xdp stats and status read the maps by the ids the agent
+    recorded: the drops counted match the host's view. Both say the mode
+    the agent attached with, which it logged (veth takes native), with the
+    configured `auto` beside it."""
+    require_root('XDP in a network namespace')
+    nets_up()
+    s = server(mode='auto')
+    hosts = [h for _, h, _, _ in NETS]
+    try:
+        assert client(0, s.port) == '200'
+        assert wait_for(lambda: all(xdp_on(h) == 'rl_xdp' for h in hosts), 5)
+        assert wait_for(lambda: len(logged_modes(s)) == 2, 5)
+        modes = logged_modes(s)
+        got = modes[hosts[0]]
+        assert set(modes) == set(hosts) and set(modes.values()) == {got} and \
+            got in ('native', 'generic'), modes
+        # The kernel's word for it: `ip link` says xdp (native), xdpgeneric.
+        kernel = {'xdp': 'native', 'xdpgeneric': 'generic', 'xdpoffload': 'offload'}
+        for h in hosts:
+            m = re.search(r' mtu \d+ (xdp\w*) ', sh('ip', 'link', 'show', h).stdout)
+            assert m and kernel.get(m.group(1)) == got, (h, m and m.group(1), got)
+        shown = f'{got} (configured auto)'
+        bad = NETS[0][3]
+        assert ctl(s, 'ban', bad, '--for', '10m').returncode == 0
+        assert wait_for(lambda: f'{bad}/32' in (xdp_drops(s) or {}), 10)
+        assert client(0, s.port) == 'timeout'
+        counters, drops = xdp_stats(s)
+        assert drops[f'{bad}/32'] >= 1, drops
+        assert os.path.exists(pin_dir(s))
+        assert in_namespace(1, s, 'status').returncode == 0
+        assert sh('ip', 'netns', 'exec', NETS[1][0], 'ls', pin_dir(s),
+                  check=False).returncode != 0, 'the pins are visible there'
+
+        out = in_namespace(1, s, 'xdp', 'stats')
+        assert out.returncode == 0 and out.stderr == '', (out.returncode, out.stderr)
+        lines = out.stdout.splitlines()
+        assert re.fullmatch(rf'xdp: attached, mode {re.escape(shown)}, maps by id '
+                            r'\d+(,\d+){5}', lines[0]), lines[0]
+        there = {f[0]: int(f[1]) for f in (ln.split() for ln in lines[1:])
+                 if len(f) >= 3 and '/' in f[0]}
+        assert there == drops, (there, drops)
+        assert int(re.search(r'^dropped\s+(\d+)$', out.stdout, re.M).group(1)) == \
+            counters['dropped'], (out.stdout, counters)
+        out = in_namespace(1, s, 'xdp', 'stats', '--json')
+        assert out.returncode == 0, out.stderr
+        j = json.loads(out.stdout)
+        assert j['attached'] and j['mode'] == got and \
+            j['configured_mode'] == 'auto' and j['maps'].startswith('by id '), j
+        assert [(a['interface'], a['mode']) for a in j['attached_to']] == \
+            [(h, got) for h in hosts], j['attached_to']
+        assert {b['address']: b['dropped'] for b in j['bans']} == drops, (j, drops)
+        assert j['dropped'] == counters['dropped'], (j, counters)
+
+        # The host's own view says the same mode.
+        j = json.loads(ctl(s, 'xdp', 'stats', '--json').stdout)
+        assert j['mode'] == got and j['configured_mode'] == 'auto' and \
+            j['maps'] == pin_dir(s), j
+        assert ctl(s, 'xdp', 'stats').stdout.startswith(
+            f'xdp: attached, mode {shown}, maps {pin_dir(s)}\n')
+        # status, there and here: the totals, and the mode attached.
+        for st in (json.loads(in_namespace(1, s, 'status', '--json').stdout),
+                   json.loads(ctl(s, 'status', '--json').stdout)):
+            x = st['xdp']
+            assert x['attached'] and x['mode'] == got and \
+                x['configured_mode'] == 'auto', x
+            assert x['dropped'] == counters['dropped'] and x['packets'] > 0, x
+        text = in_namespace(1, s, 'status').stdout
+        assert re.search(rf'^xdp:\s+{" ".join(hosts)} \({got}, configured auto\), '
+                         rf'attached, \d+ packets, {counters["dropped"]} dropped$',
+                         text, re.M), text
+    finally:
+        s.stop()
+        stop_agent(s)
+        nets_down()
+
+
 TESTS = [banned_in_xdp, banned_in_xdp_v6, dry_run_passes_xdp, maxretry_reaches_xdp,
          prefix_lengths_in_xdp,
-         old_layout_pins, nothing_left_behind, unprivileged_says_so]
+         old_layout_pins, nothing_left_behind, unprivileged_says_so, stats_in_namespace]
 
 
 def main():

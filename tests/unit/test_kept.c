@@ -170,11 +170,36 @@ static void test_config_fallback(void **state)
 	assert_int_equal(rl_kept_config(path, &c, &text, &len, &kept, &err), -ENOENT);
 }
 
+/* A file that no longer names its segment (emptied, deleted): found by
+ * the path its text is kept for; a file not in /dev/shm's segments is
+ * not found, and a non-segment file there is passed over. */
+static void test_find(void **state)
+{
+	char shm[RL_SHM_NAME_MAX], junk[96];
+	FILE *f;
+
+	(void)state;
+	snprintf(junk, sizeof(junk), "/dev/shm/%s-junk", seg);
+	f = fopen(junk, "w");
+	assert_non_null(f);
+	fputs("not a segment", f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(rl_kept_find(path, shm, sizeof(shm)), -ENOENT);
+	assert_int_equal(rl_kept_store(t, path, "[limit:a]\nrate = 1/s\n", 21,
+				       5), 0);
+	assert_int_equal(rl_kept_find(path, shm, sizeof(shm)), 0);
+	assert_string_equal(shm, seg);
+	assert_int_equal(rl_kept_find("/tmp/another.conf", shm, sizeof(shm)),
+			 -ENOENT);
+	unlink(junk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_store_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_fallback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

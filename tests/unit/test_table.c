@@ -140,6 +140,12 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, asks_off), 368);
 	assert_int_equal(offsetof(struct rl_shm_header, asks_cap), 376);
 	assert_int_equal(offsetof(struct rl_shm_header, asks_bell), 380);
+	assert_int_equal(offsetof(struct rl_shm_header, xdp_prog_id), 384);
+	assert_int_equal(offsetof(struct rl_shm_header, xdp_nifaces), 388);
+	assert_int_equal(offsetof(struct rl_shm_header, xdp_map_ids), 392);
+	assert_int_equal(offsetof(struct rl_shm_header, xdp_ifindex), 424);
+	assert_int_equal(offsetof(struct rl_shm_header, xdp_attached), 456);
+	assert_int_equal(offsetof(struct rl_shm_header, reserved2), 488);
 
 	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
@@ -235,6 +241,38 @@ static void test_create_then_attach(void **state)
 	rl_table_close(a);
 	rl_table_close(b);
 	rl_table_close(NULL);
+}
+
+/* The agent's XDP record: read back by another opener as written, all 0
+ * in a fresh segment (none recorded) and once cleared. */
+static void test_xdp_record(void **state)
+{
+	struct rl_table *a = open_new(64), *b = NULL;
+	struct rl_table_xdp w, r;
+
+	(void)state;
+	assert_int_equal(rl_table_open(seg, 0, 0, &b, NULL), 0);
+	rl_table_xdp_read(b, &r);
+	assert_int_equal(r.prog_id, 0);
+	assert_int_equal(r.nifaces, 0);
+	memset(&w, 0, sizeof(w));
+	w.prog_id = 41;
+	for (unsigned i = 0; i < RL_XDP_NIDS; i++)
+		w.map_ids[i] = 100 + i;
+	w.nifaces = 2;
+	w.ifindex[0] = 7;
+	w.attached[0] = RL_XDP_ATTACHED_NATIVE;
+	w.ifindex[1] = 9;
+	w.attached[1] = RL_XDP_ATTACHED_GENERIC;
+	rl_table_xdp_record(a, &w);
+	rl_table_xdp_read(b, &r);
+	assert_memory_equal(&r, &w, sizeof(r));
+	rl_table_xdp_record(a, NULL);
+	rl_table_xdp_read(b, &r);
+	memset(&w, 0, sizeof(w));
+	assert_memory_equal(&r, &w, sizeof(r));
+	rl_table_close(a);
+	rl_table_close(b);
 }
 
 static void test_attach_missing(void **state)
@@ -1853,6 +1891,7 @@ int main(void)
 		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_create_then_attach),
 		cmocka_unit_test(test_attach_missing),
+		cmocka_unit_test(test_xdp_record),
 		cmocka_unit_test(test_bad_names),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_wrong_magic),

@@ -16,12 +16,6 @@ static const char *mode_name(const struct rl_config *cfg)
 	return cfg->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce";
 }
 
-static const char *xdp_mode_name(enum rl_xdp_mode m)
-{
-	return m == RL_XDP_NATIVE ? "native" : m == RL_XDP_GENERIC ? "generic"
-								 : "auto";
-}
-
 static const char *const config_states[] = {
 	[CTL_CONFIG_UNKNOWN] = "unknown",
 	[CTL_CONFIG_IN_FORCE] = "in_force",
@@ -41,10 +35,43 @@ static const char *const store_states[] = {
 
 #define LABEL "%-9s"
 
+/* "path:17: bad rate" as "line 17: bad rate", "path: No such file" as
+ * "No such file": the path is already on the line. */
+static void fmt_reason(char *buf, size_t len, const char *path,
+		       const char *err)
+{
+	size_t n = strlen(path), digits = 0;
+
+	if (strncmp(err, path, n) == 0 && err[n] == ':') {
+		err += n + 1;
+		while (err[digits] >= '0' && err[digits] <= '9')
+			digits++;
+		if (digits && err[digits] == ':') {
+			snprintf(buf, len, "line %.*s:%s", (int)digits, err,
+				 err + digits + 1);
+			return;
+		}
+		err += *err == ' ';
+	}
+	snprintf(buf, len, "%s", err);
+}
+
 static void human_config(struct ctl *c, const struct ctl_snapshot *s)
 {
-	char when[64];
+	char when[64], why[RL_ERR_MAX];
 
+	if (s->config_kept) {
+		/* What the servers apply, and why not the file: one line. */
+		fmt_reason(why, sizeof(why), c->path, s->config_err);
+		printf(LABEL "%s refused (%s), ", "config:", c->path, why);
+		if (s->config_since_ms) {
+			ctl_fmt_time(when, sizeof(when), s->config_since_ms);
+			printf("applying the text loaded at %s\n", when);
+		} else {
+			printf("applying the text in force on this host\n");
+		}
+		return;
+	}
 	printf(LABEL "%s\n", "config:", c->path ? c->path
 					       : "built-in default (no file)");
 	printf(LABEL, "");
@@ -83,7 +110,7 @@ static void human_rules(const struct ctl_snapshot *s)
 	struct ctl_grid g;
 	static const unsigned numeric[] = { 3, 7, 8, 9 };
 
-	if (s->config == CTL_CONFIG_IN_FORCE)
+	if (s->config == CTL_CONFIG_IN_FORCE || s->config_kept)
 		printf("rules:\n");
 	else
 		printf("rules:   as the file has them, which is not what the "
@@ -120,9 +147,10 @@ static void human_rules(const struct ctl_snapshot *s)
 			ctl_fmt_match(text, sizeof(text), r->cfg);
 			ctl_grid_add(&g, "%s", text);
 		} else {
-			ctl_grid_add(&g, "%s", s->config_err ? "?"
-					 : s->config == CTL_CONFIG_IN_FORCE
-					       ? "(retired)" : "(not in file)");
+			ctl_grid_add(&g, "%s", s->config_err && !s->config_kept ? "?"
+					 : s->config == CTL_CONFIG_IN_FORCE ||
+					   s->config_kept ? "(retired)"
+							  : "(not in file)");
 		}
 		ctl_grid_add(&g, "%s", rate);
 		ctl_grid_add(&g, "%u", r->rate.burst);
@@ -208,9 +236,13 @@ static void human_xdp(struct ctl *c, const struct ctl_snapshot *s)
 		return;
 	}
 	if (c->cfg) {
+		char mode[256];
+
+		/* The mode attached, as the agent recorded it. */
+		ctl_xdp_fmt_mode(mode, sizeof(mode), c->cfg, &s->xdp_rec, 1);
 		for (unsigned i = 0; i < c->cfg->nifaces; i++)
 			printf("%s ", c->cfg->ifaces[i]);
-		printf("(%s), ", xdp_mode_name(c->cfg->xdp_mode));
+		printf("(%s), ", mode);
 	}
 	printf("%s, ", s->xdp_attached ? "attached" : "not attached");
 	if (s->xdp_maps)
@@ -252,7 +284,7 @@ static void json_rule(struct ctl_json *j, const struct ctl_snapshot *s,
 
 	ctl_jopen(j, NULL, '{');
 	ctl_jtext(j, "name", r->name);
-	ctl_jbool(j, "retired", !r->cfg && !s->config_err);
+	ctl_jbool(j, "retired", !r->cfg && (!s->config_err || s->config_kept));
 	if (r->cfg) {
 		ctl_fmt_match(text, sizeof(text), r->cfg);
 		ctl_jtext(j, "match", text);
@@ -284,6 +316,7 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 {
 	struct ctl_json j = { 0, { 1 } };
 	char url[RL_URL_MAX];
+	const char *want, *got;
 
 	ctl_jopen(&j, NULL, '{');
 	ctl_jopen(&j, "config", '{');
@@ -296,7 +329,11 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 		ctl_jnull(&j, "since_ms");
 	ctl_jnum(&j, "reloads", s->config_reloads);
 	ctl_jtext(&j, "error", s->config_err);
+	ctl_jbool(&j, "kept", s->config_kept);
 	ctl_jclose(&j, '}');
+	/* The file on disk, refused; the rules and mode below are then the
+	 * text in force (config.kept), when the segment keeps it. */
+	ctl_jtext(&j, "config_refused", s->config_err);
 	ctl_jtext(&j, "mode", c->cfg ? mode_name(c->cfg) : NULL);
 	ctl_jtext(&j, "shm", c->shm);
 	ctl_jnum(&j, "segment_bytes", s->table.size);
@@ -360,8 +397,11 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 	for (unsigned i = 0; c->cfg && c->cfg->xdp && i < c->cfg->nifaces; i++)
 		ctl_jtext(&j, NULL, c->cfg->ifaces[i]);
 	ctl_jclose(&j, ']');
-	ctl_jtext(&j, "mode", c->cfg && c->cfg->xdp ? xdp_mode_name(c->cfg->xdp_mode)
-					       : NULL);
+	want = c->cfg && c->cfg->xdp ? ctl_xdp_mode_name(c->cfg->xdp_mode) : NULL;
+	got = ctl_xdp_got(&s->xdp_rec);
+	ctl_jtext(&j, "mode", got ? got : want);
+	ctl_jtext(&j, "configured_mode", want);
+	ctl_xdp_json_ifaces(&j, c->cfg, &s->xdp_rec);
 	ctl_jbool(&j, "attached", s->xdp_attached);
 	if (s->xdp_maps) {
 		ctl_jnum(&j, "packets", s->xdp.packets);

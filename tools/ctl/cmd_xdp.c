@@ -34,14 +34,101 @@ static int pinned(const char *dir, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-int ctl_xdp_open(const char *shm, struct ctl_xdp *m)
+/* Map `id`, if it is still the map called `name` (an id of a map freed
+ * since may name another). The fd, or -errno. */
+static int by_id(__u32 id, const char *name)
+{
+	struct bpf_map_info info;
+	__u32 len = sizeof(info);
+	int fd;
+
+	if (!id)
+		return -ENOENT;
+	fd = bpf_map_get_fd_by_id(id);
+	if (fd < 0)
+		return -errno;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    strncmp(info.name, name, sizeof(info.name) - 1) != 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	return fd;
+}
+
+/* The maps by the ids the agent recorded: 0 or -errno. */
+static int open_ids(struct ctl_xdp *m, const struct rl_table_xdp *rec)
+{
+	const __u32 *id = rec->map_ids;
+
+	if ((m->v4 = by_id(id[RL_XDP_ID_BANS_V4], RL_XDP_MAP_BANS_V4)) < 0)
+		return m->v4;
+	if ((m->v6 = by_id(id[RL_XDP_ID_BANS_V6], RL_XDP_MAP_BANS_V6)) < 0)
+		return m->v6;
+	if ((m->h4 = by_id(id[RL_XDP_ID_HOSTS_V4], RL_XDP_MAP_HOSTS_V4)) < 0)
+		return m->h4;
+	if ((m->h6 = by_id(id[RL_XDP_ID_HOSTS_V6], RL_XDP_MAP_HOSTS_V6)) < 0)
+		return m->h6;
+	if ((m->drops = by_id(id[RL_XDP_ID_DROPS], RL_XDP_MAP_DROPS)) < 0)
+		return m->drops;
+	if ((m->stats = by_id(id[RL_XDP_ID_STATS], RL_XDP_MAP_STATS)) < 0)
+		return m->stats;
+	snprintf(m->maps, sizeof(m->maps), "by id %u,%u,%u,%u,%u,%u",
+		 id[RL_XDP_ID_BANS_V4], id[RL_XDP_ID_BANS_V6],
+		 id[RL_XDP_ID_HOSTS_V4], id[RL_XDP_ID_HOSTS_V6],
+		 id[RL_XDP_ID_DROPS], id[RL_XDP_ID_STATS]);
+	return 0;
+}
+
+/* Close what is open, and mark all as not. */
+static void close_maps(struct ctl_xdp *m)
+{
+	int *fds[] = { &m->v4, &m->v6, &m->h4, &m->h6, &m->drops, &m->stats };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+static int open_pinned(const char *shm, struct ctl_xdp *m);
+
+int ctl_xdp_open(struct rl_table *t, const char *shm, struct ctl_xdp *m)
 {
 	const size_t value = sizeof(struct rl_xdp_stats);
+	struct rl_table_xdp rec;
+	int rc;
 
 	memset(m, 0, sizeof(*m));
 	m->v4 = m->v6 = m->h4 = m->h6 = m->drops = m->stats = -1;
+	rc = open_pinned(shm, m);
+	if (rc && rc != -EPROTO && rc != -ENOMEM) {
+		/* Not visible here (a mount namespace of its own) or not
+		 * readable: the maps by the ids the agent attached with. */
+		rl_table_xdp_read(t, &rec);
+		close_maps(m);
+		if (rec.prog_id &&
+		    (rl_table_agent_flags(t) & RL_AGENT_XDP) &&
+		    open_ids(m, &rec) == 0)
+			rc = 0;
+	}
+	if (rc)
+		return rc;
+	m->ncpu = libbpf_num_possible_cpus();
+	if (m->ncpu <= 0)
+		return m->ncpu < 0 ? m->ncpu : -EINVAL;
+	/* The largest per-CPU value read: the stats entry. */
+	m->percpu = calloc((size_t)m->ncpu, value);
+	return m->percpu ? 0 : -ENOMEM;
+}
+
+/* The pinned maps: 0, -EPROTO for an older agent's, or -errno. */
+static int open_pinned(const char *shm, struct ctl_xdp *m)
+{
 	snprintf(m->dir, sizeof(m->dir), "%s/%s/%s", RL_XDP_PIN_DIR, shm,
 		 RL_XDP_LAYOUT);
+	snprintf(m->maps, sizeof(m->maps), "%s", m->dir);
 	if ((m->v4 = pinned(m->dir, RL_XDP_MAP_BANS_V4)) < 0) {
 		char old[RL_PATH_MAX];
 		int fd;
@@ -66,25 +153,84 @@ int ctl_xdp_open(const char *shm, struct ctl_xdp *m)
 		return m->drops;
 	if ((m->stats = pinned(m->dir, RL_XDP_MAP_STATS)) < 0)
 		return m->stats;
-	m->ncpu = libbpf_num_possible_cpus();
-	if (m->ncpu <= 0)
-		return m->ncpu < 0 ? m->ncpu : -EINVAL;
-	/* The largest per-CPU value read: the stats entry. */
-	m->percpu = calloc((size_t)m->ncpu, value);
-	return m->percpu ? 0 : -ENOMEM;
+	return 0;
 }
 
 void ctl_xdp_close(struct ctl_xdp *m)
 {
-	int *fds[] = { &m->v4, &m->v6, &m->h4, &m->h6, &m->drops, &m->stats };
-
-	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-		*fds[i] = -1;
-	}
+	close_maps(m);
 	free(m->percpu);
 	m->percpu = NULL;
+}
+
+/* ---- the mode attached --------------------------------------------------- */
+
+static const char *const attached_names[] = {
+	[RL_XDP_ATTACHED_NONE] = NULL,
+	[RL_XDP_ATTACHED_NATIVE] = "native",
+	[RL_XDP_ATTACHED_GENERIC] = "generic",
+	[RL_XDP_ATTACHED_OFFLOAD] = "offload",
+};
+
+static const char *attached_name(uint32_t a)
+{
+	return a < sizeof(attached_names) / sizeof(attached_names[0])
+		       ? attached_names[a] : NULL;
+}
+
+const char *ctl_xdp_mode_name(enum rl_xdp_mode m)
+{
+	return m == RL_XDP_NATIVE ? "native" : m == RL_XDP_GENERIC ? "generic"
+								 : "auto";
+}
+
+const char *ctl_xdp_got(const struct rl_table_xdp *rec)
+{
+	const char *got = NULL;
+
+	if (!rec->prog_id)
+		return NULL;
+	for (unsigned i = 0; i < rec->nifaces; i++) {
+		const char *n = attached_name(rec->attached[i]);
+
+		if (!n)
+			continue;
+		if (got && strcmp(got, n) != 0)
+			return "mixed";
+		got = n;
+	}
+	return got;
+}
+
+void ctl_xdp_fmt_mode(char *buf, size_t len, const struct rl_config *cfg,
+		      const struct rl_table_xdp *rec, int inner)
+{
+	const char *got = ctl_xdp_got(rec);
+	const char *want = cfg && cfg->xdp ? ctl_xdp_mode_name(cfg->xdp_mode)
+					   : NULL;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (!got) {
+		snprintf(buf, len, "%s", want ? want : "unknown");
+		return;
+	}
+	if (strcmp(got, "mixed") != 0 || !cfg) {
+		n = (size_t)snprintf(buf, len, "%s", got);
+	} else {
+		for (unsigned i = 0; i < rec->nifaces && i < cfg->nifaces &&
+		     n < len; i++) {
+			const char *a = attached_name(rec->attached[i]);
+
+			if (a)
+				n += (size_t)snprintf(buf + n, len - n, "%s%s %s",
+						      n ? ", " : "",
+						      cfg->ifaces[i], a);
+		}
+	}
+	if (want && strcmp(want, got) != 0 && n < len)
+		snprintf(buf + n, len - n, inner ? ", configured %s"
+						 : " (configured %s)", want);
 }
 
 /* Sum over the CPUs of the __u64 `word` of `words` at `key` of `fd`; 0 when
@@ -179,6 +325,28 @@ static unsigned list_map(struct ctl_xdp *m, int fd, uint8_t family,
 	return n;
 }
 
+void ctl_xdp_json_ifaces(struct ctl_json *j, const struct rl_config *cfg,
+			 const struct rl_table_xdp *rec)
+{
+	ctl_jopen(j, "attached_to", '[');
+	for (unsigned i = 0; cfg && cfg->xdp && i < cfg->nifaces; i++) {
+		const char *a = i < rec->nifaces && rec->prog_id
+					? attached_name(rec->attached[i]) : NULL;
+
+		ctl_jopen(j, NULL, '{');
+		ctl_jtext(j, "interface", cfg->ifaces[i]);
+		if (a) {
+			ctl_jnum(j, "ifindex", rec->ifindex[i]);
+			ctl_jtext(j, "mode", a);
+		} else {
+			ctl_jnull(j, "ifindex");
+			ctl_jnull(j, "mode");
+		}
+		ctl_jclose(j, '}');
+	}
+	ctl_jclose(j, ']');
+}
+
 struct xdp_opts {
 	const char *what;    /* the subcommand: "stats" */
 	int json;
@@ -202,7 +370,8 @@ static int run_xdp(struct ctl *c, const void *opts)
 	const uint64_t *tv[] = { &t.packets, &t.dropped, &t.expired,
 				 &t.not_ip, &t.truncated };
 	struct ctl_json j = { 0, { 1 } }, *jp = NULL;
-	const char *mode;
+	struct rl_table_xdp rec;
+	char mode[256];
 	unsigned n;
 	int rc, attached;
 
@@ -214,7 +383,7 @@ static int run_xdp(struct ctl *c, const void *opts)
 		return ctl_fail("no [xdp] in %s: the dropper is not used",
 				c->cfg->source[0] ? c->cfg->source
 						  : "the configuration");
-	rc = ctl_xdp_open(c->shm, &m);
+	rc = ctl_xdp_open(c->table, c->shm, &m);
 	if (rc == -ENOMEM) {
 		ctl_xdp_close(&m);
 		return ctl_fail("out of memory");
@@ -234,21 +403,27 @@ static int run_xdp(struct ctl *c, const void *opts)
 		return rc;
 	}
 	attached = !!(rl_table_agent_flags(c->table) & RL_AGENT_XDP);
-	mode = c->cfg->xdp_mode == RL_XDP_NATIVE ? "native"
-	       : c->cfg->xdp_mode == RL_XDP_GENERIC ? "generic" : "auto";
+	rl_table_xdp_read(c->table, &rec);
+	ctl_xdp_fmt_mode(mode, sizeof(mode), c->cfg, &rec, 0);
 	ctl_xdp_totals(&m, &t);
 	if (o->json) {
+		const char *got = ctl_xdp_got(&rec);
+
 		ctl_jopen(&j, NULL, '{');
 		ctl_jbool(&j, "attached", attached);
-		ctl_jtext(&j, "mode", mode);
-		ctl_jtext(&j, "maps", m.dir);
+		ctl_jtext(&j, "mode", got ? got
+					  : ctl_xdp_mode_name(c->cfg->xdp_mode));
+		ctl_jtext(&j, "configured_mode",
+			  ctl_xdp_mode_name(c->cfg->xdp_mode));
+		ctl_xdp_json_ifaces(&j, c->cfg, &rec);
+		ctl_jtext(&j, "maps", m.maps);
 		for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			ctl_jnum(&j, names[i], *tv[i]);
 		ctl_jopen(&j, "bans", '[');
 		jp = &j;
 	} else {
 		printf("xdp: %s, mode %s, maps %s\n",
-		       attached ? "attached" : "not attached", mode, m.dir);
+		       attached ? "attached" : "not attached", mode, m.maps);
 		for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			printf("%-10s %llu\n", names[i],
 			       (unsigned long long)*tv[i]);

@@ -34,6 +34,10 @@ struct ctl {
 	struct rl_config *cfg;       /* NULL when the file does not parse
 					(only with CTL_BAD_CONFIG_OK) */
 	struct rl_err cfg_err;       /* why it does not */
+	int kept;                    /* the file is refused (cfg_err says
+					why): cfg is the text in force that
+					its segment keeps, as the servers
+					apply it */
 	char shm[RL_SHM_NAME_MAX];   /* the segment's name */
 	struct rl_table *table;
 };
@@ -44,7 +48,10 @@ struct ctl {
 
 /*
  * Resolve and load the configuration and attach to its segment (never
- * creating it). Returns 0, or 1 after printing the one-line reason.
+ * creating it). A file a reload would refuse (broken, emptied, deleted)
+ * gives way to the text in force that a segment keeps for that path, as
+ * the servers apply it (c->kept). Returns 0, or 1 after printing the
+ * one-line reason.
  */
 int ctl_open(struct ctl *c, unsigned flags);
 
@@ -138,19 +145,50 @@ int ctl_dispatch(struct ctl *c, const struct ctl_command *cmd, int argc,
 /* ---- the XDP dropper's pinned maps --------------------------------------- */
 
 struct ctl_xdp {
-	char dir[RL_PATH_MAX];
+	char dir[RL_PATH_MAX];            /* the pins, as looked for */
+	char maps[RL_PATH_MAX];           /* where they were opened: the
+					     pins, or "by id N,N,..." */
 	int v4, v6, h4, h6, drops, stats; /* -1 when not open */
 	int ncpu;
 	void *percpu;                     /* one per-CPU value's buffer */
 };
 
 /*
- * Open the maps the agent pinned for segment `shm`. Returns 0, or a
+ * Open the maps the agent pinned for segment `t` (named `shm`), or, where
+ * the pins are not visible (another mount namespace: `ip netns exec`), by
+ * the ids the agent recorded in the segment (root). Returns 0, or a
  * negative errno when any is missing or unreadable (no agent, no XDP, not
  * root); ctl_xdp_close() is needed either way.
  */
-int ctl_xdp_open(const char *shm, struct ctl_xdp *m);
+int ctl_xdp_open(struct rl_table *t, const char *shm, struct ctl_xdp *m);
 void ctl_xdp_close(struct ctl_xdp *m);
+
+/*
+ * The mode the dropper got, from the agent's record: "native", "generic"
+ * or "offload" when every attached interface got that one, "mixed" when
+ * they differ, NULL when nothing is recorded (no agent attached, or one
+ * of an older version).
+ */
+const char *ctl_xdp_got(const struct rl_table_xdp *rec);
+
+/* The configured mode's name: "native", "generic", "auto". */
+const char *ctl_xdp_mode_name(enum rl_xdp_mode m);
+
+/*
+ * The mode for people: what was attached, with what was configured where
+ * they differ ("native (configured auto)", or `inner`, for text already
+ * in parentheses, "native, configured auto"), per interface when the
+ * interfaces differ ("eth0 native, eth1 generic (configured auto)");
+ * what was configured when nothing is recorded. `cfg` may be NULL.
+ */
+void ctl_xdp_fmt_mode(char *buf, size_t len, const struct rl_config *cfg,
+		      const struct rl_table_xdp *rec, int inner);
+
+struct ctl_json;
+/* "attached_to": [{"interface", "ifindex", "mode"}], one per [xdp]
+ * interface, null where it is not attached (or nothing is recorded). */
+void ctl_xdp_json_ifaces(struct ctl_json *j, const struct rl_config *cfg,
+			 const struct rl_table_xdp *rec);
 
 /* The program's counters summed over the CPUs. */
 struct ctl_xdp_totals {
@@ -197,7 +235,9 @@ struct ctl_snapshot {
 	enum ctl_config_state config;
 	uint64_t config_since_ms;
 	uint64_t config_reloads;
-	const char *config_err;       /* the file does not parse: why; or NULL */
+	const char *config_err;       /* a reload refuses the file: why; or NULL */
+	int config_kept;              /* and the rules and mode are the text in
+					 force that the segment keeps */
 
 	unsigned nrules;              /* the file's in order, then retired */
 	struct ctl_rule rules[2 * RL_MAX_RULES];
@@ -224,6 +264,7 @@ struct ctl_snapshot {
 	int xdp_attached;             /* the agent's flag */
 	int xdp_maps;                 /* the totals below were read */
 	struct ctl_xdp_totals xdp;
+	struct rl_table_xdp xdp_rec;  /* the agent's ids and modes */
 };
 
 /* Read everything status and metrics show. Allocates nothing. */

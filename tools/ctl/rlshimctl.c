@@ -44,6 +44,8 @@
 
 #include "ctl.h"
 
+#include "kept.h"
+
 /* The command list's order. */
 static const struct ctl_command *const commands[] = {
 	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_show, &ctl_cmd_reset,
@@ -159,14 +161,73 @@ static int peek_shm(void *arg, const char *section, const char *name,
 	return 1;
 }
 
+/* The segment `shm`, if it keeps the text of the file c->path as it was
+ * before (the same version is in force as it is, a file with no rule
+ * taken at start): that text, parsed, in c->cfg. Returns 0, or -ENOENT. */
+static int kept_in(struct ctl *c, const char *shm)
+{
+	struct rl_table *t;
+	uint64_t stamp;
+	char *buf;
+	int n;
+
+	if (rl_table_open(shm, 0, 0, &t, NULL))
+		return -ENOENT;
+	buf = malloc(RL_KEPT_MAX);
+	n = buf ? rl_kept_load(t, c->path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;
+	if (n >= 0 && stamp != rl_config_stamp(c->path) &&
+	    rl_config_parse(buf, c->path, &c->cfg, NULL) == 0) {
+		free(buf);
+		snprintf(c->shm, sizeof(c->shm), "%s", shm);
+		c->table = t;
+		c->kept = 1;
+		return 0;
+	}
+	free(buf);
+	rl_table_close(t);
+	return -ENOENT;
+}
+
+/*
+ * The file as it is now is one a reload refuses (c->cfg_err says why):
+ * the servers keep applying the text in force, which the segment keeps.
+ * The segment is the one the file names (or the default's), else, when
+ * the file no longer names one (emptied, deleted), any that keeps this
+ * path's text. Returns 0 with c->cfg, c->shm and c->table set, or -ENOENT.
+ */
+static int kept_config(struct ctl *c)
+{
+	char shm[RL_SHM_NAME_MAX];
+	struct rl_config *def;
+
+	if (rl_config_default(&def))
+		return -ENOENT;
+	snprintf(shm, sizeof(shm), "%s", def->shm);
+	rl_config_free(def);
+	ini_parse(c->path, peek_shm, shm);
+	if (kept_in(c, shm) == 0)
+		return 0;
+	if (rl_kept_find(c->path, shm, sizeof(shm)) == 0)
+		return kept_in(c, shm);
+	return -ENOENT;
+}
+
 int ctl_open(struct ctl *c, unsigned flags)
 {
 	struct rl_err e;
 	int rc;
 
 	c->path = c->config_path ? c->config_path : rl_config_path();
-	rc = c->path ? rl_config_load(c->path, &c->cfg, &c->cfg_err)
-		     : rl_config_default(&c->cfg);
+	/* What a reload reads and refuses, by the same calls; refused, the
+	 * text in force if a segment keeps it, else the file as it is (one
+	 * with no rule still names its segment). */
+	if (!c->path) {
+		rc = rl_config_default(&c->cfg);
+	} else if ((rc = rl_config_check(c->path, &c->cfg, &c->cfg_err))) {
+		if (kept_config(c) == 0)
+			return 0;
+		rc = rl_config_load(c->path, &c->cfg, &c->cfg_err);
+	}
 	if (rc == 0) {
 		snprintf(c->shm, sizeof(c->shm), "%s", c->cfg->shm);
 	} else if ((flags & CTL_BAD_CONFIG_OK) && c->path && rc == -EINVAL) {

@@ -39,7 +39,8 @@ static void config_state(struct ctl *c, struct ctl_snapshot *s)
 	in_force = h.stamp;
 	s->config_reloads = rl_table_counted(c->table, RL_COUNT_CONFIG_RELOADS);
 	s->config_since_ms = h.since_ms;
-	s->config_err = c->cfg ? NULL : c->cfg_err.msg;
+	s->config_err = c->cfg && !c->kept ? NULL : c->cfg_err.msg;
+	s->config_kept = c->kept;
 	if (!in_force)
 		s->config = CTL_CONFIG_UNKNOWN;
 	else if (file == in_force)
@@ -180,7 +181,8 @@ static void xdp(struct ctl *c, struct ctl_snapshot *s)
 	s->xdp_configured = c->cfg ? c->cfg->xdp : s->xdp_attached;
 	if (!s->xdp_configured)
 		return;
-	if (ctl_xdp_open(c->shm, &m) == 0) {
+	rl_table_xdp_read(c->table, &s->xdp_rec);
+	if (ctl_xdp_open(c->table, c->shm, &m) == 0) {
 		ctl_xdp_totals(&m, &s->xdp);
 		s->xdp_maps = 1;
 	}
