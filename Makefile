@@ -290,6 +290,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_reload.py" \
 	"python3 tests/integration/test_xdp.py" \
 	"python3 tests/integration/test_install.py" \
+	"python3 tests/integration/test_deb.py" \
 	"python3 tests/integration/test_firstrun.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)
