@@ -7,7 +7,8 @@ rlshim and librlcore-dev (everything its Build-Depends names, tools/deps.sh
 installs), and leaves `git status` clean; lintian finds no
 error in them; each key file is in its package, and no file in two; the
 version is the Makefile's; the unit is shipped but neither enabled nor
-started. Unpacked with `dpkg -x` (apt install would change this machine):
+started; `apt install` of them resolves (simulated: a real one would change
+this machine). Unpacked with `dpkg -x` instead:
 the programs say their version, rlshimctl passes the shipped examples, the
 unit and the drop-in name files the packages hold, a server under the
 packaged shim gets 429 past its limit, and a program built with the
@@ -203,7 +204,17 @@ def unit_not_enabled():
             assert 'was-enabled' in scripts, scripts
 
 
-# ---- unpacked -----------------------------------------------------------------------------
+def apt_would_install():
+    """`apt install` of the three .deb files resolves on this Debian
+    machine: simulated (apt-get -s), which installs nothing."""
+    p = sh('apt-get', '-s', 'install', *debs().values(), cwd=TMP, timeout=120)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    for pkg in PACKAGES:
+        assert re.search(rf'^Inst {re.escape(pkg)} \({re.escape(version())}-1 ',
+                         p.stdout, re.M), (pkg, p.stdout[-2000:])
+
+
+# ---- unpacked ---------------------------------------------------------------------
 
 def unpack():
     if not os.path.isdir(ROOT):
@@ -317,9 +328,9 @@ def core_links():
         out.stdout
 
 
-TESTS = [build_depends_in_deps, build, lintian_clean, files_in_packages, unit_not_enabled,
-         programs_run, unit_names_packaged_files, shim_limits_a_server,
-         core_links]
+TESTS = [build_depends_in_deps, build, lintian_clean, files_in_packages,
+         unit_not_enabled, apt_would_install, programs_run,
+         unit_names_packaged_files, shim_limits_a_server, core_links]
 
 
 def main():
