@@ -23,7 +23,7 @@ PKGS="gcc make pkg-config libc6-dev
 libcmocka-dev libinih-dev libhiredis-dev
 libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
-dpkg-dev debhelper fakeroot lintian
+dpkg-dev debhelper fakeroot lintian git
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
 groff-base man-db"

@@ -74,7 +74,8 @@ def debs():
 
 def build_depends_in_deps():
     """Every package debian/control's Build-Depends names is one
-    tools/deps.sh installs, and so are the packaging tools."""
+    tools/deps.sh installs, and so are the packaging tools (and git, for
+    the copy of the tree this test builds in)."""
     with open(os.path.join(REPO, 'debian', 'control')) as f:
         m = re.search(r'^Build-Depends:(.*?)^\S', f.read(), re.M | re.S)
     need = {re.match(r'\s*([a-z0-9][a-z0-9.+-]*)', d).group(1)
@@ -84,7 +85,7 @@ def build_depends_in_deps():
     p = sh('sh', os.path.join(REPO, 'tools', 'deps.sh'), '--list')
     assert p.returncode == 0, p.stderr
     have = set(p.stdout.split())
-    need |= {'debhelper', 'dpkg-dev', 'fakeroot', 'lintian'}
+    need |= {'debhelper', 'dpkg-dev', 'fakeroot', 'lintian', 'git'}
     assert need <= have, sorted(need - have)
 
 
