@@ -167,12 +167,14 @@ $(SHIM_INT): $(SHIM_INT_OBJS)
 # hidden; only the hooks are exported, only libc is NEEDED.
 # Its own code never calls what it exports (that would be its own hook):
 # tools/check-selfcalls.sh fails the build, naming the symbol, if it does.
+# Nothing links against it, but it carries a SONAME as a library in a
+# library directory must (Debian's lintian refuses one without).
 $(SHIM): $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 		src/shim/librlshim.map tools/check-selfcalls.sh
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -o $@ $(B)/src/shim/hooks.o $(SHIM_INT) $(B)/librlcore.a \
 		$(INIH_LIBS) -Wl,--version-script=src/shim/librlshim.map \
-		-Wl,-z,defs -Wl,--as-needed -static-libgcc \
+		-Wl,-soname,librlshim.so -Wl,-z,defs -Wl,--as-needed -static-libgcc \
 		$(filter-out -fno-lto,$(LDFLAGS)) -O2 -flto=auto
 	$(Q)tools/check-selfcalls.sh $@
 
@@ -295,6 +297,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_reload.py" \
 	"python3 tests/integration/test_xdp.py" \
 	"python3 tests/integration/test_install.py" \
+	"python3 tests/integration/test_deb.py" \
 	"python3 tests/integration/test_firstrun.py"
 ifeq ($(SANITIZE),)
 test: all $(FUZZ_BINS)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# tools/deps.sh - the Debian 12 packages that building and testing rlshim need.
+# tools/deps.sh - the Debian 12 packages that building, testing and packaging
+# rlshim need.
 #
 #   tools/deps.sh          install what is missing (as root), else print the
 #                          one apt-get line to run and exit 1
@@ -22,6 +23,7 @@ PKGS="gcc make pkg-config libc6-dev
 libcmocka-dev libinih-dev libhiredis-dev
 libbpf-dev libelf-dev zlib1g-dev linux-libc-dev
 clang llvm libclang-rt-14-dev bpftool
+dpkg-dev debhelper fakeroot lintian git
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
 groff-base man-db prometheus python3-yaml"
