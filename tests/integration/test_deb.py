@@ -178,7 +178,8 @@ def files_in_packages():
             assert f not in seen, (f, seen.get(f), pkg)
             seen[f] = pkg
     examples = [f for f in have['rlshim']
-                if f.startswith('/usr/share/doc/rlshim/examples/')]
+                if f.startswith('/usr/share/doc/rlshim/examples/')
+                and f.endswith('.conf')]
     with_conf = [n for n in os.listdir(os.path.join(REPO, 'examples'))
                  if n.endswith('.conf')]
     assert sorted(os.path.basename(f) for f in examples) == sorted(with_conf), \
