@@ -283,6 +283,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_diff.py" \
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_agentlog.py" \
+	"python3 tests/integration/test_agentexit.py" \
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \
 	"python3 tests/integration/test_reload.py" \
