@@ -33,6 +33,7 @@ from harness import (REPO, SHIM, exchange, parse_responses, request,  # noqa: E4
 import servers  # noqa: E402
 
 AGENT = os.path.join(os.path.dirname(SHIM), 'rlshimd')  # the shim's own
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
 LEGACY = os.path.join(REPO, 'build', 'legacy_server')
 TMP = tempfile.mkdtemp(prefix='rlshim-agentlog-')
 os.chmod(TMP, 0o755)  # a server run as nobody reads its file here
@@ -378,6 +379,30 @@ def unreachable_wrong_password():
         r.stop()
 
 
+def password_only_url():
+    """redis://PASSWORD@host: the userinfo is the password (no user): the
+    agent sends it, logs Redis's answer without it, and rlshimctl status
+    (text and --json) shows *** in its place."""
+    r = Redis('--requirepass', 'right-pw-6f1c')
+    s = None
+    try:
+        s = Shimmed(url=f'redis://wrong-pw-93ab@127.0.0.1:{r.port}/0')
+        s.start_agent()
+        line = s.unreachable()
+        assert f'store=redis://127.0.0.1:{r.port}/0 ' \
+               'err="AUTH: WRONGPASS invalid username-password pair' in line, line
+        for args in (['status'], ['status', '--json']):
+            out = subprocess.run([CTL, '-c', s.config, *args],
+                                 capture_output=True, text=True, timeout=10)
+            assert f'redis://***@127.0.0.1:{r.port}/0' in out.stdout, out
+            assert 'wrong-pw-93ab' not in out.stdout + out.stderr, out
+        assert 'wrong-pw-93ab' not in s.agent_text() + s.text()
+    finally:
+        if s:
+            s.stop()
+        r.stop()
+
+
 def unreachable_no_password():
     """No password where Redis wants one: Redis's NOAUTH, from the first
     command that needs it (SELECT)."""
@@ -422,7 +447,7 @@ def unreachable_timed_out():
 
 TESTS = [root_logs_in_run, link_at_the_file_name, agent_refuses_a_link,
          planted_tmp_directory, unreachable_names_port_and_reason,
-         unreachable_wrong_password, unreachable_no_password,
+         unreachable_wrong_password, password_only_url, unreachable_no_password,
          unreachable_timed_out]
 
 
