@@ -5,7 +5,7 @@
  * (sync.c), spreads bans (ban_sync.c) and drops banned clients' packets in
  * XDP (xdp_loader.c).
  *
- *   rlshimd [-c FILE] [--foreground] [--log FILE] [--syslog]
+ *   rlshimd [-c FILE] [--foreground] [--log FILE] [--syslog] [--idle-exit]
  *   rlshimd --version
  *
  * Started by the service manager (with --foreground), or by the shim at the
@@ -13,6 +13,10 @@
  * holds the segment. Exactly one agent serves a segment: it holds an flock
  * on the segment's file, which the kernel releases when it dies, so the
  * next one can take over at once.
+ *
+ * The shim starts it with --idle-exit: it stops, as on SIGTERM, once no
+ * server has held the segment (rl_table_hold) for IDLE_EXIT_NS, so that it
+ * does not outlive its servers; the next server to start starts another.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +36,9 @@
 #include "clock.h"
 
 #define SWEEP_NS (1000 * RL_NS_PER_MS)
+/* --idle-exit: this long without a server. $RLSHIM_TEST_IDLE_MS sets it
+ * in milliseconds, for the tests. */
+#define IDLE_EXIT_NS (300 * RL_NS_PER_SEC)
 
 static volatile sig_atomic_t stopping;
 static int to_syslog; /* --syslog, or the --log file was refused */
@@ -101,14 +108,43 @@ static uint64_t wait_round(uint64_t due_ns, uint64_t interval_ns)
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stopping = 1;
+	stopping = sig;
+}
+
+/* How long --idle-exit waits for a server. */
+static uint64_t idle_exit_ns(void)
+{
+	const char *e = getenv("RLSHIM_TEST_IDLE_MS");
+	char *end;
+	unsigned long long ms;
+
+	if (!e || !*e)
+		return IDLE_EXIT_NS;
+	ms = strtoull(e, &end, 10);
+	return *end || !ms ? IDLE_EXIT_NS : ms * RL_NS_PER_MS;
+}
+
+/*
+ * --idle-exit, at each sweep: 1 once every sweep for `idle_ns` has found
+ * no server holding the segment (`*since_ns`: the first of them, 0 while
+ * one holds it). While that cannot be known (the lock cannot be tested) a
+ * server is taken to be there.
+ */
+static int idle(int lock, uint64_t now_ns, uint64_t *since_ns, uint64_t idle_ns)
+{
+	if (rl_table_held(lock) != 0) {
+		*since_ns = 0;
+		return 0;
+	}
+	if (!*since_ns)
+		*since_ns = now_ns;
+	return now_ns - *since_ns >= idle_ns;
 }
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rlshimd [-c FILE] [--foreground] [--log FILE] "
-		   "[--syslog]\n"
+		   "[--syslog] [--idle-exit]\n"
 		   "  -c FILE         configuration (default: $RLSHIM_CONFIG, "
 		   "else /etc/rlshim.conf)\n"
 		   "  --foreground    do not detach (for a service manager)\n"
@@ -117,6 +153,9 @@ static void usage(FILE *f)
 		   "                  only this user can write; never through a "
 		   "link)\n"
 		   "  --syslog        log to syslog, whatever `log =` says\n"
+		   "  --idle-exit     stop once no server has used the segment "
+		   "for 5 minutes\n"
+		   "                  (the shim starts its agent so)\n"
 		   "  --version       print the release and exit\n");
 }
 
@@ -198,11 +237,17 @@ static int detach(const char *logfile, enum rl_log_target target,
  * only milliseconds old when the new image takes it over, so no shim
  * starts another agent meanwhile.
  */
-static void reexec(char **argv, const char *path)
+static void reexec(char **argv, const char *path, int idle_exit)
 {
-	char *args[] = { argv[0], (char *)"--foreground", (char *)"-c",
-			 (char *)path, to_syslog ? (char *)"--syslog" : NULL,
-			 NULL };
+	char *args[7] = { argv[0], (char *)"--foreground", (char *)"-c",
+			  (char *)path };
+	size_t n = 4;
+
+	if (to_syslog)
+		args[n++] = (char *)"--syslog";
+	if (idle_exit)
+		args[n++] = (char *)"--idle-exit";
+	args[n] = NULL;
 
 	execv("/proc/self/exe", args);
 	rl_log(RL_LOG_ERROR, "msg=\"cannot restart\" err=\"%s\"",
@@ -216,6 +261,7 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "log", required_argument, NULL, 'l' },
 		{ "syslog", no_argument, NULL, 's' },
+		{ "idle-exit", no_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -226,11 +272,11 @@ int main(int argc, char **argv)
 	struct rl_agent agent;
 	struct rl_err err;
 	char q[RL_ERR_MAX];
-	int foreground = 0, opt, lock, rc, kept = 0;
-	char *text = NULL;
+	int foreground = 0, opt, lock, rc, kept = 0, idle_exit = 0;
+	char *text = NULL, why[96];
 	size_t text_len = 0;
-	uint64_t next, last_sweep = 0, stamp;
-	int restart = 0;
+	uint64_t next, last_sweep = 0, stamp, idle_since = 0, idle_ns = 0;
+	int restart = 0, idled = 0;
 	struct sigaction sa;
 
 	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -239,6 +285,7 @@ int main(int argc, char **argv)
 		case 'f': foreground = 1; break;
 		case 'l': logfile = optarg; break;
 		case 's': to_syslog = 1; break;
+		case 'i': idle_exit = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("rlshimd %s\n", RLSHIM_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -319,6 +366,8 @@ int main(int argc, char **argv)
 	 * bans through it, then XDP; each second the table's sweep and the
 	 * configuration file. */
 	next = rl_time_now_ns();
+	if (idle_exit)
+		idle_ns = idle_exit_ns();
 	while (!stopping) {
 		uint64_t now = rl_time_now_ns();
 		int up;
@@ -336,6 +385,10 @@ int main(int argc, char **argv)
 				restart = 1;
 				break;
 			}
+			if (idle_exit && idle(lock, now, &idle_since, idle_ns)) {
+				idled = 1;
+				break;
+			}
 		}
 		next = wait_round(next, agent.interval_ns);
 	}
@@ -346,14 +399,30 @@ int main(int argc, char **argv)
 	rl_agent_strict_stop(agent.strict);
 	rl_agent_xdp_free(&agent);
 	rl_table_agent_set_pid(table, 0);
-	rl_log(RL_LOG_INFO, "msg=\"agent %s\" rounds=%llu",
+	if (idled) {
+		char d[32];
+
+		/* No server to tell that the agent is gone: a heartbeat of 0
+		 * (none started) has the next server start one at its first
+		 * accept, not only once this beat is stale. */
+		rl_table_agent_beat(table, 0);
+		rl_time_format_duration(d, sizeof(d), idle_ns);
+		snprintf(why, sizeof(why), " reason=\"no server has used the "
+			 "segment for %s\"", d);
+	} else if (stopping) {
+		snprintf(why, sizeof(why), " reason=%s",
+			 stopping == SIGINT ? "SIGINT" : "SIGTERM");
+	} else {
+		why[0] = '\0';
+	}
+	rl_log(RL_LOG_INFO, "msg=\"agent %s\"%s rounds=%llu",
 	       restart ? "restarting on the changed configuration" : "stopped",
-	       (unsigned long long)agent.rounds);
+	       why, (unsigned long long)agent.rounds);
 	rl_agent_free(&agent);
 	rl_table_close(table);
 	rl_config_free(cfg);
 	close(lock);
 	if (restart && !stopping)
-		reexec(argv, path);
+		reexec(argv, path, idle_exit);
 	return 0;
 }

@@ -154,11 +154,18 @@ struct rl_store *rl_store_new(const char *url, uint64_t timeout_ns)
 		free(s);
 		return NULL;
 	}
-	/* The URL without its password, for the log. */
-	snprintf(s->url_text, sizeof(s->url_text), "%s%s%s%s",
-		 s->url.unix_socket ? "unix://" : "redis://",
-		 s->url.user[0] ? s->url.user : "",
-		 s->url.user[0] ? "@" : "", s->url.host);
+	/* The store as configured, for the log: scheme, user, host, port and
+	 * db, never the password. */
+	if (s->url.unix_socket)
+		snprintf(s->url_text, sizeof(s->url_text), "unix://%s",
+			 s->url.host);
+	else
+		snprintf(s->url_text, sizeof(s->url_text),
+			 "redis://%s%s%s%s%s:%d/%d", s->url.user,
+			 s->url.user[0] ? "@" : "",
+			 strchr(s->url.host, ':') ? "[" : "", s->url.host,
+			 strchr(s->url.host, ':') ? "]" : "", s->url.port,
+			 s->url.db);
 	s->timeout_ns = timeout_ns;
 	s->backoff_ns = BACKOFF_MIN_NS;
 	return s;
@@ -210,8 +217,49 @@ uint64_t rl_store_commands(const struct rl_store *s)
 	return s->commands;
 }
 
+/*
+ * Why the connection failed, as hiredis says it (e.g. "Connection
+ * refused"): "timed out" when a read timed out (hiredis says EAGAIN's
+ * text, or nothing), "no reply" when hiredis saw no error.
+ */
+static const char *conn_reason(const redisContext *c)
+{
+	if (!c)
+		return "out of memory";
+	if (!c->err)
+		return "no reply";
+	if (!c->errstr[0] || strcmp(c->errstr, strerror(EAGAIN)) == 0)
+		return "timed out";
+	return c->errstr;
+}
+
+/* `why` into `out` with every occurrence of the password masked: an error
+ * the store echoes (a renamed AUTH answers "unknown command ... with args
+ * beginning with: 'PASSWORD'") never puts it in the log. */
+static void mask_password(const struct rl_store *s, const char *why,
+			  char *out, size_t len)
+{
+	size_t plen = strlen(s->url.pass), o = 0;
+
+	while (*why && o + 1 < len) {
+		if (plen && strncmp(why, s->url.pass, plen) == 0) {
+			o += (size_t)snprintf(out + o, len - o, "***");
+			if (o >= len)
+				o = len - 1;
+			why += plen;
+		} else {
+			out[o++] = *why++;
+		}
+	}
+	out[o] = '\0';
+}
+
 void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 {
+	char masked[256];
+
+	/* Copied first: `why` may be the context's errstr, freed below. */
+	mask_password(s, why, masked, sizeof(masked));
 	if (s->c) {
 		redisFree(s->c);
 		s->c = NULL;
@@ -222,10 +270,10 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 		s->down_since_ns = now_ns;
 	}
 	if (!s->logged_down) {
-		char q[256];
+		char q[512];
 
 		rl_log(RL_LOG_WARN, "msg=\"store unreachable\" store=%s err=\"%s\"",
-		       s->url_text, rl_log_quote(why, q, sizeof(q)));
+		       s->url_text, rl_log_quote(masked, q, sizeof(q)));
 		s->logged_down = 1;
 	}
 	s->up = 0;
@@ -234,25 +282,45 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 							   : s->backoff_ns * 2;
 }
 
-/* A synchronous command during connection setup; 0 if the reply is not an
- * error. */
-static int setup_command(struct rl_store *s, const char *fmt, ...)
+/*
+ * A reply that is not what `what` expects: its reason in `why` (`len`
+ * bytes), as the store said it ("WRONGPASS invalid username-password
+ * pair ...") or as the connection failed; `r` is freed. Returns -EIO.
+ */
+static int refused(const struct rl_store *s, redisReply *r, const char *what,
+		   char *why, size_t len)
+{
+	if (r && r->type == REDIS_REPLY_ERROR)
+		snprintf(why, len, "%s: %s", what, r->str);
+	else if (r)
+		snprintf(why, len, "%s: unexpected reply", what);
+	else
+		snprintf(why, len, "%s: %s", what, conn_reason(s->c));
+	if (r)
+		freeReplyObject(r);
+	return -EIO;
+}
+
+/* A synchronous command during connection setup, named `what` in the
+ * reason; 0 if the reply is not an error, else -EIO with `why` set. */
+static int setup_command(struct rl_store *s, const char *what, char *why,
+			 size_t len, const char *fmt, ...)
 {
 	redisReply *r;
 	va_list ap;
-	int ok;
 
 	va_start(ap, fmt);
 	r = redisvCommand(s->c, fmt, ap);
 	va_end(ap);
 	s->commands++;
-	ok = r && r->type != REDIS_REPLY_ERROR;
-	if (r)
-		freeReplyObject(r);
-	return ok ? 0 : -EIO;
+	if (!r || r->type == REDIS_REPLY_ERROR)
+		return refused(s, r, what, why, len);
+	freeReplyObject(r);
+	return 0;
 }
 
-static int load_scripts(struct rl_store *s)
+/* SCRIPT LOAD each script: 0, or -EIO with the reason in `why`. */
+static int load_scripts(struct rl_store *s, char *why, size_t len)
 {
 	for (unsigned i = 0; i < RL_STORE_SCRIPTS; i++) {
 		redisReply *r;
@@ -261,11 +329,8 @@ static int load_scripts(struct rl_store *s)
 			continue;
 		r = redisCommand(s->c, "SCRIPT LOAD %s", s->lua[i]);
 		s->commands++;
-		if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
-			if (r)
-				freeReplyObject(r);
-			return -EIO;
-		}
+		if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+			return refused(s, r, "SCRIPT LOAD", why, len);
 		memcpy(s->sha[i], r->str, 40);
 		s->sha[i][40] = '\0';
 		freeReplyObject(r);
@@ -277,7 +342,7 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 {
 	struct timeval tv = { (time_t)(s->timeout_ns / RL_NS_PER_SEC),
 			      (suseconds_t)(s->timeout_ns % RL_NS_PER_SEC / 1000) };
-	const char *why = NULL;
+	char why[256];
 
 	if (s->up)
 		return 1;
@@ -286,28 +351,21 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 	s->c = s->url.unix_socket ? redisConnectUnixWithTimeout(s->url.host, tv)
 				  : redisConnectWithTimeout(s->url.host, s->url.port, tv);
 	if (!s->c || s->c->err) {
-		why = s->c ? s->c->errstr : "out of memory";
+		snprintf(why, sizeof(why), "%s", conn_reason(s->c));
 		goto fail;
 	}
 	redisSetTimeout(s->c, tv);
-	if (s->url.pass[0]) {
-		int rc = s->url.user[0]
-				 ? setup_command(s, "AUTH %s %s", s->url.user, s->url.pass)
-				 : setup_command(s, "AUTH %s", s->url.pass);
-
-		if (rc) {
-			why = "authentication failed";
-			goto fail;
-		}
-	}
-	if (s->url.db && setup_command(s, "SELECT %d", s->url.db)) {
-		why = "SELECT failed";
+	if (s->url.pass[0] &&
+	    (s->url.user[0] ? setup_command(s, "AUTH", why, sizeof(why),
+					    "AUTH %s %s", s->url.user, s->url.pass)
+			    : setup_command(s, "AUTH", why, sizeof(why), "AUTH %s",
+					    s->url.pass)))
 		goto fail;
-	}
-	if (load_scripts(s)) {
-		why = "SCRIPT LOAD failed";
+	if (s->url.db && setup_command(s, "SELECT", why, sizeof(why),
+				       "SELECT %d", s->url.db))
 		goto fail;
-	}
+	if (load_scripts(s, why, sizeof(why)))
+		goto fail;
 	if (s->logged_down) {
 		uint64_t ms = (now_ns - s->down_since_ns) / RL_NS_PER_MS;
 
@@ -327,12 +385,7 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 	s->backoff_ns = BACKOFF_MIN_NS;
 	return 1;
 fail:
-	{
-		char err[160];
-
-		snprintf(err, sizeof(err), "%s", why);
-		rl_store_fail(s, err, now_ns);
-	}
+	rl_store_fail(s, why, now_ns);
 	return 0;
 }
 
@@ -426,8 +479,12 @@ int rl_store_flush(struct rl_store *s,
 		if (!is_noscript(q->reply))
 			continue;
 		if (!reloaded) {
-			if (load_scripts(s))
-				goto io;
+			char why[256];
+
+			if (load_scripts(s, why, sizeof(why))) {
+				rl_store_fail(s, why, now_ns);
+				return -EIO;
+			}
 			reloaded = 1;
 		}
 		freeReplyObject(q->reply);
@@ -443,8 +500,6 @@ int rl_store_flush(struct rl_store *s,
 	queue_clear(s);
 	return rc;
 io:
-	/* hiredis leaves errstr empty when a read times out */
-	rl_store_fail(s, !s->c || !s->c->err ? "no reply"
-			 : s->c->errstr[0] ? s->c->errstr : "timed out", now_ns);
+	rl_store_fail(s, conn_reason(s->c), now_ns);
 	return -EIO;
 }

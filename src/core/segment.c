@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -466,4 +467,56 @@ int rl_table_unlink(const char *name)
 		return -EINVAL;
 	shm_path(name, path, sizeof(path));
 	return unlink(path) < 0 ? -errno : 0;
+}
+
+/* ---- the servers' hold ------------------------------------------------------- */
+
+/* fcntl() is one of the shim's hooks (sys.h): the system call itself, the
+ * 64-bit one where there are two (OFD locks take a struct flock64). */
+static int ofd_fcntl(int fd, int cmd, struct flock *fl)
+{
+#ifdef SYS_fcntl64
+	return (int)syscall(SYS_fcntl64, fd, cmd, fl);
+#else
+	return (int)syscall(SYS_fcntl, fd, cmd, fl);
+#endif
+}
+
+int rl_table_hold(const char *name, struct rl_table_hold *h)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
+			    .l_start = 0, .l_len = 1 };
+	struct stat st;
+	char path[96];
+	int fd, err;
+
+	if (h->fd >= 0 && fstat(h->fd, &st) == 0 &&
+	    (uint64_t)st.st_dev == h->dev && (uint64_t)st.st_ino == h->ino)
+		return 0;
+	h->fd = -1; /* closed by the application: not ours to close now */
+	shm_path(name, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || ofd_fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		err = -errno;
+		rl_sys.close(fd);
+		return err;
+	}
+	h->fd = fd;
+	h->dev = (uint64_t)st.st_dev;
+	h->ino = (uint64_t)st.st_ino;
+	return 0;
+}
+
+int rl_table_held(int fd)
+{
+	/* l_pid must be 0 for an OFD lock; the lock the servers' read lock
+	 * would conflict with is a write lock. */
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = 0, .l_len = 1 };
+
+	if (ofd_fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
 }

@@ -195,6 +195,27 @@ struct rl_table_xdp {
 void rl_table_xdp_read(const struct rl_table *t, struct rl_table_xdp *out);
 /* The agent's: record `x`, or clear the record (NULL). */
 void rl_table_xdp_record(struct rl_table *t, const struct rl_table_xdp *x);
+/*
+ * The servers' hold on segment `name`: an OFD read lock on the first byte
+ * of its file, through an fd of the process's own (close-on-exec). Forked
+ * workers share it (one open file description), and the kernel drops it
+ * when the last process that has it exits: an agent started with
+ * --idle-exit sees by rl_table_held() whether any server still uses the
+ * segment. Call with h->fd = -1 first; later calls check, at the cost of
+ * an fstat, that h->fd is still that file (the application may have closed
+ * it, its number now another file's, which is left alone) and take the
+ * hold again if not. 0 or -errno.
+ */
+struct rl_table_hold {
+	int fd;
+	uint64_t dev, ino;
+};
+int rl_table_hold(const char *name, struct rl_table_hold *h);
+
+/* 1 if some open file description other than `fd`'s (the agent's own
+ * open of the segment's file) has the servers' hold on it, 0 if none,
+ * -errno if that cannot be known. */
+int rl_table_held(int fd);
 
 /* The configuration in force on the host: the stamp (rl_config_stamp) of
  * the file the processes apply, and of one they refused, so that a change

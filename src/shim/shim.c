@@ -30,11 +30,15 @@ static int config_kept;              /* the file was broken at the start:
 					the host's kept text is in force */
 static struct rl_err config_err;
 static struct rl_table *table_;
+/* The hold on the segment that tells an agent the shim started that this
+ * server still uses it (rl_table_hold); checked again each tick. */
+static struct rl_table_hold hold = { .fd = -1 };
 
 uint64_t rl_shim_tick_at;
 
 static int in_force(uint64_t stamp, char **text, size_t len);
 static void refused(uint64_t stamp, const char *err, const char *instead);
+static void keep_hold(void);
 
 /* One reload at a time in a process, however long one takes; a child
  * forked in the middle of one starts with none (and the stamp of what its
@@ -177,6 +181,7 @@ enum rl_shim_phase rl_shim_activate(void)
 	       config->nrules, config->shm, n ? ports : "all",
 	       config->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce");
 	table_ = table;
+	keep_hold();
 	pthread_atfork(NULL, NULL, reload_forked);
 	if (config_kept) {
 		/* Said by every process that starts so: each is news. */
@@ -361,6 +366,22 @@ static void log_denials(const char *rule, uint64_t denied, uint64_t over_ms,
 	       over_ms ? over : "");
 }
 
+/* Take the hold, or take it again after the application closed its fd;
+ * a failure is said once per process (the agent may stop meanwhile: the
+ * shim starts another at an accept). */
+static void keep_hold(void)
+{
+	static int said;
+	char q[RL_ERR_MAX];
+	int rc = rl_table_hold(config->shm, &hold);
+
+	if (rc && !said++)
+		rl_log(RL_LOG_WARN, "msg=\"cannot hold the segment: an agent "
+		       "started with --idle-exit may stop while this server "
+		       "runs\" shm=%s err=\"%s\"", config->shm,
+		       rl_log_quote(strerror(-rc), q, sizeof(q)));
+}
+
 void rl_shim_tick_slow(uint64_t now_ns)
 {
 	uint64_t at = __atomic_load_n(&rl_shim_tick_at, __ATOMIC_RELAXED);
@@ -373,6 +394,7 @@ void rl_shim_tick_slow(uint64_t now_ns)
 	if (rl_shim_phase() != RL_SHIM_ACTIVE)
 		return;
 	reload_check();
+	keep_hold();
 	rl_table_summarise(table_, now_ns / RL_NS_PER_MS, SUMMARY_MS,
 			   log_denials, NULL);
 }

@@ -11,6 +11,8 @@
  * claims the spawn in the segment, and a failed start is retried at most
  * every few seconds. Its log (with `log = stderr`) goes to a file in a
  * directory only the server's user can write (logfile.c), else to syslog.
+ * It runs with --idle-exit: once no server holds the segment
+ * (rl_table_hold, taken in shim.c) for a while, it stops.
  */
 #include "spawn.h"
 
@@ -108,7 +110,7 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 	static int said; /* the refused log file, once per process */
 	char agent[512], logfile[352], q[RL_ERR_MAX];
 	const char *why = "";
-	char *argv[6];
+	char *argv[7];
 	char **env;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_t fa;
@@ -130,6 +132,9 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 	argv[n++] = agent;
 	argv[n++] = (char *)"-c";
 	argv[n++] = (char *)cfg->source;
+	/* It stops once no server has held the segment for a while
+	 * (rl_table_hold); one the operator runs does not. */
+	argv[n++] = (char *)"--idle-exit";
 	if (cfg->log == RL_LOG_STDERR &&
 	    rl_logfile_path(cfg->shm, logfile, sizeof(logfile), &why)) {
 		if (!said++)

@@ -27,7 +27,8 @@ Kinds and what they claim (`features`):
             nginx_extra='...': lines added to its server block (e.g.
             `sendfile on;`, or a `location` that answers 401);
             nginx_listen='...': parameters added to its listen lines (e.g.
-            `sndbuf=4k`).
+            `sndbuf=4k`); nginx_main='...': lines added to its main context
+            (e.g. `env NAME;`: workers keep only the variables named so).
   lighttpd  single process, linux-sysepoll, 127.0.0.1 and [::1]. keepalive,
             pipelining, ipv6, access_log; echo and chunked_echo (/echo,
             mod_proxy to echo_port) when echo_port is given.
@@ -294,6 +295,7 @@ class Server:
                  lighttpd_extra: str | None = None,
                  nginx_extra: str | None = None,
                  nginx_listen: str | None = None,
+                 nginx_main: str | None = None,
                  apache_extra: str | None = None,
                  apache_mpm: str = 'event'):
         if kind not in KINDS:
@@ -312,6 +314,7 @@ class Server:
         # nginx only: added to the server block of the generated nginx.conf.
         self.nginx_extra = nginx_extra
         self.nginx_listen = nginx_listen
+        self.nginx_main = nginx_main
         # apache only: lines appended to the generated apache2.conf.
         self.apache_extra = apache_extra
         # apache only: which MPM module it loads.
@@ -398,6 +401,7 @@ class Server:
                         '        }\n')
             echo += self.nginx_extra or ''
             user = 'user root root;' if os.geteuid() == 0 else ''
+            user += '\n' + self.nginx_main if self.nginx_main else ''
             conf = w / 'nginx.conf'
             conf.write_text(self._subst('nginx.conf.in', WORKDIR=w,
                                         DOCROOT=self.docroot, PORT=self.port,

@@ -11,6 +11,10 @@ so logs), and asserts that the planted target is unchanged and that the
 server's log says where the agent's log went instead. Planting as another
 user and running the server as `nobody` needs root.
 
+The unreachable_* tests read what that log says of the store: its name as
+configured (never the password) and the real reason, against a closed port
+and a real redis-server (wrong password, none, stopped).
+
     python3 tests/integration/test_agentlog.py [NAME...]
 """
 import os
@@ -29,6 +33,7 @@ from harness import (REPO, SHIM, exchange, parse_responses, request,  # noqa: E4
 import servers  # noqa: E402
 
 AGENT = os.path.join(os.path.dirname(SHIM), 'rlshimd')  # the shim's own
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
 LEGACY = os.path.join(REPO, 'build', 'legacy_server')
 TMP = tempfile.mkdtemp(prefix='rlshim-agentlog-')
 os.chmod(TMP, 0o755)  # a server run as nobody reads its file here
@@ -45,14 +50,15 @@ class Shimmed:
     (None: this one) with `env` changes; its stderr (the shim's log) in a
     file."""
 
-    def __init__(self, user=None, env=None, devlog=None):
+    def __init__(self, user=None, env=None, devlog=None, url=None):
         N[0] += 1
         self.shm = f'rlshim-al-{os.getpid()}-{N[0]}'
-        self.port, dead = servers.free_port(), servers.free_port()
+        self.port, self.dead = servers.free_port(), servers.free_port()
+        url = url or f'redis://127.0.0.1:{self.dead}/0'
         self.config = os.path.join(TMP, f'{self.shm}.conf')
         with open(self.config, 'w') as f:
             f.write(f'[global]\nports = {self.port}\nshm = {self.shm}\n\n'
-                    f'[redis]\nurl = redis://127.0.0.1:{dead}/0\n\n'
+                    f'[redis]\nurl = {url}\ntimeout = 100ms\n\n'
                     '[limit:api]\nrate = 100/s\n')
         os.chmod(self.config, 0o644)
         e = {k: v for k, v in os.environ.items()
@@ -95,12 +101,28 @@ class Shimmed:
                              capture_output=True, text=True).stdout
         return [int(x) for x in out.split()]
 
+    def agent_text(self):
+        """The agent's log file ('' before it has one)."""
+        try:
+            with open(servers.agent_log(self.shm)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def unreachable(self):
+        """The agent's first `store unreachable` line, waited for."""
+        pat = r'msg="store unreachable".*'
+        assert wait_for(lambda: re.search(pat, self.agent_text()), 5), \
+            (self.text(), self.agent_text())
+        return re.search(pat, self.agent_text()).group(0)
+
     def stop(self):
         servers.end_process(self.proc)
         for pid in self.agent_pids():
             os.kill(pid, 15)
         wait_for(lambda: not self.agent_pids(), 5)
         servers.unlink_segment(self.shm)
+        remove(servers.agent_log(self.shm))
 
 
 def victim():
@@ -298,8 +320,135 @@ def planted_tmp_directory():
         remove(d)
 
 
+# ---- what the log says of the store ---------------------------------------------
+
+class Redis:
+    """redis-server on a free loopback port, `args` added."""
+
+    def __init__(self, *args):
+        self.port = servers.free_port()
+        self.proc = subprocess.Popen(
+            ['redis-server', '--port', str(self.port), '--bind', '127.0.0.1',
+             '--save', '', '--appendonly', 'no', '--dir', TMP, *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_for(self.up, 10), 'redis did not start'
+
+    def up(self):
+        try:
+            with socket.create_connection(('127.0.0.1', self.port), 1) as c:
+                c.sendall(b'PING\r\n')
+                return c.recv(64) != b''
+        except OSError:
+            return False
+
+    def stop(self):
+        self.proc.send_signal(18)  # SIGCONT, if it was stopped
+        servers.end_process(self.proc)
+
+
+def unreachable_names_port_and_reason():
+    """An agent pointed at a closed port says which store (scheme, host,
+    port, db) and why: `Connection refused`."""
+    s = Shimmed()
+    try:
+        s.start_agent()
+        line = s.unreachable()
+        assert f'store=redis://127.0.0.1:{s.dead}/0 err="Connection refused"' \
+            in line, line
+    finally:
+        s.stop()
+
+
+def unreachable_wrong_password():
+    """A wrong password: the line gives Redis's own answer to AUTH, and
+    the password (nor the right one) appears nowhere in the log; the store
+    is named with its user and db but without the password."""
+    r = Redis('--requirepass', 'right-pw-6f1c')
+    s = None
+    try:
+        s = Shimmed(url=f'redis://alice:wrong-pw-93ab@127.0.0.1:{r.port}/3')
+        s.start_agent()
+        line = s.unreachable()
+        assert f'store=redis://alice@127.0.0.1:{r.port}/3 ' \
+               'err="AUTH: WRONGPASS invalid username-password pair' in line, line
+        for t in (s.agent_text(), s.text()):
+            assert 'wrong-pw-93ab' not in t and 'right-pw-6f1c' not in t, t
+    finally:
+        if s:
+            s.stop()
+        r.stop()
+
+
+def password_only_url():
+    """redis://PASSWORD@host: the userinfo is the password (no user): the
+    agent sends it, logs Redis's answer without it, and rlshimctl status
+    (text and --json) shows *** in its place."""
+    r = Redis('--requirepass', 'right-pw-6f1c')
+    s = None
+    try:
+        s = Shimmed(url=f'redis://wrong-pw-93ab@127.0.0.1:{r.port}/0')
+        s.start_agent()
+        line = s.unreachable()
+        assert f'store=redis://127.0.0.1:{r.port}/0 ' \
+               'err="AUTH: WRONGPASS invalid username-password pair' in line, line
+        for args in (['status'], ['status', '--json']):
+            out = subprocess.run([CTL, '-c', s.config, *args],
+                                 capture_output=True, text=True, timeout=10)
+            assert f'redis://***@127.0.0.1:{r.port}/0' in out.stdout, out
+            assert 'wrong-pw-93ab' not in out.stdout + out.stderr, out
+        assert 'wrong-pw-93ab' not in s.agent_text() + s.text()
+    finally:
+        if s:
+            s.stop()
+        r.stop()
+
+
+def unreachable_no_password():
+    """No password where Redis wants one: Redis's NOAUTH, from the first
+    command that needs it (SELECT)."""
+    r = Redis('--requirepass', 'right-pw-6f1c')
+    s = None
+    try:
+        s = Shimmed(url=f'redis://127.0.0.1:{r.port}/1')
+        s.start_agent()
+        line = s.unreachable()
+        assert f'store=redis://127.0.0.1:{r.port}/1 ' \
+               'err="SELECT: NOAUTH Authentication required."' in line, line
+    finally:
+        if s:
+            s.stop()
+        r.stop()
+
+
+def unreachable_timed_out():
+    """A store that stops answering once connected (SIGSTOP): `timed out`
+    (the reason was read from the freed connection, and came out as
+    err="?"), then `store reachable again` once it answers."""
+    r = Redis('--requirepass', 'right-pw-6f1c')
+    s = None
+    try:
+        s = Shimmed(url=f'redis://:right-pw-6f1c@127.0.0.1:{r.port}/0')
+        s.start_agent()
+        assert wait_for(lambda: 'store connected' in s.agent_text(), 5), \
+            s.agent_text()
+        assert f'store=redis://127.0.0.1:{r.port}/0' in s.agent_text()
+        r.proc.send_signal(19)  # SIGSTOP
+        line = s.unreachable()
+        assert f'store=redis://127.0.0.1:{r.port}/0 err="timed out"' in line, line
+        r.proc.send_signal(18)
+        assert wait_for(lambda: 'store reachable again' in s.agent_text(), 5), \
+            s.agent_text()
+        assert 'right-pw-6f1c' not in s.agent_text()
+    finally:
+        if s:
+            s.stop()
+        r.stop()
+
+
 TESTS = [root_logs_in_run, link_at_the_file_name, agent_refuses_a_link,
-         planted_tmp_directory]
+         planted_tmp_directory, unreachable_names_port_and_reason,
+         unreachable_wrong_password, password_only_url, unreachable_no_password,
+         unreachable_timed_out]
 
 
 def main():

@@ -437,6 +437,86 @@ static void test_dead_creator(void **state)
 
 /* ---- rules -------------------------------------------------------------------- */
 
+/* A child that takes the servers' hold, forks a worker that keeps it, and
+ * waits for a byte on `go` before exiting (the worker on `go2`). */
+static pid_t holder(int go, int go2, int worker)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rl_table_hold h = { .fd = -1 };
+		char c;
+
+		if (rl_table_hold(seg, &h))
+			_exit(1);
+		if (worker && fork() == 0) {
+			(void)!read(go2, &c, 1);
+			_exit(0);
+		}
+		(void)!read(go, &c, 1);
+		_exit(0);
+	}
+	return pid;
+}
+
+static int held_within(int fd, int want)
+{
+	for (int i = 0; i < 200; i++) {
+		if (rl_table_held(fd) == want)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* The hold goes with the last process that has it, forked workers
+ * included, and the agent's own open of the file is not one. */
+static void test_hold(void **state)
+{
+	struct rl_table *t = open_new(16);
+	struct rl_table_hold h = { .fd = -1 };
+	int p1[2], p2[2], fd, st;
+	char path[128];
+	pid_t pid;
+
+	(void)state;
+	seg_path(path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(rl_table_held(fd), 0);
+	assert_int_equal(pipe(p1), 0);
+	assert_int_equal(pipe(p2), 0);
+	pid = holder(p1[0], p2[0], 1);
+	assert_true(held_within(fd, 1));
+	assert_int_equal(write(p1[1], "x", 1), 1); /* the first one exits */
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	usleep(50000);
+	assert_int_equal(rl_table_held(fd), 1);    /* its worker holds it */
+	assert_int_equal(write(p2[1], "x", 1), 1);
+	assert_true(held_within(fd, 0));
+	/* Taken again after the application closed it; a check while it is
+	 * intact keeps the same fd. */
+	assert_int_equal(rl_table_hold(seg, &h), 0);
+	{
+		int was = h.fd;
+
+		assert_int_equal(rl_table_hold(seg, &h), 0);
+		assert_int_equal(h.fd, was);
+		close(was);
+		assert_int_equal(rl_table_hold(seg, &h), 0);
+		assert_true(h.fd >= 0);
+	}
+	close(h.fd);
+	close(fd);
+	close(p1[0]);
+	close(p1[1]);
+	close(p2[0]);
+	close(p2[1]);
+	rl_table_close(t);
+}
+
 static void test_rules(void **state)
 {
 	struct rl_table *a = open_new(64), *b = NULL;
@@ -1934,6 +2014,7 @@ int main(void)
 		cmocka_unit_test(test_window_store_down),
 		cmocka_unit_test(test_window_sliding_decay),
 		cmocka_unit_test(test_window_early),
+		cmocka_unit_test(test_hold),
 	};
 
 	return run_each("table", tests, sizeof(tests) / sizeof(tests[0]),

@@ -305,14 +305,20 @@ void ctl_fmt_url(char *buf, size_t len, const char *url)
 {
 	const char *auth = strstr(url, "://"), *at, *colon;
 
-	/* redis://user:pass@host:port/db: the password never reaches a
-	 * terminal, a log or a metrics file. */
+	/* redis://user:pass@host:port/db, or redis://pass@host (the agent
+	 * reads a userinfo without a colon as the password): the password
+	 * never reaches a terminal, a log or a metrics file. */
 	if (auth) {
 		auth += 3;
 		at = strchr(auth, '@');
-		colon = strchr(auth, ':');
-		if (at && colon && colon < at && !memchr(auth, '/', (size_t)(at - auth))) {
-			snprintf(buf, len, "%.*s:***%s", (int)(colon - url), url, at);
+		if (at && !memchr(auth, '/', (size_t)(at - auth))) {
+			colon = memchr(auth, ':', (size_t)(at - auth));
+			if (colon)
+				snprintf(buf, len, "%.*s:***%s",
+					 (int)(colon - url), url, at);
+			else
+				snprintf(buf, len, "%.*s***%s",
+					 (int)(auth - url), url, at);
 			return;
 		}
 	}
