@@ -120,6 +120,9 @@ struct rl_table;
 
 /* rl_table_open() flags */
 #define RL_TABLE_CREATE 0x1u /* create the segment if it does not exist */
+#define RL_TABLE_OWNED 0x2u  /* only a segment of this process's own user,
+				root included (without it, root may attach to
+				any user's: the operator's tools) */
 
 /*
  * Attach to the segment /dev/shm/<name>, creating it with room for
@@ -128,7 +131,8 @@ struct rl_table;
  * others wait (briefly, bounded) for that initialisation and then check the
  * header: magic, layout version, size against fstat, owner and mode. A
  * segment that fails a check is refused with -EPROTO, -EBADF (wrong size,
- * truncated), -EPERM (foreign owner or writable by others) or -ETIMEDOUT
+ * truncated), -EPERM (writable by others, or owned by another user than
+ * this process's: root attaches to any user's unless RL_TABLE_OWNED) or -ETIMEDOUT
  * (never initialised by a live creator), and `err` (may be NULL) says why.
  * `capacity` is ignored when attaching to an existing segment. On success
  * *out owns a mapping released by rl_table_close().

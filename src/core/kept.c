@@ -202,7 +202,10 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 	global_value(*text ? *text : "", "shm", RL_SHM_DEFAULT, shm, sizeof(shm));
 	free(*text);
 	*text = NULL;
-	if (rl_table_open(shm, 0, 0, &t, NULL))
+	/* Only our own user's segment may say what the rules are: a segment
+	 * another user made first (a root server's name in /dev/shm) is no
+	 * source of configuration. */
+	if (rl_table_open(shm, 0, RL_TABLE_OWNED, &t, NULL))
 		goto none;
 	buf = malloc(RL_KEPT_MAX);
 	n = buf ? rl_kept_load(t, path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;

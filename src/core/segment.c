@@ -273,8 +273,8 @@ static int pid_dead(uint32_t pid)
  * sizing and initialising it. Returns 0, a negative errno, or -ESTALE when
  * the creator died before finishing (the caller may replace it).
  */
-static int table_attach(int fd, const char *path, struct rl_table *t,
-			struct rl_err *e)
+static int table_attach(int fd, const char *path, unsigned flags,
+			struct rl_table *t, struct rl_err *e)
 {
 	uint64_t deadline = rl_time_now_ns() + INIT_WAIT_NS;
 	struct rl_shm_header h;
@@ -294,7 +294,8 @@ static int table_attach(int fd, const char *path, struct rl_table *t,
 			rl_err_set(e, "%s: not a regular file", path);
 			return -EPROTO;
 		}
-		if (st.st_uid != geteuid() && geteuid() != 0) {
+		if (st.st_uid != geteuid() &&
+		    (geteuid() != 0 || (flags & RL_TABLE_OWNED))) {
 			rl_err_set(e, "%s: owned by uid %u, not by this user (uid %u);"
 				  " refusing another user's segment", path,
 				  (unsigned)st.st_uid, (unsigned)geteuid());
@@ -422,7 +423,7 @@ again:
 		rl_err_set(e, "%s: %s", path, strerror(-err));
 		goto out_free;
 	}
-	err = table_attach(fd, path, t, e);
+	err = table_attach(fd, path, flags, t, e);
 	if (err == -ESTALE && (flags & RL_TABLE_CREATE) && tries++ < 3) {
 		/* Replace what a dead creator left; O_EXCL decides who. */
 		rl_sys.close(fd);

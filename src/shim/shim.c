@@ -155,7 +155,10 @@ enum rl_shim_phase rl_shim_activate(void)
 
 	if (!start_from(RL_SHIM_CONFIGURED))
 		return rl_shim_phase();
-	rc = rl_table_open(config->shm, config->capacity, RL_TABLE_CREATE, &table,
+	/* A root server never takes a segment another user made (root's
+	 * tools may read any). */
+	rc = rl_table_open(config->shm, config->capacity,
+			   RL_TABLE_CREATE | RL_TABLE_OWNED, &table,
 			   &err);
 	if (rc) {
 		fail("unusable shared memory", err.msg,

@@ -320,6 +320,44 @@ def planted_tmp_directory():
         remove(d)
 
 
+def planted_segment():
+    """/dev/shm is anybody's to write: a segment another user made first
+    under the name a root server's file gives (nobody's, a real one) is
+    never taken by that server, which would otherwise apply the rules and
+    bans its owner writes there. The root server refuses its connections
+    (on_error = refuse) and says why; root's rlshimctl still reads it."""
+    require_root('running a server as nobody')
+    s = Shimmed(user=nobody())
+    try:
+        s.start_agent()
+        servers.end_process(s.proc)
+        for pid in s.agent_pids():
+            os.kill(pid, 15)
+        assert wait_for(lambda: not s.agent_pids(), 5)
+        seg = f'/dev/shm/{s.shm}'
+        assert os.stat(seg).st_uid == nobody().pw_uid
+        log = os.path.join(TMP, f'{s.shm}.root.err')
+        with open(log, 'w') as out:
+            p = subprocess.Popen([LEGACY, '-p', str(s.port)], stdout=out,
+                                 stderr=subprocess.STDOUT, env=s.env)
+        try:
+            assert wait_for(lambda: 'listening' in open(log).read(), 10)
+            got = exchange(s.port, request('GET', '/books'))
+            text = open(log).read()
+            assert got == b'', (got, text)
+            why = (f'{seg}: owned by uid {nobody().pw_uid}, not by this user '
+                   '(uid 0); refusing another user\'s segment')
+            assert why in text and 'refusing guarded connections' in text, text
+            assert os.stat(seg).st_uid == nobody().pw_uid
+        finally:
+            servers.end_process(p)
+        out = subprocess.run([CTL, '-c', s.config, 'status'],
+                             capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0 and 'api' in out.stdout, out
+    finally:
+        s.stop()
+
+
 # ---- what the log says of the store ---------------------------------------------
 
 class Redis:
@@ -446,7 +484,7 @@ def unreachable_timed_out():
 
 
 TESTS = [root_logs_in_run, link_at_the_file_name, agent_refuses_a_link,
-         planted_tmp_directory, unreachable_names_port_and_reason,
+         planted_tmp_directory, planted_segment, unreachable_names_port_and_reason,
          unreachable_wrong_password, password_only_url, unreachable_no_password,
          unreachable_timed_out]
 

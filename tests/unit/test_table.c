@@ -402,6 +402,29 @@ static void test_other_user(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/*
+ * A segment another user made first (nobody, here) is never taken by a
+ * root server (RL_TABLE_OWNED, as the shim opens it), whatever it holds;
+ * root's tools (no flag) still read it.
+ */
+static void test_root_server_other_user(void **state)
+{
+	char path[128];
+	struct rl_table *t;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip_or_fail("needs root to act as a second user");
+	rl_table_close(open_new(16));
+	seg_path(path);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	expect_open_refused(RL_TABLE_CREATE | RL_TABLE_OWNED, -EPERM,
+			    "owned by uid 65534, not by this user (uid 0)");
+	expect_open_refused(RL_TABLE_OWNED, -EPERM, "owned by uid 65534");
+	assert_int_equal(rl_table_open(seg, 0, 0, &t, NULL), 0);
+	rl_table_close(t);
+}
+
 /* A creator that died half-way through initialisation is replaced. */
 static void test_dead_creator(void **state)
 {
@@ -1978,6 +2001,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_version),
 		cmocka_unit_test(test_wrong_size),
 		cmocka_unit_test(test_writable_by_others),
+		cmocka_unit_test(test_root_server_other_user),
 		cmocka_unit_test(test_other_user),
 		cmocka_unit_test(test_dead_creator),
 		cmocka_unit_test(test_rules),
