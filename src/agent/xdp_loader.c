@@ -91,6 +91,11 @@ struct rl_xdp {
 	uint64_t gen, last_scan_ns;
 	uint64_t next_expiry_ms;      /* the earliest mirrored expiry */
 	unsigned failures;            /* map updates refused (logged once) */
+	/* bans sharing an address with `allow` stay out of the maps: XDP
+	 * would drop the allowed addresses too (the shim, which checks the
+	 * allow list first, refuses the rest at accept) */
+	const struct rl_cidr_set *allow;
+	uint32_t kept_out, kept_out_said;
 };
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt,
@@ -482,6 +487,10 @@ static int collect(const struct rl_ban_view *v, void *arg)
 	struct rl_xdp *x = arg;
 	struct mirrored *m;
 
+	if (rl_cidr_set_overlap(x->allow, &v->cidr)) {
+		x->kept_out++;
+		return 0;
+	}
 	if (x->nwant == x->cap)
 		return 1;
 	m = &x->want[x->nwant++];
@@ -617,8 +626,17 @@ void rl_agent_xdp_round(struct rl_agent *a, uint64_t now_ns)
 	x->prefixes_moved = 0;
 	/* Dry-run never refuses a banned client: no ban in the maps (the
 	 * shim logs the refusals it would make). */
+	x->allow = &a->cfg->allow;
+	x->kept_out = 0;
 	if (a->cfg->mode != RL_MODE_DRY_RUN)
 		rl_ban_foreach(a->table, wall_ms, collect, x);
+	if (x->kept_out != x->kept_out_said) {
+		x->kept_out_said = x->kept_out;
+		if (x->kept_out)
+			rl_log(RL_LOG_INFO, "msg=\"xdp: bans covering the allow "
+			       "list are left to the shim\" bans=%u",
+			       x->kept_out);
+	}
 	qsort(x->want, x->nwant, sizeof(*x->want), cmp_mirrored);
 
 	/* Merge what the maps have with what the segment wants; what ends

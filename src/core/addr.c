@@ -486,3 +486,20 @@ int rl_cidr_set_contains(const struct rl_cidr_set *set,
 	}
 	return 0;
 }
+
+const struct rl_cidr *rl_cidr_set_overlap(const struct rl_cidr_set *set,
+					  const struct rl_cidr *c)
+{
+	uint32_t i, n;
+
+	if (!set || !c)
+		return NULL;
+	n = set->n < RL_CIDR_SET_MAX ? set->n : RL_CIDR_SET_MAX;
+	for (i = 0; i < n; i++) {
+		const struct rl_cidr *a = &set->items[i];
+
+		if (rl_cidr_contains(c, &a->addr) || rl_cidr_contains(a, &c->addr))
+			return a;
+	}
+	return NULL;
+}

@@ -91,4 +91,9 @@ int rl_cidr_set_add(struct rl_cidr_set *set, const struct rl_cidr *c);
 int rl_cidr_set_contains(const struct rl_cidr_set *set,
 			 const struct rl_addr *a);
 
+/* The first prefix of the set that shares an address with `c` (one holds
+ * the other), or NULL: a ban that would cut off part of the allow list. */
+const struct rl_cidr *rl_cidr_set_overlap(const struct rl_cidr_set *set,
+					  const struct rl_cidr *c);
+
 #endif /* RL_ADDR_H */

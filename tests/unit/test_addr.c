@@ -1092,6 +1092,51 @@ static void test_set_basic(void **state)
 	assert_int_equal(rl_cidr_set_contains(&set, NULL), 0);
 }
 
+/* A ban and the allow list share an address when either holds the other. */
+static void test_set_overlap(void **state)
+{
+	static struct rl_cidr_set set;
+	static const struct { const char *c; const char *hit; } t[] = {
+		{ "0.0.0.0/0", "10.1.0.0/16" },      /* holds every entry */
+		{ "10.0.0.0/8", "10.1.0.0/16" },
+		{ "10.1.2.3", "10.1.0.0/16" },       /* inside one */
+		{ "10.2.0.0/16", NULL },             /* beside it */
+		{ "192.0.2.0/24", "192.0.2.5/32" },
+		{ "192.0.2.6/31", NULL },
+		{ "192.0.2.4/30", "192.0.2.5/32" },
+		{ "::/0", "2001:db8::/48" },
+		{ "2001:db8:0:1::/64", "2001:db8::/48" },
+		{ "2001:db9::/32", NULL },
+		{ "::ffff:192.0.2.5", "192.0.2.5/32" }, /* mapped: the IPv4 one */
+		{ "::/96", NULL },                   /* IPv6, not the IPv4 entries */
+	};
+	struct rl_cidr c;
+	char buf[RL_CIDR_STRLEN];
+
+	(void)state;
+	memset(&set, 0, sizeof(set));
+	check_set_add(&set, "10.1.0.0/16", 0);
+	check_set_add(&set, "192.0.2.5", 0);
+	check_set_add(&set, "2001:db8::/48", 0);
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
+		const struct rl_cidr *got;
+
+		assert_int_equal(rl_cidr_parse(t[i].c, strlen(t[i].c), &c), 0);
+		got = rl_cidr_set_overlap(&set, &c);
+		if (!t[i].hit) {
+			if (got)
+				fail_msg("%s: overlaps, expected none", t[i].c);
+			continue;
+		}
+		if (!got)
+			fail_msg("%s: no overlap, expected %s", t[i].c, t[i].hit);
+		assert_int_equal(rl_cidr_format(got, buf, sizeof(buf)), 0);
+		assert_string_equal(buf, t[i].hit);
+	}
+	assert_null(rl_cidr_set_overlap(NULL, &c));
+	assert_null(rl_cidr_set_overlap(&set, NULL));
+}
+
 static void test_set_zero_prefix(void **state)
 {
 	static struct rl_cidr_set set;
@@ -1221,6 +1266,7 @@ int main(void)
 		cmocka_unit_test(test_cidr_contains),
 		cmocka_unit_test(test_cidr_contains_matches_key),
 		cmocka_unit_test(test_set_basic),
+		cmocka_unit_test(test_set_overlap),
 		cmocka_unit_test(test_set_zero_prefix),
 		cmocka_unit_test(test_set_full),
 		cmocka_unit_test(test_set_add_normalizes),

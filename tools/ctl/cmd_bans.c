@@ -69,6 +69,7 @@ static int too_much(const struct ctl *c, const struct rl_cidr *ban,
 	int v4 = ban->addr.family == RL_AF_INET;
 	unsigned widest = v4 ? WIDEST_V4 : WIDEST_V6;
 	char what[RL_CIDR_STRLEN + 32];
+	const struct rl_cidr *a;
 
 	if (ban->prefix < widest) {
 		if (ban->prefix == 0)
@@ -81,19 +82,13 @@ static int too_much(const struct ctl *c, const struct rl_cidr *ban,
 			 "(--force overrides)", text, what, widest);
 		return 1;
 	}
-	for (uint32_t i = 0; i < c->cfg->allow.n; i++) {
-		const struct rl_cidr *a = &c->cfg->allow.items[i];
-
-		/* Either holds the other: they share an address. */
-		if (!rl_cidr_contains(ban, &a->addr) &&
-		    !rl_cidr_contains(a, &ban->addr))
-			continue;
-		format_entry(a, what, sizeof(what));
-		ctl_fail("refusing to ban %s: it covers %s of the allow list "
-			 "(--force overrides)", text, what);
-		return 1;
-	}
-	return 0;
+	a = rl_cidr_set_overlap(&c->cfg->allow, ban);
+	if (!a)
+		return 0;
+	format_entry(a, what, sizeof(what));
+	ctl_fail("refusing to ban %s: it covers %s of the allow list "
+		 "(--force overrides)", text, what);
+	return 1;
 }
 
 static int run_ban(struct ctl *c, const void *opts)
