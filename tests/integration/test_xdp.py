@@ -286,6 +286,13 @@ def nothing_left_behind():
         stop_agent(s, signal.SIGKILL)
         assert wait_for(lambda: [xdp_on(h) for h in hosts] == [None, None], 3), \
             'a killed agent left its program attached'
+        # ... and rlshimctl does not say attached once the agent is dead
+        # (its flag stays in the segment; no accept starts another here).
+        assert wait_for(lambda: re.search(r'^xdp: .*, not attached,',
+                                          ctl(s, 'status').stdout, re.M)
+                        and json.loads(ctl(s, 'status', '--json').stdout)
+                        ['xdp']['attached'] is False, 3), ctl(s, 'status').stdout
+        assert 'rlshim_xdp_attached 0' in ctl(s, 'metrics').stdout
         # ... and the one after it cleans the stale pins and attaches.
         assert wait_for(lambda: client(1, s.port) == '200' and
                         all(xdp_on(h) for h in hosts), 10, 0.5)

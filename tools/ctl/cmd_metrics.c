@@ -197,13 +197,12 @@ static int run_metrics(struct ctl *c, const void *opts)
 	}
 
 	if (s.xdp_configured) {
-		/* For the alert on a dropper that is gone: the flag alone
-		 * outlives an agent that died. */
+		/* For the alert on a dropper that is gone (the snapshot
+		 * holds a dead agent's flag for nothing). */
 		family("rlshim_xdp_attached", "gauge",
 		       "1 if the agent is alive and its XDP dropper attached; "
 		       "present with [xdp].");
-		sample("rlshim_xdp_attached",
-		       (uint64_t)(s.xdp_attached && s.agent_alive));
+		sample("rlshim_xdp_attached", (uint64_t)s.xdp_attached);
 	}
 	if (s.xdp_configured && s.xdp_maps) {
 		family("rlshim_xdp_packets_total", "counter",

@@ -21,6 +21,8 @@
 
 #include "ctl.h"
 
+#include "clock.h"
+#include "spawn.h"
 #include "xdp_maps.h"
 #include "clock.h"
 
@@ -402,7 +404,10 @@ static int run_xdp(struct ctl *c, const void *opts)
 		ctl_xdp_close(&m);
 		return rc;
 	}
-	attached = !!(rl_table_agent_flags(c->table) & RL_AGENT_XDP);
+	/* The flag outlives an agent that was killed; its links, and so the
+	 * program, did not. */
+	attached = (rl_table_agent_flags(c->table) & RL_AGENT_XDP) &&
+		   rl_agent_alive(c->table, rl_time_now_ns());
 	rl_table_xdp_read(c->table, &rec);
 	ctl_xdp_fmt_mode(mode, sizeof(mode), c->cfg, &rec, 0);
 	ctl_xdp_totals(&m, &t);

@@ -261,7 +261,7 @@ struct ctl_snapshot {
 	uint64_t store_down_ms;       /* for CTL_STORE_DOWN: how long */
 
 	int xdp_configured;           /* [xdp] (or, file unreadable: maps) */
-	int xdp_attached;             /* the agent's flag */
+	int xdp_attached;             /* the agent's flag, while it lives */
 	int xdp_maps;                 /* the totals below were read */
 	struct ctl_xdp_totals xdp;
 	struct rl_table_xdp xdp_rec;  /* the agent's ids and modes */

@@ -177,8 +177,11 @@ static void xdp(struct ctl *c, struct ctl_snapshot *s)
 {
 	struct ctl_xdp m;
 
-	s->xdp_attached = !!(s->agent_flags & RL_AGENT_XDP);
-	s->xdp_configured = c->cfg ? c->cfg->xdp : s->xdp_attached;
+	/* The flag outlives an agent that was killed; the kernel detached
+	 * its program with it. */
+	s->xdp_attached = (s->agent_flags & RL_AGENT_XDP) && s->agent_alive;
+	s->xdp_configured = c->cfg ? c->cfg->xdp
+				   : !!(s->agent_flags & RL_AGENT_XDP);
 	if (!s->xdp_configured)
 		return;
 	rl_table_xdp_read(c->table, &s->xdp_rec);
