@@ -4,8 +4,11 @@
 #include "cluster.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "hash.h"
 
 /* ---- the slot of a key ---------------------------------------------------------- */
 
@@ -351,6 +354,37 @@ const struct rl_cluster_shard *rl_cluster_lookup(const struct rl_cluster_map *m,
 	    m->owner[slot] > m->nshards)
 		return NULL;
 	return &m->shard[m->owner[slot] - 1];
+}
+
+/* ---- the layout ------------------------------------------------------------------ */
+
+unsigned rl_cluster_key_shard(const char *text, size_t len, unsigned nshards)
+{
+	if (nshards <= 1)
+		return 0;
+	return (unsigned)(rl_hash_sip13(rl_hash_public_key, text, len) % nshards);
+}
+
+#define NODE_TAG_TRIES (1u << 20)
+
+int rl_cluster_node_tag(const struct rl_cluster_map *m, unsigned shard,
+			char *out, size_t len)
+{
+	char tag[16];
+
+	if (shard >= m->nshards)
+		return -ENOENT;
+	for (unsigned n = 0; n < NODE_TAG_TRIES; n++) {
+		int tl = snprintf(tag, sizeof(tag), "e%u", n);
+
+		if (m->owner[rl_cluster_slot(tag, (size_t)tl)] != shard + 1)
+			continue;
+		if ((size_t)tl >= len)
+			return -ENOSPC;
+		memcpy(out, tag, (size_t)tl + 1);
+		return tl;
+	}
+	return -ENOENT;
 }
 
 /* ---- redirections --------------------------------------------------------------- */

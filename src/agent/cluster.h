@@ -109,6 +109,30 @@ struct rl_cluster_redirect {
 int rl_cluster_parse_redirect(const char *err, size_t len,
 			      struct rl_cluster_redirect *out);
 
+/* ---- the layout of a rule's keys over the slots (docs/CLUSTER-DESIGN.md) ---- */
+
+#define RL_CLUSTER_SHARDS_MAX 1024
+
+/*
+ * The shard (0..nshards-1) of the key named `text` in the store (its
+ * field in the rule's hashes: rl_agent_key_text()): SipHash-1-3 under the
+ * public key (rl_hash_public_key), mod nshards. Every host and rlshimctl
+ * must agree on it, so it is part of the layout: never change it. nshards
+ * 0 is taken as 1.
+ */
+unsigned rl_cluster_key_shard(const char *text, size_t len, unsigned nshards);
+
+/*
+ * A hash tag owned by shard `shard` of the map (a master), for the keys
+ * that belong to a node rather than to a rule (its epoch): "e<n>", n the
+ * smallest for which rl_cluster_slot("e<n>") is the shard's. Writes the NUL-
+ * terminated tag to out[len] and returns its length, or -ENOENT if the shard
+ * owns no slot (or none is found in the first 2^20 n), -ENOSPC if `len` is
+ * too short.
+ */
+int rl_cluster_node_tag(const struct rl_cluster_map *m, unsigned shard,
+			char *out, size_t len);
+
 struct rl_cluster_url {
 	char user[128]; /* ACL user; "" for none */
 	char pass[256]; /* "" for none */

@@ -2,7 +2,7 @@
 /* test_cluster.c - Redis Cluster's slots (the spec's vectors, hash tags),
  * the slot map from CLUSTER SLOTS / SHARDS replies (built by hand, hostile
  * ones too, and as a Redis 7.0 cluster sent them), MOVED and ASK, and the
- * redis-cluster:// URL. */
+ * redis-cluster:// URL; the shard of a key and a node's own tag. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -527,6 +527,81 @@ static void test_redirects(void **state)
 	assert_int_equal(redirect_rc(longhost), -EINVAL);
 }
 
+/* ---- the layout ----------------------------------------------------------------- */
+
+static void test_key_shard(void **state)
+{
+	static const unsigned ns[] = { 2, 3, 16, 256, RL_CLUSTER_SHARDS_MAX };
+	unsigned count[16] = { 0 }, slots[16], per[3] = { 0 };
+	char text[32];
+
+	(void)state;
+	assert_int_equal(rl_cluster_key_shard("203.0.113.7", 11, 0), 0);
+	assert_int_equal(rl_cluster_key_shard("203.0.113.7", 11, 1), 0);
+	/* Pinned: the layout of every fleet's store depends on these. */
+	assert_int_equal(rl_cluster_key_shard("203.0.113.7", 11, 256), 230);
+	assert_int_equal(rl_cluster_key_shard("customer-key-42", 15, 16), 7);
+	assert_int_equal(rl_cluster_key_shard("*", 1, 16), 0);
+	for (unsigned i = 0; i < 16384; i++) {
+		int n = snprintf(text, sizeof(text), "10.%u.%u.%u", i >> 12,
+				 (i >> 6) & 63, i & 63);
+
+		for (unsigned j = 0; j < sizeof(ns) / sizeof(ns[0]); j++)
+			assert_true(rl_cluster_key_shard(text, (size_t)n, ns[j]) < ns[j]);
+		count[rl_cluster_key_shard(text, (size_t)n, 16)]++;
+	}
+	/* 1024 each on average: none far off */
+	for (unsigned s = 0; s < 16; s++)
+		if (count[s] < 900 || count[s] > 1150)
+			fail_msg("shard %u has %u of 16384 keys", s, count[s]);
+	/* A rule's tags, "{sms:0}".."{sms:15}": sixteen slots, spread over
+	 * the three masters of three_masters(). */
+	pool_reset();
+	assert_int_equal(rl_cluster_map_slots(three_masters(), map()), 0);
+	for (unsigned s = 0; s < 16; s++) {
+		int n = snprintf(text, sizeof(text), "rlshim:{sms:%u}", s);
+
+		slots[s] = rl_cluster_slot(text, (size_t)n);
+		for (unsigned t = 0; t < s; t++)
+			assert_int_not_equal(slots[s], slots[t]);
+		per[rl_cluster_lookup(map(), slots[s]) - map()->shard]++;
+	}
+	for (unsigned m = 0; m < 3; m++)
+		assert_true(per[m] >= 2);
+}
+
+static void test_node_tag(void **state)
+{
+	struct rl_cluster_map *m = map();
+	char tag[16];
+
+	(void)state;
+	pool_reset();
+	assert_int_equal(rl_cluster_map_slots(three_masters(), m), 0);
+	for (unsigned s = 0; s < m->nshards; s++) {
+		int n = rl_cluster_node_tag(m, s, tag, sizeof(tag));
+
+		assert_true(n > 1);
+		assert_int_equal(tag[0], 'e');
+		assert_int_equal((size_t)n, strlen(tag));
+		assert_ptr_equal(rl_cluster_lookup(m, rl_cluster_slot(tag, (size_t)n)),
+				 &m->shard[s]);
+	}
+	assert_int_equal(rl_cluster_node_tag(m, 3, tag, sizeof(tag)), -ENOENT);
+	assert_int_equal(rl_cluster_node_tag(m, 0, tag, 2), -ENOSPC);
+	/* a master of one slot still gets its tag */
+	pool_reset();
+	assert_int_equal(rl_cluster_map_slots(
+		A(A(I(0), I(16382), A(S("a"), I(1), END), END),
+		  A(I(16383), I(16383), A(S("b"), I(1), END), END), END), m), 0);
+	assert_true(rl_cluster_node_tag(m, 1, tag, sizeof(tag)) > 0);
+	assert_int_equal(rl_cluster_slot(tag, strlen(tag)), 16383);
+	/* none without slots */
+	pool_reset();
+	assert_int_equal(rl_cluster_map_slots(A(END), m), 0);
+	assert_int_equal(rl_cluster_node_tag(m, 0, tag, sizeof(tag)), -ENOENT);
+}
+
 /* ---- the seed URL --------------------------------------------------------------- */
 
 static void test_url(void **state)
@@ -598,6 +673,8 @@ int main(void)
 		cmocka_unit_test(test_map_shards),
 		cmocka_unit_test(test_real_replies),
 		cmocka_unit_test(test_redirects),
+		cmocka_unit_test(test_key_shard),
+		cmocka_unit_test(test_node_tag),
 		cmocka_unit_test(test_url),
 	};
 	int rc = cmocka_run_group_tests_name("cluster", tests, NULL, NULL);
