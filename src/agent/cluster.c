@@ -54,7 +54,8 @@ uint16_t rl_cluster_crc16(const void *buf, size_t len)
 	uint16_t crc = 0;
 
 	while (len--)
-		crc = (uint16_t)((crc << 8) ^ crc16_tab[((crc >> 8) ^ *p++) & 0xff]);
+		crc = (uint16_t)((crc << 8) ^
+				 crc16_tab[((crc >> 8) ^ *p++) & 0xff]);
 	return crc;
 }
 
@@ -67,7 +68,8 @@ unsigned rl_cluster_slot(const char *key, size_t len)
 
 		close = memchr(open + 1, '}', rest);
 		if (close && close > open + 1)
-			return rl_cluster_crc16(open + 1, (size_t)(close - open - 1)) &
+			return rl_cluster_crc16(open + 1,
+						(size_t)(close - open - 1)) &
 			       (RL_CLUSTER_SLOTS - 1);
 	}
 	return rl_cluster_crc16(key, len) & (RL_CLUSTER_SLOTS - 1);
@@ -77,12 +79,14 @@ unsigned rl_cluster_slot(const char *key, size_t len)
 
 static int is_str(const redisReply *r)
 {
-	return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+	return r && (r->type == REDIS_REPLY_STRING ||
+		     r->type == REDIS_REPLY_STATUS);
 }
 
 static int str_is(const redisReply *r, const char *s)
 {
-	return is_str(r) && r->len == strlen(s) && memcmp(r->str, s, r->len) == 0;
+	return is_str(r) && r->len == strlen(s) &&
+	       memcmp(r->str, s, r->len) == 0;
 }
 
 /* Copy a string reply into out[cap]; a NIL is "". -EPROTO if too long or
@@ -109,9 +113,25 @@ static int get_port(const redisReply *r, int *port)
 	return 0;
 }
 
-/* A node of CLUSTER SLOTS: [host, port, id?, metadata?]. */
+/* The value of field `name` in a RESP2 map (name, value, ...), or NULL. */
+static const redisReply *field(const redisReply *r, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < r->elements; i += 2)
+		if (str_is(r->element[i], name))
+			return r->element[i + 1];
+	return NULL;
+}
+
+/*
+ * A node of CLUSTER SLOTS: [host, port, id?, metadata?]. A NULL or empty
+ * host (cluster-preferred-endpoint-type unknown-endpoint) is the metadata's
+ * "ip" if it has one (Redis 7 sends it then), else "": the node asked.
+ */
 static int slots_node(const redisReply *r, struct rl_cluster_node *n)
 {
+	const redisReply *meta, *ip;
 	int err;
 
 	memset(n, 0, sizeof(*n));
@@ -122,6 +142,11 @@ static int slots_node(const redisReply *r, struct rl_cluster_node *n)
 		err = get_port(r->element[1], &n->port);
 	if (!err && r->elements > 2)
 		err = copy_str(r->element[2], n->id, sizeof(n->id));
+	meta = r->elements > 3 ? r->element[3] : NULL;
+	if (!err && !n->host[0] && meta && meta->type == REDIS_REPLY_ARRAY &&
+	    meta->elements % 2 == 0 && (ip = field(meta, "ip")) &&
+	    ip->type != REDIS_REPLY_NIL)
+		err = copy_str(ip, n->host, sizeof(n->host));
 	return err;
 }
 
@@ -164,8 +189,8 @@ static int get_slot(const redisReply *r, unsigned *slot)
  * shard index, so rl_cluster_lookup() gives NULL for it. */
 #define UNREACHABLE 0xffff
 
-/* Give slots start..end (checked) to shard `idx` (-1: unknown endpoint); a slot owned already is
- * a contradiction in the reply. */
+/* Give slots start..end (checked) to shard `idx` (-1: unknown endpoint);
+ * a slot given already is a contradiction in the reply. */
 static int own(struct rl_cluster_map *m, const redisReply *rs,
 	       const redisReply *re, int idx)
 {
@@ -241,17 +266,6 @@ out_clear:
 }
 
 /* ---- CLUSTER SHARDS ------------------------------------------------------------- */
-
-/* The value of field `name` in a RESP2 map (name, value, ...), or NULL. */
-static const redisReply *field(const redisReply *r, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < r->elements; i += 2)
-		if (str_is(r->element[i], name))
-			return r->element[i + 1];
-	return NULL;
-}
 
 /* A node of CLUSTER SHARDS. 1 if a usable master (role "master", health
  * not "failed", a known endpoint), 2 if a usable replica (health "online"),
@@ -331,7 +345,8 @@ int rl_cluster_map_shards(const redisReply *r, struct rl_cluster_map *out)
 			}
 		}
 		for (j = 0; j < slots->elements; j += 2) {
-			err = own(out, slots->element[j], slots->element[j + 1], idx);
+			err = own(out, slots->element[j],
+				  slots->element[j + 1], idx);
 			if (err)
 				goto out_clear;
 		}

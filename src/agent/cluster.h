@@ -65,8 +65,9 @@ struct rl_cluster_map {
 
 /*
  * Fill `out` from a CLUSTER SLOTS reply (RESP2): ranges [start, end,
- * master, replica...], each node [host, port, id?, ...]. A master named by
- * several ranges (by its id, or its host and port) is one shard. A range
+ * master, replica...], each node [host, port, id?, metadata?] (a NULL or
+ * empty host: the metadata's "ip", else ""). A master named by several
+ * ranges (by its id, or its host and port) is one shard. A range
  * whose master's host is "?" (unknown endpoint) is left without owner.
  * Returns 0, or -EPROTO for a reply of the wrong shape (wrong types, short
  * arrays, a port outside 1..65535, a slot outside 0..16383, start after

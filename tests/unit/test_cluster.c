@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_cluster.c - Redis Cluster's slots (the spec's vectors, hash tags),
  * the slot map from CLUSTER SLOTS / SHARDS replies (built by hand, hostile
- * ones too, and as a Redis 7.0 cluster sent them), MOVED and ASK, and the
+ * ones too, and as Redis 7.0 clusters sent them, IPv4 and IPv6), MOVED and ASK, and the
  * redis-cluster:// URL; the shard of a key and a node's own tag. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,6 +192,14 @@ static void test_map_slots(void **state)
 	assert_null(rl_cluster_lookup(m, 250));
 	assert_int_equal(rl_cluster_lookup(m, 300)->master.port, 7006);
 
+	/* A NIL host with the address in the metadata (unknown-endpoint). */
+	pool_reset();
+	assert_int_equal(rl_cluster_map_slots(
+		A(A(I(0), I(16383), A(NIL(), I(7000), S("n"), A(S("ip"), S("fe80::9"),
+							       END), END), END),
+		  END), m), 0);
+	assert_string_equal(rl_cluster_lookup(m, 1)->master.host, "fe80::9");
+
 	/* No slots at all (a cluster being made): an empty map, no error. */
 	pool_reset();
 	assert_int_equal(rl_cluster_map_slots(A(END), m), 0);
@@ -249,6 +257,11 @@ static void test_map_slots_hostile(void **state)
 	expect_refused(A(A(I(0), I(5), A(S("h"), I(1), S(longid), END), END), END),
 		       -EPROTO);
 	expect_refused(A(A(I(0), I(5), A(S("h"), I(1), I(7), END), END), END), -EPROTO);
+	expect_refused(A(A(I(0), I(5), A(NIL(), I(1), S("n"), A(S("ip"), I(7), END),
+				       END), END), END), -EPROTO);
+	expect_refused(A(A(I(0), I(5), A(S(""), I(1), S("n"),
+				       A(S("ip"), S(longhost), END), END), END), END),
+		       -EPROTO);
 	/* a bad replica refuses the reply too */
 	expect_refused(A(A(I(0), I(5), A(S("h"), I(1), END), A(S("r"), I(0), END), END),
 			 END), -EPROTO);
@@ -405,6 +418,36 @@ static const char real_shards[] =
 	"$7\r\nreplica\r\n$18\r\nreplication-offset\r\n:28\r\n$6\r\nhealth\r\n$6\r\n"
 	"online\r\n";
 
+/* Three masters on ::1, cluster-preferred-endpoint-type unknown-endpoint:
+ * NULL hosts, the address in the metadata (SLOTS), an empty endpoint
+ * (SHARDS). Asked, they redirected "MOVED 12182 :27113", and while slot
+ * 12182 migrated "ASK 12182 ::1:27111". */
+static const char real_slots_v6[] =
+	"*3\r\n*3\r\n:0\r\n:5460\r\n*4\r\n$-1\r\n:27111\r\n$40\r\n"
+	"da1ce5300b85890c039c3ace82f04d9a85737074\r\n*2\r\n$2\r\nip\r\n$3\r\n"
+	"::1\r\n*3\r\n:5461\r\n:10922\r\n*4\r\n$-1\r\n:27112\r\n$40\r\n"
+	"a609a8158c19718e17cdbbfb758cc04568800938\r\n*2\r\n$2\r\nip\r\n$3\r\n"
+	"::1\r\n*3\r\n:10923\r\n:16383\r\n*4\r\n$-1\r\n:27113\r\n$40\r\n"
+	"cd23c4fb2ee23590cb76ce042c442a7a261b5790\r\n*2\r\n$2\r\nip\r\n$3\r\n"
+	"::1\r\n";
+
+static const char real_shards_v6[] =
+	"*3\r\n*4\r\n$5\r\nslots\r\n*2\r\n:10923\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n"
+	"*14\r\n$2\r\nid\r\n$40\r\ncd23c4fb2ee23590cb76ce042c442a7a261b5790\r\n"
+	"$4\r\nport\r\n:27113\r\n$2\r\nip\r\n$3\r\n::1\r\n$8\r\nendpoint\r\n"
+	"$0\r\n\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$18\r\nreplication-offset\r\n"
+	":0\r\n$6\r\nhealth\r\n$6\r\nonline\r\n*4\r\n$5\r\nslots\r\n*2\r\n"
+	":5461\r\n:10922\r\n$5\r\nnodes\r\n*1\r\n*14\r\n$2\r\nid\r\n$40\r\n"
+	"a609a8158c19718e17cdbbfb758cc04568800938\r\n$4\r\nport\r\n:27112\r\n"
+	"$2\r\nip\r\n$3\r\n::1\r\n$8\r\nendpoint\r\n$0\r\n\r\n$4\r\nrole\r\n"
+	"$6\r\nmaster\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n"
+	"$6\r\nonline\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:5460\r\n$5\r\n"
+	"nodes\r\n*1\r\n*14\r\n$2\r\nid\r\n$40\r\n"
+	"da1ce5300b85890c039c3ace82f04d9a85737074\r\n$4\r\nport\r\n:27111\r\n"
+	"$2\r\nip\r\n$3\r\n::1\r\n$8\r\nendpoint\r\n$0\r\n\r\n$4\r\nrole\r\n"
+	"$6\r\nmaster\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n"
+	"$6\r\nonline\r\n";
+
 static redisReply *read_reply(const char *wire, size_t len)
 {
 	redisReader *rd = redisReaderCreate();
@@ -451,6 +494,23 @@ static void test_real_replies(void **state)
 	expect_real(map());
 	assert_int_equal(rl_cluster_map_slots(r, map()), -EPROTO);
 	freeReplyObject(r);
+
+	for (int shards = 0; shards < 2; shards++) {
+		const struct rl_cluster_shard *sh;
+
+		r = shards ? read_reply(real_shards_v6, sizeof(real_shards_v6) - 1)
+			   : read_reply(real_slots_v6, sizeof(real_slots_v6) - 1);
+		assert_int_equal(shards ? rl_cluster_map_shards(r, map())
+					: rl_cluster_map_slots(r, map()), 0);
+		assert_int_equal(map()->nshards, 3);
+		assert_int_equal(map()->nslots, RL_CLUSTER_SLOTS);
+		sh = rl_cluster_lookup(map(), slot("foo"));
+		assert_string_equal(sh->master.host, "::1");
+		assert_int_equal(sh->master.port, 27113);
+		assert_string_equal(sh->master.id,
+				    "cd23c4fb2ee23590cb76ce042c442a7a261b5790");
+		freeReplyObject(r);
+	}
 }
 
 /* ---- MOVED and ASK --------------------------------------------------------------- */
@@ -490,6 +550,10 @@ static void test_redirects(void **state)
 	expect_redirect("MOVED 1 fe80::1:2:7000", 0, 1, "fe80::1:2", 7000);
 	expect_redirect("MOVED 1 [::1]:7000", 0, 1, "::1", 7000);
 	expect_redirect("MOVED 1 :7000", 0, 1, "", 7000); /* the same host */
+	/* as the IPv6 cluster of test_real_replies sent them */
+	expect_redirect("MOVED 12182 :27113", 0, 12182, "", 27113);
+	expect_redirect("ASK 12182 ::1:27111", 1, 12182, "::1", 27111);
+	expect_redirect("MOVED 12182 ::1:27113", 0, 12182, "::1", 27113);
 	expect_redirect("ASK 2 :65535", 1, 2, "", 65535);
 	/* not NUL-terminated: the length is what counts */
 	assert_int_equal(rl_cluster_parse_redirect("MOVED 5 h:12345", 13, &rd), 0);
