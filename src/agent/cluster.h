@@ -53,7 +53,7 @@ struct rl_cluster_shard {
 };
 
 /*
- * The slot map: about 200 KiB, so allocate it once (or keep two, parse
+ * The slot map: about 220 KiB, so allocate it once (or keep two, parse
  * into the spare one and swap: a parse that fails leaves its map empty).
  */
 struct rl_cluster_map {
