@@ -219,6 +219,16 @@ $(B)/tests/test_xdp: tests/unit/test_xdp.c $(BPF_SKEL) $(B)/.cflags
 	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< \
 		$(CMOCKA_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
+# test_cluster tests the agent's slot logic, which needs no connection:
+# cluster.o and the core (its hash), and hiredis's reader for the replies a
+# real cluster sent.
+$(B)/tests/test_cluster: tests/unit/test_cluster.c $(B)/src/agent/cluster.o \
+		$(B)/librlcore.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/src/agent/cluster.o \
+		$(B)/librlcore.a $(CMOCKA_LIBS) $(HIREDIS_LIBS) $(LDFLAGS)
+
 $(B)/tests/%: tests/unit/%.c $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
