@@ -219,6 +219,15 @@ $(B)/tests/test_xdp: tests/unit/test_xdp.c $(BPF_SKEL) $(B)/.cflags
 	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< \
 		$(CMOCKA_LIBS) $(BPF_LIBS) $(LDFLAGS)
 
+# test_store parses the agent's store URLs: store.c, with hiredis.
+$(B)/tests/test_store: tests/unit/test_store.c $(B)/src/agent/store.o \
+		$(SHIM_INT) $(B)/librlcore.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -iquote src/agent -o $@ $< \
+		$(B)/src/agent/store.o $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) \
+		$(HIREDIS_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
+
 $(B)/tests/%: tests/unit/%.c $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")

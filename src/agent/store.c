@@ -73,9 +73,84 @@ static int unescape(const char *s, size_t n, char *out, size_t outlen)
 	return 0;
 }
 
+/* host[:port] or [v6][:port], from `p` up to `end`, into `a`; the port is
+ * `port` if none is given. 0 or -EINVAL. */
+static int parse_addr(const char *p, const char *end, int port,
+		      struct rl_store_addr *a)
+{
+	const char *colon, *host = p, *host_end;
+
+	if (p < end && *p == '[') { /* [v6] */
+		const char *close = memchr(p, ']', (size_t)(end - p));
+
+		if (!close)
+			return -EINVAL;
+		host = p + 1;
+		host_end = close;
+		colon = close + 1 < end ? close + 1 : NULL;
+		if (colon && *colon != ':')
+			return -EINVAL;
+	} else {
+		colon = memchr(p, ':', (size_t)(end - p));
+		host_end = colon ? colon : end;
+	}
+	if (host_end == host || (size_t)(host_end - host) >= sizeof(a->host))
+		return -EINVAL;
+	memcpy(a->host, host, (size_t)(host_end - host));
+	a->host[host_end - host] = '\0';
+	a->port = port;
+	if (colon) {
+		char *e;
+		long v = strtol(colon + 1, &e, 10);
+
+		if (colon + 1 == end || colon[1] < '0' || colon[1] > '9' ||
+		    e != end || v < 1 || v > 65535)
+			return -EINVAL;
+		a->port = (int)v;
+	}
+	return 0;
+}
+
+/* [/db] at `p` (the rest of the URL): 0 or -EINVAL. */
+static int parse_db(const char *p, int *db)
+{
+	char *end;
+	long v;
+
+	if (!*p || (*p == '/' && !p[1]))
+		return 0;
+	if (*p != '/' || p[1] < '0' || p[1] > '9')
+		return -EINVAL;
+	v = strtol(p + 1, &end, 10);
+	if (*end || v < 0 || v > 65535)
+		return -EINVAL;
+	*db = (int)v;
+	return 0;
+}
+
+/* The sentinels, "h:p,h:p" from `p` up to `end`. 0 or -EINVAL. */
+static int parse_sentinels(const char *p, const char *end,
+			   struct rl_store_url *out)
+{
+	while (p <= end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		const char *stop = comma ? comma : end;
+
+		if (out->nsentinels == RL_STORE_SENTINELS ||
+		    parse_addr(p, stop, RL_STORE_SENTINEL_PORT,
+			       &out->sentinels[out->nsentinels]))
+			return -EINVAL;
+		out->nsentinels++;
+		p = stop + 1;
+	}
+	return 0;
+}
+
 int rl_store_parse_url(const char *url, struct rl_store_url *out)
 {
-	const char *p, *at, *slash, *colon, *host_end;
+	const char *p, *at, *slash;
+	struct rl_store_addr a;
+	int sentinel = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->port = 6379;
@@ -87,9 +162,14 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out)
 		strcpy(out->host, p);
 		return 0;
 	}
-	if (strncmp(url, "redis://", 8) != 0)
+	if (strncmp(url, "redis://", 8) == 0) {
+		p = url + 8;
+	} else if (strncmp(url, "redis-sentinel://", 17) == 0) {
+		p = url + 17;
+		sentinel = 1;
+	} else {
 		return -EINVAL;
-	p = url + 8;
+	}
 	slash = strchr(p, '/');
 	at = strchr(p, '@');
 	if (at && (!slash || at < slash)) {
@@ -105,41 +185,25 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out)
 		}
 		p = at + 1;
 	}
-	host_end = slash ? slash : p + strlen(p);
-	if (*p == '[') { /* [v6] */
-		const char *close = memchr(p, ']', (size_t)(host_end - p));
-
-		if (!close)
+	if (!sentinel) {
+		if (parse_addr(p, slash ? slash : p + strlen(p), 6379, &a))
 			return -EINVAL;
-		if ((size_t)(close - p - 1) >= sizeof(out->host))
-			return -EINVAL;
-		memcpy(out->host, p + 1, (size_t)(close - p - 1));
-		colon = close + 1 < host_end && close[1] == ':' ? close + 1 : NULL;
-	} else {
-		colon = memchr(p, ':', (size_t)(host_end - p));
-		if ((size_t)((colon ? colon : host_end) - p) >= sizeof(out->host))
-			return -EINVAL;
-		memcpy(out->host, p, (size_t)((colon ? colon : host_end) - p));
+		memcpy(out->host, a.host, sizeof(out->host));
+		out->port = a.port;
+		return slash ? parse_db(slash, &out->db) : 0;
 	}
-	if (!out->host[0])
+	/* redis-sentinel://sentinels/master[/db]: the master is asked for */
+	if (!slash || parse_sentinels(p, slash, out))
 		return -EINVAL;
-	if (colon) {
-		char *end;
-		long port = strtol(colon + 1, &end, 10);
-
-		if (end != host_end || port < 1 || port > 65535)
-			return -EINVAL;
-		out->port = (int)port;
-	}
-	if (slash && slash[1]) {
-		char *end;
-		long db = strtol(slash + 1, &end, 10);
-
-		if (*end || db < 0 || db > 65535)
-			return -EINVAL;
-		out->db = (int)db;
-	}
-	return 0;
+	p = slash + 1;
+	slash = strchr(p, '/');
+	if (!slash)
+		slash = p + strlen(p);
+	if (slash == p || (size_t)(slash - p) >= sizeof(out->master))
+		return -EINVAL;
+	memcpy(out->master, p, (size_t)(slash - p));
+	out->port = 0;
+	return parse_db(slash, &out->db);
 }
 
 /* ---- the connection ------------------------------------------------------------ */
