@@ -297,6 +297,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_answers.py" \
 	"python3 tests/integration/test_diff.py" \
 	"python3 tests/integration/test_redis.py" \
+	"python3 tests/integration/test_sentinel.py" \
 	"python3 tests/integration/test_agentlog.py" \
 	"python3 tests/integration/test_proxied.py" \
 	"python3 tests/integration/test_agentexit.py" \
