@@ -229,6 +229,15 @@ $(B)/tests/test_cluster: tests/unit/test_cluster.c $(B)/src/agent/cluster.o \
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/src/agent/cluster.o \
 		$(B)/librlcore.a $(CMOCKA_LIBS) $(HIREDIS_LIBS) $(LDFLAGS)
 
+# test_store parses the agent's store URLs: store.c, with hiredis.
+$(B)/tests/test_store: tests/unit/test_store.c $(B)/src/agent/store.o \
+		$(SHIM_INT) $(B)/librlcore.a
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -iquote src/agent -o $@ $< \
+		$(B)/src/agent/store.o $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) \
+		$(HIREDIS_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
+
 $(B)/tests/%: tests/unit/%.c $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
@@ -298,6 +307,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_answers.py" \
 	"python3 tests/integration/test_diff.py" \
 	"python3 tests/integration/test_redis.py" \
+	"python3 tests/integration/test_sentinel.py" \
 	"python3 tests/integration/test_agentlog.py" \
 	"python3 tests/integration/test_proxied.py" \
 	"python3 tests/integration/test_agentexit.py" \

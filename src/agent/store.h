@@ -22,18 +22,32 @@
 
 struct rl_store;
 
+#define RL_STORE_SENTINELS 8
+#define RL_STORE_SENTINEL_PORT 26379
+
+struct rl_store_addr {
+	char host[256];
+	int port;
+};
+
 struct rl_store_url {
 	int unix_socket;   /* unix:///path */
-	char host[256];    /* or the socket path */
+	char host[256];    /* or the socket path; with sentinels, the master
+			    * they named last ("" before they are asked) */
 	int port;
 	int db;
 	char user[128];    /* ACL user; "" for none */
 	char pass[256];    /* "" for none */
+	char master[128];  /* redis-sentinel://: the master's name, else "" */
+	unsigned nsentinels;
+	struct rl_store_addr sentinels[RL_STORE_SENTINELS];
 };
 
 /*
- * Parse redis://[user:pass@]host[:port][/db] or unix:///path. User and
- * password may be percent-encoded. Returns 0 or -EINVAL.
+ * Parse redis://[user:pass@]host[:port][/db], unix:///path, or
+ * redis-sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]
+ * (up to RL_STORE_SENTINELS sentinels, port 26379 by default; hosts may be
+ * [v6]). User and password may be percent-encoded. Returns 0 or -EINVAL.
  */
 int rl_store_parse_url(const char *url, struct rl_store_url *out);
 

@@ -206,8 +206,39 @@ static bool valid_host_port(const char *s, const char *end)
 	       port >= 1 && port <= 65535;
 }
 
+/* After "redis-sentinel://": [user:pass@]host[:port][,host[:port]...]/
+ * master[/db], up to 8 sentinels (the agent's RL_STORE_SENTINELS). */
+static bool valid_sentinel_url(const char *s)
+{
+	const char *slash = strchr(s, '/'), *at = strchr(s, '@'), *name, *db;
+	unsigned n = 0;
+	uint64_t v;
+
+	if (!slash)
+		return false;
+	if (at && at < slash)
+		s = at + 1;
+	for (const char *h = s;; n++) {
+		const char *comma = memchr(h, ',', (size_t)(slash - h));
+		const char *stop = comma ? comma : slash;
+
+		if (n == 8 || stop == h || !valid_host_port(h, stop))
+			return false;
+		if (!comma)
+			break;
+		h = comma + 1;
+	}
+	name = slash + 1;
+	db = strchr(name, '/');
+	if (db == name || !*name)
+		return false;
+	return !db || !db[1] ||
+	       (!parse_u64(db + 1, strlen(db + 1), &v) && v <= 65535);
+}
+
 /*
- * redis://[user:pass@]host[:port][/db] or unix:///path. The text is kept
+ * redis://[user:pass@]host[:port][/db], unix:///path or
+ * redis-sentinel://[user:pass@]host[:port][,...]/master[/db]. The text is kept
  * verbatim for the agent; only its shape is checked here.
  */
 int rl_cfg_parse_url(struct parser *p, const char *v)
@@ -246,6 +277,10 @@ int rl_cfg_parse_url(struct parser *p, const char *v)
 		if (*end == '/' && end[1] &&
 		    (parse_u64(end + 1, strlen(end + 1), &db) || db > 65535))
 			return bad_value(p, v, expected);
+	} else if (strncmp(v, "redis-sentinel://", 17) == 0) {
+		if (!valid_sentinel_url(v + 17))
+			return bad_value(p, v, "expected redis-sentinel://[user:pass@]"
+					 "host[:port][,host[:port]...]/master[/db]");
 	} else {
 		return bad_value(p, v, expected);
 	}

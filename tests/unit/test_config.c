@@ -1274,6 +1274,47 @@ static void test_error_bad_url(void **state)
 	}
 }
 
+/* redis-sentinel:// URLs: accepted verbatim, or refused with their own form. */
+static void test_sentinel_url(void **state)
+{
+	static const char *const good[] = {
+		"redis-sentinel://127.0.0.1:26379/mymaster",
+		"redis-sentinel://a:1,b,[::1]:3/m/2",
+		"redis-sentinel://user:pw@a:1,b:2/m/",
+		"redis-sentinel://a,b,c,d,e,f,g,h/m",
+	};
+	static const char *const bad[] = {
+		"redis-sentinel://",
+		"redis-sentinel://h:26379",
+		"redis-sentinel://h:26379/",
+		"redis-sentinel:///m",
+		"redis-sentinel://h:1,/m",
+		"redis-sentinel://h:1,,h:2/m",
+		"redis-sentinel://h:0/m",
+		"redis-sentinel://[]:1/m",
+		"redis-sentinel://h:1/m/db",
+		"redis-sentinel://h:1//0",
+		"redis-sentinel://a,b,c,d,e,f,g,h,i/m",
+	};
+	char text[256], want[384];
+	struct rl_config *c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\nurl = %s\n", good[i]);
+		c = parse_ok(text);
+		assert_string_equal(c->redis_url, good[i]);
+		rl_config_free(c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\nurl = %s\n", bad[i]);
+		snprintf(want, sizeof(want),
+			 "x.conf:2: bad url '%s' (expected redis-sentinel://"
+			 "[user:pass@]host[:port][,host[:port]...]/master[/db])", bad[i]);
+		expect_error(text, want);
+	}
+}
+
 static void test_error_proxy_protocol(void **state)
 {
 	static const struct error_case cases[] = {
@@ -1584,6 +1625,7 @@ int main(void)
 		cmocka_unit_test(test_error_enums),
 		cmocka_unit_test(test_error_names),
 		cmocka_unit_test(test_error_bad_url),
+		cmocka_unit_test(test_sentinel_url),
 		cmocka_unit_test(test_error_proxy_protocol),
 		cmocka_unit_test(test_error_first_wins),
 		cmocka_unit_test(test_error_null_err),

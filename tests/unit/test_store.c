@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* test_store.c - the agent's store URLs: redis://, unix:// and
+ * redis-sentinel:// (several sentinels, [v6], db, password), and the forms
+ * refused. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "store.h"
+
+static void test_plain(void **state)
+{
+	struct rl_store_url u;
+
+	(void)state;
+	assert_int_equal(rl_store_parse_url("redis://alice:s%40cret@[::1]:6380/3", &u), 0);
+	assert_string_equal(u.host, "::1");
+	assert_int_equal(u.port, 6380);
+	assert_int_equal(u.db, 3);
+	assert_string_equal(u.user, "alice");
+	assert_string_equal(u.pass, "s@cret");
+	assert_string_equal(u.master, "");
+	assert_int_equal(u.nsentinels, 0);
+	assert_int_equal(rl_store_parse_url("redis://cache/", &u), 0);
+	assert_string_equal(u.host, "cache");
+	assert_int_equal(u.port, 6379);
+	assert_int_equal(u.db, 0);
+	assert_int_equal(rl_store_parse_url("unix:///run/redis.sock", &u), 0);
+	assert_true(u.unix_socket);
+	assert_string_equal(u.host, "/run/redis.sock");
+}
+
+static void test_sentinel(void **state)
+{
+	struct rl_store_url u;
+
+	(void)state;
+	assert_int_equal(rl_store_parse_url("redis-sentinel://10.0.0.1:26380,"
+					    "[::1]:5000,sentinel3/mymaster/2", &u), 0);
+	assert_int_equal(u.nsentinels, 3);
+	assert_string_equal(u.sentinels[0].host, "10.0.0.1");
+	assert_int_equal(u.sentinels[0].port, 26380);
+	assert_string_equal(u.sentinels[1].host, "::1");
+	assert_int_equal(u.sentinels[1].port, 5000);
+	assert_string_equal(u.sentinels[2].host, "sentinel3");
+	assert_int_equal(u.sentinels[2].port, RL_STORE_SENTINEL_PORT);
+	assert_string_equal(u.master, "mymaster");
+	assert_int_equal(u.db, 2);
+	assert_string_equal(u.host, "");  /* asked of the sentinels */
+	assert_string_equal(u.pass, "");
+
+	assert_int_equal(rl_store_parse_url("redis-sentinel://:pw@h:1/m", &u), 0);
+	assert_int_equal(u.nsentinels, 1);
+	assert_string_equal(u.pass, "pw");
+	assert_string_equal(u.user, "");
+	assert_string_equal(u.master, "m");
+	assert_int_equal(u.db, 0);
+
+	assert_int_equal(rl_store_parse_url("redis-sentinel://bob:pw@h:1,[::2]/m/", &u), 0);
+	assert_string_equal(u.user, "bob");
+	assert_string_equal(u.pass, "pw");
+	assert_int_equal(u.nsentinels, 2);
+	assert_string_equal(u.sentinels[1].host, "::2");
+	assert_int_equal(u.sentinels[1].port, RL_STORE_SENTINEL_PORT);
+	assert_int_equal(u.db, 0);
+
+	assert_int_equal(rl_store_parse_url("redis-sentinel://a,b,c,d,e,f,g,h/m", &u), 0);
+	assert_int_equal(u.nsentinels, RL_STORE_SENTINELS);
+}
+
+static void test_bad(void **state)
+{
+	static const char *const bad[] = {
+		"http://cache:6379",
+		"redis://",
+		"redis://:6379",
+		"redis://host:port",
+		"redis://host:0",
+		"redis://host:+5",
+		"redis://host:6379/db",
+		"redis://[::1",
+		"redis://[]:1",
+		"redis://[::1]x",
+		"unix://",
+		"unix://relative",
+		"redis-sentinel://",
+		"redis-sentinel://h:26379",            /* no master name */
+		"redis-sentinel://h:26379/",
+		"redis-sentinel://h:26379//0",
+		"redis-sentinel:///m",                 /* no sentinel */
+		"redis-sentinel://h:1,/m",
+		"redis-sentinel://,h:1/m",
+		"redis-sentinel://h:1,,h:2/m",
+		"redis-sentinel://h:0/m",
+		"redis-sentinel://h:70000/m",
+		"redis-sentinel://h:/m",
+		"redis-sentinel://[::1/m",
+		"redis-sentinel://[]:1/m",
+		"redis-sentinel://h:1/m/db",
+		"redis-sentinel://h:1/m/1/2",
+		"redis-sentinel://h:1/m/99999",
+		"redis-sentinel://a,b,c,d,e,f,g,h,i/m", /* over RL_STORE_SENTINELS */
+		"redis-sentinel://u:%zz@h:1/m",
+	};
+	struct rl_store_url u;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = rl_store_parse_url(bad[i], &u);
+
+		if (rc != -EINVAL)
+			fail_msg("%s: %d, not -EINVAL", bad[i], rc);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plain),
+		cmocka_unit_test(test_sentinel),
+		cmocka_unit_test(test_bad),
+	};
+
+	return cmocka_run_group_tests(tests, 0, NULL);
+}
