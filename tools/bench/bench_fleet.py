@@ -25,8 +25,9 @@ warm-up, then the window, Redis's counters read at both ends under load:
                the slow log, which names every command's client (a cell of
                its own, before the others: the slow log costs Redis memory
                and CPU);
-  memory       used_memory at the window's end less before the agents
-               started, per key;
+  memory       used_memory less the clients' buffers (mem_clients_normal),
+               at the window's end less before the agents started, per
+               key Redis holds a state for (HLEN of the rule's hash);
   network      total_net_input_bytes / total_net_output_bytes over the
                window, per host (to Redis / from Redis);
   CPU          Redis's (used_cpu_*), the agents' and the load's (/proc), in
@@ -48,10 +49,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, '..', '..')
-AGENT = os.path.join(REPO, 'build', 'rlshimd')
-DRIVER = os.path.join(REPO, 'build', 'bench', 'bench_fleet')
+AGENT = DRIVER = None   # main(): --build
 RATE, BURST = 1, 2          # the rule: per key, /s
-OVER = 2                    # offered per key: OVER x RATE
+OVER = 2.0                  # offered per key: OVER x RATE (--over)
 
 
 def capacity(keys):
@@ -74,7 +74,7 @@ def info(r):
     """INFO stats, cpu, memory and commandstats as {name: str}, and the
     calls per command."""
     out = subprocess.run(['redis-cli', '-p', str(r.port), 'INFO', 'everything'],
-                         capture_output=True, text=True, timeout=10).stdout
+                         capture_output=True, text=True, timeout=300).stdout
     f = dict(re.findall(r'^(\w+):(.*?)\r?$', out, re.M))
     calls = {m[0]: int(m[1]) for m in re.findall(r'^cmdstat_([\w|]+):calls=(\d+)',
                                                   out, re.M)}
@@ -102,17 +102,25 @@ def delta(a, b, name, kind=int):
     return kind(b[name]) - kind(a[name])
 
 
-def cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res, cpu):
+def data_memory(f):
+    """used_memory less the clients' buffers (each agent's connection
+    holds some: with 32 agents, more than 1,000 keys' state)."""
+    return int(f['used_memory']) - int(f.get('mem_clients_normal', 0))
+
+
+def cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res, cpu, stored):
     """What one cell measured, from the counters at both ends of the
-    window: a dict of plain numbers (tested by test_bench_fleet.py)."""
+    window: a dict of plain numbers (tested by test_bench_fleet.py).
+    mem0: data_memory() before the agents started; stored: the keys
+    Redis holds a state for at the window's end."""
     s = res['seconds']
     sent, asks = top_level(c0, c1)
     red = (delta(f0, f1, 'used_cpu_sys', float) +
            delta(f0, f1, 'used_cpu_user', float)) / s
-    mem = int(f1['used_memory']) - mem0
+    mem = data_memory(f1) - mem0
     return {
         'hosts': hosts, 'keys': keys, 'seconds': s,
-        'offered_s': OVER * RATE * keys,
+        'offered_s': round(OVER * RATE * keys),
         'achieved_s': res['decisions'] / s,
         'admitted': res['admitted'], 'ideal': res['ideal'],
         'over_pct': (100.0 * (res['admitted'] - res['ideal']) / res['ideal']
@@ -120,7 +128,8 @@ def cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res, cpu):
         'fallbacks': res['fallbacks'],
         'commands_s': sent / s, 'asks_s': asks / s,
         'rounds_s': res['syncs'] / s / hosts,
-        'memory': mem, 'memory_per_key': mem / keys,
+        'memory': mem, 'stored': stored,
+        'memory_per_key': mem / stored if stored else 0.0,
         'in_host_s': delta(f0, f1, 'total_net_input_bytes') / s / hosts,
         'out_host_s': delta(f0, f1, 'total_net_output_bytes') / s / hosts,
         'redis_cpu': 100 * red,
@@ -166,12 +175,26 @@ def slowlog_count(r):
     return names
 
 
+def slowest(r):
+    """The slow log's longest command since the last call (Redis logs those
+    over 10 ms by default): (µs, command, its first key), then reset."""
+    log = resp(r.port, 'SLOWLOG', 'GET', '128')
+    resp(r.port, 'SLOWLOG', 'RESET')
+    if not log:
+        return None
+    e = max(log, key=lambda e: e[2])
+    argv = e[3]
+    return (e[2], argv[0].lower(),
+            argv[3] if argv[0].lower() == 'evalsha' and len(argv) > 3 else
+            argv[1] if len(argv) > 1 else '', len(log))
+
+
 def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
     prefix = f'rlshim-fleet-{os.getpid()}-{hosts}-{keys}-{int(strict)}'
     r.cli('FLUSHALL')
     r.cli('CONFIG', 'SET', 'save', '')
     time.sleep(0.2)
-    mem0 = int(info(r)[0]['used_memory'])
+    mem0 = data_memory(info(r)[0])
     agents = []
     drv = None
     try:
@@ -184,7 +207,7 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
                                            stdout=log, stderr=subprocess.STDOUT))
             log.close()
         args = [DRIVER, '-n', str(hosts), '-k', str(keys), '-r',
-                str(OVER * RATE * keys), '-t', str(seconds), '-w', str(warmup),
+                str(round(OVER * RATE * keys)), '-t', str(seconds), '-w', str(warmup),
                 '-R', str(RATE), '-b', str(BURST)] + (['-s'] if strict else [])
         drv = subprocess.Popen(args + [prefix], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
@@ -199,8 +222,11 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
         cpu0 = sum(cpu_s(a.pid) for a in agents), cpu_s(drv.pid)
         if drv.stdout.readline().strip() != 'END':
             raise RuntimeError('bench_fleet stopped')
+        t = time.monotonic()
         f1, c1 = info(r)
+        info_s = time.monotonic() - t
         cpu1 = sum(cpu_s(a.pid) for a in agents), cpu_s(drv.pid)
+        stored = resp(r.port, 'HLEN', 'rlshim:{fleet}')
         if check:
             r.cli('CONFIG', 'SET', 'slowlog-log-slower-than', '10000')
         drv.stdin.write('\n')
@@ -211,8 +237,10 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
         res = json.loads(line[len('RESULT '):])
         drv.wait(timeout=30)
         out = cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res,
-                           (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
+                           (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]), stored)
         out['threads'] = res['threads']
+        out['down'] = res['down']
+        out['info_s'] = info_s
         out['dbsize'] = int(r.cli('DBSIZE'))
         if check:
             # the slow log is on a little longer than the window: from
@@ -223,6 +251,8 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
                             c1.get('get', 0) - c0.get('get', 0))
             r.cli('CONFIG', 'SET', 'slowlog-max-len', '128')
             r.cli('SLOWLOG', 'RESET')
+        else:
+            out['slowest'] = slowest(r)
         return out
     finally:
         if drv and drv.poll() is None:
@@ -266,18 +296,20 @@ def size(b):
 
 def table(rows):
     print('| hosts | active keys | offered/s | achieved/s | agent commands/s '
-          '| strict asks/s | rounds/s per agent | Redis memory (per key) '
+          '| strict asks/s | rounds/s per agent (store down at the end) '
+          '| keys in Redis | Redis memory (per key in it) '
           '| to Redis per host | from Redis per host | admitted / ideal '
           '| CPU: Redis, agents, load |')
-    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
     for c in rows:
         ach = fmt(c['achieved_s'])
         if c['achieved_s'] < 0.98 * c['offered_s']:
             ach += f' (**{100 * c["achieved_s"] / c["offered_s"]:.0f}%**)'
         fb = f', {fmt(c["fallbacks"])} not in Redis' if c['fallbacks'] else ''
+        down = f' ({c["down"]} down)' if c.get('down') else ''
         print(f'| {c["hosts"]} | {fmt(c["keys"])} | {fmt(c["offered_s"])} | {ach} '
               f'| {fmt(c["commands_s"])} | {fmt(c["asks_s"])} '
-              f'| {c["rounds_s"]:.1f} '
+              f'| {c["rounds_s"]:.1f}{down} | {fmt(c["stored"])} '
               f'| {size(c["memory"])} ({c["memory_per_key"]:,.0f} B) '
               f'| {size(c["in_host_s"])}/s | {size(c["out_host_s"])}/s '
               f'| {c["over_pct"]:+.1f}% ({fmt(c["admitted"])} / '
@@ -286,9 +318,18 @@ def table(rows):
               f'{c["load_cpu"]:.0f}% |', flush=True)
 
 
+def kept_up(c):
+    """Did the cell run as designed: every agent at its interval (within
+    10%), none with its store down, the load offered in full?"""
+    return (not c.get('down') and c['rounds_s'] >= 0.9 * 20
+            and c['achieved_s'] >= 0.98 * c['offered_s'])
+
+
 def growth(rows):
     """Least-squares slopes of commands/s, memory and bytes/s per host, in
-    hosts (at each key count) and in keys (at each host count)."""
+    hosts (at each key count) and in keys (at each host count), over the
+    cells that kept_up()."""
+    rows = [c for c in rows if kept_up(c)]
     def slope(pts):
         n = len(pts)
         mx = sum(x for x, _ in pts) / n
@@ -326,6 +367,7 @@ def print_growth(g):
 
 
 def main():
+    global AGENT, DRIVER, OVER
     ap = argparse.ArgumentParser()
     ap.add_argument('--hosts', default='1,4,16,32')
     ap.add_argument('--keys', default='1000,10000,100000')
@@ -336,13 +378,22 @@ def main():
     ap.add_argument('--warmup', type=int, default=2)
     ap.add_argument('--modes', default='async,strict')
     ap.add_argument('--json', help='write every cell here too')
+    ap.add_argument('--over', type=float, default=OVER,
+                    help='each key offered this x its rate (2: every key over '
+                         'its limit, in debt every round; 0.5: under it)')
+    ap.add_argument('--build', default=os.path.join(REPO, 'build'),
+                    help='where rlshimd and bench/bench_fleet are')
     a = ap.parse_args()
+    OVER = a.over
+    AGENT = os.path.join(a.build, 'rlshimd')
+    DRIVER = os.path.join(a.build, 'bench', 'bench_fleet')
     hosts = [int(x) for x in a.hosts.split(',')]
     keys = [int(x) for x in a.keys.split(',')]
     modes = a.modes.split(',')
     for p in (AGENT, DRIVER):
         if not os.access(p, os.X_OK):
             sys.exit(f'bench_fleet.py: {p}: build it first (make)')
+    AGENT, DRIVER = os.path.abspath(AGENT), os.path.abspath(DRIVER)
 
     # here, not at the top: test_bench_fleet.py imports this file
     sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
@@ -373,8 +424,10 @@ def main():
                     secs = a.big_seconds if k >= 100000 or h >= 16 else a.seconds
                     print(f'bench_fleet.py: {m}, {h} hosts, {k} keys, {secs} s',
                           file=sys.stderr, flush=True)
-                    cells[m].append(run_cell(r, tmp, h, k, m == 'strict',
-                                             secs, a.warmup))
+                    c = run_cell(r, tmp, h, k, m == 'strict', secs, a.warmup)
+                    print(f'bench_fleet.py: {json.dumps(c)}', file=sys.stderr,
+                          flush=True)
+                    cells[m].append(c)
     finally:
         r.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -382,12 +435,13 @@ def main():
 
     print('## A large fleet: hosts x active keys (tools/bench/bench_fleet.py)\n')
     print(f'Command: `python3 tools/bench/bench_fleet.py --seconds {a.seconds} '
-          f'--big-seconds {a.big_seconds} --warmup {a.warmup}`, '
+          f'--big-seconds {a.big_seconds} --warmup {a.warmup} --over {OVER:g}'
+          f'{" --modes " + a.modes if a.modes != "async,strict" else ""}`, '
           f'{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, '
           f'{total:.0f} s in all; redis-server {ver} on loopback, '
           f'{os.cpu_count()} CPUs shared by Redis, every agent and the load. '
           f'One rule, {RATE}/s burst {BURST} per key, each key offered '
-          f'{OVER * RATE}/s spread uniformly over the hosts; windows of '
+          f'{OVER * RATE:g}/s spread uniformly over the hosts; windows of '
           f'{a.seconds} s ({a.big_seconds} s at 100,000 keys or 16 hosts and '
           f'more) after {a.warmup} s of warm-up.\n')
     print('Baseline, redis-benchmark in the same run (50 connections): '
@@ -402,7 +456,9 @@ def main():
         print(f'### {"async" if m == "async" else "`sync = strict`"}\n')
         table(cells[m])
         print()
-        print('Growth (least squares over the cells above):\n')
+        print('Growth (least squares over the cells above that ran as '
+              'designed: every agent at its interval, none with its store '
+              'down, the load offered in full):\n')
         print_growth(growth(cells[m]))
         print()
     if a.json:
