@@ -50,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, '..', '..')
 AGENT = DRIVER = None   # main(): --build
-RATE, BURST = 1, 2          # the rule: per key, /s
+RATE, BURST = 1, 2          # the rule: per key, /s (--burst)
 OVER = 2.0                  # offered per key: OVER x RATE (--over)
 
 
@@ -165,12 +165,12 @@ def resp(port, *args):
 def slowlog_count(r):
     """Top-level commands in the slow log: those of clients with an address
     (a script's have none, "?:0"), but this script's own (SLOWLOG, INFO,
-    CONFIG: the agents send none of them), {name: count}."""
+    CONFIG, HLEN: the agents send none of them), {name: count}."""
     names = {}
     for e in resp(r.port, 'SLOWLOG', 'GET', '-1'):
         name = e[3][0].lower()
         if len(e) > 4 and not e[4].startswith('?') and name not in (
-                'slowlog', 'info', 'config'):
+                'slowlog', 'info', 'config', 'hlen'):
             names[name] = names.get(name, 0) + 1
     return names
 
@@ -353,6 +353,9 @@ def growth(rows):
 
 
 def print_growth(g):
+    if not g['per_host'] and not g['per_key']:
+        print('(none: fewer than two such cells in any row or column)')
+        return
     print('| at | commands/s | Redis memory | to Redis per host | '
           'from Redis per host |')
     print('|---|---:|---:|---:|---:|')
@@ -367,7 +370,7 @@ def print_growth(g):
 
 
 def main():
-    global AGENT, DRIVER, OVER
+    global AGENT, DRIVER, OVER, BURST
     ap = argparse.ArgumentParser()
     ap.add_argument('--hosts', default='1,4,16,32')
     ap.add_argument('--keys', default='1000,10000,100000')
@@ -381,10 +384,11 @@ def main():
     ap.add_argument('--over', type=float, default=OVER,
                     help='each key offered this x its rate (2: every key over '
                          'its limit, in debt every round; 0.5: under it)')
+    ap.add_argument('--burst', type=int, default=BURST)
     ap.add_argument('--build', default=os.path.join(REPO, 'build'),
                     help='where rlshimd and bench/bench_fleet are')
     a = ap.parse_args()
-    OVER = a.over
+    OVER, BURST = a.over, a.burst
     AGENT = os.path.join(a.build, 'rlshimd')
     DRIVER = os.path.join(a.build, 'bench', 'bench_fleet')
     hosts = [int(x) for x in a.hosts.split(',')]
@@ -436,7 +440,10 @@ def main():
     print('## A large fleet: hosts x active keys (tools/bench/bench_fleet.py)\n')
     print(f'Command: `python3 tools/bench/bench_fleet.py --seconds {a.seconds} '
           f'--big-seconds {a.big_seconds} --warmup {a.warmup} --over {OVER:g}'
-          f'{" --modes " + a.modes if a.modes != "async,strict" else ""}`, '
+          f'{" --modes " + a.modes if a.modes != "async,strict" else ""}'
+          f'{" --burst %d" % BURST if BURST != 2 else ""}'
+          f'{" --hosts " + a.hosts if a.hosts != "1,4,16,32" else ""}'
+          f'{" --keys " + a.keys if a.keys != "1000,10000,100000" else ""}`, '
           f'{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, '
           f'{total:.0f} s in all; redis-server {ver} on loopback, '
           f'{os.cpu_count()} CPUs shared by Redis, every agent and the load. '
