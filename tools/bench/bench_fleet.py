@@ -403,6 +403,8 @@ def main():
     sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
     import test_redis as T
 
+    # SIGTERM as SIGINT: the cells' agents are stopped on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix='bench-fleet-')
     r = T.Redis()
     t_start = time.monotonic()
@@ -435,6 +437,7 @@ def main():
     finally:
         r.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(T.TMP, ignore_errors=True)
     total = time.monotonic() - t_start
 
     print('## A large fleet: hosts x active keys (tools/bench/bench_fleet.py)\n')
