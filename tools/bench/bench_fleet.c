@@ -45,7 +45,7 @@
 #include "addr.h"
 #include "table.h"
 
-#define KEY_LEN 17                     /* family + 16 bytes, as bench_redis */
+#define KEY_LEN 17                     /* family + 16 bytes: bench_redis's */
 #define STRICT_TIMEOUT_NS 100000000ull /* [redis] timeout's default */
 #define READY_TIMEOUT_NS 30000000000ull
 #define MAX_HOSTS 256
@@ -246,16 +246,36 @@ int main(int argc, char **argv)
 		unsigned long v = strtoul(optarg ? optarg : "0", NULL, 10);
 
 		switch (opt) {
-		case 'n': nhosts = (unsigned)v; break;
-		case 'k': nkeys = (unsigned)v; break;
-		case 'r': offered = v; break;
-		case 't': seconds = (unsigned)v; break;
-		case 'w': warmup = (unsigned)v; break;
-		case 'R': rate = v; break;
-		case 'b': burst = v; break;
-		case 's': strict = 1; break;
-		case 'T': nthreads = (unsigned)v; break;
-		default: usage(); return 2;
+		case 'n':
+			nhosts = (unsigned)v;
+			break;
+		case 'k':
+			nkeys = (unsigned)v;
+			break;
+		case 'r':
+			offered = v;
+			break;
+		case 't':
+			seconds = (unsigned)v;
+			break;
+		case 'w':
+			warmup = (unsigned)v;
+			break;
+		case 'R':
+			rate = v;
+			break;
+		case 'b':
+			burst = v;
+			break;
+		case 's':
+			strict = 1;
+			break;
+		case 'T':
+			nthreads = (unsigned)v;
+			break;
+		default:
+			usage();
+			return 2;
 		}
 	}
 	if (!nthreads)
