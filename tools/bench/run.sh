@@ -87,6 +87,16 @@ else
 	echo
 fi
 
+# 1 to 32 hosts x 1,000 to 100,000 keys, async and strict: about 4 minutes.
+if command -v redis-benchmark >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/test_bench_fleet.py" >&2
+	python3 "$(dirname "$0")/bench_fleet.py" --build "$B"
+	echo
+else
+	echo "## A large fleet: skipped (needs redis-benchmark)"
+	echo
+fi
+
 if command -v wrk >/dev/null 2>&1 &&
 	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
 	python3 "$(dirname "$0")/bench_strict_http.py"
