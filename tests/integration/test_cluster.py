@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_cluster.py - rlshimd through a real Redis Cluster (redis-cluster://).
+
+Three masters, no replicas, made with `redis-cli --cluster create` on free
+loopback ports; hosts as in test_redis.py (its helpers). Not in the
+Makefile's list yet (docs/CLUSTER-DESIGN.md, Status).
+"""
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import run, wait_for  # noqa: E402
+import servers  # noqa: E402
+import test_redis as tr  # noqa: E402
+
+
+def bus_free(port):
+    """port + 10000 (the cluster bus) is free too, and a port at all."""
+    if port + 10000 > 65535:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(('127.0.0.1', port + 10000))
+        except OSError:
+            return False
+    return True
+
+
+class Node(tr.Redis):
+    """A cluster node: a test_redis.Redis on a port whose bus port is free."""
+
+    def __init__(self):
+        tr.N[0] += 1
+        self.dir = os.path.join(tr.TMP, f'node{tr.N[0]}')
+        os.makedirs(self.dir)
+        self.port = next(p for p in iter(servers.free_port, None) if bus_free(p))
+        self.sock = None
+        self.extra = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
+                      '--cluster-node-timeout', '2000']
+        self.auth = []
+        self.start()
+
+
+class Cluster:
+    """n masters, slots spread by redis-cli, each a test_redis.Redis."""
+
+    def __init__(self, n=3):
+        self.nodes = [Node() for _ in range(n)]
+        out = subprocess.run(['redis-cli', '--cluster', 'create',
+                              *(f'127.0.0.1:{r.port}' for r in self.nodes),
+                              '--cluster-replicas', '0', '--cluster-yes'],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert wait_for(lambda: all('cluster_state:ok' in r.cli('CLUSTER', 'INFO')
+                                    for r in self.nodes), 15), 'cluster not ok'
+
+    @property
+    def url(self):
+        return 'redis-cluster://' + ','.join(f'127.0.0.1:{r.port}' for r in self.nodes)
+
+    def keys(self, pattern='rlshim:*'):
+        """Each master's keys matching `pattern` (its own: no -c)."""
+        return [set(r.cli('--scan', '--pattern', pattern).split()) for r in self.nodes]
+
+    def stop(self):
+        for r in self.nodes:
+            r.stop()
+
+
+@contextlib.contextmanager
+def cluster_fleet(rules, n, name):
+    c = Cluster()
+    hosts = []
+    try:
+        hosts = [tr.Host(c.url, rules, f'{name}{i}') for i in range(n)]
+        tr.started(hosts)
+        yield c, hosts
+    finally:
+        for h in hosts:
+            h.stop()
+        c.stop()
+
+
+RATE, BURST, SECONDS = 50, 10, 10
+
+
+def limit_holds_two_hosts():
+    """Two hosts under one global limit through the cluster: together they
+    admit rate x time + burst within 5%, and the agent says it connected to
+    the cluster."""
+    rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
+    with cluster_fleet(rules, 2, 'cl') as (c, hosts):
+        ok, denied = tr.overload(hosts, '/even', SECONDS, lambda t, i: hosts[i % 2])
+        ideal = RATE * SECONDS + BURST
+        print(f'  admitted {ok} of {ok + denied}, ideal {ideal}, '
+              f'error {100 * (ok - ideal) / ideal:+.1f}%')
+        assert ok + denied >= 5 * RATE * SECONDS, 'not overloaded'
+        assert abs(ok - ideal) <= 0.05 * ideal, (ok, ideal)
+        for h in hosts:
+            log = h.agent_log()
+            assert 'msg="store connected" store=redis-cluster://127.0.0.1:' in log, log
+            assert 'store unreachable' not in log, log
+        # each call went to its slot's master: no node answered MOVED, and
+        # the agent's keys (the rule's, epoch, hosts) are on several
+        keys = c.keys()
+        assert sum(bool(k) for k in keys) > 1, keys
+        assert any('rlshim:{even}' in k for k in keys), keys
+        for r in c.nodes:
+            assert 'MOVED' not in r.cli('INFO', 'errorstats'), r.cli('INFO', 'errorstats')
+
+
+def keys_spread_over_masters():
+    """One rule keyed by a header, 200 keys: their state is spread over more
+    than one master (the rule is not one node's load)."""
+    rules = '[limit:user]\nmatch = * /u\nkey = header:X-User\nrate = 5/s\nburst = 5\n'
+    with cluster_fleet(rules, 2, 'sp') as (c, hosts):
+        for k in range(200):
+            hosts[k % 2].get('/u', {'X-User': f'u{k}'})
+        assert wait_for(lambda: sum(bool(s) for s in c.keys('rlshim:{user*')) > 1, 5), \
+            c.keys()
+
+
+TESTS = [limit_holds_two_hosts, keys_spread_over_masters]
+
+
+def main():
+    try:
+        want = sys.argv[1:]
+        return run('cluster', [(f'cluster: {t.__name__}', t) for t in TESTS
+                               if not want or t.__name__ in want])
+    finally:
+        shutil.rmtree(tr.TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
