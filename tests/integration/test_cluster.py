@@ -7,6 +7,7 @@ loopback ports; hosts as in test_redis.py (its helpers). Not in the
 Makefile's list yet (docs/CLUSTER-DESIGN.md, Status).
 """
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -105,6 +106,12 @@ class Cluster:
             assert out in ('OK', 'NOKEY'), out
         for r in self.nodes:
             assert r.cli('CLUSTER', 'SETSLOT', slot, 'NODE', did) == 'OK'
+
+    def cli(self, *args):
+        """redis-cli -c: following redirections, from a live node."""
+        r = next(r for r in self.nodes if r.proc.poll() is None)
+        return subprocess.run(['redis-cli', '-c', '-p', str(r.port), *map(str, args)],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
 
     def stop(self):
         for r in self.nodes:
@@ -241,8 +248,38 @@ def master_killed_replica_promoted():
         assert wait_for(lambda: all(tr.syncs(h) > m for h, m in zip(hosts, n)), 5)
 
 
+def reset_and_strict_two_hosts():
+    """test_redis.py's reset_two_hosts through the cluster: the key exhausted
+    on two hosts, rlshimctl reset on one, both admit it again; its state is
+    gone from its shard's hash ({sms:12}: 127.0.0.1's). Strict: exactly the
+    bucket again, and show reads the state from the key's master."""
+    for rules, name in ((tr.RESET_RULES, 'rs'),
+                        (tr.RESET_RULES + 'sync = strict\n', 'rss')):
+        with cluster_fleet(rules, 2, name) as (c, hosts):
+            tr.hosts_up(hosts)
+            tr.exhausted(hosts)
+            assert c.cli('HEXISTS', 'rlshim:{sms:12}', '127.0.0.1') == '1'
+            out = hosts[0].ctl('reset', 'sms', '127.0.0.1')
+            assert out.returncode == 0 and out.stderr == '', out
+            assert 'Redis' in out.stdout and 'every host' in out.stdout, out.stdout
+            tr.rounds(hosts)
+            assert c.cli('HEXISTS', 'rlshim:{sms:12}', '127.0.0.1') == '0'
+            assert all('msg="key reset" rule=sms key="127.0.0.1"' in h.agent_log()
+                       for h in hosts), [h.agent_log() for h in hosts]
+            if 'strict' in rules:
+                n = [tr.admitted(hosts[0], 7)]
+                j = json.loads(hosts[1].ctl('show', 'sms', '127.0.0.1', '--json').stdout)
+                assert j['view'] == 'redis' and j['seen'] and j['remaining'] == 3, j
+                n.append(tr.admitted(hosts[1], 7))
+                assert n == [7, 3], n
+                continue
+            with tr.Unheard(hosts):
+                n = [tr.admitted(hosts[0], 10), tr.admitted(hosts[1], 10)]
+            assert all(n) and 10 <= sum(n) <= 11, n
+
+
 TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
-         master_killed_replica_promoted]
+         master_killed_replica_promoted, reset_and_strict_two_hosts]
 
 
 def main():
