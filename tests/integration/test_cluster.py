@@ -278,8 +278,26 @@ def reset_and_strict_two_hosts():
             assert all(n) and 10 <= sum(n) <= 11, n
 
 
+def maxretry_two_hosts():
+    """test_redis.py's maxretry_two_hosts through the cluster: 2 refusals on
+    each of two hosts reach maxretry 4 together, in the address's shard
+    (fails:{sms:12}), and the client is banned on both through bans."""
+    with cluster_fleet(tr.MR.format(bantime='1m'), 2, 'mr') as (c, hosts):
+        tr.hosts_up(hosts)
+        tr.refusals(hosts[0], 2)
+        assert wait_for(lambda: c.cli('HEXISTS', 'rlshim:fails:{sms:12}',
+                                      '127.0.0.1') == '1', 5)
+        tr.refusals(hosts[1], 2)
+        assert wait_for(lambda: all(tr.banned(h) for h in hosts), 5), \
+            [h.agent_log() for h in hosts]
+        assert c.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32')
+        assert sorted(o[0] for o in tr.ban_origins(hosts)) == ['maxretry', 'remote'], \
+            tr.ban_origins(hosts)
+
+
 TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
-         master_killed_replica_promoted, reset_and_strict_two_hosts]
+         master_killed_replica_promoted, reset_and_strict_two_hosts,
+         maxretry_two_hosts]
 
 
 def main():
