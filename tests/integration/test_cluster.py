@@ -38,7 +38,7 @@ def bus_free(port):
 class Node(tr.Redis):
     """A cluster node: a test_redis.Redis on a port whose bus port is free."""
 
-    def __init__(self):
+    def __init__(self, password=None):
         tr.N[0] += 1
         self.dir = os.path.join(tr.TMP, f'node{tr.N[0]}')
         os.makedirs(self.dir)
@@ -47,15 +47,19 @@ class Node(tr.Redis):
         self.extra = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
                       '--cluster-node-timeout', '2000']
         self.auth = []
+        if password:
+            self.extra += ['--requirepass', password, '--masterauth', password]
+            self.auth = ['--no-auth-warning', '-a', password]
         self.start()
 
 
 class Cluster:
     """n masters, slots spread by redis-cli, each a test_redis.Redis."""
 
-    def __init__(self, n=3, replicas=0):
-        self.nodes = [Node() for _ in range(n * (1 + replicas))]
-        out = subprocess.run(['redis-cli', '--cluster', 'create',
+    def __init__(self, n=3, replicas=0, password=None):
+        self.password = password
+        self.nodes = [Node(password) for _ in range(n * (1 + replicas))]
+        out = subprocess.run(['redis-cli', *self.nodes[0].auth, '--cluster', 'create',
                               *(f'127.0.0.1:{r.port}' for r in self.nodes),
                               '--cluster-replicas', str(replicas), '--cluster-yes'],
                              capture_output=True, text=True, timeout=30)
@@ -72,7 +76,9 @@ class Cluster:
 
     @property
     def url(self):
-        return 'redis-cluster://' + ','.join(f'127.0.0.1:{r.port}' for r in self.nodes)
+        auth = f':{self.password}@' if self.password else ''
+        return f'redis-cluster://{auth}' + ','.join(f'127.0.0.1:{r.port}'
+                                                   for r in self.nodes)
 
     def keys(self, pattern='rlshim:*'):
         """Each master's keys matching `pattern` (its own: no -c)."""
@@ -110,7 +116,8 @@ class Cluster:
     def cli(self, *args):
         """redis-cli -c: following redirections, from a live node."""
         r = next(r for r in self.nodes if r.proc.poll() is None)
-        return subprocess.run(['redis-cli', '-c', '-p', str(r.port), *map(str, args)],
+        return subprocess.run(['redis-cli', '-c', '-p', str(r.port), *r.auth,
+                               *map(str, args)],
                               capture_output=True, text=True, timeout=10).stdout.strip()
 
     def stop(self):
@@ -119,8 +126,8 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster_fleet(rules, n, name, replicas=0):
-    c = Cluster(replicas=replicas)
+def cluster_fleet(rules, n, name, replicas=0, password=None):
+    c = Cluster(replicas=replicas, password=password)
     hosts = []
     try:
         hosts = [tr.Host(c.url, rules, f'{name}{i}') for i in range(n)]
@@ -295,9 +302,29 @@ def maxretry_two_hosts():
             tr.ban_origins(hosts)
 
 
+def password():
+    """A cluster whose nodes need a password: the URL's is sent to every
+    node (seed and masters), the limit is shared, and neither the log nor
+    rlshimctl status shows the password."""
+    rules = '[limit:pw]\nmatch = * /pw\nrate = 1/m\nburst = 3\n'
+    with cluster_fleet(rules, 2, 'pw', password='s3cr3t-pw') as (c, hosts):
+        tr.hosts_up(hosts)
+        got = [hosts[0].get('/pw').status for _ in range(3)]
+        tr.rounds(hosts)
+        got += [hosts[1].get('/pw').status for _ in range(3)]
+        # the burst between them (at most burst + N - 1: each its share of
+        # a fresh key before it hears of the other)
+        assert 3 <= got.count(404) <= 4 and got[-1] == 429, got
+        assert c.cli('HEXISTS', 'rlshim:{pw:12}', '127.0.0.1') == '1'
+        for h in hosts:
+            log = h.agent_log()
+            assert 'store connected' in log and 'unreachable' not in log, log
+            assert 's3cr3t' not in log + h.ctl('status').stdout, log
+
+
 TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
          master_killed_replica_promoted, reset_and_strict_two_hosts,
-         maxretry_two_hosts]
+         maxretry_two_hosts, password]
 
 
 def main():
