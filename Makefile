@@ -191,7 +191,8 @@ $(B)/rlshimd: $(AGENT_OBJS) $(B)/librlcore.a
 
 # rlshimctl status asks the shim's rl_agent_alive() (spawn.c) of the heartbeat;
 # reset names keys in Redis and talks to it as the agent does (reset.c, store.c).
-CTL_AGENT_OBJS := $(B)/src/agent/reset.o $(B)/src/agent/store.o
+CTL_AGENT_OBJS := $(B)/src/agent/reset.o $(B)/src/agent/store.o \
+		  $(B)/src/agent/cluster.o
 $(B)/rlshimctl: $(patsubst %.c,$(B)/%.o,$(wildcard tools/ctl/*.c)) $(CTL_AGENT_OBJS) \
 		$(SHIM_INT) $(B)/librlcore.a
 	@$(if $(Q),echo "  LD      $@")
@@ -229,13 +230,14 @@ $(B)/tests/test_cluster: tests/unit/test_cluster.c $(B)/src/agent/cluster.o \
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/src/agent/cluster.o \
 		$(B)/librlcore.a $(CMOCKA_LIBS) $(HIREDIS_LIBS) $(LDFLAGS)
 
-# test_store parses the agent's store URLs: store.c, with hiredis.
+# test_store parses the agent's store URLs: store.c (and the cluster logic
+# it routes by), with hiredis.
 $(B)/tests/test_store: tests/unit/test_store.c $(B)/src/agent/store.o \
-		$(SHIM_INT) $(B)/librlcore.a
+		$(B)/src/agent/cluster.o $(SHIM_INT) $(B)/librlcore.a
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -iquote src/agent -o $@ $< \
-		$(B)/src/agent/store.o $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) \
+		$(B)/src/agent/store.o $(B)/src/agent/cluster.o $(SHIM_INT) $(B)/librlcore.a $(INIH_LIBS) \
 		$(HIREDIS_LIBS) $(CMOCKA_LIBS) $(LDFLAGS)
 
 $(B)/tests/%: tests/unit/%.c $(SHIM_INT) $(B)/librlcore.a
@@ -308,6 +310,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_diff.py" \
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_sentinel.py" \
+	"python3 tests/integration/test_cluster.py" \
 	"python3 tests/integration/test_agentlog.py" \
 	"python3 tests/integration/test_proxied.py" \
 	"python3 tests/integration/test_agentexit.py" \

@@ -61,6 +61,7 @@ struct rl_agent_item {
 	uint64_t ei_ns;  /* the key's emission interval (its tariff's) */
 	uint8_t plan;
 	uint8_t klen;
+	uint16_t shard;  /* its shard in the store (rl_store_key_shard) */
 	char key[112];   /* key text: address, header value, or "*" */
 	char count[12];  /* admitted less given back, as text (may be < 0) */
 	char ei[32];     /* emission interval in microseconds, as text */
@@ -70,6 +71,11 @@ struct rl_agent_item {
 	char win[24];    /* a window's: its index on Unix time, as text */
 	char until[24];  /* and when its counts stop mattering (Unix ms) */
 };
+
+/* The shards of a rule's keys in the store: 16 with redis-cluster://, else
+ * 1 (rl_store_shards(), below). */
+#define RL_STORE_SHARDS_MAX 16
+#define RL_STORE_CLUSTER_SHARDS 16
 
 struct rl_agent {
 	const struct rl_config *cfg;
@@ -87,11 +93,13 @@ struct rl_agent {
 	int restarted;                /* this round saw a new epoch */
 	uint32_t hosts_alive;         /* at the last successful sync */
 
-	/* this round's keys, sorted by config rule */
+	/* this round's keys, sorted by config rule and shard */
 	struct rl_agent_item *items;
 	uint32_t nitems, cap;
-	uint64_t clean_cursor[RL_MAX_RULES];
-	uint64_t pull_cursor[RL_MAX_RULES];  /* store us: keys changed since */
+	unsigned shards;              /* rl_store_shards() */
+	uint64_t clean_cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX];
+	/* store us: keys changed since */
+	uint64_t pull_cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX];
 	uint64_t last_collect_ns;     /* the last round's collect */
 	int was_down;                 /* the store, at the last round */
 	uint64_t plans_cursor[RL_MAX_RULES]; /* HSCAN of each rule's plans */
@@ -168,13 +176,13 @@ void rl_agent_strict_stop(struct rl_strict *s);
  * (a bucket) or count (a window). */
 uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r);
 
-/* The store keys of rule `ci`'s states (token buckets) and of its window
- * counts: one hash tag per rule, for a cluster slot (sync.c, sync_jobs.c;
- * strict.c's scripts keep the same). */
-size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
-			 size_t len);
-size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
-			   size_t len);
+/* The store keys of shard `shard` of rule `ci`'s states (token buckets)
+ * and of its window counts: one hash tag per shard, for a cluster slot
+ * (sync.c, sync_jobs.c; strict.c's scripts keep the same). */
+size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, unsigned shard,
+			 char *out, size_t len);
+size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci,
+			   unsigned shard, char *out, size_t len);
 
 /* ---- reset.c: names in the store, and resets (rlshimd and rlshimctl) ---- */
 
@@ -182,9 +190,25 @@ size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
 size_t rl_agent_key_text(const struct rl_rule_cfg *r, const uint8_t *key,
 			 size_t len, int truncated, char *out, size_t outlen);
 
-/* A store key of rule `r`'s: "<prefix>{NAME}" and `suffix` (":win"...). */
+/*
+ * The layout of a rule's keys (docs/CLUSTER-DESIGN.md): with
+ * redis-cluster:// each rule's keys are spread over RL_STORE_CLUSTER_SHARDS
+ * shards, each its own hash tag "{NAME:S}"; else there is one shard, and the
+ * names are "{NAME}" as they always were.
+ */
+unsigned rl_store_shards(const struct rl_config *c);
+/* The shard of the key named `text` (rl_cluster_key_shard). */
+unsigned rl_store_key_shard(const struct rl_config *c, const char *text,
+			    size_t len);
+
+/* A store key of shard `shard` of rule `r`'s: "<prefix>{NAME}" (one
+ * shard) or "<prefix>{NAME:S}", and `suffix` (":win"...). */
 size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
-			 const char *suffix, char *out, size_t len);
+			 unsigned shard, const char *suffix, char *out,
+			 size_t len);
+/* Its maxretry counts: "<prefix>fails:{NAME}" or "<prefix>fails:{NAME:S}". */
+size_t rl_store_fails_key(const struct rl_config *c, const struct rl_rule_cfg *r,
+			  unsigned shard, char *out, size_t len);
 
 /* The sorted set of resets, "<prefix>resets": members "RULE KEY" (the
  * key's text), scored by the store's time (us) they were made at. */

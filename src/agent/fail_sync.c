@@ -95,6 +95,7 @@ struct fail_item {
 	uint8_t klen;
 	uint8_t key[17];              /* the shim's key of it (rl_addr_key) */
 	uint8_t tlen;
+	uint16_t shard;               /* of text (rl_store_key_shard) */
 	char text[RL_ADDR_STRLEN];    /* as the store names it */
 	char count[12];
 };
@@ -110,7 +111,8 @@ struct fails_state {
 	unsigned ncalls;
 	struct fail_call calls[FAIL_CALLS];
 	int any;                      /* a rule has maxretry */
-	char cursor[RL_MAX_RULES][24]; /* each rule's scan of stale counts */
+	/* each rule's (and shard's) scan of stale counts */
+	char cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX][24];
 };
 
 int rl_agent_fails_init(struct rl_agent *a)
@@ -170,6 +172,7 @@ static int collect(const struct rl_fail_item *it, void *arg)
 	memcpy(x->key, it->key, it->key_len);
 	rl_addr_format(&x->cidr.addr, x->text, sizeof(x->text));
 	x->tlen = (uint8_t)strlen(x->text);
+	x->shard = (uint16_t)rl_store_key_shard(a->cfg, x->text, x->tlen);
 	snprintf(x->count, sizeof(x->count), "%u", it->fails);
 	return 0;
 }
@@ -178,7 +181,9 @@ static int by_rule(const void *p, const void *q)
 {
 	const struct fail_item *x = p, *y = q;
 
-	return x->rule < y->rule ? -1 : x->rule > y->rule;
+	if (x->rule != y->rule)
+		return x->rule < y->rule ? -1 : 1;
+	return x->shard < y->shard ? -1 : x->shard > y->shard;
 }
 
 /* Queue the script for items [first, first + n) of rule `ci`. */
@@ -190,6 +195,8 @@ static int queue_call(struct rl_agent *a, unsigned ci, uint32_t first,
 	const char *argv[4 + 2 * FAIL_BATCH];
 	size_t lens[4 + 2 * FAIL_BATCH];
 	char hkey[160], max[16], find[32];
+	unsigned sh = st->items[first].shard;
+	char *cursor = st->cursor[ci][sh];
 	int c = 0;
 
 	if (st->ncalls == FAIL_CALLS)
@@ -197,18 +204,17 @@ static int queue_call(struct rl_agent *a, unsigned ci, uint32_t first,
 	snprintf(max, sizeof(max), "%u", r->maxretry);
 	snprintf(find, sizeof(find), "%llu",
 		 (unsigned long long)(r->findtime_ns / RL_NS_PER_MS));
-	/* the rule's hash tag, as its global states' (sync.c) */
-	lens[c] = (size_t)snprintf(hkey, sizeof(hkey), "%sfails:{%s}",
-				   a->cfg->redis_prefix, r->name);
+	/* the shard's hash tag, as its global states' (sync.c) */
+	lens[c] = rl_store_fails_key(a->cfg, r, sh, hkey, sizeof(hkey));
 	argv[c++] = hkey;
 	argv[c] = max;
 	lens[c++] = strlen(max);
 	argv[c] = find;
 	lens[c++] = strlen(find);
-	if (!st->cursor[ci][0])
-		strcpy(st->cursor[ci], "0");
-	argv[c] = st->cursor[ci];
-	lens[c++] = strlen(st->cursor[ci]);
+	if (!cursor[0])
+		strcpy(cursor, "0");
+	argv[c] = cursor;
+	lens[c++] = strlen(cursor);
 	for (uint32_t i = first; i < first + n; i++) {
 		argv[c] = st->items[i].text;
 		lens[c++] = st->items[i].tlen;
@@ -285,8 +291,8 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 			reached(a, x, e->integer, fr->now_ns);
 	}
 	if (rep->element[call->n]->type == REDIS_REPLY_STRING)
-		snprintf(st->cursor[call->rule], sizeof(st->cursor[0]), "%s",
-			 rep->element[call->n]->str);
+		snprintf(st->cursor[call->rule][st->items[call->first].shard],
+			 sizeof(st->cursor[0][0]), "%s", rep->element[call->n]->str);
 	return 0;
 }
 
@@ -315,10 +321,12 @@ void rl_agent_fails_sync(struct rl_agent *a, int store_up, uint64_t now_ns)
 	qsort(st->items, st->n, sizeof(st->items[0]), by_rule);
 	st->ncalls = 0;
 	for (uint32_t i = 0; i < st->n;) {
-		unsigned ci = st->items[i].rule;
+		unsigned ci = st->items[i].rule, sh = st->items[i].shard;
 		uint32_t end = i;
 
-		while (end < st->n && st->items[end].rule == ci)
+		/* a call never crosses a shard: one hash tag */
+		while (end < st->n && st->items[end].rule == ci &&
+		       st->items[end].shard == sh)
 			end++;
 		for (uint32_t b = i; b < end; b += FAIL_BATCH)
 			queue_call(a, ci, b,

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "addr.h"
+#include "cluster.h"
 
 /* KEYS[1]: <prefix>resets. ARGV[1]: "RULE KEY", ARGV[2]: how long (ms)
  * an entry is kept. Returns the store's time (us) it was recorded at. */
@@ -49,11 +50,44 @@ const char rl_lua_resets_read[] =
 	"for i = 1, #r, 2 do out[#out + 1] = r[i] end\n"
 	"return out\n";
 
-size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
-			 const char *suffix, char *out, size_t len)
+unsigned rl_store_shards(const struct rl_config *c)
 {
-	return (size_t)snprintf(out, len, "%s{%s}%s", c->redis_prefix, r->name,
-				suffix);
+	return strncmp(c->redis_url, "redis-cluster://", 16) == 0
+		       ? RL_STORE_CLUSTER_SHARDS : 1;
+}
+
+unsigned rl_store_key_shard(const struct rl_config *c, const char *text,
+			    size_t len)
+{
+	return rl_cluster_key_shard(text, len, rl_store_shards(c));
+}
+
+/* "{NAME}" or "{NAME:S}" */
+static size_t tag(const struct rl_config *c, const struct rl_rule_cfg *r,
+		  unsigned shard, char *out, size_t len)
+{
+	if (rl_store_shards(c) == 1)
+		return (size_t)snprintf(out, len, "{%s}", r->name);
+	return (size_t)snprintf(out, len, "{%s:%u}", r->name, shard);
+}
+
+size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
+			 unsigned shard, const char *suffix, char *out,
+			 size_t len)
+{
+	char t[RL_RULE_NAME_MAX + 16];
+
+	tag(c, r, shard, t, sizeof(t));
+	return (size_t)snprintf(out, len, "%s%s%s", c->redis_prefix, t, suffix);
+}
+
+size_t rl_store_fails_key(const struct rl_config *c, const struct rl_rule_cfg *r,
+			  unsigned shard, char *out, size_t len)
+{
+	char t[RL_RULE_NAME_MAX + 16];
+
+	tag(c, r, shard, t, sizeof(t));
+	return (size_t)snprintf(out, len, "%sfails:%s", c->redis_prefix, t);
 }
 
 size_t rl_store_resets_key(const struct rl_config *c, char *out, size_t len)
@@ -72,7 +106,8 @@ int rl_store_queue_forget(struct rl_store *s, const struct rl_config *c,
 		const char *argv[3] = { "HDEL", key, text };
 		size_t lens[3] = { 4, 0, tlen };
 
-		lens[1] = rl_store_rule_key(c, r, suffix[i], key, sizeof(key));
+		lens[1] = rl_store_rule_key(c, r, rl_store_key_shard(c, text, tlen),
+					    suffix[i], key, sizeof(key));
 		if (rl_store_queue(s, 3, argv, lens))
 			return -1;
 	}

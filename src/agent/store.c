@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "cluster.h"
 #include "log.h"
 #include "clock.h"
 
@@ -25,7 +26,16 @@ struct queued {
 	char *cmd;       /* formatted, as sent (kept to redo a NOSCRIPT) */
 	size_t len;
 	int script;      /* script id, or -1 */
+	unsigned slot;   /* cluster: its first key's slot */
+	int node;        /* cluster: the node it went to (index in node[]) */
 	redisReply *reply;
+};
+
+/* Cluster: a master's connection (NULL until opened, or after a failure). */
+struct node {
+	char host[RL_CLUSTER_HOST_MAX];
+	int port;
+	redisContext *c;
 };
 
 struct rl_store {
@@ -47,6 +57,15 @@ struct rl_store {
 	char sha[RL_STORE_SCRIPTS][41];
 	unsigned nqueued;
 	struct queued queue[QUEUE_MAX];
+	/* redis-cluster://: the slot map, one connection per master; the
+	 * spare map is parsed into and swapped in on success */
+	int cluster;
+	struct rl_cluster_url curl;
+	struct rl_cluster_map *map, *spare;
+	int map_stale;
+	unsigned nnodes;
+	struct node node[RL_CLUSTER_MASTERS_MAX];
+	int shard_node[RL_CLUSTER_MASTERS_MAX]; /* map shard -> node[] */
 };
 
 /* ---- the URL ------------------------------------------------------------------ */
@@ -233,19 +252,50 @@ static const char *master_text(const struct rl_store *s, char *out, size_t len)
 	return out;
 }
 
+/* redis-cluster://: the seeds, the credentials where AUTH (and the log's
+ * masking) find them, the two maps. 0 or -EINVAL / -ENOMEM. */
+static int new_cluster(struct rl_store *s, const char *url)
+{
+	if (rl_cluster_parse_url(url, &s->curl))
+		return -EINVAL;
+	s->cluster = 1;
+	memcpy(s->url.user, s->curl.user, sizeof(s->url.user));
+	memcpy(s->url.pass, s->curl.pass, sizeof(s->url.pass));
+	s->map = calloc(1, sizeof(*s->map));
+	s->spare = calloc(1, sizeof(*s->spare));
+	return s->map && s->spare ? 0 : -ENOMEM;
+}
+
 struct rl_store *rl_store_new(const char *url, uint64_t timeout_ns)
 {
 	struct rl_store *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
-	if (rl_store_parse_url(url, &s->url)) {
+	if (strncmp(url, "redis-cluster://", 16) == 0) {
+		if (new_cluster(s, url)) {
+			rl_store_free(s);
+			return NULL;
+		}
+	} else if (rl_store_parse_url(url, &s->url)) {
 		free(s);
 		return NULL;
 	}
 	/* The store as configured, for the log: scheme, user, host, port and
 	 * db, never the password. */
-	if (s->url.unix_socket) {
+	if (s->cluster) {
+		size_t o = (size_t)snprintf(s->url_text, sizeof(s->url_text),
+					    "redis-cluster://%s%s", s->url.user,
+					    s->url.user[0] ? "@" : "");
+
+		for (unsigned i = 0; i < s->curl.nseeds && o < sizeof(s->url_text); i++) {
+			char a[300];
+
+			fmt_addr(s->curl.seed[i].host, s->curl.seed[i].port, a, sizeof(a));
+			o += (size_t)snprintf(s->url_text + o, sizeof(s->url_text) - o,
+					      "%s%s", i ? "," : "", a);
+		}
+	} else if (s->url.unix_socket) {
 		snprintf(s->url_text, sizeof(s->url_text), "unix://%s",
 			 s->url.host);
 	} else if (s->url.master[0]) {
@@ -294,6 +344,11 @@ void rl_store_free(struct rl_store *s)
 	queue_clear(s);
 	if (s->c)
 		redisFree(s->c);
+	for (unsigned i = 0; i < s->nnodes; i++)
+		if (s->node[i].c)
+			redisFree(s->node[i].c);
+	free(s->map);
+	free(s->spare);
 	free(s);
 }
 
@@ -370,6 +425,13 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 		redisFree(s->c);
 		s->c = NULL;
 	}
+	/* Cluster: every master's connection goes (the first version: one
+	 * master down is the store down), and the map is asked for again. */
+	for (unsigned i = 0; i < s->nnodes; i++)
+		if (s->node[i].c)
+			redisFree(s->node[i].c);
+	s->nnodes = 0;
+	s->map_stale = 1;
 	queue_clear(s);
 	if (s->up || !s->down_since_ns) {
 		s->down_since_ms = rl_time_wall_ms();
@@ -394,7 +456,7 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
  * bytes), as the store said it ("WRONGPASS invalid username-password
  * pair ...") or as the connection failed; `r` is freed. Returns -EIO.
  */
-static int refused(const struct rl_store *s, redisReply *r, const char *what,
+static int refused(const redisContext *c, redisReply *r, const char *what,
 		   char *why, size_t len)
 {
 	if (r && r->type == REDIS_REPLY_ERROR)
@@ -402,7 +464,7 @@ static int refused(const struct rl_store *s, redisReply *r, const char *what,
 	else if (r)
 		snprintf(why, len, "%s: unexpected reply", what);
 	else
-		snprintf(why, len, "%s: %s", what, conn_reason(s->c));
+		snprintf(why, len, "%s: %s", what, conn_reason(c));
 	if (r)
 		freeReplyObject(r);
 	return -EIO;
@@ -410,34 +472,36 @@ static int refused(const struct rl_store *s, redisReply *r, const char *what,
 
 /* A synchronous command during connection setup, named `what` in the
  * reason; 0 if the reply is not an error, else -EIO with `why` set. */
-static int setup_command(struct rl_store *s, const char *what, char *why,
+static int setup_command(struct rl_store *s, redisContext *c,
+			 const char *what, char *why,
 			 size_t len, const char *fmt, ...)
 {
 	redisReply *r;
 	va_list ap;
 
 	va_start(ap, fmt);
-	r = redisvCommand(s->c, fmt, ap);
+	r = redisvCommand(c, fmt, ap);
 	va_end(ap);
 	s->commands++;
 	if (!r || r->type == REDIS_REPLY_ERROR)
-		return refused(s, r, what, why, len);
+		return refused(c, r, what, why, len);
 	freeReplyObject(r);
 	return 0;
 }
 
 /* SCRIPT LOAD each script: 0, or -EIO with the reason in `why`. */
-static int load_scripts(struct rl_store *s, char *why, size_t len)
+static int load_scripts(struct rl_store *s, redisContext *c, char *why,
+			size_t len)
 {
 	for (unsigned i = 0; i < RL_STORE_SCRIPTS; i++) {
 		redisReply *r;
 
 		if (!s->lua[i])
 			continue;
-		r = redisCommand(s->c, "SCRIPT LOAD %s", s->lua[i]);
+		r = redisCommand(c, "SCRIPT LOAD %s", s->lua[i]);
 		s->commands++;
 		if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
-			return refused(s, r, "SCRIPT LOAD", why, len);
+			return refused(c, r, "SCRIPT LOAD", why, len);
 		memcpy(s->sha[i], r->str, 40);
 		s->sha[i][40] = '\0';
 		freeReplyObject(r);
@@ -519,7 +583,7 @@ static int check_master(struct rl_store *s, char *why, size_t len)
 	s->commands++;
 	if (!r || r->type != REDIS_REPLY_ARRAY || !r->elements ||
 	    r->element[0]->type != REDIS_REPLY_STRING)
-		return refused(s, r, "ROLE", why, len);
+		return refused(s->c, r, "ROLE", why, len);
 	if (strcmp(r->element[0]->str, "master") != 0) {
 		snprintf(why, len, "ROLE: %s, not master", r->element[0]->str);
 		freeReplyObject(r);
@@ -551,6 +615,297 @@ static void recheck_master(struct rl_store *s, struct timeval tv, uint64_t now_n
 	s->retry_at_ns = now_ns;
 }
 
+/* ---- cluster ------------------------------------------------------------------- */
+
+static int is_noscript(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR &&
+	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+
+static struct timeval store_tv(const struct rl_store *s)
+{
+	struct timeval tv = { (time_t)(s->timeout_ns / RL_NS_PER_SEC),
+			      (suseconds_t)(s->timeout_ns % RL_NS_PER_SEC / 1000) };
+
+	return tv;
+}
+
+/* A connection to the node at host:port, authenticated, its scripts
+ * loaded; or NULL with "host:port: reason" in `why`. */
+static redisContext *open_conn(struct rl_store *s, const char *host, int port,
+			       char *why, size_t len)
+{
+	struct timeval tv = store_tv(s);
+	redisContext *c = redisConnectWithTimeout(host, port, tv);
+	char at[300], said[200];
+
+	fmt_addr(host, port, at, sizeof(at));
+	if (!c || c->err) {
+		snprintf(why, len, "%s: %s", at, conn_reason(c));
+		goto fail;
+	}
+	redisSetTimeout(c, tv);
+	if ((s->url.pass[0] &&
+	     (s->url.user[0] ? setup_command(s, c, "AUTH", said, sizeof(said),
+					     "AUTH %s %s", s->url.user, s->url.pass)
+			     : setup_command(s, c, "AUTH", said, sizeof(said),
+					     "AUTH %s", s->url.pass))) ||
+	    load_scripts(s, c, said, sizeof(said))) {
+		snprintf(why, len, "%s: %s", at, said);
+		goto fail;
+	}
+	return c;
+fail:
+	if (c)
+		redisFree(c);
+	return NULL;
+}
+
+/* The node at host:port, connected (opened now if need be): its index in
+ * node[], or -1 with the reason in `why`. */
+static int node_at(struct rl_store *s, const char *host, int port, char *why,
+		   size_t len)
+{
+	unsigned i;
+
+	for (i = 0; i < s->nnodes; i++)
+		if (s->node[i].port == port && strcmp(s->node[i].host, host) == 0)
+			break;
+	if (i == s->nnodes) {
+		if (s->nnodes == RL_CLUSTER_MASTERS_MAX) {
+			snprintf(why, len, "more than %d cluster nodes",
+				 RL_CLUSTER_MASTERS_MAX);
+			return -1;
+		}
+		snprintf(s->node[i].host, sizeof(s->node[i].host), "%s", host);
+		s->node[i].port = port;
+		s->node[i].c = NULL;
+		s->nnodes++;
+	}
+	if (!s->node[i].c && !(s->node[i].c = open_conn(s, host, port, why, len)))
+		return -1;
+	return (int)i;
+}
+
+/* CLUSTER SLOTS of node n into the spare map, swapped in on success (an
+ * endpoint of "" is node n's host). 0, or -EIO with the reason in `why`. */
+static int read_map(struct rl_store *s, unsigned n, char *why, size_t len)
+{
+	redisReply *r = redisCommand(s->node[n].c, "CLUSTER SLOTS");
+	struct rl_cluster_map *m = s->spare;
+	char at[300];
+
+	s->commands++;
+	fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+	if (!r || r->type != REDIS_REPLY_ARRAY) {
+		char said[200];
+
+		refused(s->node[n].c, r, "CLUSTER SLOTS", said, sizeof(said));
+		snprintf(why, len, "%s: %s", at, said);
+		return -EIO;
+	}
+	if (rl_cluster_map_slots(r, m)) {
+		snprintf(why, len, "%s: CLUSTER SLOTS: a reply of the wrong shape", at);
+		freeReplyObject(r);
+		return -EIO;
+	}
+	freeReplyObject(r);
+	for (unsigned i = 0; i < m->nshards; i++)
+		if (!m->shard[i].master.host[0])
+			snprintf(m->shard[i].master.host, sizeof(m->shard[i].master.host),
+				 "%s", s->node[n].host);
+	s->spare = s->map;
+	s->map = m;
+	return 0;
+}
+
+/*
+ * The slot map anew, asked of a node already connected, else of the seeds
+ * in order; then a connection to every master it names. 0, or -EIO with
+ * the (last) reason in `why`.
+ */
+static int refresh_map(struct rl_store *s, char *why, size_t len)
+{
+	int got = -EIO;
+
+	for (unsigned i = 0; i < s->nnodes && got; i++)
+		if (s->node[i].c)
+			got = read_map(s, i, why, len);
+	for (unsigned i = 0; i < s->curl.nseeds && got; i++) {
+		int n = node_at(s, s->curl.seed[i].host, s->curl.seed[i].port, why, len);
+
+		if (n >= 0)
+			got = read_map(s, (unsigned)n, why, len);
+	}
+	if (got)
+		return -EIO;
+	for (unsigned i = 0; i < s->map->nshards; i++) {
+		const struct rl_cluster_node *m = &s->map->shard[i].master;
+		int n = node_at(s, m->host, m->port, why, len);
+
+		if (n < 0)
+			return -EIO;
+		s->shard_node[i] = n;
+	}
+	s->map_stale = 0;
+	return 0;
+}
+
+/*
+ * One call's reply needs another try: a redirection (MOVED: the map is
+ * stale, resend to the node named; ASK: resend there after ASKING) or a
+ * script that node forgot (load them, resend). Returns 1 if it was sent
+ * again (its new reply in q->reply), 0 if the reply is final, -1 on a
+ * failure (the reason in `why`, with `*bad` the context, if a connection
+ * failed).
+ */
+static int cluster_redo(struct rl_store *s, struct queued *q,
+			redisContext **bad, char *why, size_t len)
+{
+	struct rl_cluster_redirect rd;
+	redisContext *c;
+	void *r = NULL;
+	int n = q->node, rc;
+
+	if (!q->reply || q->reply->type != REDIS_REPLY_ERROR)
+		return 0;
+	if (is_noscript(q->reply)) {
+		if (load_scripts(s, s->node[n].c, why, len))
+			return -1;
+		rd.ask = 0;
+	} else {
+		rc = rl_cluster_parse_redirect(q->reply->str, q->reply->len, &rd);
+		if (rc == -ENOENT)
+			return 0;
+		if (rc) {
+			s->map_stale = 1;
+			snprintf(why, len, "%s", q->reply->str);
+			return -1;
+		}
+		n = node_at(s, rd.host[0] ? rd.host : s->node[q->node].host,
+			    rd.port, why, len);
+		if (n < 0)
+			return -1;
+		if (!rd.ask)
+			s->map_stale = 1;
+	}
+	c = s->node[n].c;
+	*bad = c;
+	if ((rd.ask && redisAppendCommand(c, "ASKING") != REDIS_OK) ||
+	    redisAppendFormattedCommand(c, q->cmd, q->len) != REDIS_OK)
+		return -1;
+	if (rd.ask) {
+		if (redisGetReply(c, &r) != REDIS_OK || !r)
+			return -1;
+		freeReplyObject(r);
+		r = NULL;
+		s->commands++;
+	}
+	if (redisGetReply(c, &r) != REDIS_OK || !r)
+		return -1;
+	s->commands++;
+	freeReplyObject(q->reply);
+	q->reply = r;
+	q->node = n;
+	*bad = NULL;
+	return 1;
+}
+
+/*
+ * The pipeline over the cluster: each call to its slot's master, every
+ * node's pipeline written before any is read (a round costs the slowest
+ * node, not the sum), replies handed to fn in the order queued. First
+ * version: any failure (a node unreachable, CLUSTERDOWN, TRYAGAIN, too
+ * many redirections) is the store down, the map asked for again.
+ */
+static int cluster_flush(struct rl_store *s,
+			 int (*fn)(redisReply *r, unsigned i, void *arg),
+			 void *arg, uint64_t now_ns)
+{
+	redisContext *bad = NULL;
+	char why[512], at[300];
+	int rc = 0;
+
+	if (s->map_stale && refresh_map(s, why, sizeof(why)))
+		goto fail;
+	for (unsigned i = 0; i < s->nqueued; i++) {
+		struct queued *q = &s->queue[i];
+		unsigned sh = s->map->owner[q->slot];
+
+		if (!sh) {
+			s->map_stale = 1;
+			snprintf(why, sizeof(why), "slot %u has no master", q->slot);
+			goto fail;
+		}
+		q->node = s->shard_node[sh - 1];
+		bad = s->node[q->node].c;
+		if (redisAppendFormattedCommand(bad, q->cmd, q->len) != REDIS_OK)
+			goto io;
+	}
+	for (unsigned n = 0; n < s->nnodes; n++) {
+		int done = 0;
+
+		bad = s->node[n].c;
+		while (bad && !done)
+			if (redisBufferWrite(bad, &done) != REDIS_OK)
+				goto io;
+	}
+	for (unsigned i = 0; i < s->nqueued; i++) {
+		struct queued *q = &s->queue[i];
+		void *r = NULL;
+
+		bad = s->node[q->node].c;
+		if (redisGetReply(bad, &r) != REDIS_OK || !r)
+			goto io;
+		q->reply = r;
+		s->commands++;
+	}
+	bad = NULL;
+	/* Redirections and forgotten scripts, one call at a time (rare: a
+	 * resharding, a restart): at most two more tries each. */
+	for (unsigned i = 0; i < s->nqueued; i++) {
+		struct queued *q = &s->queue[i];
+		int again = 1;
+
+		for (int t = 0; t < 3 && again > 0; t++) {
+			again = cluster_redo(s, q, &bad, why, sizeof(why));
+			if (again < 0 && bad)
+				goto io;
+			if (again < 0)
+				goto fail;
+		}
+		if (q->reply->type == REDIS_REPLY_ERROR &&
+		    (is_noscript(q->reply) ||
+		     rl_cluster_parse_redirect(q->reply->str, q->reply->len,
+					       &(struct rl_cluster_redirect){ 0 }) != -ENOENT)) {
+			snprintf(why, sizeof(why), "too many redirections: %s",
+				 q->reply->str);
+			goto fail;
+		}
+		if (q->reply->type == REDIS_REPLY_ERROR &&
+		    (strncmp(q->reply->str, "CLUSTERDOWN", 11) == 0 ||
+		     strncmp(q->reply->str, "TRYAGAIN", 8) == 0)) {
+			snprintf(why, sizeof(why), "%s", q->reply->str);
+			goto fail;
+		}
+	}
+	for (unsigned i = 0; i < s->nqueued && !rc; i++)
+		rc = fn(s->queue[i].reply, i, arg);
+	queue_clear(s);
+	return rc;
+io:
+	for (unsigned n = 0; n < s->nnodes; n++)
+		if (s->node[n].c == bad) {
+			fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+			snprintf(why, sizeof(why), "%s: %s", at, conn_reason(bad));
+		}
+fail:
+	rl_store_fail(s, why, now_ns);
+	return -EIO;
+}
+
 int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 {
 	struct timeval tv = { (time_t)(s->timeout_ns / RL_NS_PER_SEC),
@@ -572,6 +927,11 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 		s->url.port = a.port;
 		s->ask_at_ns = now_ns + ASK_EVERY_NS;
 	}
+	if (s->cluster) {
+		if (refresh_map(s, why, sizeof(why)))
+			goto fail;
+		goto up;
+	}
 	s->c = s->url.unix_socket ? redisConnectUnixWithTimeout(s->url.host, tv)
 				  : redisConnectWithTimeout(s->url.host, s->url.port, tv);
 	if (!s->c || s->c->err) {
@@ -580,18 +940,19 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 	}
 	redisSetTimeout(s->c, tv);
 	if (s->url.pass[0] &&
-	    (s->url.user[0] ? setup_command(s, "AUTH", why, sizeof(why),
+	    (s->url.user[0] ? setup_command(s, s->c, "AUTH", why, sizeof(why),
 					    "AUTH %s %s", s->url.user, s->url.pass)
-			    : setup_command(s, "AUTH", why, sizeof(why), "AUTH %s",
+			    : setup_command(s, s->c, "AUTH", why, sizeof(why), "AUTH %s",
 					    s->url.pass)))
 		goto fail;
 	if (s->url.master[0] && check_master(s, why, sizeof(why)))
 		goto fail;
-	if (s->url.db && setup_command(s, "SELECT", why, sizeof(why),
+	if (s->url.db && setup_command(s, s->c, "SELECT", why, sizeof(why),
 				       "SELECT %d", s->url.db))
 		goto fail;
-	if (load_scripts(s, why, sizeof(why)))
+	if (load_scripts(s, s->c, why, sizeof(why)))
 		goto fail;
+up:
 	if (s->logged_down) {
 		uint64_t ms = (now_ns - s->down_since_ns) / RL_NS_PER_MS;
 
@@ -619,7 +980,8 @@ fail:
 
 /* ---- the pipeline ---------------------------------------------------------------- */
 
-static int enqueue(struct rl_store *s, char *cmd, long long len, int script)
+static int enqueue(struct rl_store *s, char *cmd, long long len, int script,
+		   unsigned slot)
 {
 	if (len < 0)
 		return -ENOMEM;
@@ -630,6 +992,7 @@ static int enqueue(struct rl_store *s, char *cmd, long long len, int script)
 	s->queue[s->nqueued].cmd = cmd;
 	s->queue[s->nqueued].len = (size_t)len;
 	s->queue[s->nqueued].script = script;
+	s->queue[s->nqueued].slot = slot;
 	s->queue[s->nqueued].reply = NULL;
 	s->nqueued++;
 	return 0;
@@ -641,7 +1004,9 @@ int rl_store_queue(struct rl_store *s, int argc, const char **argv,
 	char *cmd = NULL;
 	long long n = redisFormatCommandArgv(&cmd, argc, argv, lens);
 
-	return enqueue(s, cmd, n, -1);
+	/* every command the agent sends names its key first */
+	return enqueue(s, cmd, n, -1,
+		       argc > 1 ? rl_cluster_slot(argv[1], lens[1]) : 0);
 }
 
 int rl_store_queue_script(struct rl_store *s, unsigned id, int nkeys,
@@ -667,13 +1032,8 @@ int rl_store_queue_script(struct rl_store *s, unsigned id, int nkeys,
 		l[3 + i] = lens[i];
 	}
 	n = redisFormatCommandArgv(&cmd, argc + 3, v, l);
-	return enqueue(s, cmd, n, (int)id);
-}
-
-static int is_noscript(const redisReply *r)
-{
-	return r && r->type == REDIS_REPLY_ERROR &&
-	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+	return enqueue(s, cmd, n, (int)id,
+		       nkeys > 0 && argc > 0 ? rl_cluster_slot(argv[0], lens[0]) : 0);
 }
 
 /* A reply that says this server is not (or no longer) a usable master: a
@@ -697,6 +1057,8 @@ int rl_store_flush(struct rl_store *s,
 		queue_clear(s);
 		return -EIO;
 	}
+	if (s->cluster)
+		return cluster_flush(s, fn, arg, now_ns);
 	for (unsigned i = 0; i < s->nqueued; i++)
 		if (redisAppendFormattedCommand(s->c, s->queue[i].cmd,
 						s->queue[i].len) != REDIS_OK)
@@ -720,7 +1082,7 @@ int rl_store_flush(struct rl_store *s,
 		if (!reloaded) {
 			char why[256];
 
-			if (load_scripts(s, why, sizeof(why))) {
+			if (load_scripts(s, s->c, why, sizeof(why))) {
 				rl_store_fail(s, why, now_ns);
 				return -EIO;
 			}

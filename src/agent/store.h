@@ -9,6 +9,12 @@
  * and once when it ends, with its length. Scripts are loaded once and
  * called by EVALSHA; a NOSCRIPT (Redis restarted or flushed its scripts)
  * loads them again and repeats the call.
+ *
+ * With redis-cluster:// the store is one connection per master instead: the
+ * slot map is asked of the seeds (CLUSTER SLOTS), each queued call goes to
+ * the master of its first key's slot (argv[1] of a command, KEYS[1] of a
+ * script), MOVED and ASK are followed, and replies still come back in the
+ * order queued. Any failure takes the whole store down (this version).
  */
 #ifndef RL_STORE_H
 #define RL_STORE_H
@@ -48,6 +54,7 @@ struct rl_store_url {
  * redis-sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]
  * (up to RL_STORE_SENTINELS sentinels, port 26379 by default; hosts may be
  * [v6]). User and password may be percent-encoded. Returns 0 or -EINVAL.
+ * (redis-cluster:// is parsed by rl_cluster_parse_url, in rl_store_new.)
  */
 int rl_store_parse_url(const char *url, struct rl_store_url *out);
 

@@ -147,7 +147,8 @@ static int queue_window(struct rl_strict *s, const struct ask *q, unsigned ci,
 				p, e, ttl };
 	size_t lens[9];
 
-	lens[0] = rl_agent_window_key(a, ci, hkey, sizeof(hkey));
+	lens[0] = rl_agent_window_key(a, ci, rl_store_key_shard(a->cfg, key, klen),
+				      hkey, sizeof(hkey));
 	lens[1] = klen;
 	lens[2] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
 	lens[3] = (size_t)snprintf(w, sizeof(w), "%llu", (unsigned long long)idx);
@@ -183,7 +184,9 @@ static int queue(struct rl_strict *s, struct ask *q)
 				    q->it.truncated, key, sizeof(key));
 	if (alg->kind != RL_ALGO_GCRA)
 		return queue_window(s, q, (unsigned)ci, key, lens[1]);
-	lens[0] = rl_agent_hash_key(a, (unsigned)ci, hkey, sizeof(hkey));
+	lens[0] = rl_agent_hash_key(a, (unsigned)ci,
+				    rl_store_key_shard(a->cfg, key, lens[1]), hkey,
+				    sizeof(hkey));
 	lens[2] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
 	lens[3] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
 				   (double)alg->interval_ns / 1000.0);

@@ -101,6 +101,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	a->hosts_alive = 1;
 	if (!cfg->redis)
 		return 0;
+	a->shards = rl_store_shards(cfg);
 	a->store = rl_store_new(cfg->redis_url, cfg->redis_timeout_ns);
 	if (!a->store) {
 		rl_err_set(err, "bad redis url");
@@ -164,6 +165,7 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	x->klen = (uint8_t)rl_agent_key_text(&a->cfg->rules[ci], it->key,
 					     it->key_len, it->truncated, x->key,
 					     sizeof(x->key));
+	x->shard = (uint16_t)rl_store_key_shard(a->cfg, x->key, x->klen);
 	snprintf(x->count, sizeof(x->count), "%lld",
 		 (long long)it->admitted - (long long)it->returned);
 	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
@@ -187,7 +189,9 @@ static int by_rule(const void *x, const void *y)
 {
 	const struct rl_agent_item *p = x, *q = y;
 
-	return p->rule < q->rule ? -1 : p->rule > q->rule;
+	if (p->rule != q->rule)
+		return p->rule < q->rule ? -1 : 1;
+	return p->shard < q->shard ? -1 : p->shard > q->shard;
 }
 
 int sync_plan_add(struct round *r, enum job job, unsigned rule,
@@ -212,11 +216,12 @@ void sync_arg_text(const char **argv, size_t *lens, int *c, const char *s)
 	sync_arg(argv, lens, c, s, strlen(s));
 }
 
-/* The store key of rule `ci`'s global states: one hash tag per rule. */
-size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, char *out,
-			 size_t len)
+/* The store key of a shard of rule `ci`'s global states: one hash tag per
+ * shard. */
+size_t rl_agent_hash_key(const struct rl_agent *a, unsigned ci, unsigned shard,
+			 char *out, size_t len)
 {
-	return rl_store_rule_key(a->cfg, &a->cfg->rules[ci], "", out, len);
+	return rl_store_rule_key(a->cfg, &a->cfg->rules[ci], shard, "", out, len);
 }
 
 uint64_t rl_agent_ttl_ms(const struct rl_agent *a, const struct rl_rule_cfg *r)
@@ -366,7 +371,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	}
 	case JOB_CLEAN:
 		if (rep->type == REDIS_REPLY_STRING)
-			a->clean_cursor[p->rule] = strtoull(rep->str, NULL, 10);
+			a->clean_cursor[p->rule][p->first] = strtoull(rep->str, NULL, 10);
 		break;
 	case JOB_PLANS_SCAN:
 		plans_scanned(a, p->rule, rep);
@@ -463,11 +468,13 @@ static void each_batch(struct round *r,
 {
 	struct rl_agent *a = r->a;
 
+	/* a batch never crosses a shard: one script call, one hash tag */
 	for (uint32_t i = 0; i < a->nitems;) {
-		unsigned ci = a->items[i].rule;
+		unsigned ci = a->items[i].rule, sh = a->items[i].shard;
 		uint32_t end = i;
 
-		while (end < a->nitems && a->items[end].rule == ci)
+		while (end < a->nitems && a->items[end].rule == ci &&
+		       a->items[end].shard == sh)
 			end++;
 		for (uint32_t b = i; b < end; b += BATCH)
 			fn(r, ci, b, end - b < BATCH ? end - b : BATCH);
@@ -499,10 +506,11 @@ static void floor_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n
 }
 
 /* Queue the drop of the store's repaid keys (windows: those whose counts
- * no longer matter), a chunk per rule. */
+ * no longer matter), a chunk per rule, of one shard per turn. */
 static void queue_clean(struct round *r)
 {
 	struct rl_agent *a = r->a;
+	unsigned sh = (unsigned)(a->rounds / CLEAN_EVERY % a->shards);
 
 	for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
 		char hkey[160], cur[32];
@@ -511,16 +519,16 @@ static void queue_clean(struct round *r)
 
 		int window = a->cfg->rules[ci].algorithm != RL_ALGO_GCRA;
 
-		cl[0] = window ? rl_agent_window_key(a, ci, hkey, sizeof(hkey))
-			       : rl_agent_hash_key(a, ci, hkey, sizeof(hkey));
+		cl[0] = window ? rl_agent_window_key(a, ci, sh, hkey, sizeof(hkey))
+			       : rl_agent_hash_key(a, ci, sh, hkey, sizeof(hkey));
 		cv[0] = hkey;
 		cl[1] = (size_t)snprintf(cur, sizeof(cur), "%llu",
-					 (unsigned long long)a->clean_cursor[ci]);
+					 (unsigned long long)a->clean_cursor[ci][sh]);
 		cv[1] = cur;
 		rl_store_queue_script(a->store, window ? RL_SCRIPT_WINDOW_CLEAN
 						       : RL_SCRIPT_CLEAN,
 				      1, 2, cv, cl);
-		sync_plan_add(r, JOB_CLEAN, ci, 0, 0);
+		sync_plan_add(r, JOB_CLEAN, ci, sh, 0);
 	}
 }
 

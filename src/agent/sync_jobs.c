@@ -34,7 +34,7 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	snprintf(span, sizeof(span), "%llu",
 		 (unsigned long long)(3 * a->interval_ns / 1000));
 	sync_arg(argv, lens, &c, hkey,
-		 rl_agent_hash_key(a, ci, hkey, sizeof(hkey)));
+		 rl_agent_hash_key(a, ci, a->items[first].shard, hkey, sizeof(hkey)));
 	sync_arg(argv, lens, &c, rkey,
 	    (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
 	sync_arg(argv, lens, &c, gkey,
@@ -60,10 +60,11 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 /* The store key of rule `ci`'s window counts: a sibling of its hash of
  * states, under the same hash tag. */
-size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci, char *out,
-			   size_t len)
+size_t rl_agent_window_key(const struct rl_agent *a, unsigned ci,
+			   unsigned shard, char *out, size_t len)
 {
-	return rl_store_rule_key(a->cfg, &a->cfg->rules[ci], ":win", out, len);
+	return rl_store_rule_key(a->cfg, &a->cfg->rules[ci], shard, ":win", out,
+				 len);
 }
 
 /* Queue the window script for items [first, first + n) of rule `ci`. */
@@ -77,7 +78,7 @@ int queue_window(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 	sync_ttl(a, ci, ttl, sizeof(ttl));
 	sync_arg(argv, lens, &c, hkey,
-		 rl_agent_window_key(a, ci, hkey, sizeof(hkey)));
+		 rl_agent_window_key(a, ci, a->items[first].shard, hkey, sizeof(hkey)));
 	sync_arg_text(argv, lens, &c, ttl);
 	for (uint32_t i = first; i < first + n; i++) {
 		struct rl_agent_item *x = &a->items[i];
@@ -117,22 +118,27 @@ int on_window(struct rl_agent *a, const struct reply_plan *p,
 
 #define PULL_MAX 2000 /* keys a rule's pull brings per round */
 
-/* Queue the pull of rule `ci`'s keys changed since the last round. */
+/* Queue the pull of rule `ci`'s keys changed since the last round: a call
+ * per shard (each its own `recent`), PULL_MAX each. */
 int queue_pull(struct round *r, unsigned ci)
 {
 	struct rl_agent *a = r->a;
-	char hkey[160], rkey[170], cur[32], max[16];
-	const char *argv[4] = { hkey, rkey, cur, max };
-	size_t lens[4];
 
-	lens[0] = rl_agent_hash_key(a, ci, hkey, sizeof(hkey));
-	lens[1] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
-	lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
-				   (unsigned long long)a->pull_cursor[ci]);
-	lens[3] = (size_t)snprintf(max, sizeof(max), "%u", PULL_MAX);
-	if (rl_store_queue_script(a->store, RL_SCRIPT_PULL, 2, 4, argv, lens))
-		return -1;
-	return sync_plan_add(r, JOB_PULL, ci, 0, 0);
+	for (unsigned sh = 0; sh < a->shards; sh++) {
+		char hkey[160], rkey[170], cur[32], max[16];
+		const char *argv[4] = { hkey, rkey, cur, max };
+		size_t lens[4];
+
+		lens[0] = rl_agent_hash_key(a, ci, sh, hkey, sizeof(hkey));
+		lens[1] = (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey);
+		lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
+					   (unsigned long long)a->pull_cursor[ci][sh]);
+		lens[3] = (size_t)snprintf(max, sizeof(max), "%u", PULL_MAX);
+		if (rl_store_queue_script(a->store, RL_SCRIPT_PULL, 2, 4, argv, lens) ||
+		    sync_plan_add(r, JOB_PULL, ci, sh, 0))
+			return -1;
+	}
+	return 0;
 }
 
 /* A state as the store keeps it ("TAT:EI", RL_LUA_TAT): what it owes
@@ -159,7 +165,7 @@ int on_pull(struct rl_agent *a, const struct reply_plan *p,
 	    rep->elements % 2 || rep->element[0]->type != REDIS_REPLY_STRING ||
 	    rep->element[1]->type != REDIS_REPLY_STRING)
 		return -1;
-	a->pull_cursor[p->rule] = strtoull(rep->element[0]->str, NULL, 10);
+	a->pull_cursor[p->rule][p->first] = strtoull(rep->element[0]->str, NULL, 10);
 	now_us = strtoull(rep->element[1]->str, NULL, 10);
 	for (size_t i = 2; i + 1 < rep->elements; i += 2) {
 		const redisReply *k = rep->element[i], *v = rep->element[i + 1];
@@ -192,7 +198,7 @@ int queue_floor(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 
 	sync_ttl(a, ci, ttl, sizeof(ttl));
 	sync_arg(argv, lens, &c, hkey,
-		 rl_agent_hash_key(a, ci, hkey, sizeof(hkey)));
+		 rl_agent_hash_key(a, ci, a->items[first].shard, hkey, sizeof(hkey)));
 	sync_arg(argv, lens, &c, rkey,
 		 (size_t)snprintf(rkey, sizeof(rkey), "%s:recent", hkey));
 	sync_arg_text(argv, lens, &c, ttl);

@@ -423,6 +423,18 @@ static void end_global(struct parser *p)
 			"proxy_protocol = on needs trusted_proxies");
 }
 
+/* [redis] comes once too. In a cluster the first '{' of a name starts its
+ * hash tag: a prefix with one would put every key in the prefix's slot. */
+static void end_redis(struct parser *p)
+{
+	const struct rl_config *c = p->cfg;
+
+	if (strncmp(c->redis_url, "redis-cluster://", 16) == 0 &&
+	    strpbrk(c->redis_prefix, "{}"))
+		perr_at(p, given_at(p, "prefix"), "prefix cannot have '{' or '}' "
+			"with redis-cluster:// (they would make the hash tag)");
+}
+
 /* Checks that need the whole section. */
 void rl_cfg_end_section(struct parser *p)
 {
@@ -436,6 +448,9 @@ void rl_cfg_end_section(struct parser *p)
 		break;
 	case SEC_GLOBAL:
 		end_global(p);
+		break;
+	case SEC_REDIS:
+		end_redis(p);
 		break;
 	default:
 		break;

@@ -236,9 +236,34 @@ static bool valid_sentinel_url(const char *s)
 	       (!parse_u64(db + 1, strlen(db + 1), &v) && v <= 65535);
 }
 
+/* After "redis-cluster://": [user:pass@]host[:port][,host[:port]...][/[0]],
+ * up to 16 seed nodes (the agent's RL_CLUSTER_SEEDS_MAX); a cluster has
+ * only database 0. */
+static bool valid_cluster_url(const char *s)
+{
+	const char *slash = strchr(s, '/'), *at = strchr(s, '@'), *end;
+	unsigned n = 0;
+
+	if (at && (!slash || at < slash))
+		s = at + 1;
+	end = slash ? slash : s + strlen(s);
+	for (const char *h = s;; n++) {
+		const char *comma = memchr(h, ',', (size_t)(end - h));
+		const char *stop = comma ? comma : end;
+
+		if (n == 16 || stop == h || !valid_host_port(h, stop))
+			return false;
+		if (!comma)
+			break;
+		h = comma + 1;
+	}
+	return !slash || !slash[1] || strcmp(slash, "/0") == 0;
+}
+
 /*
- * redis://[user:pass@]host[:port][/db], unix:///path or
- * redis-sentinel://[user:pass@]host[:port][,...]/master[/db]. The text is kept
+ * redis://[user:pass@]host[:port][/db], unix:///path,
+ * redis-sentinel://[user:pass@]host[:port][,...]/master[/db] or
+ * redis-cluster://[user:pass@]host[:port][,...]. The text is kept
  * verbatim for the agent; only its shape is checked here.
  */
 int rl_cfg_parse_url(struct parser *p, const char *v)
@@ -281,6 +306,10 @@ int rl_cfg_parse_url(struct parser *p, const char *v)
 		if (!valid_sentinel_url(v + 17))
 			return bad_value(p, v, "expected redis-sentinel://[user:pass@]"
 					 "host[:port][,host[:port]...]/master[/db]");
+	} else if (strncmp(v, "redis-cluster://", 16) == 0) {
+		if (!valid_cluster_url(v + 16))
+			return bad_value(p, v, "expected redis-cluster://[user:pass@]"
+					 "host[:port][,host[:port]...]");
 	} else {
 		return bad_value(p, v, expected);
 	}

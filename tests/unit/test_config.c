@@ -1315,6 +1315,50 @@ static void test_sentinel_url(void **state)
 	}
 }
 
+/* redis-cluster:// URLs: seed nodes, no database but 0; a prefix with a hash
+ * tag's brace is refused there (and only there). */
+static void test_cluster_url(void **state)
+{
+	static const char *const good[] = {
+		"redis-cluster://127.0.0.1:7000",
+		"redis-cluster://a:1,b,[::1]:3",
+		"redis-cluster://user:pw@a:1,b:2/",
+		"redis-cluster://a:1/0",
+	};
+	static const char *const bad[] = {
+		"redis-cluster://",
+		"redis-cluster://h:1,",
+		"redis-cluster://h:1,,h:2",
+		"redis-cluster://h:0",
+		"redis-cluster://h:1/1",
+		"redis-cluster://h:1/m",
+		"redis-cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q",
+	};
+	char text[256], want[384];
+	struct rl_config *c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\nurl = %s\n", good[i]);
+		c = parse_ok(text);
+		assert_string_equal(c->redis_url, good[i]);
+		rl_config_free(c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\nurl = %s\n", bad[i]);
+		snprintf(want, sizeof(want),
+			 "x.conf:2: bad url '%s' (expected redis-cluster://"
+			 "[user:pass@]host[:port][,host[:port]...])", bad[i]);
+		expect_error(text, want);
+	}
+	expect_error("[redis]\nprefix = a{b}:\nurl = redis-cluster://h:1\n",
+		     "x.conf:2: prefix cannot have '{' or '}' with "
+		     "redis-cluster:// (they would make the hash tag)");
+	c = parse_ok("[redis]\nprefix = a{b}:\nurl = redis://h:1\n");
+	assert_string_equal(c->redis_prefix, "a{b}:");
+	rl_config_free(c);
+}
+
 static void test_error_proxy_protocol(void **state)
 {
 	static const struct error_case cases[] = {
@@ -1626,6 +1670,7 @@ int main(void)
 		cmocka_unit_test(test_error_names),
 		cmocka_unit_test(test_error_bad_url),
 		cmocka_unit_test(test_sentinel_url),
+		cmocka_unit_test(test_cluster_url),
 		cmocka_unit_test(test_error_proxy_protocol),
 		cmocka_unit_test(test_error_first_wins),
 		cmocka_unit_test(test_error_null_err),

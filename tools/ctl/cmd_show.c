@@ -191,8 +191,10 @@ static int show_store(struct ctl *c, const struct key_arg *k,
 	if (!rc || rc->algo.kind != RL_ALGO_GCRA || k->len > RL_KEY_MAX ||
 	    v->peek.limit != rc->algo.rate.burst || !(s = store_open(c, show_lua)))
 		return -1;
-	lens[0] = rl_store_rule_key(c->cfg, k->r, "", hkey, sizeof(hkey));
 	lens[1] = rl_agent_key_text(k->r, k->bytes, k->len, 0, text, sizeof(text));
+	lens[0] = rl_store_rule_key(c->cfg, k->r,
+				    rl_store_key_shard(c->cfg, text, lens[1]), "",
+				    hkey, sizeof(hkey));
 	lens[2] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
 				   (double)rc->algo.interval_ns / 1000.0);
 	if (rl_store_queue_script(s, 0, 1, 3, argv, lens) ||

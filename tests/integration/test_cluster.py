@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_cluster.py - rlshimd through a real Redis Cluster (redis-cluster://).
+
+Three masters, no replicas, made with `redis-cli --cluster create` on free
+loopback ports; hosts as in test_redis.py (its helpers). Not in the
+Makefile's list yet (docs/CLUSTER-DESIGN.md, Status).
+"""
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import run, wait_for  # noqa: E402
+import servers  # noqa: E402
+import test_redis as tr  # noqa: E402
+
+
+def bus_free(port):
+    """port + 10000 (the cluster bus) is free too, and a port at all."""
+    if port + 10000 > 65535:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(('127.0.0.1', port + 10000))
+        except OSError:
+            return False
+    return True
+
+
+class Node(tr.Redis):
+    """A cluster node: a test_redis.Redis on a port whose bus port is free."""
+
+    def __init__(self, password=None):
+        tr.N[0] += 1
+        self.dir = os.path.join(tr.TMP, f'node{tr.N[0]}')
+        os.makedirs(self.dir)
+        self.port = next(p for p in iter(servers.free_port, None) if bus_free(p))
+        self.sock = None
+        self.extra = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
+                      '--cluster-node-timeout', '2000']
+        self.auth = []
+        if password:
+            self.extra += ['--requirepass', password, '--masterauth', password]
+            self.auth = ['--no-auth-warning', '-a', password]
+        self.start()
+
+
+class Cluster:
+    """n masters, slots spread by redis-cli, each a test_redis.Redis."""
+
+    def __init__(self, n=3, replicas=0, password=None):
+        self.password = password
+        self.nodes = [Node(password) for _ in range(n * (1 + replicas))]
+        out = subprocess.run(['redis-cli', *self.nodes[0].auth, '--cluster', 'create',
+                              *(f'127.0.0.1:{r.port}' for r in self.nodes),
+                              '--cluster-replicas', str(replicas), '--cluster-yes'],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stdout + out.stderr
+        self.ok()
+        # a replica that never synced cannot be promoted
+        assert wait_for(lambda: all('role:master' in r.cli('INFO', 'replication') or
+                                    'master_link_status:up' in r.cli('INFO', 'replication')
+                                    for r in self.nodes), 15), 'replicas not synced'
+
+    def ok(self, nodes=None):
+        assert wait_for(lambda: all('cluster_state:ok' in r.cli('CLUSTER', 'INFO')
+                                    for r in nodes or self.nodes), 15), 'cluster not ok'
+
+    @property
+    def url(self):
+        auth = f':{self.password}@' if self.password else ''
+        return f'redis-cluster://{auth}' + ','.join(f'127.0.0.1:{r.port}'
+                                                   for r in self.nodes)
+
+    def keys(self, pattern='rlshim:*'):
+        """Each master's keys matching `pattern` (its own: no -c)."""
+        return [set(r.cli('--scan', '--pattern', pattern).split()) for r in self.nodes]
+
+    def owner(self, key, ask=None):
+        """The node serving `key`'s slot (CLUSTER NODES of `ask`), and the slot."""
+        ask = ask or self.nodes[0]
+        slot = int(ask.cli('CLUSTER', 'KEYSLOT', key))
+        for line in ask.cli('CLUSTER', 'NODES').splitlines():
+            f = line.split()
+            port = int(f[1].split(':')[1].split('@')[0])
+            for rng in f[8:]:
+                a, _, b = rng.partition('-')
+                if rng[0] != '[' and int(a) <= slot <= int(b or a):
+                    return next(r for r in self.nodes if r.port == port), slot
+        raise AssertionError(f'slot {slot} has no owner')
+
+    def migrate(self, slot, src, dst):
+        """Move `slot` from src to dst as redis-cli --cluster reshard does:
+        importing/migrating, its keys MIGRATEd, then the new owner set on
+        every node."""
+        sid, did = src.cli('CLUSTER', 'MYID'), dst.cli('CLUSTER', 'MYID')
+        assert dst.cli('CLUSTER', 'SETSLOT', slot, 'IMPORTING', sid) == 'OK'
+        assert src.cli('CLUSTER', 'SETSLOT', slot, 'MIGRATING', did) == 'OK'
+        while True:
+            keys = src.cli('CLUSTER', 'GETKEYSINSLOT', slot, 100).split()
+            if not keys:
+                break
+            out = src.cli('MIGRATE', '127.0.0.1', dst.port, '', 0, 5000, 'KEYS', *keys)
+            assert out in ('OK', 'NOKEY'), out
+        for r in self.nodes:
+            assert r.cli('CLUSTER', 'SETSLOT', slot, 'NODE', did) == 'OK'
+
+    def cli(self, *args):
+        """redis-cli -c: following redirections, from a live node."""
+        r = next(r for r in self.nodes if r.proc.poll() is None)
+        return subprocess.run(['redis-cli', '-c', '-p', str(r.port), *r.auth,
+                               *map(str, args)],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+
+    def stop(self):
+        for r in self.nodes:
+            r.stop()
+
+
+@contextlib.contextmanager
+def cluster_fleet(rules, n, name, replicas=0, password=None):
+    c = Cluster(replicas=replicas, password=password)
+    hosts = []
+    try:
+        hosts = [tr.Host(c.url, rules, f'{name}{i}') for i in range(n)]
+        tr.started(hosts)
+        yield c, hosts
+    finally:
+        for h in hosts:
+            h.stop()
+        c.stop()
+
+
+RATE, BURST, SECONDS = 50, 10, 10
+
+
+def held(ok):
+    """The limit held: never more than 5% over rate x time + burst, and not
+    far under. Under is what a loaded machine gives (late rounds hold the
+    shares back): test_redis.py's accuracy_even, with one Redis, measured
+    -5% to -9% here at a load of 4 on 2 cores, and this file -0% to -13%."""
+    ideal = RATE * SECONDS + BURST
+    assert 0.80 * ideal <= ok <= 1.05 * ideal, (ok, ideal)
+
+
+def limit_holds_two_hosts():
+    """Two hosts under one global limit through the cluster: together they
+    admit rate x time + burst (held()), and the agent says it connected to
+    the cluster."""
+    rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
+    with cluster_fleet(rules, 2, 'cl') as (c, hosts):
+        ok, denied = tr.overload(hosts, '/even', SECONDS, lambda t, i: hosts[i % 2])
+        ideal = RATE * SECONDS + BURST
+        print(f'  admitted {ok} of {ok + denied}, ideal {ideal}, '
+              f'error {100 * (ok - ideal) / ideal:+.1f}%')
+        assert ok + denied >= 5 * RATE * SECONDS, 'not overloaded'
+        held(ok)
+        for h in hosts:
+            log = h.agent_log()
+            assert 'msg="store connected" store=redis-cluster://127.0.0.1:' in log, log
+            assert 'store unreachable' not in log, log
+        # each call went to its slot's master: no node answered MOVED, and
+        # the agent's keys (the rule's, epoch, hosts) are on several
+        keys = c.keys()
+        assert sum(bool(k) for k in keys) > 1, keys
+        assert any('rlshim:{even:12}' in k for k in keys), keys  # 127.0.0.1's shard
+        for r in c.nodes:
+            assert 'MOVED' not in r.cli('INFO', 'errorstats'), r.cli('INFO', 'errorstats')
+
+
+def keys_spread_over_masters():
+    """One rule keyed by a header, 200 keys: their state is spread over more
+    than one master (the rule is not one node's load)."""
+    rules = '[limit:user]\nmatch = * /u\nkey = header:X-User\nrate = 5/s\nburst = 5\n'
+    with cluster_fleet(rules, 2, 'sp') as (c, hosts):
+        for k in range(200):
+            hosts[k % 2].get('/u', {'X-User': f'u{k}'})
+        assert wait_for(lambda: sum(bool(s) for s in c.keys('rlshim:{user*')) > 1, 5), \
+            c.keys()
+
+
+def slot_moved_under_load():
+    """The slot of a rule's keys moves to another master under load: the
+    agents follow (the old master answered MOVED or ASK) without an outage,
+    the keys are on the new one, the limit holds (held()), and the agents
+    sync at the end."""
+    rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
+    with cluster_fleet(rules, 2, 'mv') as (c, hosts):
+        src, slot = c.owner('rlshim:{even:12}')
+        dst = next(r for r in c.nodes if r is not src)
+        res = {}
+        t = threading.Thread(target=lambda: res.update(ok=tr.overload(
+            hosts, '/even', SECONDS, lambda t, i: hosts[i % 2])))
+        t.start()
+        time.sleep(SECONDS / 3)
+        c.migrate(slot, src, dst)
+        t.join()
+        ok, denied = res['ok']
+        ideal = RATE * SECONDS + BURST
+        print(f'  admitted {ok} of {ok + denied}, ideal {ideal}, '
+              f'error {100 * (ok - ideal) / ideal:+.1f}%')
+        stats = src.cli('INFO', 'errorstats')
+        outages = sum(h.agent_log().count('store unreachable') for h in hosts)
+        print(f'  old master: {" ".join(stats.split()[1:])}; outages logged: {outages}')
+        assert 'MOVED' in stats or 'ASK' in stats, stats
+        # all of a slot's keys move in one MIGRATE here: no script ever saw
+        # its keys split (TRYAGAIN), so the store was never down
+        assert outages == 0, [h.agent_log() for h in hosts]
+        assert 'rlshim:{even:12}' in c.keys()[c.nodes.index(dst)], c.keys()
+        held(ok)
+        n = [tr.syncs(h) for h in hosts]
+        assert wait_for(lambda: all(tr.syncs(h) > m for h, m in zip(hosts, n)), 5)
+
+
+def master_killed_replica_promoted():
+    """The master of a rule's keys is killed under load and its replica
+    promoted (3 masters, 3 replicas): every request is answered meanwhile,
+    the agents come back (store reachable again) within the cluster's
+    failover and a few rounds, and the limit holds (held()) overall."""
+    rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
+    with cluster_fleet(rules, 2, 'fo', replicas=1) as (c, hosts):
+        victim, slot = c.owner('rlshim:{even:12}')
+        res = {}
+        t = threading.Thread(target=lambda: res.update(ok=tr.overload(
+            hosts, '/even', SECONDS, lambda t, i: hosts[i % 2])))
+        t.start()
+        time.sleep(SECONDS / 3)
+        victim.kill()
+        t0 = time.monotonic()
+        rest = [r for r in c.nodes if r is not victim]
+        assert wait_for(lambda: c.owner('rlshim:{even:12}', rest[0])[0] is not victim, 20)
+        promoted = time.monotonic() - t0
+        c.ok(rest)
+        t.join()
+        assert wait_for(lambda: all('store reachable again' in h.agent_log()
+                                    for h in hosts), 20), [h.agent_log() for h in hosts]
+        ok, denied = res['ok']
+        ideal = RATE * SECONDS + BURST
+        logs = [h.agent_log() for h in hosts]
+        downs = [re.findall(r'down_for=([\d.]+)s', log) for log in logs]
+        print(f'  promoted after {promoted:.1f} s; agents down for {downs}; '
+              f'admitted {ok} of {ok + denied}, ideal {ideal}, '
+              f'error {100 * (ok - ideal) / ideal:+.1f}%')
+        assert all(d for d in downs), logs
+        held(ok)
+        n = [tr.syncs(h) for h in hosts]
+        assert wait_for(lambda: all(tr.syncs(h) > m for h, m in zip(hosts, n)), 5)
+
+
+def reset_and_strict_two_hosts():
+    """test_redis.py's reset_two_hosts through the cluster: the key exhausted
+    on two hosts, rlshimctl reset on one, both admit it again; its state is
+    gone from its shard's hash ({sms:12}: 127.0.0.1's). Strict: exactly the
+    bucket again, and show reads the state from the key's master."""
+    for rules, name in ((tr.RESET_RULES, 'rs'),
+                        (tr.RESET_RULES + 'sync = strict\n', 'rss')):
+        with cluster_fleet(rules, 2, name) as (c, hosts):
+            tr.hosts_up(hosts)
+            tr.exhausted(hosts)
+            assert c.cli('HEXISTS', 'rlshim:{sms:12}', '127.0.0.1') == '1'
+            out = hosts[0].ctl('reset', 'sms', '127.0.0.1')
+            assert out.returncode == 0 and out.stderr == '', out
+            assert 'Redis' in out.stdout and 'every host' in out.stdout, out.stdout
+            tr.rounds(hosts)
+            assert c.cli('HEXISTS', 'rlshim:{sms:12}', '127.0.0.1') == '0'
+            assert all('msg="key reset" rule=sms key="127.0.0.1"' in h.agent_log()
+                       for h in hosts), [h.agent_log() for h in hosts]
+            if 'strict' in rules:
+                n = [tr.admitted(hosts[0], 7)]
+                j = json.loads(hosts[1].ctl('show', 'sms', '127.0.0.1', '--json').stdout)
+                assert j['view'] == 'redis' and j['seen'] and j['remaining'] == 3, j
+                n.append(tr.admitted(hosts[1], 7))
+                assert n == [7, 3], n
+                continue
+            with tr.Unheard(hosts):
+                n = [tr.admitted(hosts[0], 10), tr.admitted(hosts[1], 10)]
+            assert all(n) and 10 <= sum(n) <= 11, n
+
+
+def maxretry_two_hosts():
+    """test_redis.py's maxretry_two_hosts through the cluster: 2 refusals on
+    each of two hosts reach maxretry 4 together, in the address's shard
+    (fails:{sms:12}), and the client is banned on both through bans."""
+    with cluster_fleet(tr.MR.format(bantime='1m'), 2, 'mr') as (c, hosts):
+        tr.hosts_up(hosts)
+        tr.refusals(hosts[0], 2)
+        assert wait_for(lambda: c.cli('HEXISTS', 'rlshim:fails:{sms:12}',
+                                      '127.0.0.1') == '1', 5)
+        tr.refusals(hosts[1], 2)
+        assert wait_for(lambda: all(tr.banned(h) for h in hosts), 5), \
+            [h.agent_log() for h in hosts]
+        assert c.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32')
+        assert sorted(o[0] for o in tr.ban_origins(hosts)) == ['maxretry', 'remote'], \
+            tr.ban_origins(hosts)
+
+
+def password():
+    """A cluster whose nodes need a password: the URL's is sent to every
+    node (seed and masters), the limit is shared, and neither the log nor
+    rlshimctl status shows the password."""
+    rules = '[limit:pw]\nmatch = * /pw\nrate = 1/m\nburst = 3\n'
+    with cluster_fleet(rules, 2, 'pw', password='s3cr3t-pw') as (c, hosts):
+        tr.hosts_up(hosts)
+        got = [hosts[0].get('/pw').status for _ in range(3)]
+        tr.rounds(hosts)
+        got += [hosts[1].get('/pw').status for _ in range(3)]
+        # the burst between them (at most burst + N - 1: each its share of
+        # a fresh key before it hears of the other)
+        assert 3 <= got.count(404) <= 4 and got[-1] == 429, got
+        assert c.cli('HEXISTS', 'rlshim:{pw:12}', '127.0.0.1') == '1'
+        for h in hosts:
+            log = h.agent_log()
+            assert 'store connected' in log and 'unreachable' not in log, log
+            assert 's3cr3t' not in log + h.ctl('status').stdout, log
+
+
+TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
+         master_killed_replica_promoted, reset_and_strict_two_hosts,
+         maxretry_two_hosts, password]
+
+
+def main():
+    try:
+        want = sys.argv[1:]
+        return run('cluster', [(f'cluster: {t.__name__}', t) for t in TESTS
+                               if not want or t.__name__ in want])
+    finally:
+        shutil.rmtree(tr.TMP, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
