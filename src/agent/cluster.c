@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "hash.h"
 
 /* ---- the slot of a key ---------------------------------------------------------- */
@@ -510,19 +511,7 @@ int rl_cluster_parse_redirect(const char *err, size_t len,
 
 /* ---- the seed URL --------------------------------------------------------------- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode p[0..len) into out[cap]; a NUL or a bad escape refused. */
-static int unescape(const char *p, size_t len, char *out, size_t cap)
+int rl_url_unescape(const char *p, size_t len, char *out, size_t cap)
 {
 	size_t i, o = 0;
 
@@ -534,8 +523,8 @@ static int unescape(const char *p, size_t len, char *out, size_t cap)
 
 			if (i + 2 >= len)
 				return -EINVAL;
-			hi = hexval(p[i + 1]);
-			lo = hexval(p[i + 2]);
+			hi = rl_ascii_hexval((uint8_t)p[i + 1]);
+			lo = rl_ascii_hexval((uint8_t)p[i + 2]);
 			if (hi < 0 || lo < 0 || (hi | lo) == 0)
 				return -EINVAL;
 			c = hi << 4 | lo;
@@ -547,6 +536,19 @@ static int unescape(const char *p, size_t len, char *out, size_t cap)
 	}
 	out[o] = '\0';
 	return 0;
+}
+
+int rl_url_userinfo(const char *p, const char *at, char *user, size_t ulen,
+		    char *pass, size_t plen)
+{
+	const char *sep = memchr(p, ':', (size_t)(at - p));
+
+	user[0] = '\0';
+	if (!sep)
+		return rl_url_unescape(p, (size_t)(at - p), pass, plen);
+	return rl_url_unescape(p, (size_t)(sep - p), user, ulen) ||
+	       rl_url_unescape(sep + 1, (size_t)(at - sep - 1), pass, plen)
+	       ? -EINVAL : 0;
 }
 
 /* One seed, p[0..len): host[:port] or [v6][:port]; port 6379 if none. An
@@ -601,17 +603,9 @@ int rl_cluster_parse_url(const char *url, struct rl_cluster_url *out)
 		if (*q == '@')
 			at = q;
 	if (at) {
-		const char *sep = memchr(p, ':', (size_t)(at - p));
-
-		if (sep) {
-			if (unescape(p, (size_t)(sep - p), out->user, sizeof(out->user)) ||
-			    unescape(sep + 1, (size_t)(at - sep - 1), out->pass,
-				     sizeof(out->pass)))
-				goto out_inval;
-		} else if (unescape(p, (size_t)(at - p), out->pass,
-				    sizeof(out->pass))) {
+		if (rl_url_userinfo(p, at, out->user, sizeof(out->user),
+				    out->pass, sizeof(out->pass)))
 			goto out_inval;
-		}
 		p = at + 1;
 	}
 	for (;;) {

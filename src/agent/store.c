@@ -70,33 +70,6 @@ struct rl_store {
 
 /* ---- the URL ------------------------------------------------------------------ */
 
-static int unescape(const char *s, size_t n, char *out, size_t outlen)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '%' && i + 2 < n) {
-			char hex[3] = { s[i + 1], s[i + 2], 0 };
-			char *end;
-			long v = strtol(hex, &end, 16);
-
-			if (*end)
-				return -EINVAL;
-			c = (char)v;
-			i += 2;
-		} else if (c == '%') {
-			return -EINVAL;
-		}
-		if (o + 1 >= outlen)
-			return -EINVAL;
-		out[o++] = c;
-	}
-	out[o] = '\0';
-	return 0;
-}
-
 /* host[:port] or [v6][:port], from `p` up to `end`, into `a`; the port is
  * `port` if none is given. 0 or -EINVAL. */
 static int parse_addr(const char *p, const char *end, int port,
@@ -197,16 +170,9 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out)
 	slash = strchr(p, '/');
 	at = strchr(p, '@');
 	if (at && (!slash || at < slash)) {
-		const char *sep = memchr(p, ':', (size_t)(at - p));
-
-		if (sep) {
-			if (unescape(p, (size_t)(sep - p), out->user, sizeof(out->user)) ||
-			    unescape(sep + 1, (size_t)(at - sep - 1), out->pass,
-				     sizeof(out->pass)))
-				return -EINVAL;
-		} else if (unescape(p, (size_t)(at - p), out->pass, sizeof(out->pass))) {
+		if (rl_url_userinfo(p, at, out->user, sizeof(out->user),
+				    out->pass, sizeof(out->pass)))
 			return -EINVAL;
-		}
 		p = at + 1;
 	}
 	if (!sentinel) {

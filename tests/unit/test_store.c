@@ -54,6 +54,11 @@ static void test_sentinel(void **state)
 	assert_string_equal(u.host, "");  /* asked of the sentinels */
 	assert_string_equal(u.pass, "");
 
+	/* Escapes decoded; the same helper as the cluster URL's. */
+	assert_int_equal(rl_store_parse_url("redis://b%40b:p%3Aw%25@h:1/0", &u), 0);
+	assert_string_equal(u.user, "b@b");
+	assert_string_equal(u.pass, "p:w%");
+
 	assert_int_equal(rl_store_parse_url("redis-sentinel://:pw@h:1/m", &u), 0);
 	assert_int_equal(u.nsentinels, 1);
 	assert_string_equal(u.pass, "pw");
@@ -82,6 +87,11 @@ static void test_bad(void **state)
 		"redis://host:port",
 		"redis://host:0",
 		"redis://host:+5",
+		"redis://a%00b@host",                  /* a NUL in the password */
+		"redis://a%zzb@host",                  /* not an escape */
+		"redis://a%+fb@host",
+		"redis://pw%4@host",                   /* cut short */
+		"redis://u%3@x:pw@host",
 		"redis://host:6379/db",
 		"redis://[::1",
 		"redis://[]:1",
