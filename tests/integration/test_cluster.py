@@ -142,13 +142,14 @@ def cluster_fleet(rules, n, name, replicas=0, password=None):
 RATE, BURST, SECONDS = 50, 10, 10
 
 
-def held(ok):
-    """The limit held: never more than 5% over rate x time + burst, and not
-    far under. Under is what a loaded machine gives (late rounds hold the
-    shares back): test_redis.py's accuracy_even, with one Redis, measured
-    -5% to -9% here at a load of 4 on 2 cores, and this file -0% to -13%."""
+def held(ok, slack=0.0):
+    """The limit held: at most 5% over rate x time + burst (plus `slack`),
+    at most 7% under. Measured on a quiet machine (two fresh CI runs and
+    one more): -3.3% to +0.0%. A machine loaded by other work under-admits
+    (late rounds hold the shares back: -5% to -13% at a load of 4-7 on 2
+    cores), for one Redis as for the cluster."""
     ideal = RATE * SECONDS + BURST
-    assert 0.80 * ideal <= ok <= 1.05 * ideal, (ok, ideal)
+    assert 0.93 * ideal <= ok <= 1.05 * ideal + slack, (ok, ideal, slack)
 
 
 def limit_holds_two_hosts():
@@ -224,7 +225,8 @@ def master_killed_replica_promoted():
     """The master of a rule's keys is killed under load and its replica
     promoted (3 masters, 3 replicas): every request is answered meanwhile,
     the agents come back (store reachable again) within the cluster's
-    failover and a few rounds, and the limit holds (held()) overall."""
+    failover and a few rounds, and the limit holds (held()) overall, but
+    for the share a host takes while the other is back before it."""
     rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
     with cluster_fleet(rules, 2, 'fo', replicas=1) as (c, hosts):
         victim, slot = c.owner('rlshim:{even:12}')
@@ -250,7 +252,13 @@ def master_killed_replica_promoted():
               f'admitted {ok} of {ok + denied}, ideal {ideal}, '
               f'error {100 * (ok - ideal) / ideal:+.1f}%')
         assert all(d for d in downs), logs
-        held(ok)
+        # While one agent is down and the other back, the one down keeps
+        # to its share (on_store_down = open) and the one back, which has
+        # not heard of what the other admits, to the whole rate: the
+        # documented overlap, rate / hosts for the time between the two
+        # agents' returns (one of 3.4 s and 5.35 s gave +46, +9%).
+        lag = max(float(d[-1]) for d in downs) - min(float(d[-1]) for d in downs)
+        held(ok, slack=RATE / len(hosts) * lag)
         n = [tr.syncs(h) for h in hosts]
         assert wait_for(lambda: all(tr.syncs(h) > m for h, m in zip(hosts, n)), 5)
 
