@@ -538,17 +538,26 @@ int rl_url_unescape(const char *p, size_t len, char *out, size_t cap)
 	return 0;
 }
 
-int rl_url_userinfo(const char *p, const char *at, char *user, size_t ulen,
+int rl_url_userinfo(const char **p, const char *end, char *user, size_t ulen,
 		    char *pass, size_t plen)
 {
-	const char *sep = memchr(p, ':', (size_t)(at - p));
+	const char *at = NULL, *sep;
 
-	user[0] = '\0';
-	if (!sep)
-		return rl_url_unescape(p, (size_t)(at - p), pass, plen);
-	return rl_url_unescape(p, (size_t)(sep - p), user, ulen) ||
-	       rl_url_unescape(sep + 1, (size_t)(at - sep - 1), pass, plen)
-	       ? -EINVAL : 0;
+	user[0] = pass[0] = '\0';
+	/* Hosts never hold an '@': the last one before the path ends the
+	 * user and password (which may then hold one unescaped). */
+	for (const char *q = *p; q < end; q++)
+		if (*q == '@')
+			at = q;
+	if (!at)
+		return 0;
+	sep = memchr(*p, ':', (size_t)(at - *p));
+	if (sep ? rl_url_unescape(*p, (size_t)(sep - *p), user, ulen) ||
+		  rl_url_unescape(sep + 1, (size_t)(at - sep - 1), pass, plen)
+		: rl_url_unescape(*p, (size_t)(at - *p), pass, plen))
+		return -EINVAL;
+	*p = at + 1;
+	return 0;
 }
 
 /* One seed, p[0..len): host[:port] or [v6][:port]; port 6379 if none. An
@@ -586,7 +595,7 @@ static int parse_seed(const char *p, size_t len, char *host, int *port)
 int rl_cluster_parse_url(const char *url, struct rl_cluster_url *out)
 {
 	static const char scheme[] = "redis-cluster://";
-	const char *p, *at, *end, *slash;
+	const char *p, *end, *slash;
 
 	memset(out, 0, sizeof(*out));
 	if (strncmp(url, scheme, sizeof(scheme) - 1) != 0)
@@ -596,18 +605,9 @@ int rl_cluster_parse_url(const char *url, struct rl_cluster_url *out)
 	end = slash ? slash : p + strlen(p);
 	if (slash && strcmp(slash, "/") != 0 && strcmp(slash, "/0") != 0)
 		goto out_inval;
-	/* Hosts never hold an '@': the last one before the path ends the
-	 * user and password (which may then hold one unescaped). */
-	at = NULL;
-	for (const char *q = p; q < end; q++)
-		if (*q == '@')
-			at = q;
-	if (at) {
-		if (rl_url_userinfo(p, at, out->user, sizeof(out->user),
-				    out->pass, sizeof(out->pass)))
-			goto out_inval;
-		p = at + 1;
-	}
+	if (rl_url_userinfo(&p, end, out->user, sizeof(out->user), out->pass,
+			    sizeof(out->pass)))
+		goto out_inval;
 	for (;;) {
 		const char *comma = memchr(p, ',', (size_t)(end - p));
 		const char *stop = comma ? comma : end;

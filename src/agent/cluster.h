@@ -155,11 +155,12 @@ int rl_cluster_parse_url(const char *url, struct rl_cluster_url *out);
 /*
  * The URL helpers every store URL uses (store.c's redis:// and
  * redis-sentinel:// too): percent-decode p[0..len) into out[cap], a NUL or
- * a bad escape refused; the userinfo p[0..at) as [user:]password, each
- * decoded (user "" when absent). 0 or -EINVAL.
+ * a bad escape refused; and the userinfo: up to the last '@' in *p..end
+ * (the host part), [user:]password, each decoded ("" when absent), *p moved
+ * past it. 0 or -EINVAL.
  */
 int rl_url_unescape(const char *p, size_t len, char *out, size_t cap);
-int rl_url_userinfo(const char *p, const char *at, char *user, size_t ulen,
+int rl_url_userinfo(const char **p, const char *end, char *user, size_t ulen,
 		    char *pass, size_t plen);
 
 #endif /* RL_CLUSTER_H */

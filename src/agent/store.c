@@ -145,7 +145,7 @@ static int parse_sentinels(const char *p, const char *end,
 
 int rl_store_parse_url(const char *url, struct rl_store_url *out)
 {
-	const char *p, *at, *slash;
+	const char *p, *slash;
 	struct rl_store_addr a;
 	int sentinel = 0;
 
@@ -168,13 +168,9 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out)
 		return -EINVAL;
 	}
 	slash = strchr(p, '/');
-	at = strchr(p, '@');
-	if (at && (!slash || at < slash)) {
-		if (rl_url_userinfo(p, at, out->user, sizeof(out->user),
-				    out->pass, sizeof(out->pass)))
-			return -EINVAL;
-		p = at + 1;
-	}
+	if (rl_url_userinfo(&p, slash ? slash : p + strlen(p), out->user,
+			    sizeof(out->user), out->pass, sizeof(out->pass)))
+		return -EINVAL;
 	if (!sentinel) {
 		if (parse_addr(p, slash ? slash : p + strlen(p), 6379, &a))
 			return -EINVAL;

@@ -58,6 +58,15 @@ static void test_sentinel(void **state)
 	assert_int_equal(rl_store_parse_url("redis://b%40b:p%3Aw%25@h:1/0", &u), 0);
 	assert_string_equal(u.user, "b@b");
 	assert_string_equal(u.pass, "p:w%");
+	/* The last '@' before the path ends the userinfo, as the config's
+	 * check and the cluster URL read it. */
+	assert_int_equal(rl_store_parse_url("redis://bob:p@ss@h:1/0", &u), 0);
+	assert_string_equal(u.user, "bob");
+	assert_string_equal(u.pass, "p@ss");
+	assert_string_equal(u.host, "h");
+	assert_int_equal(rl_store_parse_url("redis-sentinel://p@ss@h:1/m", &u), 0);
+	assert_string_equal(u.pass, "p@ss");
+	assert_string_equal(u.sentinels[0].host, "h");
 
 	assert_int_equal(rl_store_parse_url("redis-sentinel://:pw@h:1/m", &u), 0);
 	assert_int_equal(u.nsentinels, 1);
