@@ -405,42 +405,6 @@ int rl_cluster_node_tag(const struct rl_cluster_map *m, unsigned shard,
 
 /* ---- redirections --------------------------------------------------------------- */
 
-/* A port of 1..65535 in p[0..len), digits only. */
-static int parse_port(const char *p, size_t len, int *port)
-{
-	unsigned long v = 0;
-	size_t i;
-
-	if (len == 0 || len > 5)
-		return -EINVAL;
-	for (i = 0; i < len; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (unsigned long)(p[i] - '0');
-	}
-	if (v < 1 || v > 65535)
-		return -EINVAL;
-	*port = (int)v;
-	return 0;
-}
-
-/* Copy host h[0..len) into host[cap]: no controls, blanks or URL
- * punctuation. */
-static int copy_host(const char *h, size_t len, char *host, size_t cap)
-{
-	size_t i;
-
-	if (len >= cap)
-		return -EINVAL;
-	for (i = 0; i < len; i++)
-		if ((unsigned char)h[i] <= ' ' || h[i] == 0x7f || h[i] == '[' ||
-		    h[i] == ']' || h[i] == '/' || h[i] == '@' || h[i] == ',')
-			return -EINVAL;
-	memcpy(host, h, len);
-	host[len] = '\0';
-	return 0;
-}
-
 /* "host:port", "[v6]:port", "v6:port" (split at the last ':') or ":port"
  * in p[0..len). The host may be empty only if `empty_ok`. */
 static int parse_hostport(const char *p, size_t len, char *host, size_t cap,
@@ -454,7 +418,7 @@ static int parse_hostport(const char *p, size_t len, char *host, size_t cap,
 			colon = p + i - 1;
 			break;
 		}
-	if (!colon || parse_port(colon + 1, len - (size_t)(colon + 1 - p), port))
+	if (!colon || rl_url_port(colon + 1, len - (size_t)(colon + 1 - p), port))
 		return -EINVAL;
 	hlen = (size_t)(colon - p);
 	if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
@@ -465,7 +429,11 @@ static int parse_hostport(const char *p, size_t len, char *host, size_t cap,
 	}
 	if (hlen == 0 && !empty_ok)
 		return -EINVAL;
-	return copy_host(h, hlen, host, cap);
+	if (hlen == 1 && *h == '?' && cap > 1) { /* an unknown endpoint */
+		memcpy(host, "?", 2);
+		return 0;
+	}
+	return rl_url_host(h, hlen, host, cap);
 }
 
 int rl_cluster_parse_redirect(const char *err, size_t len,
@@ -511,120 +479,19 @@ int rl_cluster_parse_redirect(const char *err, size_t len,
 
 /* ---- the seed URL --------------------------------------------------------------- */
 
-int rl_url_unescape(const char *p, size_t len, char *out, size_t cap)
-{
-	size_t i, o = 0;
-
-	for (i = 0; i < len; i++) {
-		int c = (unsigned char)p[i];
-
-		if (c == '%') {
-			int hi, lo;
-
-			if (i + 2 >= len)
-				return -EINVAL;
-			hi = rl_ascii_hexval((uint8_t)p[i + 1]);
-			lo = rl_ascii_hexval((uint8_t)p[i + 2]);
-			if (hi < 0 || lo < 0 || (hi | lo) == 0)
-				return -EINVAL;
-			c = hi << 4 | lo;
-			i += 2;
-		}
-		if (o + 1 >= cap)
-			return -EINVAL;
-		out[o++] = (char)c;
-	}
-	out[o] = '\0';
-	return 0;
-}
-
-int rl_url_userinfo(const char **p, const char *end, char *user, size_t ulen,
-		    char *pass, size_t plen)
-{
-	const char *at = NULL, *sep;
-
-	user[0] = pass[0] = '\0';
-	/* Hosts never hold an '@': the last one before the path ends the
-	 * user and password (which may then hold one unescaped). */
-	for (const char *q = *p; q < end; q++)
-		if (*q == '@')
-			at = q;
-	if (!at)
-		return 0;
-	sep = memchr(*p, ':', (size_t)(at - *p));
-	if (sep ? rl_url_unescape(*p, (size_t)(sep - *p), user, ulen) ||
-		  rl_url_unescape(sep + 1, (size_t)(at - sep - 1), pass, plen)
-		: rl_url_unescape(*p, (size_t)(at - *p), pass, plen))
-		return -EINVAL;
-	*p = at + 1;
-	return 0;
-}
-
-/* One seed, p[0..len): host[:port] or [v6][:port]; port 6379 if none. An
- * IPv6 address must be in brackets (bare, its last group would be taken
- * for the port). */
-static int parse_seed(const char *p, size_t len, char *host, int *port)
-{
-	const char *hend, *colon;
-
-	*port = 6379;
-	if (len && p[0] == '[') {
-		hend = memchr(p, ']', len);
-		if (!hend || hend == p + 1)
-			return -EINVAL;
-		colon = hend + 1 < p + len ? hend + 1 : NULL;
-		if (colon && *colon != ':')
-			return -EINVAL;
-		if (copy_host(p + 1, (size_t)(hend - p - 1), host,
-			      RL_CLUSTER_HOST_MAX))
-			return -EINVAL;
-	} else {
-		colon = memchr(p, ':', len);
-		hend = colon ? colon : p + len;
-		if (hend == p || (colon && memchr(colon + 1, ':',
-						  len - (size_t)(colon + 1 - p))))
-			return -EINVAL;
-		if (copy_host(p, (size_t)(hend - p), host, RL_CLUSTER_HOST_MAX))
-			return -EINVAL;
-	}
-	if (colon && parse_port(colon + 1, len - (size_t)(colon + 1 - p), port))
-		return -EINVAL;
-	return 0;
-}
-
 int rl_cluster_parse_url(const char *url, struct rl_cluster_url *out)
 {
-	static const char scheme[] = "redis-cluster://";
-	const char *p, *end, *slash;
+	struct rl_url u;
 
 	memset(out, 0, sizeof(*out));
-	if (strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-		goto out_inval;
-	p = url + sizeof(scheme) - 1;
-	slash = strchr(p, '/');
-	end = slash ? slash : p + strlen(p);
-	if (slash && strcmp(slash, "/") != 0 && strcmp(slash, "/0") != 0)
-		goto out_inval;
-	if (rl_url_userinfo(&p, end, out->user, sizeof(out->user), out->pass,
-			    sizeof(out->pass)))
-		goto out_inval;
-	for (;;) {
-		const char *comma = memchr(p, ',', (size_t)(end - p));
-		const char *stop = comma ? comma : end;
-		size_t len = (size_t)(stop - p);
-
-		if (out->nseeds == RL_CLUSTER_SEEDS_MAX)
-			goto out_inval;
-		if (parse_seed(p, len, out->seed[out->nseeds].host,
-			       &out->seed[out->nseeds].port))
-			goto out_inval;
-		out->nseeds++;
-		if (!comma)
-			break;
-		p = comma + 1;
+	if (rl_url_parse(url, &u) || u.kind != RL_URL_CLUSTER)
+		return -EINVAL;
+	memcpy(out->user, u.user, sizeof(out->user));
+	memcpy(out->pass, u.pass, sizeof(out->pass));
+	for (unsigned i = 0; i < u.naddrs; i++) {
+		memcpy(out->seed[i].host, u.addr[i].host, sizeof(out->seed[i].host));
+		out->seed[i].port = u.addr[i].port;
 	}
+	out->nseeds = u.naddrs;
 	return 0;
-out_inval:
-	memset(out, 0, sizeof(*out));
-	return -EINVAL;
 }

@@ -18,6 +18,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "url.h"
+
 #define RL_CLUSTER_SLOTS        16384
 #define RL_CLUSTER_HOST_MAX     256 /* a hostname's 253 characters, the NUL */
 #define RL_CLUSTER_ID_MAX       41  /* a node id's 40 hex digits, the NUL */
@@ -145,22 +147,13 @@ struct rl_cluster_url {
 };
 
 /*
- * Parse redis-cluster://[[user:]pass@]H[:P][,H[:P]...][/]: the seed nodes
- * the map is first asked of (port 6379 if left out, IPv6 in brackets). User
- * and password may be percent-encoded. There is no database: a cluster
- * has only 0 (a "/0" is accepted). Returns 0 or -EINVAL.
+ * Parse redis-cluster://[[user:]pass@]H[:P][,H[:P]...][/[0]] (url.h's
+ * grammar): the seed nodes the map is first asked of. There is no
+ * database: a cluster has only 0. Returns 0 or -EINVAL.
  */
 int rl_cluster_parse_url(const char *url, struct rl_cluster_url *out);
 
-/*
- * The URL helpers every store URL uses (store.c's redis:// and
- * redis-sentinel:// too): percent-decode p[0..len) into out[cap], a NUL or
- * a bad escape refused; and the userinfo: up to the last '@' in *p..end
- * (the host part), [user:]password, each decoded ("" when absent), *p moved
- * past it. 0 or -EINVAL.
- */
-int rl_url_unescape(const char *p, size_t len, char *out, size_t cap);
-int rl_url_userinfo(const char **p, const char *end, char *user, size_t ulen,
-		    char *pass, size_t plen);
+_Static_assert(RL_CLUSTER_SEEDS_MAX == RL_URL_ADDRS_MAX &&
+	       RL_CLUSTER_HOST_MAX == RL_URL_HOST_MAX, "the seeds are url.h's");
 
 #endif /* RL_CLUSTER_H */

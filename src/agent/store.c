@@ -70,126 +70,35 @@ struct rl_store {
 
 /* ---- the URL ------------------------------------------------------------------ */
 
-/* host[:port] or [v6][:port], from `p` up to `end`, into `a`; the port is
- * `port` if none is given. 0 or -EINVAL. */
-static int parse_addr(const char *p, const char *end, int port,
-		      struct rl_store_addr *a)
-{
-	const char *colon, *host = p, *host_end;
-
-	if (p < end && *p == '[') { /* [v6] */
-		const char *close = memchr(p, ']', (size_t)(end - p));
-
-		if (!close)
-			return -EINVAL;
-		host = p + 1;
-		host_end = close;
-		colon = close + 1 < end ? close + 1 : NULL;
-		if (colon && *colon != ':')
-			return -EINVAL;
-	} else {
-		colon = memchr(p, ':', (size_t)(end - p));
-		host_end = colon ? colon : end;
-	}
-	if (host_end == host || (size_t)(host_end - host) >= sizeof(a->host))
-		return -EINVAL;
-	memcpy(a->host, host, (size_t)(host_end - host));
-	a->host[host_end - host] = '\0';
-	a->port = port;
-	if (colon) {
-		char *e;
-		long v = strtol(colon + 1, &e, 10);
-
-		if (colon + 1 == end || colon[1] < '0' || colon[1] > '9' ||
-		    e != end || v < 1 || v > 65535)
-			return -EINVAL;
-		a->port = (int)v;
-	}
-	return 0;
-}
-
-/* [/db] at `p` (the rest of the URL): 0 or -EINVAL. */
-static int parse_db(const char *p, int *db)
-{
-	char *end;
-	long v;
-
-	if (!*p || (*p == '/' && !p[1]))
-		return 0;
-	if (*p != '/' || p[1] < '0' || p[1] > '9')
-		return -EINVAL;
-	v = strtol(p + 1, &end, 10);
-	if (*end || v < 0 || v > 65535)
-		return -EINVAL;
-	*db = (int)v;
-	return 0;
-}
-
-/* The sentinels, "h:p,h:p" from `p` up to `end`. 0 or -EINVAL. */
-static int parse_sentinels(const char *p, const char *end,
-			   struct rl_store_url *out)
-{
-	while (p <= end) {
-		const char *comma = memchr(p, ',', (size_t)(end - p));
-		const char *stop = comma ? comma : end;
-
-		if (out->nsentinels == RL_STORE_SENTINELS ||
-		    parse_addr(p, stop, RL_STORE_SENTINEL_PORT,
-			       &out->sentinels[out->nsentinels]))
-			return -EINVAL;
-		out->nsentinels++;
-		p = stop + 1;
-	}
-	return 0;
-}
-
 int rl_store_parse_url(const char *url, struct rl_store_url *out)
 {
-	const char *p, *slash;
-	struct rl_store_addr a;
-	int sentinel = 0;
+	struct rl_url u;
 
 	memset(out, 0, sizeof(*out));
-	out->port = 6379;
-	if (strncmp(url, "unix://", 7) == 0) {
-		p = url + 7;
-		if (*p != '/' || strlen(p) >= sizeof(out->host))
-			return -EINVAL;
-		out->unix_socket = 1;
-		strcpy(out->host, p);
+	if (rl_url_parse(url, &u) || u.kind == RL_URL_CLUSTER)
+		return -EINVAL;
+	out->unix_socket = u.kind == RL_URL_UNIX;
+	if (out->unix_socket) {
+		memcpy(out->host, u.path, sizeof(out->host));
 		return 0;
 	}
-	if (strncmp(url, "redis://", 8) == 0) {
-		p = url + 8;
-	} else if (strncmp(url, "redis-sentinel://", 17) == 0) {
-		p = url + 17;
-		sentinel = 1;
-	} else {
-		return -EINVAL;
+	memcpy(out->user, u.user, sizeof(out->user));
+	memcpy(out->pass, u.pass, sizeof(out->pass));
+	memcpy(out->master, u.master, sizeof(out->master));
+	out->db = u.db;
+	if (u.kind == RL_URL_REDIS) {
+		memcpy(out->host, u.addr[0].host, sizeof(out->host));
+		out->port = u.addr[0].port;
+		return 0;
 	}
-	slash = strchr(p, '/');
-	if (rl_url_userinfo(&p, slash ? slash : p + strlen(p), out->user,
-			    sizeof(out->user), out->pass, sizeof(out->pass)))
-		return -EINVAL;
-	if (!sentinel) {
-		if (parse_addr(p, slash ? slash : p + strlen(p), 6379, &a))
-			return -EINVAL;
-		memcpy(out->host, a.host, sizeof(out->host));
-		out->port = a.port;
-		return slash ? parse_db(slash, &out->db) : 0;
+	/* redis-sentinel://: the master is asked for */
+	for (unsigned i = 0; i < u.naddrs; i++) {
+		memcpy(out->sentinels[i].host, u.addr[i].host,
+		       sizeof(out->sentinels[i].host));
+		out->sentinels[i].port = u.addr[i].port;
 	}
-	/* redis-sentinel://sentinels/master[/db]: the master is asked for */
-	if (!slash || parse_sentinels(p, slash, out))
-		return -EINVAL;
-	p = slash + 1;
-	slash = strchr(p, '/');
-	if (!slash)
-		slash = p + strlen(p);
-	if (slash == p || (size_t)(slash - p) >= sizeof(out->master))
-		return -EINVAL;
-	memcpy(out->master, p, (size_t)(slash - p));
-	out->port = 0;
-	return parse_db(slash, &out->db);
+	out->nsentinels = u.naddrs;
+	return 0;
 }
 
 /* ---- the connection ------------------------------------------------------------ */
@@ -197,9 +106,7 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out)
 /* host:port, or [v6]:port, into `out`. */
 static void fmt_addr(const char *host, int port, char *out, size_t len)
 {
-	int v6 = strchr(host, ':') != NULL;
-
-	snprintf(out, len, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+	rl_url_format_addr(host, port, out, len);
 }
 
 /* " master=host:port" for the log while a sentinel URL has named one, else "". */
@@ -243,46 +150,13 @@ struct rl_store *rl_store_new(const char *url, uint64_t timeout_ns)
 		free(s);
 		return NULL;
 	}
-	/* The store as configured, for the log: scheme, user, host, port and
-	 * db, never the password. */
-	if (s->cluster) {
-		size_t o = (size_t)snprintf(s->url_text, sizeof(s->url_text),
-					    "redis-cluster://%s%s", s->url.user,
-					    s->url.user[0] ? "@" : "");
+	/* The store as configured, for the log: scheme, user, hosts, ports,
+	 * master and db, never the password. */
+	{
+		struct rl_url u;
 
-		for (unsigned i = 0; i < s->curl.nseeds && o < sizeof(s->url_text); i++) {
-			char a[300];
-
-			fmt_addr(s->curl.seed[i].host, s->curl.seed[i].port, a, sizeof(a));
-			o += (size_t)snprintf(s->url_text + o, sizeof(s->url_text) - o,
-					      "%s%s", i ? "," : "", a);
-		}
-	} else if (s->url.unix_socket) {
-		snprintf(s->url_text, sizeof(s->url_text), "unix://%s",
-			 s->url.host);
-	} else if (s->url.master[0]) {
-		size_t o = (size_t)snprintf(s->url_text, sizeof(s->url_text),
-					    "redis-sentinel://%s%s", s->url.user,
-					    s->url.user[0] ? "@" : "");
-
-		for (unsigned i = 0; i < s->url.nsentinels && o < sizeof(s->url_text); i++) {
-			char a[300];
-
-			fmt_addr(s->url.sentinels[i].host, s->url.sentinels[i].port,
-				 a, sizeof(a));
-			o += (size_t)snprintf(s->url_text + o, sizeof(s->url_text) - o,
-					      "%s%s", i ? "," : "", a);
-		}
-		if (o < sizeof(s->url_text))
-			snprintf(s->url_text + o, sizeof(s->url_text) - o, "/%s/%d",
-				 s->url.master, s->url.db);
-	} else {
-		snprintf(s->url_text, sizeof(s->url_text),
-			 "redis://%s%s%s%s%s:%d/%d", s->url.user,
-			 s->url.user[0] ? "@" : "",
-			 strchr(s->url.host, ':') ? "[" : "", s->url.host,
-			 strchr(s->url.host, ':') ? "]" : "", s->url.port,
-			 s->url.db);
+		rl_url_parse(url, &u); /* it parsed above */
+		rl_url_format(&u, s->url_text, sizeof(s->url_text));
 	}
 	s->timeout_ns = timeout_ns;
 	s->backoff_ns = BACKOFF_MIN_NS;

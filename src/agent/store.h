@@ -24,12 +24,14 @@
 
 #include <hiredis/hiredis.h>
 
+#include "url.h"
+
 #define RL_STORE_SCRIPTS 9
 
 struct rl_store;
 
-#define RL_STORE_SENTINELS 8
-#define RL_STORE_SENTINEL_PORT 26379
+#define RL_STORE_SENTINELS RL_URL_SENTINELS_MAX
+#define RL_STORE_SENTINEL_PORT RL_URL_SENTINEL_PORT
 
 struct rl_store_addr {
 	char host[256];
@@ -50,11 +52,9 @@ struct rl_store_url {
 };
 
 /*
- * Parse redis://[user:pass@]host[:port][/db], unix:///path, or
- * redis-sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]
- * (up to RL_STORE_SENTINELS sentinels, port 26379 by default; hosts may be
- * [v6]). User and password may be percent-encoded. Returns 0 or -EINVAL.
- * (redis-cluster:// is parsed by rl_cluster_parse_url, in rl_store_new.)
+ * Parse redis://, unix:// or redis-sentinel:// (url.h's grammar, as the
+ * configuration checks it). Returns 0 or -EINVAL. (redis-cluster:// is
+ * rl_cluster_parse_url's, in rl_store_new.)
  */
 int rl_store_parse_url(const char *url, struct rl_store_url *out);
 

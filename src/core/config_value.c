@@ -10,6 +10,7 @@
  * which parser.
  */
 #include "config_impl.h"
+#include "url.h"
 
 #include <errno.h>
 #include <string.h>
@@ -179,142 +180,35 @@ int rl_cfg_parse_client_ip_header(struct parser *p, const char *v)
 
 /* ---- [redis] ---- */
 
-/* host[:port] or [v6]:port, up to `end`. */
-static bool valid_host_port(const char *s, const char *end)
-{
-	const char *colon;
-	uint64_t port;
-
-	if (s < end && *s == '[') {
-		const char *close = memchr(s, ']', (size_t)(end - s));
-
-		if (!close || close == s + 1)
-			return false;
-		colon = close + 1;
-		if (colon == end)
-			return true;
-		if (*colon != ':')
-			return false;
-	} else {
-		colon = memchr(s, ':', (size_t)(end - s));
-		if (!colon)
-			return s < end;
-		if (colon == s)
-			return false;
-	}
-	return !parse_u64(colon + 1, (size_t)(end - colon - 1), &port) &&
-	       port >= 1 && port <= 65535;
-}
-
-/* After "redis-sentinel://": [user:pass@]host[:port][,host[:port]...]/
- * master[/db], up to 8 sentinels (the agent's RL_STORE_SENTINELS). */
-static bool valid_sentinel_url(const char *s)
-{
-	const char *slash = strchr(s, '/'), *at = strchr(s, '@'), *name, *db;
-	unsigned n = 0;
-	uint64_t v;
-
-	if (!slash)
-		return false;
-	if (at && at < slash)
-		s = at + 1;
-	for (const char *h = s;; n++) {
-		const char *comma = memchr(h, ',', (size_t)(slash - h));
-		const char *stop = comma ? comma : slash;
-
-		if (n == 8 || stop == h || !valid_host_port(h, stop))
-			return false;
-		if (!comma)
-			break;
-		h = comma + 1;
-	}
-	name = slash + 1;
-	db = strchr(name, '/');
-	if (db == name || !*name)
-		return false;
-	return !db || !db[1] ||
-	       (!parse_u64(db + 1, strlen(db + 1), &v) && v <= 65535);
-}
-
-/* After "redis-cluster://": [user:pass@]host[:port][,host[:port]...][/[0]],
- * up to 16 seed nodes (the agent's RL_CLUSTER_SEEDS_MAX); a cluster has
- * only database 0. */
-static bool valid_cluster_url(const char *s)
-{
-	const char *slash = strchr(s, '/'), *at = strchr(s, '@'), *end;
-	unsigned n = 0;
-
-	if (at && (!slash || at < slash))
-		s = at + 1;
-	end = slash ? slash : s + strlen(s);
-	for (const char *h = s;; n++) {
-		const char *comma = memchr(h, ',', (size_t)(end - h));
-		const char *stop = comma ? comma : end;
-
-		if (n == 16 || stop == h || !valid_host_port(h, stop))
-			return false;
-		if (!comma)
-			break;
-		h = comma + 1;
-	}
-	return !slash || !slash[1] || strcmp(slash, "/0") == 0;
-}
-
 /*
- * redis://[user:pass@]host[:port][/db], unix:///path,
- * redis-sentinel://[user:pass@]host[:port][,...]/master[/db] or
- * redis-cluster://[user:pass@]host[:port][,...]. The text is kept
- * verbatim for the agent; only its shape is checked here.
+ * redis://, unix://, redis-sentinel:// or redis-cluster:// (url.h: the
+ * agent reads it with the same parser, so what passes here connects as
+ * written). The text is kept verbatim for the agent.
  */
 int rl_cfg_parse_url(struct parser *p, const char *v)
 {
-	static const char expected[] =
-		"expected redis://[user:pass@]host[:port][/db] or unix:///path";
+#define PLAIN "expected redis://[user:pass@]host[:port][/db] or unix:///path"
+	static const char *const expected[] = {
+		[RL_URL_UNKNOWN] = PLAIN,
+		[RL_URL_REDIS] = PLAIN,
+		[RL_URL_UNIX] = PLAIN,
+		[RL_URL_SENTINEL] = "expected redis-sentinel://[user:pass@]"
+				    "host[:port][,host[:port]...]/master[/db]",
+		[RL_URL_CLUSTER] = "expected redis-cluster://[user:pass@]"
+				   "host[:port][,host[:port]...]",
+	};
+	struct rl_url u;
 	size_t len = strlen(v);
-	const char *host, *end, *at;
-	uint64_t db;
 
 	if (len >= RL_URL_MAX) {
 		perr(p, "url too long (max %d bytes)", RL_URL_MAX - 1);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)v[i];
-
-		if (ch <= ' ' || ch == 0x7f)
-			return bad_value(p, v, expected);
-	}
-	if (strncmp(v, "unix://", 7) == 0) {
-		if (v[7] != '/' || v[8] == '\0')
-			return bad_value(p, v, expected);
-	} else if (strncmp(v, "redis://", 8) == 0) {
-		host = v + 8;
-		end = strchr(host, '/');
-		at = strrchr(host, '@');
-		if (at && (!end || at < end)) {
-			host = at + 1;
-			end = strchr(host, '/');
-		}
-		if (!end)
-			end = v + len;
-		if (!valid_host_port(host, end))
-			return bad_value(p, v, expected);
-		if (*end == '/' && end[1] &&
-		    (parse_u64(end + 1, strlen(end + 1), &db) || db > 65535))
-			return bad_value(p, v, expected);
-	} else if (strncmp(v, "redis-sentinel://", 17) == 0) {
-		if (!valid_sentinel_url(v + 17))
-			return bad_value(p, v, "expected redis-sentinel://[user:pass@]"
-					 "host[:port][,host[:port]...]/master[/db]");
-	} else if (strncmp(v, "redis-cluster://", 16) == 0) {
-		if (!valid_cluster_url(v + 16))
-			return bad_value(p, v, "expected redis-cluster://[user:pass@]"
-					 "host[:port][,host[:port]...]");
-	} else {
-		return bad_value(p, v, expected);
-	}
+	if (rl_url_parse(v, &u))
+		return bad_value(p, v, expected[u.kind]);
 	memcpy(p->cfg->redis_url, v, len + 1);
 	return 0;
+#undef PLAIN
 }
 
 int rl_cfg_parse_prefix(struct parser *p, const char *v)

@@ -441,6 +441,32 @@ def password_only_url():
         r.stop()
 
 
+def password_with_at():
+    """A password holding an '@' (the last '@' before the path ends it, as
+    the agent reads it): the agent authenticates with all of it, and no
+    part of it reaches status (text or --json) or the log; rlshimctl used
+    to mask only up to the first '@' and print the rest."""
+    r = Redis('--requirepass', 'pw@tail-6f1c')
+    s = None
+    try:
+        s = Shimmed(url=f'redis://default:pw@tail-6f1c@127.0.0.1:{r.port}/0')
+        s.start_agent()
+        deadline = time.time() + 10
+        while 'msg="store connected"' not in s.agent_text():
+            assert time.time() < deadline, s.agent_text()
+            time.sleep(0.1)
+        for args in (['status'], ['status', '--json']):
+            out = subprocess.run([CTL, '-c', s.config, *args],
+                                 capture_output=True, text=True, timeout=10)
+            assert f'redis://default:***@127.0.0.1:{r.port}/0' in out.stdout, out
+            assert 'tail-6f1c' not in out.stdout + out.stderr, out
+        assert 'tail-6f1c' not in s.agent_text() + s.text()
+    finally:
+        if s:
+            s.stop()
+        r.stop()
+
+
 def unreachable_no_password():
     """No password where Redis wants one: Redis's NOAUTH, from the first
     command that needs it (SELECT)."""
@@ -485,7 +511,7 @@ def unreachable_timed_out():
 
 TESTS = [root_logs_in_run, link_at_the_file_name, agent_refuses_a_link,
          planted_tmp_directory, planted_segment, unreachable_names_port_and_reason,
-         unreachable_wrong_password, password_only_url, unreachable_no_password,
+         unreachable_wrong_password, password_only_url, password_with_at, unreachable_no_password,
          unreachable_timed_out]
 
 

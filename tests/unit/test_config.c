@@ -1261,6 +1261,15 @@ static void test_error_bad_url(void **state)
 		"unix://",
 		"unix:///",
 		"unix://relative/path",
+		/* The agent's own parser checks them now: these passed the
+		 * configuration and then failed in the agent ("bad redis url"). */
+		"redis://a%zzb@host",
+		"redis://pw%00@host",
+		"redis://pw%4@host",
+		"redis://::1:6379",
+		"redis://ho,st:1",
+		"redis://host:6379/1x",
+		"redis://host:6379/+1",
 	};
 	char text[256], want[384];
 
@@ -1295,6 +1304,8 @@ static void test_sentinel_url(void **state)
 		"redis-sentinel://h:1/m/db",
 		"redis-sentinel://h:1//0",
 		"redis-sentinel://a,b,c,d,e,f,g,h,i/m",
+		"redis-sentinel://u:%zz@h:1/m",
+		"redis-sentinel://::1:26379/m",
 	};
 	char text[256], want[384];
 	struct rl_config *c;
@@ -1333,6 +1344,9 @@ static void test_cluster_url(void **state)
 		"redis-cluster://h:1/1",
 		"redis-cluster://h:1/m",
 		"redis-cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q",
+		"redis-cluster://::1:7000",
+		"redis-cluster://u:%00@h",
+		"redis-cluster://[::1]x",
 	};
 	char text[256], want[384];
 	struct rl_config *c;

@@ -19,6 +19,7 @@
 #include "ban.h"
 #include "spawn.h"
 #include "clock.h"
+#include "url.h"
 
 /* ---- the configuration in force ------------------------------------------ */
 
@@ -306,26 +307,8 @@ void ctl_fmt_time(char *buf, size_t len, uint64_t unix_ms)
 
 void ctl_fmt_url(char *buf, size_t len, const char *url)
 {
-	const char *auth = strstr(url, "://"), *at, *colon;
-
-	/* redis://user:pass@host:port/db, or redis://pass@host (the agent
-	 * reads a userinfo without a colon as the password): the password
-	 * never reaches a terminal, a log or a metrics file. */
-	if (auth) {
-		auth += 3;
-		at = strchr(auth, '@');
-		if (at && !memchr(auth, '/', (size_t)(at - auth))) {
-			colon = memchr(auth, ':', (size_t)(at - auth));
-			if (colon)
-				snprintf(buf, len, "%.*s:***%s",
-					 (int)(colon - url), url, at);
-			else
-				snprintf(buf, len, "%.*s***%s",
-					 (int)(auth - url), url, at);
-			return;
-		}
-	}
-	snprintf(buf, len, "%s", url);
+	/* the password never reaches a terminal, a log or a metrics file */
+	rl_url_mask(url, buf, len);
 }
 
 /* ---- columns ------------------------------------------------------------- */
