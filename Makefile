@@ -267,6 +267,12 @@ $(FUZZ_LIB): $(FUZZ_LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# fuzz_url is the store URL's parser alone.
+build/fuzz/fuzz_url: tests/fuzz/fuzz_url.c src/core/url.c src/core/url.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< src/core/url.c
+
 build/fuzz/fuzz_answers: tests/fuzz/fuzz_answers.c $(FUZZ_LIB)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) $(INIH_CFLAGS) -MMD -MP -o $@ $< $(FUZZ_LIB) \

@@ -62,8 +62,9 @@ struct rl_url {
  */
 int rl_url_parse(const char *url, struct rl_url *out);
 
-/* The URL as configured, without the password (for the log and status):
- * scheme, user, hosts and ports as given or defaulted, master, db. */
+/* The URL as configured, without the password (for the log): scheme,
+ * "user@" if any, hosts and ports as given or defaulted, master, db. For
+ * people: read back, "user@" would be a password. */
 void rl_url_format(const struct rl_url *u, char *out, size_t len);
 
 /* `url` verbatim but for its password, "***" in its place (the userinfo
