@@ -503,8 +503,43 @@ def switch_at_once():
             sub.close()
 
 
+def first_sentinel_gone():
+    """The sentinel the agents keep their connections to goes away: they
+    reopen both at the next one in order, keep them there (no new
+    connection in the next 8 s, where a short one each 2 s made 4 a host)
+    and follow its +switch-master as at once."""
+    with sentinels(RULES) as (master, replica, ss, hosts):
+        rounds(hosts, 3)
+        time.sleep(1)  # the subscriptions made
+        ss[0].stop()
+        rounds(hosts, 10)
+        time.sleep(1)  # moved: a few rounds
+        before = connections_received(ss[1:])
+        t_end = time.monotonic() + 8
+        while time.monotonic() < t_end:
+            for h in hosts:
+                h.get('/g')
+            time.sleep(0.2)
+        new = connections_received(ss[1:]) - before - 2
+        print(f'  {new} new connections to the other sentinels in 8 s from {len(hosts)} hosts')
+        assert new <= 2, new
+        sub = Switches(ss[1])
+        try:
+            assert wait_for(lambda: ss[1].cli('SENTINEL', 'FAILOVER', 'm') == 'OK', 40)
+            assert wait_for(lambda: sub.heard, 20), 'no +switch-master'
+            assert wait_for(lambda: all(followed_at(h, replica.port, sub.heard[0])
+                                        for h in hosts), 10), [h.agent_log() for h in hosts]
+            late = [followed_at(h, replica.port, sub.heard[0]) - sub.heard[0] for h in hosts]
+            print('  followed ' + ', '.join(f'{1000 * d:.0f} ms' for d in late) +
+                  ' after +switch-master')
+            assert max(late) < 0.5, late
+        finally:
+            sub.close()
+
+
 TESTS = [limit_across_hosts, master_killed, failover_old_master_alive, never_a_replica,
-         switch_to_empty_master, sentinels_down, sentinel_connections_kept, switch_at_once]
+         switch_to_empty_master, sentinels_down, sentinel_connections_kept, switch_at_once,
+         first_sentinel_gone]
 
 
 def main():
