@@ -4,6 +4,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,8 @@
 #define BACKOFF_MAX_NS (2000 * RL_NS_PER_MS)
 #define QUEUE_MAX 1024
 /* With sentinels, how often the master in use is checked with them while it
- * answers (a SENTINEL FAILOVER leaves the old master reachable): one short
- * connection to one sentinel. */
+ * answers: a safety net for a +switch-master missed (the subscription down
+ * or not yet made); one command on the kept connection to one sentinel. */
 #define ASK_EVERY_NS (2 * RL_NS_PER_SEC)
 
 struct queued {
@@ -66,6 +67,16 @@ struct rl_store {
 	unsigned nnodes;
 	struct node node[RL_CLUSTER_MASTERS_MAX];
 	int shard_node[RL_CLUSTER_MASTERS_MAX]; /* map shard -> node[] */
+	/* redis-sentinel://: two connections kept to a sentinel, opened to
+	 * the one that answered last (sentinel_at), each dropped on an error:
+	 * `sentinel` for SENTINEL get-master-addr-by-name, `sub` subscribed
+	 * to +switch-master and read without blocking each round; `told`: a
+	 * +switch-master named the master in url.host, use it without asking */
+	redisContext *sentinel;
+	redisContext *sub;
+	unsigned sentinel_at;
+	uint64_t sub_at_ns;       /* when to open `sub` again after a failure */
+	int told;
 };
 
 /* ---- the URL ------------------------------------------------------------------ */
@@ -180,6 +191,10 @@ void rl_store_free(struct rl_store *s)
 	queue_clear(s);
 	if (s->c)
 		redisFree(s->c);
+	if (s->sentinel)
+		redisFree(s->sentinel);
+	if (s->sub)
+		redisFree(s->sub);
 	for (unsigned i = 0; i < s->nnodes; i++)
 		if (s->node[i].c)
 			redisFree(s->node[i].c);
@@ -348,33 +363,53 @@ static int load_scripts(struct rl_store *s, redisContext *c, char *why,
 /* ---- sentinels ------------------------------------------------------------------- */
 
 /*
- * Ask the sentinels, in order (each bounded by the timeout), for the
- * master's address: 0 with it in `a`, or -EIO with what each said in
- * `why`. The password, if any, is offered to each sentinel too; a sentinel
- * that needs none refuses it, and that refusal is not an error.
+ * A connection to sentinel `i`, within `tv`: the password, if any, is
+ * offered (a sentinel that needs none refuses it, and that refusal is not
+ * an error). NULL, or a context whose err says why it failed.
  */
-static int ask_sentinels(struct rl_store *s, struct timeval tv,
+static redisContext *sentinel_conn(struct rl_store *s, unsigned i, struct timeval tv)
+{
+	const struct rl_store_addr *sa = &s->url.sentinels[i];
+	redisContext *c = redisConnectWithTimeout(sa->host, sa->port, tv);
+	redisReply *r;
+
+	if (!c || c->err)
+		return c;
+	redisSetTimeout(c, tv);
+	if (s->url.pass[0]) {
+		r = s->url.user[0]
+			? redisCommand(c, "AUTH %s %s", s->url.user, s->url.pass)
+			: redisCommand(c, "AUTH %s", s->url.pass);
+		s->commands++;
+		if (r)
+			freeReplyObject(r);
+	}
+	return c;
+}
+
+/*
+ * Ask up to `tries` sentinels, in order from the one that answered last
+ * (on its kept connection, if any; each bounded by the timeout), for the
+ * master's address: 0 with it in `a`, the connection kept; or -EIO with
+ * what each said in `why`, and the next sentinel the first to ask.
+ */
+static int ask_sentinels(struct rl_store *s, struct timeval tv, unsigned tries,
 			 struct rl_store_addr *a, char *why, size_t len)
 {
 	size_t o = (size_t)snprintf(why, len, "sentinels:");
+	unsigned n = s->url.nsentinels, first = s->sentinel_at, k;
 
-	for (unsigned i = 0; i < s->url.nsentinels; i++) {
-		const struct rl_store_addr *sa = &s->url.sentinels[i];
-		redisContext *c = redisConnectWithTimeout(sa->host, sa->port, tv);
+	if (tries > n)
+		tries = n;
+	for (k = 0; k < tries; k++) {
+		unsigned i = (first + k) % n;
+		redisContext *c = s->sentinel ? s->sentinel : sentinel_conn(s, i, tv);
 		redisReply *r = NULL;
 		const char *said;
 		char at[300];
 
+		s->sentinel = NULL;
 		if (c && !c->err) {
-			redisSetTimeout(c, tv);
-			if (s->url.pass[0]) {
-				r = s->url.user[0]
-					? redisCommand(c, "AUTH %s %s", s->url.user, s->url.pass)
-					: redisCommand(c, "AUTH %s", s->url.pass);
-				s->commands++;
-				if (r)
-					freeReplyObject(r);
-			}
 			r = redisCommand(c, "SENTINEL get-master-addr-by-name %s",
 					 s->url.master);
 			s->commands++;
@@ -390,7 +425,8 @@ static int ask_sentinels(struct rl_store *s, struct timeval tv,
 				memcpy(a->host, r->element[0]->str, r->element[0]->len + 1);
 				a->port = (int)port;
 				freeReplyObject(r);
-				redisFree(c);
+				s->sentinel = c;
+				s->sentinel_at = i;
 				return 0;
 			}
 		}
@@ -398,15 +434,17 @@ static int ask_sentinels(struct rl_store *s, struct timeval tv,
 		       : r->type == REDIS_REPLY_ERROR ? r->str
 		       : r->type == REDIS_REPLY_NIL ? "master unknown"
 		       : "unexpected reply";
-		fmt_addr(sa->host, sa->port, at, sizeof(at));
+		fmt_addr(s->url.sentinels[i].host, s->url.sentinels[i].port, at,
+			 sizeof(at));
 		if (o < len)
 			o += (size_t)snprintf(why + o, len - o, "%s %s: %s",
-					      i ? "," : "", at, said);
+					      k ? "," : "", at, said);
 		if (r)
 			freeReplyObject(r);
 		if (c)
 			redisFree(c);
 	}
+	s->sentinel_at = (first + k) % n;
 	return -EIO;
 }
 
@@ -430,25 +468,144 @@ static int check_master(struct rl_store *s, char *why, size_t len)
 }
 
 /*
- * Up, with sentinels, and time to check: if they now name another master
- * (a failover while the old one still answers), drop this one and go down:
- * the caller connects to the new one at once. If no sentinel answers, the
- * master in use stays.
+ * Up, with sentinels, and time to check (the safety net): if they now name
+ * another master (a switch the subscription missed), drop this one and go
+ * down: the caller connects to the new one at once. One sentinel is asked
+ * per round; if it does not answer, the master in use stays, and a kept
+ * connection that failed has the next sentinel asked at the next round.
  */
 static void recheck_master(struct rl_store *s, struct timeval tv, uint64_t now_ns)
 {
 	struct rl_store_addr a;
 	char why[512], moved[600];
+	int kept = s->sentinel != NULL;
 
 	s->ask_at_ns = now_ns + ASK_EVERY_NS;
-	if (ask_sentinels(s, tv, &a, why, sizeof(why)) ||
-	    (strcmp(a.host, s->url.host) == 0 && a.port == s->url.port))
+	if (ask_sentinels(s, tv, 1, &a, why, sizeof(why))) {
+		if (kept)
+			s->ask_at_ns = now_ns;
+		return;
+	}
+	if (strcmp(a.host, s->url.host) == 0 && a.port == s->url.port)
 		return;
 	fmt_addr(a.host, a.port, why, sizeof(why));
 	snprintf(moved, sizeof(moved), "sentinels name %s as the master", why);
 	rl_store_fail(s, moved, now_ns);
 	/* Reconnect at once: the store was up, and the new master is known. */
 	s->retry_at_ns = now_ns;
+}
+
+/* Open `sub` to the sentinel that answered last, SUBSCRIBEd to
+ * +switch-master; on a failure, again in ASK_EVERY_NS. */
+static void subscribe(struct rl_store *s, struct timeval tv, uint64_t now_ns)
+{
+	redisContext *c = sentinel_conn(s, s->sentinel_at, tv);
+	redisReply *r = NULL;
+
+	if (c && !c->err) {
+		r = redisCommand(c, "SUBSCRIBE +switch-master");
+		s->commands++;
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "subscribe") == 0) {
+		freeReplyObject(r);
+		s->sub = c;
+		return;
+	}
+	if (r)
+		freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	s->sub_at_ns = now_ns + ASK_EVERY_NS;
+}
+
+/* A pubsub message "+switch-master <name> <old-ip> <old-port> <new-ip>
+ * <new-port>" for our master: 1 with the new master in `a`, else 0. */
+static int switch_message(const struct rl_store *s, const redisReply *r,
+			  struct rl_store_addr *a)
+{
+	char name[sizeof(s->url.master)], host[sizeof(a->host)];
+	int port;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[2]->type != REDIS_REPLY_STRING ||
+	    strcmp(r->element[0]->str, "message") != 0 ||
+	    sscanf(r->element[2]->str, "%127s %*s %*s %255s %d", name, host, &port) != 3 ||
+	    strcmp(name, s->url.master) != 0 || port < 1 || port > 65535)
+		return 0;
+	memcpy(a->host, host, sizeof(host));
+	a->port = port;
+	return 1;
+}
+
+/*
+ * Read what `sub` has without blocking (at most one read a round): 1 with
+ * the master in `a` if a +switch-master for ours was heard, else 0. On an
+ * error (the sentinel gone) `sub` is dropped, opened again next round, and
+ * the sentinels asked at once for what it may have missed.
+ */
+static int heard_switch(struct rl_store *s, struct rl_store_addr *a,
+			uint64_t now_ns)
+{
+	struct pollfd p = { .fd = s->sub->fd, .events = POLLIN };
+	int ok = 1, heard = 0;
+	void *r;
+
+	if (poll(&p, 1, 0) > 0 && redisBufferRead(s->sub) != REDIS_OK)
+		ok = 0;
+	for (;;) {
+		r = NULL;
+		if (redisGetReplyFromReader(s->sub, &r) != REDIS_OK) {
+			ok = 0;
+			break;
+		}
+		if (!r)
+			break;
+		heard |= switch_message(s, r, a);
+		freeReplyObject(r);
+	}
+	if (!ok) {
+		redisFree(s->sub);
+		s->sub = NULL;
+		s->sub_at_ns = now_ns;
+		s->ask_at_ns = now_ns;
+	}
+	return heard;
+}
+
+/*
+ * Each round, with sentinels: a +switch-master heard moves at once (down,
+ * then to the new master, ROLE checked, in this same call); while up, at
+ * most one blocking sentinel operation, each bounded by the timeout: the
+ * re-ask when due, or else the subscription opened when missing.
+ */
+static void watch_sentinels(struct rl_store *s, struct timeval tv, uint64_t now_ns)
+{
+	struct rl_store_addr a;
+
+	if (s->sub && heard_switch(s, &a, now_ns) &&
+	    (!s->up || strcmp(a.host, s->url.host) != 0 || a.port != s->url.port)) {
+		if (s->up) {
+			char at[300], why[400];
+
+			fmt_addr(a.host, a.port, at, sizeof(at));
+			snprintf(why, sizeof(why), "sentinel: +switch-master to %s", at);
+			rl_store_fail(s, why, now_ns);
+		}
+		memcpy(s->url.host, a.host, sizeof(s->url.host));
+		s->url.port = a.port;
+		s->told = 1;
+		s->retry_at_ns = now_ns;
+		return;
+	}
+	if (!s->up)
+		return;
+	if (now_ns >= s->ask_at_ns)
+		recheck_master(s, tv, now_ns);
+	else if (!s->sub && now_ns >= s->sub_at_ns)
+		subscribe(s, tv, now_ns);
 }
 
 /* ---- cluster ------------------------------------------------------------------- */
@@ -748,8 +905,8 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 			      (suseconds_t)(s->timeout_ns % RL_NS_PER_SEC / 1000) };
 	char why[512], m[320];
 
-	if (s->up && s->url.master[0] && now_ns >= s->ask_at_ns)
-		recheck_master(s, tv, now_ns);
+	if (s->url.master[0])
+		watch_sentinels(s, tv, now_ns);
 	if (s->up)
 		return 1;
 	if (now_ns < s->retry_at_ns)
@@ -757,10 +914,15 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 	if (s->url.master[0]) {
 		struct rl_store_addr a;
 
-		if (ask_sentinels(s, tv, &a, why, sizeof(why)))
-			goto fail;
-		memcpy(s->url.host, a.host, sizeof(s->url.host));
-		s->url.port = a.port;
+		/* the master a +switch-master named, else the sentinels' */
+		if (s->told) {
+			s->told = 0;
+		} else {
+			if (ask_sentinels(s, tv, s->url.nsentinels, &a, why, sizeof(why)))
+				goto fail;
+			memcpy(s->url.host, a.host, sizeof(s->url.host));
+			s->url.port = a.port;
+		}
 		s->ask_at_ns = now_ns + ASK_EVERY_NS;
 	}
 	if (s->cluster) {

@@ -8,6 +8,7 @@ FAILOVER with the old master alive: the agents follow, never write to a
 replica, and the limit holds again afterwards.
 """
 import contextlib
+import datetime
 import os
 import re
 import shutil
@@ -220,7 +221,8 @@ def failover_old_master_alive():
             for t in ts:
                 t.join()
         assert None not in [s for _, s in log]
-        assert wait_for(lambda: master.cli('ROLE').split('\n')[0] == 'slave', 10)
+        # the sentinels demote it once it has reported itself master for 8 s
+        assert wait_for(lambda: master.cli('ROLE').split('\n')[0] == 'slave', 30)
         # Nothing is written to the old master once the agents follow: its
         # READONLY count stands still over rounds with requests.
         before = readonly_errors(master)
@@ -395,8 +397,149 @@ def switch_to_empty_master():
         b.stop()
 
 
+def connections_received(ss):
+    """The connections the sentinels have accepted, in all (this count's
+    own redis-cli included: one per sentinel)."""
+    return sum(int(re.search(r'total_connections_received:(\d+)', s.cli('INFO', 'stats'))
+                   .group(1)) for s in ss)
+
+
+def sentinel_connections_kept():
+    """While up, an agent keeps its connections to a sentinel (one it asks,
+    one subscribed to +switch-master): over 10 s of traffic the sentinels
+    accept no new one from it, where a short connection for each re-ask
+    (every 2 s) made 5 a host."""
+    with sentinels(RULES) as (master, replica, ss, hosts):
+        rounds(hosts, 3)
+        time.sleep(1)  # the subscription made
+        before = connections_received(ss)
+        t_end = time.monotonic() + 10
+        while time.monotonic() < t_end:
+            for h in hosts:
+                h.get('/g')
+            time.sleep(0.2)
+        new = connections_received(ss) - before - len(ss)
+        print(f'  {new} new connections to the sentinels in 10 s from {len(hosts)} hosts')
+        assert new <= 2, new
+        # and the hosts still follow a failover (the kept connections work)
+        assert ss[0].cli('SENTINEL', 'FAILOVER', 'm') == 'OK'
+        assert following(hosts, replica.port), [h.agent_log() for h in hosts]
+
+
+class Switches:
+    """A subscriber to one sentinel's +switch-master: the wall-clock time
+    (seconds) each one was heard, in `heard`."""
+
+    def __init__(self, sentinel):
+        self.heard = []
+        self.sock = socket.create_connection(('127.0.0.1', sentinel.port), 5)
+        self.sock.sendall(b'*2\r\n$9\r\nSUBSCRIBE\r\n$14\r\n+switch-master\r\n')
+        self.sock.settimeout(None)
+        self.f = self.sock.makefile('rb')
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        try:
+            for line in self.f:
+                if line.startswith(b'$') and b'switch' not in line:
+                    payload = self.f.readline()
+                    if payload.startswith(b'm '):
+                        self.heard.append(time.time())
+        except (OSError, ValueError):
+            pass
+
+    def close(self):
+        self.sock.close()
+
+
+def followed_at(h, port, after):
+    """The wall-clock time (seconds) of h's first `store reachable again`
+    naming the master on `port` logged after `after`, or None."""
+    for line in h.agent_log().splitlines():
+        m = re.search(r'ts=(\S+)Z .*store reachable again.* master=127\.0\.0\.1:(\d+) ', line)
+        if m and int(m.group(2)) == port:
+            t = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S.%f') \
+                .replace(tzinfo=datetime.timezone.utc).timestamp()
+            if t >= after - 0.5:
+                return t
+    return None
+
+
+def switch_at_once():
+    """SENTINEL FAILOVER with the old master alive, three times (there,
+    back, there again): each agent follows within a few rounds of the
+    sentinel's +switch-master (measured from the event, heard on the same
+    sentinel, to the agent's `master=NEW` line), not at its next re-ask
+    (every 2 s: 1 in 4 switches would pass by chance), and nothing more is
+    written to the old master once it has."""
+    with sentinels(RULES) as (master, replica, ss, hosts):
+        rounds(hosts, 3)
+        time.sleep(1)  # the subscriptions made
+        sub = Switches(ss[0])
+        try:
+            old, new = master, replica
+            for n in range(3):
+                heard = len(sub.heard)
+                assert wait_for(lambda: ss[0].cli('SENTINEL', 'FAILOVER', 'm') == 'OK', 40)
+                assert wait_for(lambda: len(sub.heard) > heard, 20), 'no +switch-master'
+                t_switch = sub.heard[-1]
+                assert wait_for(lambda: all(followed_at(h, new.port, t_switch) for h in hosts),
+                                10), [h.agent_log() for h in hosts]
+                late = [followed_at(h, new.port, t_switch) - t_switch for h in hosts]
+                print(f'  switch {n + 1}: followed ' +
+                      ', '.join(f'{1000 * d:.0f} ms' for d in late) + ' after +switch-master')
+                # a round is 50 ms; the re-ask alone takes up to 2 s
+                assert max(late) < 0.5, late
+                # nothing written to the old master afterwards (it is
+                # still a master until the sentinels demote it, 8 s on)
+                evals = re.search(r'cmdstat_evalsha:calls=(\d+)', old.cli('INFO', 'commandstats'))
+                rounds(hosts, 4)
+                again = re.search(r'cmdstat_evalsha:calls=(\d+)', old.cli('INFO', 'commandstats'))
+                assert (evals and evals.group(1)) == (again and again.group(1)), (evals, again)
+                old, new = new, old
+                # the demoted one a replica again, for the way back
+                assert wait_for(lambda: new.cli('ROLE').split('\n')[0] == 'slave', 30)
+        finally:
+            sub.close()
+
+
+def first_sentinel_gone():
+    """The sentinel the agents keep their connections to goes away: they
+    reopen both at the next one in order, keep them there (no new
+    connection in the next 8 s, where a short one each 2 s made 4 a host)
+    and follow its +switch-master as at once."""
+    with sentinels(RULES) as (master, replica, ss, hosts):
+        rounds(hosts, 3)
+        time.sleep(1)  # the subscriptions made
+        ss[0].stop()
+        rounds(hosts, 10)
+        time.sleep(1)  # moved: a few rounds
+        before = connections_received(ss[1:])
+        t_end = time.monotonic() + 8
+        while time.monotonic() < t_end:
+            for h in hosts:
+                h.get('/g')
+            time.sleep(0.2)
+        new = connections_received(ss[1:]) - before - 2
+        print(f'  {new} new connections to the other sentinels in 8 s from {len(hosts)} hosts')
+        assert new <= 2, new
+        sub = Switches(ss[1])
+        try:
+            assert wait_for(lambda: ss[1].cli('SENTINEL', 'FAILOVER', 'm') == 'OK', 40)
+            assert wait_for(lambda: sub.heard, 20), 'no +switch-master'
+            assert wait_for(lambda: all(followed_at(h, replica.port, sub.heard[0])
+                                        for h in hosts), 10), [h.agent_log() for h in hosts]
+            late = [followed_at(h, replica.port, sub.heard[0]) - sub.heard[0] for h in hosts]
+            print('  followed ' + ', '.join(f'{1000 * d:.0f} ms' for d in late) +
+                  ' after +switch-master')
+            assert max(late) < 0.5, late
+        finally:
+            sub.close()
+
+
 TESTS = [limit_across_hosts, master_killed, failover_old_master_alive, never_a_replica,
-         switch_to_empty_master, sentinels_down]
+         switch_to_empty_master, sentinels_down, sentinel_connections_kept, switch_at_once,
+         first_sentinel_gone]
 
 
 def main():
