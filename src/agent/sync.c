@@ -37,13 +37,12 @@
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
  * one cluster slot), one for the hosts alive, one for the epoch (one per
- * master in a cluster), two per
- * rule with plans (the plans of its keys in the round, and the next chunk
- * of its plans hash, mirrored into the segment so that a key's plan holds
- * from its first request), one for the resets since the last round (and
- * three per key reset, in a round that had any: reset.c), and the ban set
- * (ban_sync.c). They grow with rules, keys, planned keys, hosts and
- * resets, never with requests.
+ * master in a cluster), two per rule with plans (the plans of its keys in
+ * the round, and the next chunk of its plans hash, mirrored into the
+ * segment so that a key's plan holds from its first request), one for the
+ * resets since the last round (and three per key reset, in a round that
+ * had any: reset.c), and the ban set (ban_sync.c). They grow with rules,
+ * keys, planned keys, hosts, masters and resets, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
