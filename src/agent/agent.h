@@ -95,7 +95,8 @@ struct rl_agent {
 		char tag[RL_STORE_TAG_MAX];
 		char value[33];       /* "" while it has none */
 		uint8_t known;        /* its GET was answered once */
-		uint8_t lost;         /* this round: its master lost its data */
+		uint8_t lost;         /* its master lost its data: not yet
+				       * repaired */
 	} epochs[RL_STORE_MASTERS_MAX];
 	int epochs_read;              /* a round has read them */
 	int restarted;                /* this round: the master of the ban

@@ -432,7 +432,8 @@ static void store_synced(struct rl_agent *a, uint64_t now_ns)
 }
 
 /* Queue the GET of each master's epoch, the masters as the store knows
- * them now: one kept from the last round keeps what this host knew of it. */
+ * them now: one kept from the last round keeps what this host knew of it,
+ * and a loss not yet repaired (the round failed after its answer). */
 static void queue_epoch(struct round *r)
 {
 	struct rl_agent *a = r->a;
@@ -456,7 +457,6 @@ static void queue_epoch(struct round *r)
 		else
 			*e = (struct rl_agent_epoch){ .known = 0 };
 		memcpy(e->tag, tags[i], sizeof(e->tag));
-		e->lost = 0;
 		argv[1] = key;
 		lens[1] = rl_store_epoch_key(a->cfg, e->tag, key, sizeof(key));
 		rl_store_queue(a->store, 2, argv, lens);
@@ -464,7 +464,7 @@ static void queue_epoch(struct round *r)
 	}
 }
 
-/* Whether the master of `key` lost its data this round (an epoch of
+/* Whether the master of `key` lost its data, not yet repaired (an epoch of
  * that master lost). */
 static int lost_at(struct rl_agent *a, const char *key, size_t len)
 {
@@ -671,8 +671,11 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	a->epochs_read = 1;
 	r->nplan = 0;
 	queue_repairs(r);
-	if (r->nplan)
-		rl_store_flush(a->store, on_reply, r, now_ns);
+	/* repaired: the losses are forgotten (else the next round that
+	 * answers repairs them) */
+	if (!r->nplan || !rl_store_flush(a->store, on_reply, r, now_ns))
+		for (unsigned i = 0; i < a->nepochs; i++)
+			a->epochs[i].lost = 0;
 	/* Keys reset: gone from the store once more, with what this host
 	 * pushed of them before it heard of the reset. */
 	if (a->nforget) {
