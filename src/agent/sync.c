@@ -470,6 +470,8 @@ static int lost_at(struct rl_agent *a, const char *key, size_t len)
 {
 	int m = rl_store_master_of(a->store, key, len);
 
+	if (m < 0)
+		return 0; /* no master now: nothing can be put there */
 	for (unsigned i = 0; i < a->nepochs; i++) {
 		char ekey[200];
 		size_t elen;
