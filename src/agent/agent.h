@@ -87,10 +87,20 @@ struct rl_agent {
 	char host_tag[17];            /* host_id's short name in the store */
 	uint64_t interval_ns;
 
-	/* the store's epoch: a random value it keeps; a different one (or
-	 * none) means it restarted or was flushed */
-	char epoch[33];
-	int restarted;                /* this round saw a new epoch */
+	/* the store's epochs, one per master (rl_store_epoch_tags; one
+	 * without a cluster): a random value each keeps; a different one (or
+	 * none) means that master restarted empty or was flushed */
+	unsigned nepochs;
+	struct rl_agent_epoch {
+		char tag[RL_STORE_TAG_MAX];
+		char value[33];       /* "" while it has none */
+		uint8_t known;        /* its GET was answered once */
+		uint8_t lost;         /* its master lost its data: not yet
+				       * repaired */
+	} epochs[RL_STORE_MASTERS_MAX];
+	int epochs_read;              /* a round has read them */
+	int restarted;                /* this round: the master of the ban
+				       * set lost its data (ban_sync.c) */
 	uint32_t hosts_alive;         /* at the last successful sync */
 
 	/* this round's keys, sorted by config rule and shard */
@@ -213,6 +223,11 @@ size_t rl_store_fails_key(const struct rl_config *c, const struct rl_rule_cfg *r
 /* The sorted set of resets, "<prefix>resets": members "RULE KEY" (the
  * key's text), scored by the store's time (us) they were made at. */
 size_t rl_store_resets_key(const struct rl_config *c, char *out, size_t len);
+
+/* A master's epoch (sync.c): "<prefix>epoch" for tag "" (redis://,
+ * Sentinel), else "<prefix>epoch:{TAG}", TAG from rl_store_epoch_tags(). */
+size_t rl_store_epoch_key(const struct rl_config *c, const char *tag, char *out,
+			  size_t len);
 
 #define RL_RESETS_KEEP_MS 60000u  /* how long an entry is kept */
 #define RL_RESETS_READ "500"      /* entries an agent reads per round */

@@ -11,7 +11,8 @@
  *   ours (local or manual) and not in the store  push it (ZADD, PUBLISH)
  *   ours, pushed, gone from the store            the store restarted or was
  *                                                flushed: push it again;
- *                                                else somebody lifted it
+ *                                                else, gone a round later
+ *                                                still, somebody lifted it
  *                                                everywhere: lift it here
  *   ours, lifted here, still in the store        lift it there (ZREM)
  *   remote, lifted here by hand, still there     lift it there (ZREM)
@@ -36,6 +37,7 @@
 struct map_entry {
 	uint8_t used;    /* 0 free, 1 used, 2 deleted */
 	uint8_t origin;
+	uint8_t gone;    /* pushed: gone from the store at the last round */
 	struct rl_cidr cidr;
 	uint64_t exp;
 };
@@ -100,6 +102,7 @@ static struct map_entry *map_put(struct map *m, const struct rl_cidr *c,
 	}
 	e->exp = exp;
 	e->origin = origin;
+	e->gone = 0;
 	return e;
 }
 
@@ -264,7 +267,12 @@ void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns)
 		} else if (!r && p && p->exp == l->exp) {
 			if (a->restarted) {
 				announce(a, &l->cidr, l->exp, 1);
+				p->gone = 0;
 				changes++;
+			} else if (!p->gone) {
+				/* a round more: a store flushed after this
+				 * round read its epoch is seen at the next */
+				p->gone = 1;
 			} else {
 				/* lifted everywhere by somebody */
 				rl_ban_remove(a->table, &l->cidr);

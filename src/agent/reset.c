@@ -95,6 +95,14 @@ size_t rl_store_resets_key(const struct rl_config *c, char *out, size_t len)
 	return (size_t)snprintf(out, len, "%sresets", c->redis_prefix);
 }
 
+size_t rl_store_epoch_key(const struct rl_config *c, const char *tag, char *out,
+			  size_t len)
+{
+	if (!tag[0])
+		return (size_t)snprintf(out, len, "%sepoch", c->redis_prefix);
+	return (size_t)snprintf(out, len, "%sepoch:{%s}", c->redis_prefix, tag);
+}
+
 int rl_store_queue_forget(struct rl_store *s, const struct rl_config *c,
 			  const struct rl_rule_cfg *r, const char *text,
 			  size_t tlen)

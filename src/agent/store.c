@@ -899,6 +899,38 @@ fail:
 	return -EIO;
 }
 
+_Static_assert(RL_STORE_MASTERS_MAX == RL_CLUSTER_MASTERS_MAX,
+	       "a tag for every master of the map");
+
+unsigned rl_store_epoch_tags(const struct rl_store *s,
+			     char (*tags)[RL_STORE_TAG_MAX], unsigned max)
+{
+	unsigned n = 0;
+
+	if (!s->cluster) {
+		if (!max)
+			return 0;
+		tags[0][0] = '\0';
+		return 1;
+	}
+	/* a master whose tag is not found (it owns no slot) has no epoch:
+	 * none of the keys is on it */
+	for (unsigned i = 0; i < s->map->nshards && n < max; i++)
+		if (rl_cluster_node_tag(s->map, i, tags[n], RL_STORE_TAG_MAX) > 0)
+			n++;
+	return n;
+}
+
+int rl_store_master_of(const struct rl_store *s, const char *key, size_t len)
+{
+	const struct rl_cluster_shard *m;
+
+	if (!s->cluster)
+		return 0;
+	m = rl_cluster_lookup(s->map, rl_cluster_slot(key, len));
+	return m ? (int)(m - s->map->shard) : -1;
+}
+
 int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 {
 	struct timeval tv = { (time_t)(s->timeout_ns / RL_NS_PER_SEC),

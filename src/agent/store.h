@@ -98,6 +98,23 @@ int rl_store_flush(struct rl_store *s,
 		   int (*fn)(redisReply *r, unsigned i, void *arg), void *arg,
 		   uint64_t now_ns);
 
+/*
+ * The masters the store knows, for their epochs (sync.c): with
+ * redis-cluster://, one per master of the slot map, each with a hash tag
+ * that hashes to a slot it owns (rl_cluster_node_tag: "e<n>"); else one,
+ * the store itself, tag "". Writes up to `max` NUL-terminated tags and
+ * returns how many (0 before a cluster's map is known).
+ */
+#define RL_STORE_MASTERS_MAX 128
+#define RL_STORE_TAG_MAX 16
+unsigned rl_store_epoch_tags(const struct rl_store *s,
+			     char (*tags)[RL_STORE_TAG_MAX], unsigned max);
+
+/* The master serving `key` in the map now, as a number the same for any
+ * two keys on one master (until the map changes): 0 without a cluster, -1
+ * if the key's slot has no master. */
+int rl_store_master_of(const struct rl_store *s, const char *key, size_t len);
+
 /* Commands sent since the start (for the benchmark). */
 uint64_t rl_store_commands(const struct rl_store *s);
 

@@ -36,13 +36,13 @@
  *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
- * one cluster slot), one for the hosts alive, one for the epoch, two per
- * rule with plans (the plans of its keys in the round, and the next chunk
- * of its plans hash, mirrored into the segment so that a key's plan holds
- * from its first request), one for the resets since the last round (and
- * three per key reset, in a round that had any: reset.c), and the ban set
- * (ban_sync.c). They grow with rules, keys, planned keys, hosts and
- * resets, never with requests.
+ * one cluster slot), one for the hosts alive, one for the epoch (one per
+ * master in a cluster), two per rule with plans (the plans of its keys in
+ * the round, and the next chunk of its plans hash, mirrored into the
+ * segment so that a key's plan holds from its first request), one for the
+ * resets since the last round (and three per key reset, in a round that
+ * had any: reset.c), and the ban set (ban_sync.c). They grow with rules,
+ * keys, planned keys, hosts, masters and resets, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
@@ -253,26 +253,30 @@ void sync_ttl(const struct rl_agent *a, unsigned ci, char *out, size_t len)
 		 (unsigned long long)rl_agent_ttl_ms(a, &a->cfg->rules[ci]));
 }
 
-static void new_epoch(struct rl_agent *a, struct round *r)
+/* Plant a new epoch on master `i` (SET NX: a host that planted one first
+ * keeps its own, and this host sees it changed at the next round). */
+static void new_epoch(struct rl_agent *a, struct round *r, unsigned i)
 {
+	struct rl_agent_epoch *e = &a->epochs[i];
 	uint8_t rnd[16];
-	char key[160];
-	const char *argv[5];
-	size_t lens[5];
+	char key[200];
+	const char *argv[4];
+	size_t lens[4];
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		memset(rnd, (int)getpid(), sizeof(rnd));
-	for (unsigned i = 0; i < 16; i++)
-		snprintf(a->epoch + 2 * i, 3, "%02x", rnd[i]);
-	snprintf(key, sizeof(key), "%sepoch", a->cfg->redis_prefix);
+	for (unsigned k = 0; k < 16; k++)
+		snprintf(e->value + 2 * k, 3, "%02x", rnd[k]);
 	argv[0] = "SET";
+	lens[0] = 3;
 	argv[1] = key;
-	argv[2] = a->epoch;
+	lens[1] = rl_store_epoch_key(a->cfg, e->tag, key, sizeof(key));
+	argv[2] = e->value;
+	lens[2] = strlen(e->value);
 	argv[3] = "NX";
-	for (unsigned i = 0; i < 4; i++)
-		lens[i] = strlen(argv[i]);
+	lens[3] = 2;
 	rl_store_queue(a->store, 4, argv, lens);
-	sync_plan_add(r, JOB_EPOCH_SET, 0, 0, 0);
+	sync_plan_add(r, JOB_EPOCH_SET, 0, i, 0);
 }
 
 static int on_reply(redisReply *rep, unsigned i, void *arg)
@@ -290,18 +294,22 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		return 0;
 	}
 	switch (p->job) {
-	case JOB_EPOCH:
-		if (rep->type == REDIS_REPLY_STRING) {
-			if (a->epoch[0] && strcmp(a->epoch, rep->str) != 0)
-				a->restarted = 1;
-			snprintf(a->epoch, sizeof(a->epoch), "%s", rep->str);
-		} else {
-			/* none: the store restarted empty or was flushed */
-			if (a->epoch[0])
-				a->restarted = 1;
-			a->epoch[0] = '\0';
-		}
+	case JOB_EPOCH: {
+		struct rl_agent_epoch *e = &a->epochs[p->first];
+		/* none: the master restarted empty or was flushed */
+		const char *v = rep->type == REDIS_REPLY_STRING ? rep->str : "";
+
+		/* Its data lost: another epoch than the one it had. A master
+		 * new here after the first read (a resharding gave it another
+		 * tag, or it joined) may have lost its data unseen: taken as
+		 * lost too, an unneeded floor rather than a debt forgotten. */
+		if (e->known ? e->value[0] && strcmp(e->value, v) != 0
+			     : a->epochs_read)
+			e->lost = 1;
+		e->known = 1;
+		snprintf(e->value, sizeof(e->value), "%s", v);
 		break;
+	}
 	case JOB_EPOCH_SET:
 	case JOB_FLOOR:
 		break;
@@ -423,20 +431,67 @@ static void store_synced(struct rl_agent *a, uint64_t now_ns)
 	rl_table_agent_synced(a->table, now_ns);
 }
 
-/* Queue the GET of the store's epoch. */
+/* Queue the GET of each master's epoch, the masters as the store knows
+ * them now: one kept from the last round keeps what this host knew of it,
+ * and a loss not yet repaired (the round failed after its answer). */
 static void queue_epoch(struct round *r)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[2];
-	size_t lens[2];
-	char key[160];
+	char tags[RL_STORE_MASTERS_MAX][RL_STORE_TAG_MAX];
+	struct rl_agent_epoch was[RL_STORE_MASTERS_MAX];
+	unsigned nwas = a->nepochs;
 
-	argv[0] = "GET";
-	lens[0] = 3;
-	lens[1] = (size_t)snprintf(key, sizeof(key), "%sepoch", a->cfg->redis_prefix);
-	argv[1] = key;
-	rl_store_queue(a->store, 2, argv, lens);
-	sync_plan_add(r, JOB_EPOCH, 0, 0, 0);
+	memcpy(was, a->epochs, nwas * sizeof(was[0]));
+	a->nepochs = rl_store_epoch_tags(a->store, tags, RL_STORE_MASTERS_MAX);
+	for (unsigned i = 0; i < a->nepochs; i++) {
+		struct rl_agent_epoch *e = &a->epochs[i];
+		const char *argv[2] = { "GET", NULL };
+		size_t lens[2] = { 3, 0 };
+		char key[200];
+		unsigned k = 0;
+
+		while (k < nwas && strcmp(was[k].tag, tags[i]) != 0)
+			k++;
+		if (k < nwas)
+			*e = was[k];
+		else
+			*e = (struct rl_agent_epoch){ .known = 0 };
+		memcpy(e->tag, tags[i], sizeof(e->tag));
+		argv[1] = key;
+		lens[1] = rl_store_epoch_key(a->cfg, e->tag, key, sizeof(key));
+		rl_store_queue(a->store, 2, argv, lens);
+		sync_plan_add(r, JOB_EPOCH, 0, i, 0);
+	}
+}
+
+/* Whether the master of `key` lost its data, not yet repaired (an epoch of
+ * that master lost). */
+static int lost_at(struct rl_agent *a, const char *key, size_t len)
+{
+	int m = rl_store_master_of(a->store, key, len);
+
+	if (m < 0)
+		return 0; /* no master now: nothing can be put there */
+	for (unsigned i = 0; i < a->nepochs; i++) {
+		char ekey[200];
+		size_t elen;
+
+		if (!a->epochs[i].lost)
+			continue;
+		elen = rl_store_epoch_key(a->cfg, a->epochs[i].tag, ekey, sizeof(ekey));
+		if (rl_store_master_of(a->store, ekey, elen) == m)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether shard `sh` of rule `ci` is on a master that lost its data. */
+static int shard_lost(struct rl_agent *a, unsigned ci, unsigned sh)
+{
+	char hkey[160];
+	size_t len = rl_agent_hash_key(a, ci, sh, hkey, sizeof(hkey));
+
+	return lost_at(a, hkey, len);
 }
 
 /* Queue this host's entry among the hosts alive, and their count. */
@@ -499,10 +554,42 @@ static void keys_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		queue_plans(r, ci, first, n);
 }
 
+/* The floor of a batch whose shard's master lost its data. */
 static void floor_batch(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
-	if (r->a->cfg->rules[ci].algorithm == RL_ALGO_GCRA)
+	if (r->a->cfg->rules[ci].algorithm == RL_ALGO_GCRA &&
+	    shard_lost(r->a, ci, r->a->items[first].shard))
 		queue_floor(r, ci, first, n);
+}
+
+/* After the epochs' answers: each master that lost its data (restarted
+ * empty, flushed) has lost what the keys of its shards owe: each host puts
+ * back what its keys there owe here, the store keeping the most any host
+ * knew, and the pulls of those shards start over, on its clock. A master
+ * without an epoch (new, or restarted) gets this host's. */
+static void queue_repairs(struct round *r)
+{
+	struct rl_agent *a = r->a;
+	int lost = 0;
+
+	for (unsigned i = 0; i < a->nepochs; i++)
+		lost |= a->epochs[i].lost;
+	if (lost) {
+		char bans[160];
+		size_t len = (size_t)snprintf(bans, sizeof(bans), "%sbans",
+					      a->cfg->redis_prefix);
+
+		/* the bans this host pushed, pushed again (ban_sync.c) */
+		a->restarted = lost_at(a, bans, len);
+		each_batch(r, floor_batch);
+		for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
+			for (unsigned sh = 0; sh < a->shards; sh++)
+				if (shard_lost(a, ci, sh))
+					a->pull_cursor[ci][sh] = 0;
+	}
+	for (unsigned i = 0; i < a->nepochs; i++)
+		if (!a->epochs[i].value[0])
+			new_epoch(a, r, i);
 }
 
 /* Queue the drop of the store's repaid keys (windows: those whose counts
@@ -583,21 +670,14 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		store_down(a, now_ns);
 		return 0;
 	}
-	if (!a->epoch[0] || a->restarted) {
-		r->nplan = 0;
-		/* A store that restarted empty (or was flushed) has lost what
-		 * the keys owe: each host puts back what its keys owe here,
-		 * the store keeping the most any host knew. */
-		if (a->restarted) {
-			each_batch(r, floor_batch);
-			/* and the pulls start over, on its clock */
-			memset(a->pull_cursor, 0, sizeof(a->pull_cursor));
-		}
-		/* none yet (a new or restarted store): plant ours */
-		if (!a->epoch[0])
-			new_epoch(a, r);
-		rl_store_flush(a->store, on_reply, r, now_ns);
-	}
+	a->epochs_read = 1;
+	r->nplan = 0;
+	queue_repairs(r);
+	/* repaired: the losses are forgotten (else the next round that
+	 * answers repairs them) */
+	if (!r->nplan || !rl_store_flush(a->store, on_reply, r, now_ns))
+		for (unsigned i = 0; i < a->nepochs; i++)
+			a->epochs[i].lost = 0;
 	/* Keys reset: gone from the store once more, with what this host
 	 * pushed of them before it heard of the reset. */
 	if (a->nforget) {

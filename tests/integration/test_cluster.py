@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -330,9 +331,131 @@ def password():
             assert 's3cr3t' not in log + h.ctl('status').stdout, log
 
 
+def epoch_key(c, node):
+    """The epoch key of master `node`: rlshim:epoch:{e<n>}, n the smallest
+    whose slot (CLUSTER KEYSLOT) the node owns."""
+    return next(f'rlshim:epoch:{{e{n}}}' for n in range(1000)
+                if c.owner(f'e{n}')[0] is node)
+
+
+USERS = [f'u{k}' for k in range(24)]
+
+
+def admitted_user(host, user, n):
+    """How many of n GET /u as X-User `user` reached the application (404;
+    the shim's refusals are 429s)."""
+    rs = [host.get('/u', {'X-User': user}) for _ in range(n)]
+    assert all(r is not None and r.status in (404, 429) for r in rs), rs
+    return sum(r.status == 404 for r in rs)
+
+
+def user_states(c):
+    """Each node's states of rule `user`: {(hash key, user): TAT:EI}."""
+    out = []
+    for r, keys in zip(c.nodes, c.keys('rlshim:{user:*}')):
+        st = {}
+        for k in keys:
+            f = r.cli('HGETALL', k).split('\n')
+            st.update({(k, u): v for u, v in zip(f[::2], f[1::2])})
+        out.append(st)
+    return out
+
+
+def master_lost_data(how):
+    """A rule's keys spread over the masters (no replicas), spent on host 1
+    while host 2's agent is stopped (it never hears of them); then a master
+    that holds some of them, not the one of the old single `rlshim:epoch`,
+    loses its data (`how`: FLUSHALL, or restarted empty, its slots kept
+    in nodes.conf). Host 1's agent sees that master's epoch gone and puts
+    back what its keys there owe (HGET on that master shows each key's
+    state again, its epoch is back); host 2 then gets nothing of those
+    keys (at most the one refill due meanwhile), as after a Redis restart
+    (test_redis.py's redis_restarted_keeps_debts), where it would get its
+    fresh share of each."""
+    rules = '[limit:user]\nmatch = * /u\nkey = header:X-User\nrate = 1/m\nburst = 5\n'
+    with cluster_fleet(rules, 2, f'ep{how}') as (c, hosts):
+        tr.hosts_up(hosts)
+        # every master has its epoch, named by the tag of its own slots
+        assert wait_for(lambda: all(r.cli('EXISTS', epoch_key(c, r)) == '1'
+                                    for r in c.nodes), 5), c.keys('rlshim:epoch*')
+        agent2 = hosts[1].agent_pids()
+        for pid in agent2:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            # spent: until three passes in a row admit nothing (host 2's
+            # grants lapse a few rounds after its agent stopped, and host
+            # 1 gets them)
+            spent = {u: 0 for u in USERS}
+            idle = 0
+            for _ in range(15):
+                n = {u: admitted_user(hosts[0], u, 3) for u in USERS}
+                spent = {u: spent[u] + n[u] for u in USERS}
+                idle = 0 if any(n.values()) else idle + 1
+                if idle == 3:
+                    break
+                tr.rounds(hosts[:1])
+            assert idle == 3 and all(3 <= n <= 6 for n in spent.values()), spent
+            states = user_states(c)
+            old_epoch = c.owner('rlshim:epoch')[0]
+            victim = max((r for r in c.nodes if r is not old_epoch),
+                         key=lambda r: len(states[c.nodes.index(r)]))
+            lost = states[c.nodes.index(victim)]
+            assert lost, states
+            ekey = epoch_key(c, victim)
+            if how == 'flushall':
+                assert victim.cli('FLUSHALL') == 'OK'
+            else:
+                victim.kill()
+                victim.start()
+                c.ok()
+            assert wait_for(lambda: all(victim.cli('HGET', k, u) for k, u in lost), 5), \
+                (lost, user_states(c)[c.nodes.index(victim)])
+            assert wait_for(lambda: victim.cli('EXISTS', ekey) == '1', 5)
+            tr.rounds(hosts[:1], 3)
+        finally:
+            for pid in agent2:
+                os.kill(pid, signal.SIGCONT)
+        tr.rounds(hosts, 3)
+        users = sorted({u for _, u in lost})
+        got = {u: admitted_user(hosts[1], u, 5) for u in users}
+        print(f'  {len(users)} keys on the master that lost its data; '
+              f'host 2 admitted {sum(got.values())} of them afterwards')
+        assert all(n <= 1 for n in got.values()), got
+
+
+def master_flushed_debts_put_back():
+    master_lost_data('flushall')
+
+
+def master_restarted_empty_debts_put_back():
+    master_lost_data('restart')
+
+
+def bans_master_flushed():
+    """The master of rlshim:bans (not the one of the old single epoch) is
+    flushed: the agents see its epoch gone and push their
+    own bans again, so both hosts still refuse the banned client, where
+    they would take the ban gone from the store for lifted by somebody and
+    lift it too."""
+    with cluster_fleet('[limit:a]\nmatch = * /a\nrate = 1000/s\n', 2, 'bf') as (c, hosts):
+        tr.hosts_up(hosts)
+        assert hosts[0].ctl('ban', '127.0.0.1', '--for', '10m').returncode == 0
+        assert wait_for(lambda: all(tr.banned(h) for h in hosts), 5)
+        victim = c.owner('rlshim:bans')[0]
+        assert victim is not c.owner('rlshim:epoch')[0]
+        # under way: a flush between a round's epoch read and its ban
+        # set's read is seen at the next round, before the ban is lifted
+        assert victim.cli('FLUSHALL') == 'OK'
+        assert wait_for(lambda: victim.cli('ZSCORE', 'rlshim:bans', '127.0.0.1/32'), 5), \
+            ('the ban was not re-asserted', [h.ctl('bans').stdout for h in hosts])
+        tr.rounds(hosts, 3)
+        assert all(tr.banned(h) for h in hosts), [h.ctl('bans').stdout for h in hosts]
+
+
 TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
          master_killed_replica_promoted, reset_and_strict_two_hosts,
-         maxretry_two_hosts, password]
+         maxretry_two_hosts, password, master_flushed_debts_put_back,
+         master_restarted_empty_debts_put_back, bans_master_flushed]
 
 
 def main():

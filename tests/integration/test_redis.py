@@ -367,6 +367,23 @@ def ban_spreads():
             [h.ctl('bans').stdout for h in hosts]
 
 
+def own_ban_lifted_in_store():
+    """A ban a host made, lifted in Redis by hand (ZREM, as the README
+    says), is lifted on that host too, and on the others: the agent waits
+    a round after it sees the ban gone (a Redis flushed meanwhile is known
+    by then, and the ban pushed again instead), then takes it for lifted."""
+    with fleet('[limit:a]\nmatch = *\nrate = 1000/s\n', 2, 'zrem') as (r, hosts):
+        assert hosts[0].ctl('ban', '203.0.113.10', '--for', '5m').returncode == 0
+        assert wait_for(lambda: all('203.0.113.10' in h.ctl('bans').stdout
+                                    for h in hosts), 5)
+        assert r.cli('ZREM', 'rlshim:bans', '203.0.113.10/32') == '1'
+        assert wait_for(lambda: all('203.0.113.10' not in h.ctl('bans').stdout
+                                    for h in hosts), 5), [h.ctl('bans').stdout for h in hosts]
+        rounds(hosts, 3)
+        assert not r.cli('ZSCORE', 'rlshim:bans', '203.0.113.10/32')
+        assert all('203.0.113.10' not in h.ctl('bans').stdout for h in hosts)
+
+
 def maxretry_ban_spreads():
     """A client banned by one host's maxretry is refused by the others,
     which never saw it misbehave; the ban says which rule made it."""
@@ -1266,7 +1283,8 @@ def reset_redis_down():
 
 
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
-         redis_restarted_empty, ban_spreads, maxretry_ban_spreads,
+         redis_restarted_empty, ban_spreads, own_ban_lifted_in_store,
+         maxretry_ban_spreads,
          fresh_key_two_hosts, fresh_key_four_hosts_round_robin, agent_killed,
          used_elsewhere_two_hosts, used_elsewhere_four_hosts, met_in_different_rounds,
          strict_four_hosts_round_robin, strict_two_hosts, strict_denials_cost_nothing,

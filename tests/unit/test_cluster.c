@@ -651,8 +651,24 @@ static void test_node_tag(void **state)
 		assert_ptr_equal(rl_cluster_lookup(m, rl_cluster_slot(tag, (size_t)n)),
 				 &m->shard[s]);
 	}
+	/* Pinned, by Redis 7.0.15's CLUSTER KEYSLOT: e0 652, e1 4781, e2
+	 * 8910, e3 13039; so 0-5460 (and 16001-) is e0's, 5461-10922 e2's
+	 * (e1 is the first master's too), 10923-16000 e3's. Every host names
+	 * a master's epoch so. */
+	assert_int_equal(slot("e0"), 652);
+	assert_int_equal(slot("e1"), 4781);
+	assert_int_equal(slot("e2"), 8910);
+	assert_int_equal(slot("e3"), 13039);
+	assert_int_equal(slot("rlshim:epoch:{e3}"), 13039);
+	assert_int_equal(rl_cluster_node_tag(m, 0, tag, sizeof(tag)), 2);
+	assert_string_equal(tag, "e0");
+	assert_int_equal(rl_cluster_node_tag(m, 1, tag, sizeof(tag)), 2);
+	assert_string_equal(tag, "e2");
+	assert_int_equal(rl_cluster_node_tag(m, 2, tag, sizeof(tag)), 2);
+	assert_string_equal(tag, "e3");
 	assert_int_equal(rl_cluster_node_tag(m, 3, tag, sizeof(tag)), -ENOENT);
 	assert_int_equal(rl_cluster_node_tag(m, 0, tag, 2), -ENOSPC);
+	assert_int_equal(rl_cluster_node_tag(m, 0, tag, 3), 2);
 	/* a master of one slot still gets its tag */
 	pool_reset();
 	assert_int_equal(rl_cluster_map_slots(

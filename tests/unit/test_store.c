@@ -87,6 +87,37 @@ static void test_sentinel(void **state)
 	assert_int_equal(u.nsentinels, RL_STORE_SENTINELS);
 }
 
+/* The masters whose epochs the agent reads: redis:// and Sentinel have
+ * one, tag "" (the agent's `<prefix>epoch`, as before clusters), every key
+ * on it; a cluster's come from its map, none before it is read. */
+static void test_epoch_tags(void **state)
+{
+	static const char *const one[] = {
+		"redis://127.0.0.1:6379/0", "unix:///run/redis.sock",
+		"redis-sentinel://10.0.0.5,10.0.0.6:26380/mymaster/2",
+	};
+	char tags[RL_STORE_MASTERS_MAX][RL_STORE_TAG_MAX];
+	struct rl_store *s;
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(one) / sizeof(one[0]); i++) {
+		s = rl_store_new(one[i], 100000000);
+		assert_non_null(s);
+		memset(tags, 'x', sizeof(tags));
+		assert_int_equal(rl_store_epoch_tags(s, tags, RL_STORE_MASTERS_MAX), 1);
+		assert_string_equal(tags[0], "");
+		assert_int_equal(rl_store_epoch_tags(s, tags, 0), 0);
+		assert_int_equal(rl_store_master_of(s, "rlshim:epoch", 12), 0);
+		assert_int_equal(rl_store_master_of(s, "rlshim:{sms}", 12), 0);
+		rl_store_free(s);
+	}
+	s = rl_store_new("redis-cluster://127.0.0.1:7000", 100000000);
+	assert_non_null(s);
+	assert_int_equal(rl_store_epoch_tags(s, tags, RL_STORE_MASTERS_MAX), 0);
+	assert_int_equal(rl_store_master_of(s, "rlshim:{sms:12}", 15), -1);
+	rl_store_free(s);
+}
+
 static void test_bad(void **state)
 {
 	static const char *const bad[] = {
@@ -142,6 +173,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain),
 		cmocka_unit_test(test_sentinel),
+		cmocka_unit_test(test_epoch_tags),
 		cmocka_unit_test(test_bad),
 	};
 
