@@ -37,7 +37,9 @@ And a baseline in the same run: redis-benchmark's SET and GET, unpipelined
 
 --store cluster[:M] (M = 3): the same cells over a real Redis Cluster of M
 masters, no replicas (tests/integration/test_cluster.py's Cluster: redis-cli
---cluster create on free loopback ports), the agents' url
+--cluster create on free loopback ports; M = 1 or 2, which it refuses: the
+slots split by hand, so cluster:1 is the cluster mode's cost alone, its 16
+shards on one master), the agents' url
 redis-cluster://..., every master's counters read at both ends and summed:
 the figures above are the cluster's; per master too, its Redis CPU, the
 keys its shards hold (HLEN of each rlshim:{fleet:s} on it) and its EVALSHAs,
@@ -190,9 +192,21 @@ class Store:
         import test_redis as T
         self.tmp = T.TMP
         self.cluster = cluster
-        if cluster:
+        if cluster >= 3:
             import test_cluster as C
             self.c = C.Cluster(n=cluster)
+            self.nodes, self.url = self.c.nodes, self.c.url
+        elif cluster:
+            # redis-cli --cluster create wants 3 masters: the slots by hand
+            import test_cluster as C
+            self.c = C.Cluster.__new__(C.Cluster)
+            self.c.password, self.c.nodes = None, [C.Node() for _ in range(cluster)]
+            for i, r in enumerate(self.c.nodes):
+                r.cli('CLUSTER', 'ADDSLOTSRANGE', 16384 * i // cluster,
+                      16384 * (i + 1) // cluster - 1)
+                if i:
+                    r.cli('CLUSTER', 'MEET', '127.0.0.1', self.c.nodes[0].port)
+            self.c.ok()
             self.nodes, self.url = self.c.nodes, self.c.url
         else:
             r = T.Redis()
@@ -493,7 +507,8 @@ def main():
                     help='where rlshimd and bench/bench_fleet are')
     ap.add_argument('--store', default='single',
                     help='single (one redis-server) or cluster[:M] (a Redis '
-                         'Cluster of M masters, 3 by default)')
+                         'Cluster of M masters, 3 by default; 1: one master '
+                         'with every slot, the cost of the 16 shards alone)')
     a = ap.parse_args()
     m = re.fullmatch(r'single|cluster(?::(\d+))?', a.store)
     if not m or (m.group(1) and not 1 <= int(m.group(1)) <= 16):
