@@ -10,8 +10,9 @@ single), the others clusters (--store cluster[:M]). One markdown table a
 mode, each column the runs' figures in the order given, joined by " · ":
 rounds/s per agent (agents with their store down at the end), agent
 commands/s, Redis CPU (every master's summed), the busiest master's CPU,
-Redis CPU per key and round (1-host cells only, where every key is pushed
-each round it is in debt, and the rounds ran: 0.5/s or more), memory per key,
+Redis CPU per key and round (async, 1-host cells only, where every key is
+pushed each round it is in debt, and the rounds ran: 0.5/s or more; strict
+pushes none), memory per key,
 to Redis per host, admitted / ideal, and the busiest master's share of the
 keys and of the Redis CPU.
 """
@@ -33,7 +34,8 @@ def busiest_cpu(c):
 
 def per_key_round(c):
     """µs of Redis CPU per key and round, where that means one push."""
-    if c['hosts'] != 1 or c['rounds_s'] < 0.5 or not c['stored']:
+    if (c['hosts'] != 1 or c['rounds_s'] < 0.5 or not c['stored'] or
+            c['threads'] > 1):  # strict (bench_fleet.c: 32 threads)
         return '-'
     return f'{1e4 * c["redis_cpu"] / (c["rounds_s"] * c["stored"]):.0f} µs'
 
@@ -51,7 +53,7 @@ def table(cells):
     """cells: one list of cells a run, the same cells in the same order."""
     print('| hosts | keys | rounds/s per agent (down) | agent commands/s '
           '| Redis CPU, all | busiest master CPU | Redis CPU per key a round '
-          '(1 host) | memory per key | to Redis per host | admitted / ideal '
+          '(async, 1 host) | memory per key | to Redis per host | admitted / ideal '
           '| busiest master: keys, CPU |')
     print('|---:|---:|---|---|---|---|---|---|---|---|---|')
     for cs in zip(*cells):
