@@ -8,7 +8,8 @@ Each argument is the --json of one bench_fleet.py run over the same cells
 (the same --hosts, --keys and --modes), the first one Redis (--store
 single), the others clusters (--store cluster[:M]). One markdown table a
 mode, each column the runs' figures in the order given, joined by " · ":
-rounds/s per agent (agents with their store down at the end), agent
+rounds/s per agent (agents with their store down at the end; "cluster not
+ok": a master said so at the window's end), agent
 commands/s, Redis CPU (every master's summed), the busiest master's CPU,
 Redis CPU per key and round (async, 1-host cells only, where every key is
 pushed each round it is in debt, and the rounds ran: 0.5/s or more; strict
@@ -25,7 +26,8 @@ def fmt(n):
 
 
 def rounds(c):
-    return f'{c["rounds_s"]:.1f}' + (f' ({c["down"]})' if c['down'] else '')
+    return (f'{c["rounds_s"]:.1f}' + (f' ({c["down"]})' if c['down'] else '')
+            + (' (cluster not ok)' if c.get('clusterdown') else ''))
 
 
 def busiest_cpu(c):
