@@ -213,6 +213,7 @@ class Store:
                 # the nodes started before the failure
                 for r in self.c.nodes:
                     r.stop()
+                shutil.rmtree(self.tmp, ignore_errors=True)
                 raise
             # Redis's default, not the test's 2 s (a fast failover): under
             # this load a master busy in long scripts misses 2 s of pings
