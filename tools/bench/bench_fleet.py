@@ -34,6 +34,17 @@ warm-up, then the window, Redis's counters read at both ends under load:
                % of one core: the machine has os.cpu_count() cores for all.
 And a baseline in the same run: redis-benchmark's SET and GET, unpipelined
 (50 connections) and pipelined 16 deep: what this Redis does per core.
+
+--store cluster[:M] (M = 3): the same cells over a real Redis Cluster of M
+masters, no replicas (tests/integration/test_cluster.py's Cluster: redis-cli
+--cluster create on free loopback ports; for M = 1 or 2, which it refuses,
+the slots split by hand: cluster:1 is the cluster mode's cost alone, its 16
+shards on one master), the agents' url redis-cluster://..., every master's
+counters read at both ends and summed: the figures above are the cluster's;
+per master too, its Redis CPU, the keys its shards hold (HLEN of each
+rlshim:{fleet:s} on it) and its EVALSHAs, with the busiest master's share of
+each (1/M: even). The baseline is redis-benchmark --cluster (on one master,
+which it refuses, as on one Redis).
 """
 import argparse
 import json
@@ -62,10 +73,10 @@ def capacity(keys):
     return c
 
 
-def config(shm, port, keys, strict):
+def config(shm, url, keys, strict):
     s = 'sync = strict\n' if strict else ''
     return (f'[global]\nshm = {shm}\ncapacity = {capacity(keys)}\n'
-            f'[redis]\nurl = redis://127.0.0.1:{port}/0\n'
+            f'[redis]\nurl = {url}\n'
             f'[limit:fleet]\nmatch = *\nrate = {RATE}/s\nburst = {BURST}\n'
             f'key = ip\n{s}')
 
@@ -137,6 +148,110 @@ def cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res, cpu, stored):
     }
 
 
+def summed(fs, cs):
+    """A cluster's INFO fields and commandstats, every master's summed:
+    what cell_numbers() reads, as from one Redis (one: as it is)."""
+    if len(fs) == 1:
+        return fs[0], cs[0]
+    f = {k: sum(kind(x.get(k, 0)) for x in fs) for k, kind in (
+        ('used_cpu_sys', float), ('used_cpu_user', float),
+        ('total_net_input_bytes', int), ('total_net_output_bytes', int),
+        ('used_memory', int), ('mem_clients_normal', int))}
+    c = {}
+    for x in cs:
+        for k, v in x.items():
+            c[k] = c.get(k, 0) + v
+    return f, c
+
+
+def masters(f0s, f1s, c0s, c1s, mem0s, stored, seconds):
+    """Per master of a cluster: its Redis CPU (% of a core), the keys its
+    shards hold, its memory (as cell_numbers()) and its EVALSHAs/s; and the
+    busiest master's share of the CPU, the keys and the EVALSHAs (1/M:
+    even)."""
+    per = [{'redis_cpu': 100 * (delta(f0, f1, 'used_cpu_sys', float) +
+                                delta(f0, f1, 'used_cpu_user', float)) / seconds,
+            'stored': n, 'memory': data_memory(f1) - m0,
+            'evalsha_s': (c1.get('evalsha', 0) - c0.get('evalsha', 0)) / seconds}
+           for f0, f1, c0, c1, m0, n in zip(f0s, f1s, c0s, c1s, mem0s, stored)]
+
+    def share(m):
+        tot = sum(x[m] for x in per)
+        return max(x[m] for x in per) / tot if tot > 0 else 0.0
+    return per, {m: share(m) for m in ('redis_cpu', 'stored', 'evalsha_s')}
+
+
+class Store:
+    """What the agents sync with: one redis-server (cluster=0) or a Redis
+    Cluster of that many masters (test_cluster.py's), .nodes each a
+    test_redis.Redis, .url for the agents."""
+
+    def __init__(self, cluster=0):
+        # here, not at the top: test_bench_fleet.py imports this file
+        sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
+        import test_redis as T
+        self.tmp = T.TMP
+        self.cluster = cluster
+        if cluster:
+            import test_cluster as C
+            self.c = C.Cluster.__new__(C.Cluster)
+            self.c.password, self.c.nodes = None, []
+            try:
+                if cluster >= 3:
+                    self.c.__init__(n=cluster)
+                else:
+                    # redis-cli --cluster create wants 3: the slots by hand
+                    self.c.nodes = [C.Node() for _ in range(cluster)]
+                    for i, r in enumerate(self.c.nodes):
+                        r.cli('CLUSTER', 'ADDSLOTSRANGE', 16384 * i // cluster,
+                              16384 * (i + 1) // cluster - 1)
+                        if i:
+                            r.cli('CLUSTER', 'MEET', '127.0.0.1',
+                                  self.c.nodes[0].port)
+                    self.c.ok()
+            except BaseException:
+                # the nodes started before the failure
+                for r in self.c.nodes:
+                    r.stop()
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                raise
+            # Redis's default, not the test's 2 s (a fast failover): under
+            # this load a master busy in long scripts misses 2 s of pings
+            # and the others mark it failed, the whole cluster down
+            for r in self.c.nodes:
+                r.cli('CONFIG', 'SET', 'cluster-node-timeout', '15000')
+            self.nodes, self.url = self.c.nodes, self.c.url
+        else:
+            r = T.Redis()
+            self.nodes, self.url = [r], f'redis://127.0.0.1:{r.port}/0'
+
+    def stop(self):
+        for r in self.nodes:
+            r.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def stored(self):
+        """Per node, the keys Redis holds a state for: HLEN of the rule's
+        hash, in a cluster of each of its shards on that node."""
+        if not self.cluster:
+            return [resp(self.nodes[0].port, 'HLEN', 'rlshim:{fleet}')]
+        return [sum(resp(r.port, 'HLEN', k) for k in
+                    r.cli('--scan', '--pattern', 'rlshim:{fleet:*}').split())
+                for r in self.nodes]
+
+    def ok(self):
+        """A cluster's state ok on every master again (a minute at most)."""
+        from harness import wait_for
+        if self.cluster and not wait_for(lambda: not self.down(), 60, 0.5):
+            raise RuntimeError('the cluster did not come back (CLUSTER INFO)')
+
+    def down(self):
+        """The masters whose CLUSTER INFO says the cluster is not ok (none
+        for one Redis)."""
+        return sum(1 for r in self.nodes if self.cluster and
+                   'cluster_state:ok' not in r.cli('CLUSTER', 'INFO'))
+
+
 def resp(port, *args):
     """One command over a socket of its own, the reply parsed (RESP2)."""
     with socket.create_connection(('127.0.0.1', port), timeout=60) as sk:
@@ -165,12 +280,12 @@ def resp(port, *args):
 def slowlog_count(r):
     """Top-level commands in the slow log: those of clients with an address
     (a script's have none, "?:0"), but this script's own (SLOWLOG, INFO,
-    CONFIG, HLEN: the agents send none of them), {name: count}."""
+    CONFIG, HLEN, SCAN: the agents send none of them), {name: count}."""
     names = {}
     for e in resp(r.port, 'SLOWLOG', 'GET', '-1'):
         name = e[3][0].lower()
         if len(e) > 4 and not e[4].startswith('?') and name not in (
-                'slowlog', 'info', 'config', 'hlen'):
+                'slowlog', 'info', 'config', 'hlen', 'scan'):
             names[name] = names.get(name, 0) + 1
     return names
 
@@ -189,19 +304,22 @@ def slowest(r):
             argv[1] if len(argv) > 1 else '', len(log))
 
 
-def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
+def run_cell(st, tmp, hosts, keys, strict, seconds, warmup, check=False):
     prefix = f'rlshim-fleet-{os.getpid()}-{hosts}-{keys}-{int(strict)}'
-    r.cli('FLUSHALL')
-    r.cli('CONFIG', 'SET', 'save', '')
+    nodes = st.nodes
+    st.ok()
+    for r in nodes:
+        r.cli('FLUSHALL')
+        r.cli('CONFIG', 'SET', 'save', '')
     time.sleep(0.2)
-    mem0 = data_memory(info(r)[0])
+    mem0s = [data_memory(info(r)[0]) for r in nodes]
     agents = []
     drv = None
     try:
         for i in range(hosts):
             conf = os.path.join(tmp, f'h{i}.conf')
             with open(conf, 'w') as f:
-                f.write(config(f'{prefix}-{i}', r.port, keys, strict))
+                f.write(config(f'{prefix}-{i}', st.url, keys, strict))
             log = open(os.path.join(tmp, f'h{i}.log'), 'w')
             agents.append(subprocess.Popen([AGENT, '-c', conf, '--foreground'],
                                            stdout=log, stderr=subprocess.STDOUT))
@@ -215,20 +333,25 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
             raise RuntimeError(f'bench_fleet did not start ({hosts} hosts, '
                                f'{keys} keys): see {tmp}/h*.log')
         if check:
-            r.cli('CONFIG', 'SET', 'slowlog-max-len', '1000000')
-            r.cli('CONFIG', 'SET', 'slowlog-log-slower-than', '0')
-            r.cli('SLOWLOG', 'RESET')
-        f0, c0 = info(r)
+            for r in nodes:
+                r.cli('CONFIG', 'SET', 'slowlog-max-len', '1000000')
+                r.cli('CONFIG', 'SET', 'slowlog-log-slower-than', '0')
+                r.cli('SLOWLOG', 'RESET')
+        f0s, c0s = zip(*(info(r) for r in nodes))
         cpu0 = sum(cpu_s(a.pid) for a in agents), cpu_s(drv.pid)
         if drv.stdout.readline().strip() != 'END':
             raise RuntimeError('bench_fleet stopped')
         t = time.monotonic()
-        f1, c1 = info(r)
+        f1s, c1s = zip(*(info(r) for r in nodes))
         info_s = time.monotonic() - t
         cpu1 = sum(cpu_s(a.pid) for a in agents), cpu_s(drv.pid)
-        stored = resp(r.port, 'HLEN', 'rlshim:{fleet}')
+        clusterdown = st.down()
         if check:
-            r.cli('CONFIG', 'SET', 'slowlog-log-slower-than', '10000')
+            for r in nodes:
+                r.cli('CONFIG', 'SET', 'slowlog-log-slower-than', '10000')
+        if clusterdown:
+            st.ok()     # HLEN says CLUSTERDOWN until then
+        stored = st.stored()
         drv.stdin.write('\n')
         drv.stdin.flush()
         line = drv.stdout.readline()
@@ -236,23 +359,34 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
             raise RuntimeError('bench_fleet gave no result')
         res = json.loads(line[len('RESULT '):])
         drv.wait(timeout=30)
-        out = cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res,
-                           (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]), stored)
+        (f0, c0), (f1, c1) = summed(f0s, c0s), summed(f1s, c1s)
+        out = cell_numbers(hosts, keys, f0, f1, c0, c1, sum(mem0s), res,
+                           (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]), sum(stored))
         out['threads'] = res['threads']
         out['down'] = res['down']
         out['info_s'] = info_s
-        out['dbsize'] = int(r.cli('DBSIZE'))
+        out['dbsize'] = sum(int(r.cli('DBSIZE')) for r in nodes)
+        if st.cluster:
+            out['clusterdown'] = clusterdown
+            out['masters'], out['busiest'] = masters(
+                f0s, f1s, c0s, c1s, mem0s, stored, res['seconds'])
         if check:
             # the slow log is on a little longer than the window: from
             # before the INFO that opens it to after the one that closes it
             # so compare per round (GET: one a round) as well as in all
-            out['check'] = (slowlog_count(r), top_level(c0, c1)[0],
+            log = {}
+            for r in nodes:
+                for k, v in slowlog_count(r).items():
+                    log[k] = log.get(k, 0) + v
+            out['check'] = (log, top_level(c0, c1)[0],
                             c1.get('evalsha', 0) - c0.get('evalsha', 0),
                             c1.get('get', 0) - c0.get('get', 0))
-            r.cli('CONFIG', 'SET', 'slowlog-max-len', '128')
-            r.cli('SLOWLOG', 'RESET')
+            for r in nodes:
+                r.cli('CONFIG', 'SET', 'slowlog-max-len', '128')
+                r.cli('SLOWLOG', 'RESET')
         else:
-            out['slowest'] = slowest(r)
+            slow = [x for x in map(slowest, nodes) if x]
+            out['slowest'] = max(slow) if slow else None
         return out
     finally:
         if drv and drv.poll() is None:
@@ -272,17 +406,20 @@ def run_cell(r, tmp, hosts, keys, strict, seconds, warmup, check=False):
                 os.unlink(with_name)
 
 
-def baseline(r):
-    """redis-benchmark SET and GET: requests/s, unpipelined and -P 16."""
+def baseline(st):
+    """redis-benchmark SET and GET: requests/s, unpipelined and -P 16
+    (a cluster: --cluster, every master; it refuses one master, which has
+    every slot: as one Redis)."""
     out = {}
     for p in (1, 16):
-        res = subprocess.run(['redis-benchmark', '-p', str(r.port), '-q', '-n',
-                              str(100000 * p), '-c', '50', '-P', str(p),
-                              '-t', 'set,get'], capture_output=True, text=True,
-                             timeout=120).stdout
+        res = subprocess.run(['redis-benchmark', '-p', str(st.nodes[0].port), '-q',
+                              '-n', str(100000 * p), '-c', '50', '-P', str(p),
+                              '-t', 'set,get'] + (['--cluster'] if st.cluster > 1 else []),
+                             capture_output=True, text=True, timeout=120).stdout
         for cmd, v in re.findall(r'(SET|GET): ([\d.]+) requests per second', res):
             out[(cmd, p)] = float(v)
-    r.cli('FLUSHALL')
+    for r in st.nodes:
+        r.cli('FLUSHALL')
     return out
 
 
@@ -294,19 +431,33 @@ def size(b):
     return f'{b / 1e6:,.1f} MB' if b >= 1e6 else f'{b / 1e3:,.0f} kB'
 
 
-def table(rows):
+def table(rows, cluster=0):
+    """One row a cell; a cluster's (cluster: its masters) with two more
+    columns: Redis CPU per master, and the busiest master's share of the
+    keys, the Redis CPU and the EVALSHAs."""
+    more = (' | Redis CPU per master | busiest master: keys, CPU, EVALSHA'
+            if cluster else '')
     print('| hosts | active keys | offered/s | achieved/s | agent commands/s '
           '| strict asks/s | rounds/s per agent (store down at the end) '
           '| keys in Redis | Redis memory (per key in it) '
           '| to Redis per host | from Redis per host | admitted / ideal '
-          '| CPU: Redis, agents, load |')
-    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
+          f'| CPU: Redis, agents, load{more} |')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---'
+          + ('|---|---' if cluster else '') + '|')
     for c in rows:
+        more = ''
+        if cluster:
+            b = c['busiest']
+            more = (' | ' + ', '.join(f'{m["redis_cpu"]:.0f}%' for m in c['masters'])
+                    + f' | {100 * b["stored"]:.0f}%, {100 * b["redis_cpu"]:.0f}%, '
+                    f'{100 * b["evalsha_s"]:.0f}%')
         ach = fmt(c['achieved_s'])
         if c['achieved_s'] < 0.98 * c['offered_s']:
             ach += f' (**{100 * c["achieved_s"] / c["offered_s"]:.0f}%**)'
         fb = f', {fmt(c["fallbacks"])} not in Redis' if c['fallbacks'] else ''
         down = f' ({c["down"]} down)' if c.get('down') else ''
+        if c.get('clusterdown'):
+            down += f' (cluster not ok on {c["clusterdown"]} of {cluster})'
         print(f'| {c["hosts"]} | {fmt(c["keys"])} | {fmt(c["offered_s"])} | {ach} '
               f'| {fmt(c["commands_s"])} | {fmt(c["asks_s"])} '
               f'| {c["rounds_s"]:.1f}{down} | {fmt(c["stored"])} '
@@ -315,13 +466,14 @@ def table(rows):
               f'| {c["over_pct"]:+.1f}% ({fmt(c["admitted"])} / '
               f'{fmt(c["ideal"])}{fb}) '
               f'| {c["redis_cpu"]:.0f}%, {c["agents_cpu"]:.0f}%, '
-              f'{c["load_cpu"]:.0f}% |', flush=True)
+              f'{c["load_cpu"]:.0f}%{more} |', flush=True)
 
 
 def kept_up(c):
     """Did the cell run as designed: every agent at its interval (within
     10%), none with its store down, the load offered in full?"""
-    return (not c.get('down') and c['rounds_s'] >= 0.9 * 20
+    return (not c.get('down') and not c.get('clusterdown')
+            and c['rounds_s'] >= 0.9 * 20
             and c['achieved_s'] >= 0.98 * c['offered_s'])
 
 
@@ -387,7 +539,15 @@ def main():
     ap.add_argument('--burst', type=int, default=BURST)
     ap.add_argument('--build', default=os.path.join(REPO, 'build'),
                     help='where rlshimd and bench/bench_fleet are')
+    ap.add_argument('--store', default='single',
+                    help='single (one redis-server) or cluster[:M] (a Redis '
+                         'Cluster of M masters, 3 by default; 1: one master '
+                         'with every slot, the cost of the 16 shards alone)')
     a = ap.parse_args()
+    m = re.fullmatch(r'single|cluster(?::(\d+))?', a.store)
+    if not m or (m.group(1) and not 1 <= int(m.group(1)) <= 16):
+        ap.error(f'--store {a.store}: single, or cluster[:M] with M 1 to 16')
+    nmasters = int(m.group(1) or 3) if a.store != 'single' else 0
     OVER, BURST = a.over, a.burst
     AGENT = os.path.join(a.build, 'rlshimd')
     DRIVER = os.path.join(a.build, 'bench', 'bench_fleet')
@@ -399,18 +559,15 @@ def main():
             sys.exit(f'bench_fleet.py: {p}: build it first (make)')
     AGENT, DRIVER = os.path.abspath(AGENT), os.path.abspath(DRIVER)
 
-    # here, not at the top: test_bench_fleet.py imports this file
-    sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
-    import test_redis as T
-
     # SIGTERM as SIGINT: the cells' agents are stopped on the way out
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix='bench-fleet-')
-    r = T.Redis()
+    r = Store(nmasters)
     t_start = time.monotonic()
     cells = {m: [] for m in modes}
     try:
-        ver = re.search(r'redis_version:(\S+)', r.cli('INFO', 'server')).group(1)
+        ver = re.search(r'redis_version:(\S+)',
+                        r.nodes[0].cli('INFO', 'server')).group(1)
         base = baseline(r)
         # commandstats against the slow log, in cells of their own (the
         # slow log costs Redis memory and CPU)
@@ -437,7 +594,6 @@ def main():
     finally:
         r.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(T.TMP, ignore_errors=True)
     total = time.monotonic() - t_start
 
     print('## A large fleet: hosts x active keys (tools/bench/bench_fleet.py)\n')
@@ -446,15 +602,20 @@ def main():
           f'{" --modes " + a.modes if a.modes != "async,strict" else ""}'
           f'{" --burst %d" % BURST if BURST != 2 else ""}'
           f'{" --hosts " + a.hosts if a.hosts != "1,4,16,32" else ""}'
-          f'{" --keys " + a.keys if a.keys != "1000,10000,100000" else ""}`, '
+          f'{" --keys " + a.keys if a.keys != "1000,10000,100000" else ""}'
+          f'{" --store " + a.store if nmasters else ""}`, '
           f'{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, '
-          f'{total:.0f} s in all; redis-server {ver} on loopback, '
+          f'{total:.0f} s in all; '
+          + (f'a Redis Cluster of {nmasters} masters, no replicas, each a '
+             if nmasters else '') +
+          f'redis-server {ver} on loopback, '
           f'{os.cpu_count()} CPUs shared by Redis, every agent and the load. '
           f'One rule, {RATE}/s burst {BURST} per key, each key offered '
           f'{OVER * RATE:g}/s spread uniformly over the hosts; windows of '
           f'{a.seconds} s ({a.big_seconds} s at 100,000 keys or 16 hosts and '
           f'more) after {a.warmup} s of warm-up.\n')
-    print('Baseline, redis-benchmark in the same run (50 connections): '
+    print(f'Baseline, redis-benchmark{" --cluster" if nmasters > 1 else ""} '
+          'in the same run (50 connections): '
           + ', '.join(f'{c} {fmt(v)}/s{" pipelined 16" if p > 1 else ""}'
                       for (c, p), v in sorted(base.items(), key=lambda x: x[0][1]))
           + '.\n')
@@ -464,7 +625,7 @@ def main():
           + '.\n')
     for m in modes:
         print(f'### {"async" if m == "async" else "`sync = strict`"}\n')
-        table(cells[m])
+        table(cells[m], nmasters)
         print()
         print('Growth (least squares over the cells above that ran as '
               'designed: every agent at its interval, none with its store '

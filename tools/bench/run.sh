@@ -89,7 +89,7 @@ fi
 
 # 1 to 32 hosts x 1,000 to 100,000 keys, async and strict: about 4 minutes.
 if command -v redis-benchmark >/dev/null 2>&1; then
-	python3 "$(dirname "$0")/test_bench_fleet.py" >&2
+	python3 "$(dirname "$0")/test_bench_fleet.py" --build "$B" >&2
 	python3 "$(dirname "$0")/bench_fleet.py" --build "$B"
 	echo
 else
