@@ -381,6 +381,29 @@ unsigned rl_cluster_key_shard(const char *text, size_t len, unsigned nshards)
 	return (unsigned)(rl_hash_sip13(rl_hash_public_key, text, len) % nshards);
 }
 
+int rl_cluster_shard_tag(const char *rule, unsigned shard, unsigned nshards,
+			 char *out, size_t len)
+{
+	unsigned lo, hi;
+	int n;
+
+	if (nshards < 1)
+		nshards = 1;
+	lo = shard * RL_CLUSTER_SLOTS / nshards;
+	hi = (shard + 1) * RL_CLUSTER_SLOTS / nshards;
+	n = snprintf(out, len, "%s:%u", rule, shard);
+	/* each try lands in the share with odds 1/nshards: a few dozen tries
+	 * for 16 shards, and every share has a tag within 2^20 */
+	for (unsigned k = 1; n >= 0 && (size_t)n < len; k++) {
+		unsigned slot = rl_cluster_slot(out, (size_t)n);
+
+		if ((slot >= lo && slot < hi) || k > (1u << 20))
+			return n;
+		n = snprintf(out, len, "%s:%u.%u", rule, shard, k);
+	}
+	return -ENOSPC;
+}
+
 #define NODE_TAG_TRIES (1u << 20)
 
 int rl_cluster_node_tag(const struct rl_cluster_map *m, unsigned shard,

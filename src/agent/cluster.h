@@ -126,6 +126,20 @@ int rl_cluster_parse_redirect(const char *err, size_t len,
 unsigned rl_cluster_key_shard(const char *text, size_t len, unsigned nshards);
 
 /*
+ * The hash tag of shard `shard` (of `nshards`) of rule `rule`: "RULE:S",
+ * or "RULE:S.N" with N the smallest from 1 for which the tag's slot lies in
+ * the shard's own share of the slots, [S x 16384 / nshards, (S + 1) x
+ * 16384 / nshards). Masters own ranges of slots, so a rule's shards spread
+ * over the masters as evenly as their ranges (16 shards on 3 masters of
+ * redis-cli's equal ranges: 5, 5 and 6), where tags "RULE:S" alone fall
+ * where their CRC16 does (10, 3 and 3 for one rule measured). Part of the
+ * layout: never change it. Writes the NUL-terminated tag to out[len] and
+ * returns its length, or -ENOSPC.
+ */
+int rl_cluster_shard_tag(const char *rule, unsigned shard, unsigned nshards,
+			 char *out, size_t len);
+
+/*
  * A hash tag owned by shard `shard` of the map (a master), for the keys
  * that belong to a node rather than to a rule (its epoch): "e<n>", n the
  * smallest for which rl_cluster_slot("e<n>") is the shard's. Writes the NUL-

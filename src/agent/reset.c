@@ -62,20 +62,26 @@ unsigned rl_store_key_shard(const struct rl_config *c, const char *text,
 	return rl_cluster_key_shard(text, len, rl_store_shards(c));
 }
 
-/* "{NAME}" or "{NAME:S}" */
+/* "{NAME}", or in a cluster "{NAME:S}" or "{NAME:S.N}" (the tag of the
+ * shard's share of the slots: rl_cluster_shard_tag) */
 static size_t tag(const struct rl_config *c, const struct rl_rule_cfg *r,
 		  unsigned shard, char *out, size_t len)
 {
+	char t[RL_RULE_NAME_MAX + 24];
+
 	if (rl_store_shards(c) == 1)
 		return (size_t)snprintf(out, len, "{%s}", r->name);
-	return (size_t)snprintf(out, len, "{%s:%u}", r->name, shard);
+	if (rl_cluster_shard_tag(r->name, shard, rl_store_shards(c), t,
+				 sizeof(t)) < 0)
+		t[0] = '\0';
+	return (size_t)snprintf(out, len, "{%s}", t);
 }
 
 size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
 			 unsigned shard, const char *suffix, char *out,
 			 size_t len)
 {
-	char t[RL_RULE_NAME_MAX + 16];
+	char t[RL_RULE_NAME_MAX + 32];
 
 	tag(c, r, shard, t, sizeof(t));
 	return (size_t)snprintf(out, len, "%s%s%s", c->redis_prefix, t, suffix);
@@ -84,7 +90,7 @@ size_t rl_store_rule_key(const struct rl_config *c, const struct rl_rule_cfg *r,
 size_t rl_store_fails_key(const struct rl_config *c, const struct rl_rule_cfg *r,
 			  unsigned shard, char *out, size_t len)
 {
-	char t[RL_RULE_NAME_MAX + 16];
+	char t[RL_RULE_NAME_MAX + 32];
 
 	tag(c, r, shard, t, sizeof(t));
 	return (size_t)snprintf(out, len, "%sfails:%s", c->redis_prefix, t);

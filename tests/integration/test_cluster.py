@@ -24,6 +24,47 @@ import servers  # noqa: E402
 import test_redis as tr  # noqa: E402
 
 
+def crc16(data):
+    """CRC16/XMODEM, as the cluster specification computes a slot."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = (crc << 1 ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xffff
+    return crc
+
+
+def key_slot(key):
+    """A key's slot: of its hash tag if it has a non-empty one."""
+    a = key.find('{')
+    b = key.find('}', a + 1) if a >= 0 else -1
+    if a >= 0 and b > a + 1:
+        key = key[a + 1:b]
+    return crc16(key.encode()) % 16384
+
+
+def shard_tag(rule, s, n=16):
+    """The hash tag of shard s of a rule, as the agent names it
+    (rl_cluster_shard_tag): RULE:S, or RULE:S.K with K the smallest from 1
+    whose slot lies in the shard's share of the slots."""
+    lo, hi = s * 16384 // n, (s + 1) * 16384 // n
+    tag, k = f'{rule}:{s}', 1
+    while not lo <= key_slot(tag) < hi:
+        tag, k = f'{rule}:{s}.{k}', k + 1
+    return tag
+
+
+def rule_key(rule, s, suffix=''):
+    """rlshim:{TAG}SUFFIX of shard s of a rule."""
+    return f'rlshim:{{{shard_tag(rule, s)}}}{suffix}'
+
+
+# 127.0.0.1's shard in the rules the tests use (rl_cluster_key_shard)
+EVEN12 = rule_key('even', 12)
+SMS12 = rule_key('sms', 12)
+FAILS_SMS12 = f'rlshim:fails:{{{shard_tag("sms", 12)}}}'
+
+
 def bus_free(port):
     """port + 10000 (the cluster bus) is free too, and a port at all."""
     if port + 10000 > 65535:
@@ -173,7 +214,7 @@ def limit_holds_two_hosts():
         # the agent's keys (the rule's, epoch, hosts) are on several
         keys = c.keys()
         assert sum(bool(k) for k in keys) > 1, keys
-        assert any('rlshim:{even:12}' in k for k in keys), keys  # 127.0.0.1's shard
+        assert any(EVEN12 in k for k in keys), keys  # 127.0.0.1's shard
         for r in c.nodes:
             assert 'MOVED' not in r.cli('INFO', 'errorstats'), r.cli('INFO', 'errorstats')
 
@@ -196,7 +237,7 @@ def slot_moved_under_load():
     sync at the end."""
     rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
     with cluster_fleet(rules, 2, 'mv') as (c, hosts):
-        src, slot = c.owner('rlshim:{even:12}')
+        src, slot = c.owner(EVEN12)
         dst = next(r for r in c.nodes if r is not src)
         res = {}
         t = threading.Thread(target=lambda: res.update(ok=tr.overload(
@@ -216,7 +257,7 @@ def slot_moved_under_load():
         # all of a slot's keys move in one MIGRATE here: no script ever saw
         # its keys split (TRYAGAIN), so the store was never down
         assert outages == 0, [h.agent_log() for h in hosts]
-        assert 'rlshim:{even:12}' in c.keys()[c.nodes.index(dst)], c.keys()
+        assert EVEN12 in c.keys()[c.nodes.index(dst)], c.keys()
         held(ok)
         n = [tr.syncs(h) for h in hosts]
         assert wait_for(lambda: all(tr.syncs(h) > m for h, m in zip(hosts, n)), 5)
@@ -230,7 +271,7 @@ def master_killed_replica_promoted():
     for the share a host takes while the other is back before it."""
     rules = f'[limit:even]\nmatch = * /even\nrate = {RATE}/s\nburst = {BURST}\n'
     with cluster_fleet(rules, 2, 'fo', replicas=1) as (c, hosts):
-        victim, slot = c.owner('rlshim:{even:12}')
+        victim, slot = c.owner(EVEN12)
         res = {}
         t = threading.Thread(target=lambda: res.update(ok=tr.overload(
             hosts, '/even', SECONDS, lambda t, i: hosts[i % 2])))
@@ -239,7 +280,7 @@ def master_killed_replica_promoted():
         victim.kill()
         t0 = time.monotonic()
         rest = [r for r in c.nodes if r is not victim]
-        assert wait_for(lambda: c.owner('rlshim:{even:12}', rest[0])[0] is not victim, 20)
+        assert wait_for(lambda: c.owner(EVEN12, rest[0])[0] is not victim, 20)
         promoted = time.monotonic() - t0
         c.ok(rest)
         t.join()
@@ -274,12 +315,12 @@ def reset_and_strict_two_hosts():
         with cluster_fleet(rules, 2, name) as (c, hosts):
             tr.hosts_up(hosts)
             tr.exhausted(hosts)
-            assert c.cli('HEXISTS', 'rlshim:{sms:12}', '127.0.0.1') == '1'
+            assert c.cli('HEXISTS', SMS12, '127.0.0.1') == '1'
             out = hosts[0].ctl('reset', 'sms', '127.0.0.1')
             assert out.returncode == 0 and out.stderr == '', out
             assert 'Redis' in out.stdout and 'every host' in out.stdout, out.stdout
             tr.rounds(hosts)
-            assert c.cli('HEXISTS', 'rlshim:{sms:12}', '127.0.0.1') == '0'
+            assert c.cli('HEXISTS', SMS12, '127.0.0.1') == '0'
             assert all('msg="key reset" rule=sms key="127.0.0.1"' in h.agent_log()
                        for h in hosts), [h.agent_log() for h in hosts]
             if 'strict' in rules:
@@ -301,7 +342,7 @@ def maxretry_two_hosts():
     with cluster_fleet(tr.MR.format(bantime='1m'), 2, 'mr') as (c, hosts):
         tr.hosts_up(hosts)
         tr.refusals(hosts[0], 2)
-        assert wait_for(lambda: c.cli('HEXISTS', 'rlshim:fails:{sms:12}',
+        assert wait_for(lambda: c.cli('HEXISTS', FAILS_SMS12,
                                       '127.0.0.1') == '1', 5)
         tr.refusals(hosts[1], 2)
         assert wait_for(lambda: all(tr.banned(h) for h in hosts), 5), \

@@ -682,6 +682,54 @@ static void test_node_tag(void **state)
 	assert_int_equal(rl_cluster_node_tag(m, 0, tag, sizeof(tag)), -ENOENT);
 }
 
+/* A rule's shard tags fall in their own share of the slots, so a rule
+ * spreads over masters of equal ranges evenly (the CRC16 of "RULE:S" alone
+ * put 10, 3 and 3 of fleet's 16 on three masters); pinned: the layout. */
+static void test_shard_tag(void **state)
+{
+	static const char *const rules[] = {
+		"fleet", "even", "sms", "a", "login", "api", "k.1", "u-2", "x_y",
+		"checkout", "search", "r0", "r1", "r2", "r3", "r4", "r5", "r6",
+		"r7", "r8",
+	};
+	static const unsigned ns[] = { 1, 2, 3, 16, 100, 1024 };
+	char tag[96];
+
+	(void)state;
+	assert_int_equal(rl_cluster_shard_tag("fleet", 0, 16, tag, sizeof(tag)), 7);
+	assert_string_equal(tag, "fleet:0");
+	assert_int_equal(rl_cluster_shard_tag("fleet", 1, 16, tag, sizeof(tag)), 10);
+	assert_string_equal(tag, "fleet:1.13");
+	rl_cluster_shard_tag("even", 12, 16, tag, sizeof(tag));
+	assert_string_equal(tag, "even:12.3");
+	rl_cluster_shard_tag("sms", 12, 16, tag, sizeof(tag));
+	assert_string_equal(tag, "sms:12.3");
+	assert_int_equal(rl_cluster_shard_tag("fleet", 1, 16, tag, 8), -ENOSPC);
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		unsigned per[3] = { 0 };
+
+		for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); j++)
+			for (unsigned sh = 0; sh < ns[j]; sh++) {
+				int n = rl_cluster_shard_tag(rules[i], sh, ns[j], tag,
+							     sizeof(tag));
+				unsigned slot = rl_cluster_slot(tag, (size_t)n);
+
+				assert_true(n > 0);
+				assert_true(slot >= sh * 16384 / ns[j] &&
+					    slot < (sh + 1) * 16384 / ns[j]);
+			}
+		/* redis-cli --cluster create's three ranges */
+		for (unsigned sh = 0; sh < 16; sh++) {
+			int n = rl_cluster_shard_tag(rules[i], sh, 16, tag, sizeof(tag));
+			unsigned slot = rl_cluster_slot(tag, (size_t)n);
+
+			per[slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2]++;
+		}
+		for (unsigned m = 0; m < 3; m++)
+			assert_true(per[m] >= 4 && per[m] <= 6);
+	}
+}
+
 /* ---- the seed URL --------------------------------------------------------------- */
 
 static void test_url(void **state)
@@ -754,6 +802,7 @@ int main(void)
 		cmocka_unit_test(test_real_replies),
 		cmocka_unit_test(test_redirects),
 		cmocka_unit_test(test_key_shard),
+		cmocka_unit_test(test_shard_tag),
 		cmocka_unit_test(test_node_tag),
 		cmocka_unit_test(test_url),
 	};
