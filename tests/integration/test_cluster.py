@@ -365,7 +365,7 @@ def password():
         # the burst between them (at most burst + N - 1: each its share of
         # a fresh key before it hears of the other)
         assert 3 <= got.count(404) <= 4 and got[-1] == 429, got
-        assert c.cli('HEXISTS', 'rlshim:{pw:12}', '127.0.0.1') == '1'
+        assert c.cli('HEXISTS', rule_key('pw', 12), '127.0.0.1') == '1'
         for h in hosts:
             log = h.agent_log()
             assert 'store connected' in log and 'unreachable' not in log, log
