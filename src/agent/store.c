@@ -815,7 +815,7 @@ static unsigned masters_up(const struct rl_store *s)
  * is connected, else -EIO with the (last) reason in `why`.
  */
 static int refresh_map(struct rl_store *s, char *why, size_t len,
-		       uint64_t now_ns)
+		       uint64_t now_ns, int retry)
 {
 	int got = -EIO;
 	unsigned down = 0;
@@ -842,7 +842,11 @@ static int refresh_map(struct rl_store *s, char *why, size_t len,
 		if (n < 0)
 			return -EIO;
 		s->shard_node[i] = n;
-		down += node_conn(s, (unsigned)n, why, len, now_ns) != 0;
+		/* (a master down is retried after the round: retry 0) */
+		if (!retry && s->node[n].down && !s->node[n].c)
+			down++;
+		else
+			down += node_conn(s, (unsigned)n, why, len, now_ns) != 0;
 	}
 	if (down == s->map->nshards)
 		return -EIO;
@@ -964,7 +968,7 @@ static int cluster_flush(struct rl_store *s,
 
 	if (((s->map_stale && now_ns >= s->map_retry_at_ns) ||
 	     now_ns >= s->map_at_ns) &&
-	    refresh_map(s, why, sizeof(why), now_ns))
+	    refresh_map(s, why, sizeof(why), now_ns, 0))
 		goto fail;
 	for (unsigned i = 0; i < s->nqueued; i++) {
 		struct queued *q = &s->queue[i];
@@ -1042,6 +1046,16 @@ static int cluster_flush(struct rl_store *s,
 	for (unsigned i = 0; i < s->nqueued && !rc; i++)
 		rc = fn(s->queue[i].reply ? s->queue[i].reply : &no_reply, i, arg);
 	queue_clear(s);
+	/* Masters down whose backoff is over, tried again now that the
+	 * round's answers are handed on (a stopped node costs a timeout). */
+	for (unsigned i = 0; i < s->map->nshards; i++) {
+		struct node *n = &s->node[s->shard_node[i]];
+
+		uint64_t t = rl_time_now_ns();
+
+		if (n->down && !n->c && t >= n->retry_at_ns)
+			node_conn(s, (unsigned)s->shard_node[i], why, sizeof(why), t);
+	}
 	return rc;
 fail:
 	rl_store_fail(s, why, now_ns);
@@ -1117,7 +1131,7 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 		s->ask_at_ns = now_ns + ASK_EVERY_NS;
 	}
 	if (s->cluster) {
-		if (refresh_map(s, why, sizeof(why), now_ns) ||
+		if (refresh_map(s, why, sizeof(why), now_ns, 1) ||
 		    cluster_state(s, why, sizeof(why), now_ns))
 			goto fail;
 		goto up;
