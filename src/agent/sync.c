@@ -459,23 +459,30 @@ static void store_down(struct rl_agent *a, uint64_t now_ns)
 static void store_synced(struct rl_agent *a, const struct round *r,
 			 uint64_t now_ns)
 {
+	unsigned masters, down = rl_store_masters_down(a->store, &masters);
+	/* Cluster: the store answered, but a call of a closed rule's keys did
+	 * not get through: the shims refuse the closed rules (and strict ones
+	 * apply on_store_down), the shim knowing the store per host, not per
+	 * key, until every master answers again (a refused key has nothing to
+	 * sync, so its call would not fail again to keep the flag up). */
+	int closed = r->closed_failed || (a->closed_failed && down);
+
 	if (a->was_down)
 		for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
 			if (a->cfg->rules[ci].sync == RL_SYNC_STRICT)
 				rl_table_rule_forget(a->table, a->ids[ci]);
 	a->was_down = 0;
-	/* Cluster: the store answered, but a call of a closed rule's keys did
-	 * not get through: the shims refuse the closed rules (and strict ones
-	 * apply on_store_down) until a round passes without. */
-	if (r->closed_failed) {
+	rl_table_agent_set_masters(a->table, masters, down);
+	rl_table_agent_synced(a->table, now_ns);
+	if (closed) {
 		if (!a->closed_failed)
-			rl_table_agent_store_down(a->table, rl_time_wall_ms());
+			a->closed_since_ms = rl_time_wall_ms();
+		rl_table_agent_store_down(a->table, a->closed_since_ms);
 		rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
 	} else {
 		rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
 	}
-	a->closed_failed = r->closed_failed;
-	rl_table_agent_synced(a->table, now_ns);
+	a->closed_failed = closed;
 }
 
 /* Queue the GET of the store's epoch. */

@@ -326,8 +326,14 @@ def master_stopped_others_sync():
             # 10 s of 50 ms rounds: synced along (the store down: none)
             assert all(m >= SECONDS * 5 for m in synced), synced
             held(ok)
-            assert [store_state(h) for h in hosts] == ['up', 'up'], \
-                [h.ctl('status').stdout for h in hosts]
+            for h in hosts:  # up, degraded
+                j = json.loads(h.ctl('status', '--json').stdout)['store']
+                assert j['state'] == 'up' and j['masters'] == 3 and \
+                    j['masters_unreachable'] == 1, j
+                assert re.search(r'^redis:\s+degraded, 1 of 3 masters unreachable, '
+                                 r'redis-cluster://', h.ctl('status').stdout, re.M), \
+                    h.ctl('status').stdout
+                assert 'rlshim_store_masters_unreachable 1\n' in h.ctl('metrics').stdout
             # the stopped master's keys: this host's share (half the rate
             # with two hosts alive) and its burst
             d_ok, _ = tr.overload([hosts[0]], '/dead', 4, lambda t, i: hosts[0])
@@ -348,6 +354,47 @@ def master_stopped_others_sync():
         for _ in range(5):
             hosts[1].get('/dead')
         assert wait_for(lambda: victim.cli('ZSCORE', key, '127.0.0.1') != before, 5), before
+        assert wait_for(lambda: all(
+            json.loads(h.ctl('status', '--json').stdout)['store'].get('masters_unreachable')
+            == 0 for h in hosts), 5), [h.ctl('status').stdout for h in hosts]
+    finally:
+        for h in hosts:
+            h.stop()
+        c.stop()
+
+
+def closed_rule_on_stopped_master():
+    """on_store_down = closed cannot be refused per key: while the master of
+    a closed rule's key is stopped, the host's closed rules refuse (429,
+    Retry-After: 1) and status says the store down; the open rule's keys on
+    a live master keep syncing; SIGCONT: the closed rule admits again."""
+    c = Cluster(full_coverage=False)
+    hosts = []
+    try:
+        shut = apart(c, 'live')
+        victim = c.owner(f'rlshim:{{{shut}:12}}')[0]
+        rules = (f'[limit:live]\nmatch = * /live\nrate = 100/s\n'
+                 f'[limit:{shut}]\nmatch = * /shut\nrate = 100/s\n'
+                 'on_store_down = closed\n')
+        hosts = [tr.Host(c.url, rules, 'cr')]
+        tr.started(hosts)
+        h = hosts[0]
+        tr.rounds(hosts)
+        assert h.get('/shut').status == 404
+        os.kill(victim.proc.pid, signal.SIGSTOP)
+        try:
+            assert wait_for(lambda: h.get('/shut').status == 429, 5), h.agent_log()
+            r = h.get('/shut')
+            assert r.status == 429 and r.headers.get('retry-after') == '1', r.headers
+            assert h.get('/live').status == 404
+            assert store_state(h) == 'down', h.ctl('status').stdout
+            n = tr.syncs(h)
+            assert wait_for(lambda: tr.syncs(h) > n + 5, 5)
+            assert 'store unreachable' not in h.agent_log(), h.agent_log()
+        finally:
+            os.kill(victim.proc.pid, signal.SIGCONT)
+        assert wait_for(lambda: h.get('/shut').status == 404, 10), h.agent_log()
+        assert store_state(h) == 'up', h.ctl('status').stdout
     finally:
         for h in hosts:
             h.stop()
@@ -478,7 +525,7 @@ def password():
 TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
          master_killed_replica_promoted, reset_and_strict_two_hosts,
          maxretry_two_hosts, password, master_stopped_others_sync,
-         tryagain_fails_one_call]
+         closed_rule_on_stopped_master, tryagain_fails_one_call]
 
 
 def main():
