@@ -875,6 +875,8 @@ static int cluster_redo(struct rl_store *s, struct queued *q, uint64_t now_ns)
 	if (!q->reply || q->reply->type != REDIS_REPLY_ERROR)
 		return 0;
 	if (is_noscript(q->reply)) {
+		if (!s->node[n].c) /* dropped since it answered */
+			return -1;
 		if (load_scripts(s, s->node[n].c, why, sizeof(why))) {
 			if (s->node[n].c->err)
 				node_drop(s, (unsigned)n, why, now_ns);
@@ -1050,7 +1052,6 @@ static int cluster_flush(struct rl_store *s,
 	 * round's answers are handed on (a stopped node costs a timeout). */
 	for (unsigned i = 0; i < s->map->nshards; i++) {
 		struct node *n = &s->node[s->shard_node[i]];
-
 		uint64_t t = rl_time_now_ns();
 
 		if (n->down && !n->c && t >= n->retry_at_ns)
