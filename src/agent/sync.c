@@ -47,7 +47,10 @@
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
  * keeps it to its share of the rate (on_store_down = open). Rules set to
- * `closed` are refused by the shim instead, from the flag set here.
+ * `closed` are refused by the shim instead, from the flag set here. With
+ * redis-cluster:// a failed call (a master unreachable, CLUSTERDOWN,
+ * TRYAGAIN) fails only what it carried (call_failed): its keys as with the
+ * store down, the rest of the round as ever.
  */
 #include "sync_int.h"
 
