@@ -401,6 +401,29 @@ def closed_rule_on_stopped_master():
         c.stop()
 
 
+def all_masters_stopped():
+    """Every master stopped: the store down as with one Redis (`store
+    unreachable`, status down, on_store_down); SIGCONT: `store reachable
+    again`, syncing. The password is in no log line, the nodes' included."""
+    rules = f'[limit:all]\nmatch = * /all\nrate = {RATE}/s\nburst = {BURST}\n'
+    with cluster_fleet(rules, 1, 'as', password='s3cr3t-pw') as (c, hosts):
+        h = hosts[0]
+        tr.rounds(hosts)
+        for r in c.nodes:
+            os.kill(r.proc.pid, signal.SIGSTOP)
+        try:
+            assert wait_for(lambda: store_state(h) == 'down', 5), h.ctl('status').stdout
+            assert 'msg="store unreachable" store=redis-cluster://' in h.agent_log()
+        finally:
+            for r in c.nodes:
+                os.kill(r.proc.pid, signal.SIGCONT)
+        assert wait_for(lambda: 'msg="store reachable again"' in h.agent_log(), 10), \
+            h.agent_log()
+        assert wait_for(lambda: store_state(h) == 'up', 5)
+        tr.rounds(hosts)
+        assert 's3cr3t' not in h.agent_log() + h.ctl('status').stdout, h.agent_log()
+
+
 def tryagain_fails_one_call():
     """A slot half-migrated (its `recent` MIGRATEd, its hash not): the
     scripts naming both answer TRYAGAIN; only those calls fail: the store
@@ -525,7 +548,7 @@ def password():
 TESTS = [limit_holds_two_hosts, keys_spread_over_masters, slot_moved_under_load,
          master_killed_replica_promoted, reset_and_strict_two_hosts,
          maxretry_two_hosts, password, master_stopped_others_sync,
-         closed_rule_on_stopped_master, tryagain_fails_one_call]
+         closed_rule_on_stopped_master, all_masters_stopped, tryagain_fails_one_call]
 
 
 def main():
