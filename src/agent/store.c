@@ -26,6 +26,9 @@
  * as soon as the replica is promoted). */
 #define MAP_EVERY_NS (10 * RL_NS_PER_SEC)
 #define MAP_RETRY_NS (50 * RL_NS_PER_MS)
+/* Cluster: a master down, retried while the others serve, must answer a
+ * PING within this (or the timeout, if shorter). */
+#define PROBE_NS (20 * RL_NS_PER_MS)
 
 struct queued {
 	char *cmd;       /* formatted, as sent (kept to redo a NOSCRIPT) */
@@ -614,18 +617,37 @@ static struct timeval store_tv(const struct rl_store *s)
 }
 
 /* A connection to the node at host:port, authenticated, its scripts
- * loaded; or NULL with "host:port: reason" in `why`. */
+ * loaded; or NULL with "host:port: reason" in `why`. With `probe`, the
+ * connection and a first PING are bounded by PROBE_NS (if shorter than
+ * the timeout): a node retried while the others serve, which may be
+ * stopped (its kernel still accepts), costs the agent's loop that much,
+ * not a whole timeout, at each try. Any answer, NOAUTH too, is alive. */
 static redisContext *open_conn(struct rl_store *s, const char *host, int port,
-			       char *why, size_t len)
+			       int probe, char *why, size_t len)
 {
-	struct timeval tv = store_tv(s);
-	redisContext *c = redisConnectWithTimeout(host, port, tv);
+	struct timeval tv = store_tv(s), ptv = tv;
+	redisContext *c;
 	char at[300], said[200];
 
+	if (probe && s->timeout_ns > PROBE_NS)
+		ptv = (struct timeval){ 0, (suseconds_t)(PROBE_NS / 1000) };
+	c = redisConnectWithTimeout(host, port, ptv);
 	fmt_addr(host, port, at, sizeof(at));
 	if (!c || c->err) {
 		snprintf(why, len, "%s: %s", at, conn_reason(c));
 		goto fail;
+	}
+	if (probe) {
+		redisReply *r;
+
+		redisSetTimeout(c, ptv);
+		r = redisCommand(c, "PING");
+		s->commands++;
+		if (!r) {
+			snprintf(why, len, "%s: %s", at, conn_reason(c));
+			goto fail;
+		}
+		freeReplyObject(r);
 	}
 	redisSetTimeout(c, tv);
 	if ((s->url.pass[0] &&
@@ -734,7 +756,7 @@ static int node_conn(struct rl_store *s, unsigned i, char *why, size_t len,
 		snprintf(why, len, "%s: %s", at, n->why);
 		return -1;
 	}
-	if (!(n->c = open_conn(s, n->host, n->port, why, len))) {
+	if (!(n->c = open_conn(s, n->host, n->port, n->down && s->up, why, len))) {
 		node_drop(s, i, why, now_ns);
 		return -1;
 	}

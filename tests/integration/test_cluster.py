@@ -537,7 +537,8 @@ def password():
         got += [hosts[1].get('/pw').status for _ in range(3)]
         # the burst between them (at most burst + N - 1: each its share of
         # a fresh key before it hears of the other)
-        assert 3 <= got.count(404) <= 4 and got[-1] == 429, got
+        assert 3 <= got.count(404) <= 4 and got[-1] == 429, \
+            (got, [h.agent_log() for h in hosts])
         assert c.cli('HEXISTS', 'rlshim:{pw:12}', '127.0.0.1') == '1'
         for h in hosts:
             log = h.agent_log()
