@@ -112,6 +112,12 @@ struct rl_agent {
 	uint64_t pull_cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX];
 	uint64_t last_collect_ns;     /* the last round's collect */
 	int was_down;                 /* the store, at the last round */
+	/* cluster: a call carrying a closed rule's keys failed, and a master
+	 * is still unreachable (RL_AGENT_STORE_DOWN raised for it); the last
+	 * "store error" logged (at most one a second) */
+	int closed_failed;
+	uint64_t closed_since_ms;     /* wall clock, for status */
+	uint64_t error_logged_ns;
 	uint64_t plans_cursor[RL_MAX_RULES]; /* HSCAN of each rule's plans */
 
 	uint64_t rounds;

@@ -22,6 +22,14 @@
  * answers: a safety net for a +switch-master missed (the subscription down
  * or not yet made); one command on the kept connection to one sentinel. */
 #define ASK_EVERY_NS (2 * RL_NS_PER_SEC)
+/* Cluster: the map is asked again this often while up (design step 1), and
+ * at this step while a master of it is unreachable (a failover is followed
+ * as soon as the replica is promoted). */
+#define MAP_EVERY_NS (10 * RL_NS_PER_SEC)
+#define MAP_RETRY_NS (50 * RL_NS_PER_MS)
+/* Cluster: a master down, retried while the others serve, must answer a
+ * PING within this (or the timeout, if shorter). */
+#define PROBE_NS (20 * RL_NS_PER_MS)
 
 struct queued {
 	char *cmd;       /* formatted, as sent (kept to redo a NOSCRIPT) */
@@ -32,11 +40,18 @@ struct queued {
 	redisReply *reply;
 };
 
-/* Cluster: a master's connection (NULL until opened, or after a failure). */
+/* Cluster: a master's connection (NULL until opened, or after a failure),
+ * and its own backoff while it fails. */
 struct node {
 	char host[RL_CLUSTER_HOST_MAX];
 	int port;
 	redisContext *c;
+	int down;                 /* failed, not reconnected since */
+	int logged;               /* its going is in the log */
+	uint64_t down_since_ns;
+	uint64_t retry_at_ns;
+	uint64_t backoff_ns;
+	char why[256];            /* why it failed, the password masked */
 };
 
 struct rl_store {
@@ -64,6 +79,8 @@ struct rl_store {
 	struct rl_cluster_url curl;
 	struct rl_cluster_map *map, *spare;
 	int map_stale;
+	uint64_t map_at_ns;       /* the next periodic refresh */
+	uint64_t map_retry_at_ns; /* stale: not asked again before */
 	unsigned nnodes;
 	struct node node[RL_CLUSTER_MASTERS_MAX];
 	int shard_node[RL_CLUSTER_MASTERS_MAX]; /* map shard -> node[] */
@@ -229,6 +246,11 @@ uint64_t rl_store_commands(const struct rl_store *s)
 	return s->commands;
 }
 
+int rl_store_cluster(const struct rl_store *s)
+{
+	return s->cluster;
+}
+
 /*
  * Why the connection failed, as hiredis says it (e.g. "Connection
  * refused"): "timed out" when a read timed out (hiredis says EAGAIN's
@@ -276,8 +298,8 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 		redisFree(s->c);
 		s->c = NULL;
 	}
-	/* Cluster: every master's connection goes (the first version: one
-	 * master down is the store down), and the map is asked for again. */
+	/* Cluster (no master answers): every connection goes, and the map is
+	 * asked for again at the next attempt. */
 	for (unsigned i = 0; i < s->nnodes; i++)
 		if (s->node[i].c)
 			redisFree(s->node[i].c);
@@ -626,18 +648,37 @@ static struct timeval store_tv(const struct rl_store *s)
 }
 
 /* A connection to the node at host:port, authenticated, its scripts
- * loaded; or NULL with "host:port: reason" in `why`. */
+ * loaded; or NULL with "host:port: reason" in `why`. With `probe`, the
+ * connection and a first PING are bounded by PROBE_NS (if shorter than
+ * the timeout): a node retried while the others serve, which may be
+ * stopped (its kernel still accepts), costs the agent's loop that much,
+ * not a whole timeout, at each try. Any answer, NOAUTH too, is alive. */
 static redisContext *open_conn(struct rl_store *s, const char *host, int port,
-			       char *why, size_t len)
+			       int probe, char *why, size_t len)
 {
-	struct timeval tv = store_tv(s);
-	redisContext *c = redisConnectWithTimeout(host, port, tv);
+	struct timeval tv = store_tv(s), ptv = tv;
+	redisContext *c;
 	char at[300], said[200];
 
+	if (probe && s->timeout_ns > PROBE_NS)
+		ptv = (struct timeval){ 0, (suseconds_t)(PROBE_NS / 1000) };
+	c = redisConnectWithTimeout(host, port, ptv);
 	fmt_addr(host, port, at, sizeof(at));
 	if (!c || c->err) {
 		snprintf(why, len, "%s: %s", at, conn_reason(c));
 		goto fail;
+	}
+	if (probe) {
+		redisReply *r;
+
+		redisSetTimeout(c, ptv);
+		r = redisCommand(c, "PING");
+		s->commands++;
+		if (!r) {
+			snprintf(why, len, "%s: %s", at, conn_reason(c));
+			goto fail;
+		}
+		freeReplyObject(r);
 	}
 	redisSetTimeout(c, tv);
 	if ((s->url.pass[0] &&
@@ -656,35 +697,128 @@ fail:
 	return NULL;
 }
 
-/* The node at host:port, connected (opened now if need be): its index in
- * node[], or -1 with the reason in `why`. */
-static int node_at(struct rl_store *s, const char *host, int port, char *why,
-		   size_t len)
+/* " for N.NNNs" of `ns`, into `out`. */
+static const char *fmt_secs(uint64_t ns, char *out, size_t len)
+{
+	uint64_t ms = ns / RL_NS_PER_MS;
+
+	snprintf(out, len, "%llu.%03llus", (unsigned long long)(ms / 1000),
+		 (unsigned long long)(ms % 1000));
+	return out;
+}
+
+/* Log node n's going, once (while the store is up: a whole outage has
+ * the store's own lines). */
+static void node_log_down(struct rl_store *s, struct node *n)
+{
+	char at[300], q[1024];
+
+	if (n->logged || !s->up)
+		return;
+	fmt_addr(n->host, n->port, at, sizeof(at));
+	rl_log(RL_LOG_WARN, "msg=\"store node unreachable\" store=%s node=%s "
+	       "err=\"%s\"", s->url_text, at, rl_log_quote(n->why, q, sizeof(q)));
+	n->logged = 1;
+}
+
+/*
+ * Node n failed (its connection, or opening it): dropped alone, retried
+ * with its own backoff; the map is asked again soon (a failover names
+ * another master for its slots as soon as the replica is promoted).
+ */
+static void node_drop(struct rl_store *s, unsigned i, const char *why,
+		      uint64_t now_ns)
+{
+	struct node *n = &s->node[i];
+
+	/* masked first: `why` may be the context's errstr, freed below */
+	mask_password(s, why, n->why, sizeof(n->why));
+	if (n->c) {
+		redisFree(n->c);
+		n->c = NULL;
+	}
+	if (!n->down) {
+		n->down = 1;
+		n->down_since_ns = now_ns;
+		n->backoff_ns = BACKOFF_MIN_NS;
+	}
+	node_log_down(s, n);
+	n->retry_at_ns = now_ns + n->backoff_ns;
+	n->backoff_ns = n->backoff_ns * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS
+							   : n->backoff_ns * 2;
+	s->map_stale = 1;
+	if (!s->map_retry_at_ns || s->map_retry_at_ns > now_ns + MAP_RETRY_NS)
+		s->map_retry_at_ns = now_ns + MAP_RETRY_NS;
+}
+
+/* The index of the node at host:port in node[] (added, not connected, if
+ * new), or -1 with the reason in `why`. */
+static int node_find(struct rl_store *s, const char *host, int port, char *why,
+		     size_t len)
 {
 	unsigned i;
 
 	for (i = 0; i < s->nnodes; i++)
 		if (s->node[i].port == port && strcmp(s->node[i].host, host) == 0)
-			break;
-	if (i == s->nnodes) {
-		if (s->nnodes == RL_CLUSTER_MASTERS_MAX) {
-			snprintf(why, len, "more than %d cluster nodes",
-				 RL_CLUSTER_MASTERS_MAX);
-			return -1;
-		}
-		snprintf(s->node[i].host, sizeof(s->node[i].host), "%s", host);
-		s->node[i].port = port;
-		s->node[i].c = NULL;
-		s->nnodes++;
-	}
-	if (!s->node[i].c && !(s->node[i].c = open_conn(s, host, port, why, len)))
+			return (int)i;
+	if (s->nnodes == RL_CLUSTER_MASTERS_MAX) {
+		snprintf(why, len, "more than %d cluster nodes", RL_CLUSTER_MASTERS_MAX);
 		return -1;
+	}
+	memset(&s->node[i], 0, sizeof(s->node[i]));
+	snprintf(s->node[i].host, sizeof(s->node[i].host), "%s", host);
+	s->node[i].port = port;
+	s->nnodes++;
 	return (int)i;
 }
 
+/* Node i connected (opened now if need be, and if its backoff allows
+ * while the store is up): 0, or -1 with the reason in `why`. */
+static int node_conn(struct rl_store *s, unsigned i, char *why, size_t len,
+		     uint64_t now_ns)
+{
+	struct node *n = &s->node[i];
+	char at[300], t[32];
+
+	if (n->c)
+		return 0;
+	if (n->down && s->up && now_ns < n->retry_at_ns) {
+		fmt_addr(n->host, n->port, at, sizeof(at));
+		snprintf(why, len, "%s: %s", at, n->why);
+		return -1;
+	}
+	if (!(n->c = open_conn(s, n->host, n->port, n->down && s->up, why, len))) {
+		node_drop(s, i, why, now_ns);
+		return -1;
+	}
+	if (n->down && n->logged) {
+		fmt_addr(n->host, n->port, at, sizeof(at));
+		rl_log(RL_LOG_INFO, "msg=\"store node reachable again\" store=%s "
+		       "node=%s down_for=%s", s->url_text, at,
+		       fmt_secs(now_ns - n->down_since_ns, t, sizeof(t)));
+	}
+	n->down = 0;
+	n->logged = 0;
+	return 0;
+}
+
+/* The node at host:port, connected: its index in node[], or -1 with the
+ * reason in `why`. */
+static int node_at(struct rl_store *s, const char *host, int port, char *why,
+		   size_t len, uint64_t now_ns)
+{
+	int i = node_find(s, host, port, why, len);
+
+	if (i < 0 || node_conn(s, (unsigned)i, why, len, now_ns))
+		return -1;
+	return i;
+}
+
 /* CLUSTER SLOTS of node n into the spare map, swapped in on success (an
- * endpoint of "" is node n's host). 0, or -EIO with the reason in `why`. */
-static int read_map(struct rl_store *s, unsigned n, char *why, size_t len)
+ * endpoint of "" is node n's host). 0, or -EIO with the reason in `why`
+ * (the node dropped if its connection failed). */
+static int read_map(struct rl_store *s, unsigned n, char *why, size_t len,
+		    uint64_t now_ns)
 {
 	redisReply *r = redisCommand(s->node[n].c, "CLUSTER SLOTS");
 	struct rl_cluster_map *m = s->spare;
@@ -697,6 +831,8 @@ static int read_map(struct rl_store *s, unsigned n, char *why, size_t len)
 
 		refused(s->node[n].c, r, "CLUSTER SLOTS", said, sizeof(said));
 		snprintf(why, len, "%s: %s", at, said);
+		if (!r)
+			node_drop(s, n, why, now_ns);
 		return -EIO;
 	}
 	if (rl_cluster_map_slots(r, m)) {
@@ -714,35 +850,62 @@ static int read_map(struct rl_store *s, unsigned n, char *why, size_t len)
 	return 0;
 }
 
+/* How many of the map's masters are connected. */
+static unsigned masters_up(const struct rl_store *s)
+{
+	unsigned up = 0;
+
+	for (unsigned i = 0; i < s->map->nshards; i++)
+		up += s->node[s->shard_node[i]].c != NULL;
+	return up;
+}
+
 /*
- * The slot map anew, asked of a node already connected, else of the seeds
- * in order; then a connection to every master it names. 0, or -EIO with
- * the (last) reason in `why`.
+ * The slot map anew, asked of a node already connected (a known master
+ * first), else of the seeds in order; then a connection to every master
+ * it names. A master that cannot be reached is left down (its calls
+ * fail alone) and the map asked again soon. 0 while at least one master
+ * is connected, else -EIO with the (last) reason in `why`.
  */
-static int refresh_map(struct rl_store *s, char *why, size_t len)
+static int refresh_map(struct rl_store *s, char *why, size_t len,
+		       uint64_t now_ns, int retry)
 {
 	int got = -EIO;
+	unsigned down = 0;
 
+	s->map_at_ns = now_ns + MAP_EVERY_NS;
+	s->map_retry_at_ns = 0;
 	for (unsigned i = 0; i < s->nnodes && got; i++)
 		if (s->node[i].c)
-			got = read_map(s, i, why, len);
+			got = read_map(s, i, why, len, now_ns);
 	for (unsigned i = 0; i < s->curl.nseeds && got; i++) {
-		int n = node_at(s, s->curl.seed[i].host, s->curl.seed[i].port, why, len);
+		int n = node_at(s, s->curl.seed[i].host, s->curl.seed[i].port, why,
+				len, now_ns);
 
 		if (n >= 0)
-			got = read_map(s, (unsigned)n, why, len);
+			got = read_map(s, (unsigned)n, why, len, now_ns);
 	}
-	if (got)
+	if (got && !s->map->nshards)
 		return -EIO;
+	/* no node answered: the map in hand stands, asked again soon */
 	for (unsigned i = 0; i < s->map->nshards; i++) {
 		const struct rl_cluster_node *m = &s->map->shard[i].master;
-		int n = node_at(s, m->host, m->port, why, len);
+		int n = node_find(s, m->host, m->port, why, len);
 
 		if (n < 0)
 			return -EIO;
 		s->shard_node[i] = n;
+		/* (a master down is retried after the round: retry 0) */
+		if (!retry && s->node[n].down && !s->node[n].c)
+			down++;
+		else
+			down += node_conn(s, (unsigned)n, why, len, now_ns) != 0;
 	}
-	s->map_stale = 0;
+	if (down == s->map->nshards)
+		return -EIO;
+	s->map_stale = got || down;
+	if (s->map_stale && !s->map_retry_at_ns)
+		s->map_retry_at_ns = now_ns + MAP_RETRY_NS;
 	return 0;
 }
 
@@ -750,23 +913,28 @@ static int refresh_map(struct rl_store *s, char *why, size_t len)
  * One call's reply needs another try: a redirection (MOVED: the map is
  * stale, resend to the node named; ASK: resend there after ASKING) or a
  * script that node forgot (load them, resend). Returns 1 if it was sent
- * again (its new reply in q->reply), 0 if the reply is final, -1 on a
- * failure (the reason in `why`, with `*bad` the context, if a connection
- * failed).
+ * again (its new reply in q->reply), 0 if the reply is final, -1 if the
+ * call failed without a reply (the node it went to dropped if its
+ * connection failed).
  */
-static int cluster_redo(struct rl_store *s, struct queued *q,
-			redisContext **bad, char *why, size_t len)
+static int cluster_redo(struct rl_store *s, struct queued *q, uint64_t now_ns)
 {
 	struct rl_cluster_redirect rd;
 	redisContext *c;
+	char why[512];
 	void *r = NULL;
 	int n = q->node, rc;
 
 	if (!q->reply || q->reply->type != REDIS_REPLY_ERROR)
 		return 0;
 	if (is_noscript(q->reply)) {
-		if (load_scripts(s, s->node[n].c, why, len))
+		if (!s->node[n].c) /* dropped since it answered */
 			return -1;
+		if (load_scripts(s, s->node[n].c, why, sizeof(why))) {
+			if (s->node[n].c->err)
+				node_drop(s, (unsigned)n, why, now_ns);
+			return -1;
+		}
 		rd.ask = 0;
 	} else {
 		rc = rl_cluster_parse_redirect(q->reply->str, q->reply->len, &rd);
@@ -774,126 +942,175 @@ static int cluster_redo(struct rl_store *s, struct queued *q,
 			return 0;
 		if (rc) {
 			s->map_stale = 1;
-			snprintf(why, len, "%s", q->reply->str);
-			return -1;
+			return 0; /* a redirection we cannot follow: the call fails */
 		}
 		n = node_at(s, rd.host[0] ? rd.host : s->node[q->node].host,
-			    rd.port, why, len);
+			    rd.port, why, sizeof(why), now_ns);
 		if (n < 0)
 			return -1;
 		if (!rd.ask)
 			s->map_stale = 1;
 	}
 	c = s->node[n].c;
-	*bad = c;
 	if ((rd.ask && redisAppendCommand(c, "ASKING") != REDIS_OK) ||
 	    redisAppendFormattedCommand(c, q->cmd, q->len) != REDIS_OK)
-		return -1;
+		goto io;
 	if (rd.ask) {
 		if (redisGetReply(c, &r) != REDIS_OK || !r)
-			return -1;
+			goto io;
 		freeReplyObject(r);
 		r = NULL;
 		s->commands++;
 	}
 	if (redisGetReply(c, &r) != REDIS_OK || !r)
-		return -1;
+		goto io;
 	s->commands++;
 	freeReplyObject(q->reply);
 	q->reply = r;
 	q->node = n;
-	*bad = NULL;
 	return 1;
+io:
+	{
+		char at[300];
+
+		fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+		snprintf(why, sizeof(why), "%s: %s", at, conn_reason(c));
+		node_drop(s, (unsigned)n, why, now_ns);
+	}
+	return -1;
+}
+
+/* Node n's connection failed mid-round: dropped, with the reason. */
+static void node_io(struct rl_store *s, unsigned n, uint64_t now_ns)
+{
+	char why[512], at[300];
+
+	fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+	snprintf(why, sizeof(why), "%s: %s", at, conn_reason(s->node[n].c));
+	node_drop(s, n, why, now_ns);
+}
+
+/* The call failed without a reply from Redis: what fn is given. */
+static char no_reply_text[] = RL_STORE_NO_REPLY " no answer from its cluster node";
+static redisReply no_reply = {
+	.type = REDIS_REPLY_ERROR,
+	.str = no_reply_text,
+	.len = sizeof(no_reply_text) - 1,
+};
+
+int rl_store_no_reply(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR &&
+	       strncmp(r->str, RL_STORE_NO_REPLY, sizeof(RL_STORE_NO_REPLY) - 1) == 0;
 }
 
 /*
  * The pipeline over the cluster: each call to its slot's master, every
  * node's pipeline written before any is read (a round costs the slowest
- * node, not the sum), replies handed to fn in the order queued. First
- * version: any failure (a node unreachable, CLUSTERDOWN, TRYAGAIN, too
- * many redirections) is the store down, the map asked for again.
+ * node, not the sum), replies handed to fn in the order queued. A failure
+ * is the call's alone: a node whose connection fails is dropped (its calls
+ * are given no_reply, the others stand), and a call answered CLUSTERDOWN,
+ * TRYAGAIN or still redirected after two tries is given that reply. The
+ * store goes down only when no master of the map is connected.
  */
 static int cluster_flush(struct rl_store *s,
 			 int (*fn)(redisReply *r, unsigned i, void *arg),
 			 void *arg, uint64_t now_ns)
 {
-	redisContext *bad = NULL;
-	char why[512], at[300];
+	char why[512];
+	unsigned answered = 0, clusterdown = 0;
 	int rc = 0;
 
-	if (s->map_stale && refresh_map(s, why, sizeof(why)))
+	if (((s->map_stale && now_ns >= s->map_retry_at_ns) ||
+	     now_ns >= s->map_at_ns) &&
+	    refresh_map(s, why, sizeof(why), now_ns, 0))
 		goto fail;
 	for (unsigned i = 0; i < s->nqueued; i++) {
 		struct queued *q = &s->queue[i];
 		unsigned sh = s->map->owner[q->slot];
 
-		if (!sh) {
+		q->node = -1;
+		if (!sh) { /* a slot without master: the map is asked again */
 			s->map_stale = 1;
-			snprintf(why, sizeof(why), "slot %u has no master", q->slot);
-			goto fail;
+			continue;
 		}
 		q->node = s->shard_node[sh - 1];
-		bad = s->node[q->node].c;
-		if (redisAppendFormattedCommand(bad, q->cmd, q->len) != REDIS_OK)
-			goto io;
+		if (s->node[q->node].c &&
+		    redisAppendFormattedCommand(s->node[q->node].c, q->cmd,
+						q->len) != REDIS_OK)
+			node_io(s, (unsigned)q->node, now_ns);
 	}
 	for (unsigned n = 0; n < s->nnodes; n++) {
 		int done = 0;
 
-		bad = s->node[n].c;
-		while (bad && !done)
-			if (redisBufferWrite(bad, &done) != REDIS_OK)
-				goto io;
+		while (s->node[n].c && !done)
+			if (redisBufferWrite(s->node[n].c, &done) != REDIS_OK)
+				node_io(s, n, now_ns);
 	}
 	for (unsigned i = 0; i < s->nqueued; i++) {
 		struct queued *q = &s->queue[i];
 		void *r = NULL;
 
-		bad = s->node[q->node].c;
-		if (redisGetReply(bad, &r) != REDIS_OK || !r)
-			goto io;
+		if (q->node < 0 || !s->node[q->node].c)
+			continue;
+		if (redisGetReply(s->node[q->node].c, &r) != REDIS_OK || !r) {
+			node_io(s, (unsigned)q->node, now_ns);
+			continue;
+		}
 		q->reply = r;
 		s->commands++;
 	}
-	bad = NULL;
 	/* Redirections and forgotten scripts, one call at a time (rare: a
 	 * resharding, a restart): at most two more tries each. */
 	for (unsigned i = 0; i < s->nqueued; i++) {
 		struct queued *q = &s->queue[i];
 		int again = 1;
+		const char *e;
 
-		for (int t = 0; t < 3 && again > 0; t++) {
-			again = cluster_redo(s, q, &bad, why, sizeof(why));
-			if (again < 0 && bad)
-				goto io;
-			if (again < 0)
-				goto fail;
+		for (int t = 0; t < 3 && again > 0 && q->reply; t++)
+			again = cluster_redo(s, q, now_ns);
+		if (again < 0 && q->reply) {
+			freeReplyObject(q->reply);
+			q->reply = NULL;
 		}
-		if (q->reply->type == REDIS_REPLY_ERROR &&
-		    (is_noscript(q->reply) ||
-		     rl_cluster_parse_redirect(q->reply->str, q->reply->len,
-					       &(struct rl_cluster_redirect){ 0 }) != -ENOENT)) {
-			snprintf(why, sizeof(why), "too many redirections: %s",
-				 q->reply->str);
-			goto fail;
-		}
-		if (q->reply->type == REDIS_REPLY_ERROR &&
-		    (strncmp(q->reply->str, "CLUSTERDOWN", 11) == 0 ||
-		     strncmp(q->reply->str, "TRYAGAIN", 8) == 0)) {
-			snprintf(why, sizeof(why), "%s", q->reply->str);
-			goto fail;
+		if (!q->reply)
+			continue;
+		e = q->reply->type == REDIS_REPLY_ERROR ? q->reply->str : "";
+		if (strncmp(e, "CLUSTERDOWN", 11) == 0) {
+			s->map_stale = 1;
+			clusterdown++;
+			snprintf(why, sizeof(why), "%s", e);
+		} else {
+			answered++;
 		}
 	}
+	/* The cluster says it is down (a master lost without a replica, with
+	 * cluster-require-full-coverage yes, or a minority partition): as no
+	 * master at all. */
+	if (clusterdown && !answered)
+		goto fail;
+	if (!masters_up(s)) {
+		snprintf(why, sizeof(why), "no master of the cluster answers");
+		for (unsigned n = 0; n < s->nnodes; n++)
+			if (s->node[n].down)
+				snprintf(why, sizeof(why), "%s", s->node[n].why);
+		goto fail;
+	}
+	if (s->map_stale && !s->map_retry_at_ns)
+		s->map_retry_at_ns = now_ns;
 	for (unsigned i = 0; i < s->nqueued && !rc; i++)
-		rc = fn(s->queue[i].reply, i, arg);
+		rc = fn(s->queue[i].reply ? s->queue[i].reply : &no_reply, i, arg);
 	queue_clear(s);
+	/* Masters down whose backoff is over, tried again now that the
+	 * round's answers are handed on (a stopped node costs a timeout). */
+	for (unsigned i = 0; i < s->map->nshards; i++) {
+		struct node *n = &s->node[s->shard_node[i]];
+		uint64_t t = rl_time_now_ns();
+
+		if (n->down && !n->c && t >= n->retry_at_ns)
+			node_conn(s, (unsigned)s->shard_node[i], why, sizeof(why), t);
+	}
 	return rc;
-io:
-	for (unsigned n = 0; n < s->nnodes; n++)
-		if (s->node[n].c == bad) {
-			fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
-			snprintf(why, sizeof(why), "%s: %s", at, conn_reason(bad));
-		}
 fail:
 	rl_store_fail(s, why, now_ns);
 	return -EIO;
@@ -931,6 +1148,53 @@ int rl_store_master_of(const struct rl_store *s, const char *key, size_t len)
 	return m ? (int)(m - s->map->shard) : -1;
 }
 
+/*
+ * Coming back: the cluster serves (CLUSTER INFO of a master says
+ * cluster_state:ok), or every call would be answered CLUSTERDOWN and the
+ * store go down again at the first round. 0, or -EIO with `why`.
+ */
+static int cluster_state(struct rl_store *s, char *why, size_t len,
+			 uint64_t now_ns)
+{
+	for (unsigned i = 0; i < s->map->nshards; i++) {
+		struct node *n = &s->node[s->shard_node[i]];
+		redisReply *r;
+		char at[300];
+
+		if (!n->c)
+			continue;
+		r = redisCommand(n->c, "CLUSTER INFO");
+		s->commands++;
+		fmt_addr(n->host, n->port, at, sizeof(at));
+		if (!r) {
+			snprintf(why, len, "%s: %s", at, conn_reason(n->c));
+			node_drop(s, (unsigned)s->shard_node[i], why, now_ns);
+			continue;
+		}
+		if (r->type == REDIS_REPLY_STRING) {
+			int ok = strstr(r->str, "cluster_state:ok") != NULL;
+
+			freeReplyObject(r);
+			if (ok)
+				return 0;
+			snprintf(why, len, "%s: CLUSTERDOWN (cluster_state:fail)", at);
+			return -EIO;
+		}
+		snprintf(why, len, "%s: CLUSTER INFO: %s", at,
+			 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+		freeReplyObject(r);
+	}
+	return -EIO;
+}
+
+/* Cluster: how many masters of the map are unreachable now, and how many
+ * it names (0 and 0 otherwise). */
+unsigned rl_store_masters_down(const struct rl_store *s, unsigned *masters)
+{
+	*masters = s->cluster && s->up ? s->map->nshards : 0;
+	return *masters ? *masters - masters_up(s) : 0;
+}
+
 int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 {
 	struct timeval tv = { (time_t)(s->timeout_ns / RL_NS_PER_SEC),
@@ -958,7 +1222,8 @@ int rl_store_ready(struct rl_store *s, uint64_t now_ns)
 		s->ask_at_ns = now_ns + ASK_EVERY_NS;
 	}
 	if (s->cluster) {
-		if (refresh_map(s, why, sizeof(why)))
+		if (refresh_map(s, why, sizeof(why), now_ns, 1) ||
+		    cluster_state(s, why, sizeof(why), now_ns))
 			goto fail;
 		goto up;
 	}
@@ -1002,6 +1267,10 @@ up:
 	s->logged_down = 0;
 	s->down_since_ns = 0;
 	s->backoff_ns = BACKOFF_MIN_NS;
+	/* up with some masters unreachable: each said once */
+	for (unsigned i = 0; i < s->nnodes; i++)
+		if (s->node[i].down)
+			node_log_down(s, &s->node[i]);
 	return 1;
 fail:
 	rl_store_fail(s, why, now_ns);

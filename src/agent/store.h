@@ -14,7 +14,15 @@
  * slot map is asked of the seeds (CLUSTER SLOTS), each queued call goes to
  * the master of its first key's slot (argv[1] of a command, KEYS[1] of a
  * script), MOVED and ASK are followed, and replies still come back in the
- * order queued. Any failure takes the whole store down (this version).
+ * order queued. A failure there is one node's or one call's, not the
+ * store's: a master whose connection fails (write, read, timeout) is dropped
+ * alone and retried with its own backoff (50 ms doubling to 2 s), its calls
+ * given RL_STORE_NO_REPLY; a call answered CLUSTERDOWN, TRYAGAIN or still
+ * redirected after two tries is given that reply. The store is up while at
+ * least one master of the map answers. The map is asked again every 10 s,
+ * after MOVED or CLUSTERDOWN, and every 50 ms while a master is down.
+ * Each node's going and return is logged once ("store node unreachable",
+ * "store node reachable again").
  */
 #ifndef RL_STORE_H
 #define RL_STORE_H
@@ -114,6 +122,23 @@ unsigned rl_store_epoch_tags(const struct rl_store *s,
  * two keys on one master (until the map changes): 0 without a cluster, -1
  * if the key's slot has no master. */
 int rl_store_master_of(const struct rl_store *s, const char *key, size_t len);
+
+/*
+ * Cluster: what rl_store_flush's fn is given for a call that got no reply
+ * from Redis (its node unreachable or timed out, its slot without a
+ * master): a static error reply whose str starts with RL_STORE_NO_REPLY
+ * (not a Redis error's word: those are upper case). rl_store_no_reply()
+ * says whether `r` is it. Never freed by fn, like every reply.
+ */
+#define RL_STORE_NO_REPLY "rlshim-no-reply:"
+int rl_store_no_reply(const redisReply *r);
+
+/* redis-cluster://? (a failed call is then the call's, not the store's) */
+int rl_store_cluster(const struct rl_store *s);
+
+/* Cluster, while up: how many masters of the map are unreachable; the
+ * number it names in *masters (0 and 0 otherwise). */
+unsigned rl_store_masters_down(const struct rl_store *s, unsigned *masters);
 
 /* Commands sent since the start (for the benchmark). */
 uint64_t rl_store_commands(const struct rl_store *s);

@@ -47,7 +47,10 @@
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
  * keeps it to its share of the rate (on_store_down = open). Rules set to
- * `closed` are refused by the shim instead, from the flag set here.
+ * `closed` are refused by the shim instead, from the flag set here. With
+ * redis-cluster:// a failed call (a master unreachable, CLUSTERDOWN,
+ * TRYAGAIN) fails only what it carried (call_failed): its keys as with the
+ * store down, the rest of the round as ever.
  */
 #include "sync_int.h"
 
@@ -279,12 +282,69 @@ static void new_epoch(struct rl_agent *a, struct round *r, unsigned i)
 	sync_plan_add(r, JOB_EPOCH_SET, 0, i, 0);
 }
 
+/* Items [first, first + n) were not heard by the store: each host keeps
+ * to its share of them (on_store_down = open), as if every host alive at
+ * the last sync admitted as much. */
+static void charge_items(struct rl_agent *a, uint32_t first, uint32_t n,
+			 uint64_t now_ns)
+{
+	uint32_t others = a->hosts_alive > 1 ? a->hosts_alive - 1 : 0;
+
+	if (!others)
+		return;
+	for (uint32_t i = first; i < first + n; i++) {
+		struct rl_agent_item *x = &a->items[i];
+
+		if (a->cfg->rules[x->rule].on_store_down != RL_STORE_DOWN_OPEN ||
+		    !x->admitted)
+			continue;
+		rl_table_sync_charge(a->table, x->index, x->tag,
+				     (uint64_t)others * x->admitted * x->ei_ns,
+				     now_ns);
+	}
+}
+
+/*
+ * Cluster: one call failed (no reply from its node, or CLUSTERDOWN,
+ * TRYAGAIN, too many redirections), and only what it carried: its keys'
+ * syncs are handled as with the store down (this host keeps to its share;
+ * a closed rule's keys raise RL_AGENT_STORE_DOWN for the round, since the
+ * shim can only refuse a rule, not a key); the epoch, hosts, plans, pulls,
+ * resets and sweeps keep what they had and are asked again next round.
+ */
+static void call_failed(struct round *r, const struct reply_plan *p,
+			const redisReply *rep)
+{
+	struct rl_agent *a = r->a;
+	uint64_t now = rl_time_now_ns();
+
+	if (!rl_store_no_reply(rep) &&
+	    (!a->error_logged_ns || now - a->error_logged_ns >= RL_NS_PER_SEC)) {
+		char q[256];
+
+		rl_log(RL_LOG_WARN, "msg=\"store error\" err=\"%s\"",
+		       rl_log_quote(rep->str, q, sizeof(q)));
+		a->error_logged_ns = now;
+	}
+	if (p->job != JOB_SYNC && p->job != JOB_WINDOW)
+		return;
+	for (uint32_t k = p->first; k < p->first + p->n; k++)
+		if (a->cfg->rules[a->items[k].rule].on_store_down ==
+		    RL_STORE_DOWN_CLOSED)
+			r->closed_failed = 1;
+	charge_items(a, p->first, p->n, now);
+}
+
 static int on_reply(redisReply *rep, unsigned i, void *arg)
 {
 	struct round *r = arg;
 	struct rl_agent *a = r->a;
 	struct reply_plan *p = &r->plan[i];
 
+	if (rep->type == REDIS_REPLY_ERROR && rl_store_cluster(a->store)) {
+		call_failed(r, p, rep);
+		return 0;
+	}
 	if (rep->type == REDIS_REPLY_ERROR) {
 		char q[256];
 
@@ -391,20 +451,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 /* The store is down: each host keeps to its share. */
 static void charge_shares(struct rl_agent *a, uint64_t now_ns)
 {
-	uint32_t others = a->hosts_alive > 1 ? a->hosts_alive - 1 : 0;
-
-	if (!others)
-		return;
-	for (uint32_t i = 0; i < a->nitems; i++) {
-		struct rl_agent_item *x = &a->items[i];
-
-		if (a->cfg->rules[x->rule].on_store_down != RL_STORE_DOWN_OPEN ||
-		    !x->admitted)
-			continue;
-		rl_table_sync_charge(a->table, x->index, x->tag,
-				     (uint64_t)others * x->admitted * x->ei_ns,
-				     now_ns);
-	}
+	charge_items(a, 0, a->nitems, now_ns);
 }
 
 /* The store did not answer the round: the shims see it down, and this
@@ -420,15 +467,33 @@ static void store_down(struct rl_agent *a, uint64_t now_ns)
 /* The store answered the round. Back from an outage: what the strict
  * rules decided here meanwhile is not the store's (their keys ask it
  * again). */
-static void store_synced(struct rl_agent *a, uint64_t now_ns)
+static void store_synced(struct rl_agent *a, const struct round *r,
+			 uint64_t now_ns)
 {
+	unsigned masters, down = rl_store_masters_down(a->store, &masters);
+	/* Cluster: the store answered, but a call of a closed rule's keys did
+	 * not get through: the shims refuse the closed rules (and strict ones
+	 * apply on_store_down), the shim knowing the store per host, not per
+	 * key, until every master answers again (a refused key has nothing to
+	 * sync, so its call would not fail again to keep the flag up). */
+	int closed = r->closed_failed || (a->closed_failed && down);
+
 	if (a->was_down)
 		for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
 			if (a->cfg->rules[ci].sync == RL_SYNC_STRICT)
 				rl_table_rule_forget(a->table, a->ids[ci]);
 	a->was_down = 0;
-	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
+	rl_table_agent_set_masters(a->table, masters, down);
 	rl_table_agent_synced(a->table, now_ns);
+	if (closed) {
+		if (!a->closed_failed)
+			a->closed_since_ms = rl_time_wall_ms();
+		rl_table_agent_store_down(a->table, a->closed_since_ms);
+		rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
+	} else {
+		rl_table_agent_flags_change(a->table, 0, RL_AGENT_STORE_DOWN);
+	}
+	a->closed_failed = closed;
 }
 
 /* Queue the GET of each master's epoch, the masters as the store knows
@@ -685,6 +750,6 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		queue_forgets(r);
 		rl_store_flush(a->store, on_reply, r, now_ns);
 	}
-	store_synced(a, now_ns);
+	store_synced(a, r, now_ns);
 	return 1;
 }

@@ -33,6 +33,7 @@ struct round {
 	unsigned nplan;
 	struct reply_plan plan[PLAN_MAX];
 	int failed;
+	int closed_failed;   /* cluster: a call of a closed rule's keys failed */
 };
 
 /* sync.c */

@@ -51,6 +51,8 @@ void rl_table_agent_read(const struct rl_table *t, struct rl_table_agent *out)
 	out->syncs = atomic_load(&h->agent_syncs);
 	out->hosts_alive = atomic_load(&h->hosts_alive);
 	out->sync_interval_ms = atomic_load(&h->sync_interval_ms);
+	out->masters = atomic_load(&h->store_masters);
+	out->masters_down = atomic_load(&h->store_masters_down);
 }
 
 void rl_table_xdp_read(const struct rl_table *t, struct rl_table_xdp *out)
@@ -131,6 +133,13 @@ void rl_table_agent_set_hosts(struct rl_table *t, uint32_t hosts)
 void rl_table_agent_store_down(struct rl_table *t, uint64_t since_ms)
 {
 	atomic_store(&t->hdr->store_down_since_ms, since_ms);
+}
+
+void rl_table_agent_set_masters(struct rl_table *t, uint32_t masters,
+				uint32_t down)
+{
+	atomic_store(&t->hdr->store_masters, masters);
+	atomic_store(&t->hdr->store_masters_down, down);
 }
 
 void rl_table_agent_synced(struct rl_table *t, uint64_t now_ns)

@@ -164,7 +164,11 @@ struct rl_shm_header {
 	_Atomic uint32_t xdp_map_ids[RL_XDP_NIDS];
 	_Atomic uint32_t xdp_ifindex[RL_TABLE_XDP_IFACES];
 	_Atomic uint32_t xdp_attached[RL_TABLE_XDP_IFACES];
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 488];
+	/* redis-cluster://: the masters of the agent's slot map and how many
+	 * of them it cannot reach (0 and 0 otherwise); from reserved2 too. */
+	_Atomic uint32_t store_masters;
+	_Atomic uint32_t store_masters_down;
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 496];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */

@@ -149,6 +149,8 @@ struct rl_table_agent {
 	uint64_t syncs;               /* sync rounds completed */
 	uint32_t hosts_alive;         /* at the last sync */
 	uint32_t sync_interval_ms;
+	uint32_t masters;             /* cluster: the map's masters, else 0 */
+	uint32_t masters_down;        /* cluster: of them, unreachable */
 };
 void rl_table_agent_read(const struct rl_table *t, struct rl_table_agent *out);
 uint64_t rl_table_agent_pid(const struct rl_table *t);
@@ -161,6 +163,9 @@ void rl_table_agent_beat(struct rl_table *t, uint64_t now_ns);
 void rl_table_agent_set_interval(struct rl_table *t, uint32_t ms);
 void rl_table_agent_set_hosts(struct rl_table *t, uint32_t hosts);
 void rl_table_agent_store_down(struct rl_table *t, uint64_t since_ms);
+/* Cluster: `down` of the map's `masters` unreachable (0, 0 otherwise). */
+void rl_table_agent_set_masters(struct rl_table *t, uint32_t masters,
+				uint32_t down);
 /* A sync round completed at `now_ns`: the store is up. */
 void rl_table_agent_synced(struct rl_table *t, uint64_t now_ns);
 

@@ -168,6 +168,37 @@ static void test_bad(void **state)
 	}
 }
 
+/* A call that got no reply from a cluster node is told from Redis's own
+ * errors by its prefix; the store says whether it is a cluster. */
+static void test_no_reply(void **state)
+{
+	char ours[] = RL_STORE_NO_REPLY " no answer", tryagain[] = "TRYAGAIN x",
+	     word[] = "RLSHIM-NO-REPLY", ok[] = "rlshim-no-reply:";
+	redisReply e = { .type = REDIS_REPLY_ERROR, .str = ours, .len = sizeof(ours) - 1 };
+	redisReply t = { .type = REDIS_REPLY_ERROR, .str = tryagain, .len = 10 };
+	redisReply u = { .type = REDIS_REPLY_ERROR, .str = word, .len = sizeof(word) - 1 };
+	redisReply st = { .type = REDIS_REPLY_STRING, .str = ok, .len = sizeof(ok) - 1 };
+	struct rl_store *c = rl_store_new("redis-cluster://127.0.0.1:1", 1000000000ull);
+	struct rl_store *p = rl_store_new("redis://127.0.0.1:1", 1000000000ull);
+	unsigned m = 7;
+
+	(void)state;
+	assert_true(rl_store_no_reply(&e));
+	assert_false(rl_store_no_reply(&t));
+	assert_false(rl_store_no_reply(&u));  /* a Redis error word: upper case */
+	assert_false(rl_store_no_reply(&st)); /* a string, not an error */
+	assert_false(rl_store_no_reply(NULL));
+	assert_non_null(c);
+	assert_non_null(p);
+	assert_true(rl_store_cluster(c));
+	assert_false(rl_store_cluster(p));
+	/* not connected: nothing down, nothing named */
+	assert_int_equal(rl_store_masters_down(c, &m), 0);
+	assert_int_equal(m, 0);
+	rl_store_free(c);
+	rl_store_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +206,7 @@ int main(void)
 		cmocka_unit_test(test_sentinel),
 		cmocka_unit_test(test_epoch_tags),
 		cmocka_unit_test(test_bad),
+		cmocka_unit_test(test_no_reply),
 	};
 
 	return cmocka_run_group_tests(tests, 0, NULL);

@@ -145,7 +145,9 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, xdp_map_ids), 392);
 	assert_int_equal(offsetof(struct rl_shm_header, xdp_ifindex), 424);
 	assert_int_equal(offsetof(struct rl_shm_header, xdp_attached), 456);
-	assert_int_equal(offsetof(struct rl_shm_header, reserved2), 488);
+	assert_int_equal(offsetof(struct rl_shm_header, store_masters), 488);
+	assert_int_equal(offsetof(struct rl_shm_header, store_masters_down), 492);
+	assert_int_equal(offsetof(struct rl_shm_header, reserved2), 496);
 
 	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);

@@ -145,6 +145,12 @@ static void agent(const struct ctl_snapshot *s)
 	       "1 if the agent reaches Redis, 0 if it does not or there is "
 	       "no agent.");
 	sample("rlshim_store_up", s->store == CTL_STORE_UP);
+	if (s->store == CTL_STORE_UP && s->masters) {
+		family("rlshim_store_masters_unreachable", "gauge",
+		       "redis-cluster://: masters of the slot map the agent "
+		       "cannot reach (their keys as with Redis down).");
+		sample("rlshim_store_masters_unreachable", s->masters_down);
+	}
 	if (!s->synced)
 		return;
 	family("rlshim_sync_lag_seconds", "gauge",
@@ -235,8 +241,10 @@ const struct ctl_command ctl_cmd_metrics = {
 		"rlshim_table_capacity,\n"
 		"  rlshim_table_keys, rlshim_table_evictions_total, "
 		"rlshim_table_overflows_total,\n"
-		"  rlshim_agent_up, rlshim_store_up, rlshim_sync_lag_seconds,\n"
-		"  rlshim_config_reloads_total, rlshim_config_in_force,\n"
+		"  rlshim_agent_up, rlshim_store_up, "
+		"rlshim_store_masters_unreachable,\n"
+		"  rlshim_sync_lag_seconds, rlshim_config_reloads_total, "
+		"rlshim_config_in_force,\n"
 		"  rlshim_xdp_attached, rlshim_xdp_packets_total, "
 		"rlshim_xdp_drops_total;\n"
 		"  a family whose source is absent (no agent, no [redis], no "

@@ -205,7 +205,11 @@ static void human_agent(struct ctl *c, const struct ctl_snapshot *s)
 		printf("local only\n");
 		return;
 	case CTL_STORE_UP:
-		printf("up, %s\n", url);
+		if (s->masters_down)
+			printf("degraded, %u of %u masters unreachable, %s\n",
+			       s->masters_down, s->masters, url);
+		else
+			printf("up, %s\n", url);
 		break;
 	case CTL_STORE_DOWN:
 		ctl_fmt_dur(a, sizeof(a), s->store_down_ms * RL_NS_PER_MS);
@@ -389,6 +393,12 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 		ctl_jnum(&j, "down_for_ms", s->store_down_ms);
 	else
 		ctl_jnull(&j, "down_for_ms");
+	/* redis-cluster://, while up (only then): the map's masters, and how
+	 * many the agent cannot reach */
+	if (s->store == CTL_STORE_UP && s->masters) {
+		ctl_jnum(&j, "masters", s->masters);
+		ctl_jnum(&j, "masters_unreachable", s->masters_down);
+	}
 	ctl_jclose(&j, '}');
 
 	ctl_jopen(&j, "xdp", '{');

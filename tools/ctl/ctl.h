@@ -259,6 +259,8 @@ struct ctl_snapshot {
 
 	enum ctl_store_state store;
 	uint64_t store_down_ms;       /* for CTL_STORE_DOWN: how long */
+	uint32_t masters;             /* cluster: the agent's map's masters */
+	uint32_t masters_down;        /* of them, unreachable (CTL_STORE_UP) */
 
 	int xdp_configured;           /* [xdp] (or, file unreadable: maps) */
 	int xdp_attached;             /* the agent's flag, while it lives */

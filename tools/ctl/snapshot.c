@@ -153,6 +153,8 @@ static void agent(struct ctl *c, struct ctl_snapshot *s)
 	s->sync_age_ns = sync && s->now_ns > sync ? s->now_ns - sync : 0;
 	s->syncs = h.syncs;
 	s->hosts_alive = h.hosts_alive;
+	s->masters = h.masters;
+	s->masters_down = h.masters_down;
 	s->sync_interval_ms = h.sync_interval_ms;
 
 	/* Without the file, the agent's own flag says whether it syncs. */
