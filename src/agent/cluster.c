@@ -384,13 +384,17 @@ unsigned rl_cluster_key_shard(const char *text, size_t len, unsigned nshards)
 int rl_cluster_shard_tag(const char *rule, unsigned shard, unsigned nshards,
 			 char *out, size_t len)
 {
-	unsigned lo, hi;
+	unsigned lo, hi, share;
 	int n;
+
 
 	if (nshards < 1)
 		nshards = 1;
-	lo = shard * RL_CLUSTER_SLOTS / nshards;
-	hi = (shard + 1) * RL_CLUSTER_SLOTS / nshards;
+	/* the rule's shards take the shares in turn from one of its own:
+	 * shard S of every rule is not on one master */
+	share = (shard + rl_cluster_crc16(rule, strlen(rule)) % nshards) % nshards;
+	lo = share * RL_CLUSTER_SLOTS / nshards;
+	hi = (share + 1) * RL_CLUSTER_SLOTS / nshards;
 	n = snprintf(out, len, "%s:%u", rule, shard);
 	/* each try lands in the share with odds 1/nshards: a few dozen tries
 	 * for 16 shards, and every share has a tag within 2^20 */

@@ -128,8 +128,9 @@ unsigned rl_cluster_key_shard(const char *text, size_t len, unsigned nshards);
 /*
  * The hash tag of shard `shard` (of `nshards`) of rule `rule`: "RULE:S",
  * or "RULE:S.N" with N the smallest from 1 for which the tag's slot lies in
- * the shard's own share of the slots, [S x 16384 / nshards, (S + 1) x
- * 16384 / nshards). Masters own ranges of slots, so a rule's shards spread
+ * the shard's own share of the slots, [H x 16384 / nshards, (H + 1) x
+ * 16384 / nshards) with H = (S + CRC16(RULE)) mod nshards (so shard S of
+ * two rules is not on one master). Masters own ranges of slots, so a rule's shards spread
  * over the masters as evenly as their ranges (16 shards on 3 masters of
  * redis-cli's equal ranges: 5, 5 and 6), where tags "RULE:S" alone fall
  * where their CRC16 does (10, 3 and 3 for one rule measured). Part of the

@@ -46,8 +46,10 @@ def key_slot(key):
 def shard_tag(rule, s, n=16):
     """The hash tag of shard s of a rule, as the agent names it
     (rl_cluster_shard_tag): RULE:S, or RULE:S.K with K the smallest from 1
-    whose slot lies in the shard's share of the slots."""
-    lo, hi = s * 16384 // n, (s + 1) * 16384 // n
+    whose slot lies in the shard's share of the slots, (S + CRC16(RULE))
+    mod n."""
+    share = (s + crc16(rule.encode()) % n) % n
+    lo, hi = share * 16384 // n, (share + 1) * 16384 // n
     tag, k = f'{rule}:{s}', 1
     while not lo <= key_slot(tag) < hi:
         tag, k = f'{rule}:{s}.{k}', k + 1
@@ -285,14 +287,14 @@ def master_killed_replica_promoted():
         rest = [r for r in c.nodes if r is not victim]
         assert wait_for(lambda: c.owner(EVEN12, rest[0])[0] is not victim, 20)
         promoted = time.monotonic() - t0
-        new = c.owner('rlshim:{even:12}', rest[0])[0]
+        new = c.owner(EVEN12, rest[0])[0]
         c.ok(rest)
         t.join()
         # the agents sync the rule's key on the promoted replica
         # (requests admitted again: the debt of the overload repaid)
-        was = new.cli('ZSCORE', 'rlshim:{even:12}:recent', '127.0.0.1')
+        was = new.cli('ZSCORE', EVEN12 + ':recent', '127.0.0.1')
         assert wait_for(lambda: [h.get('/even') for h in hosts] and
-                        new.cli('ZSCORE', 'rlshim:{even:12}:recent', '127.0.0.1') != was,
+                        new.cli('ZSCORE', EVEN12 + ':recent', '127.0.0.1') != was,
                         10), (new.port, c.keys(), [h.agent_log() for h in hosts])
         ok, denied = res['ok']
         ideal = RATE * SECONDS + BURST
@@ -323,9 +325,9 @@ def master_killed_replica_promoted():
 def apart(c, name):
     """A rule name whose shard 12 (127.0.0.1's) is on another master than
     `name`'s."""
-    other = c.owner(f'rlshim:{{{name}:12}}')[0]
+    other = c.owner(rule_key(name, 12))[0]
     return next(d for d in (f'd{i}' for i in range(200))
-                if c.owner(f'rlshim:{{{d}:12}}')[0] is not other)
+                if c.owner(rule_key(d, 12))[0] is not other)
 
 
 def store_state(h):
@@ -344,14 +346,14 @@ def master_stopped_others_sync():
     hosts = []
     try:
         dead = apart(c, 'live')
-        victim = c.owner(f'rlshim:{{{dead}:12}}')[0]
+        victim = c.owner(rule_key(dead, 12))[0]
         rules = (f'[limit:live]\nmatch = * /live\nrate = {RATE}/s\nburst = {BURST}\n'
                  f'[limit:{dead}]\nmatch = * /dead\nrate = {RATE}/s\nburst = {BURST}\n')
         hosts = [tr.Host(c.url, rules, f'st{i}') for i in range(2)]
         tr.started(hosts)
         tr.hosts_up(hosts)
         # when a host last pushed the key (a state repaid is not kept)
-        key = f'rlshim:{{{dead}:12}}:recent'
+        key = rule_key(dead, 12, ':recent')
         hosts[0].get('/dead')
         assert wait_for(lambda: victim.cli('ZSCORE', key, '127.0.0.1') != '', 5)
         before = victim.cli('ZSCORE', key, '127.0.0.1')
@@ -413,7 +415,7 @@ def closed_rule_on_stopped_master():
     hosts = []
     try:
         shut = apart(c, 'live')
-        victim = c.owner(f'rlshim:{{{shut}:12}}')[0]
+        victim = c.owner(rule_key(shut, 12))[0]
         rules = (f'[limit:live]\nmatch = * /live\nrate = 100/s\n'
                  f'[limit:{shut}]\nmatch = * /shut\nrate = 100/s\n'
                  'on_store_down = closed\n')
@@ -479,7 +481,7 @@ def tryagain_fails_one_call():
         hosts = [tr.Host(c.url, rules, f'ta{i}') for i in range(2)]
         tr.started(hosts)
         tr.hosts_up(hosts)
-        key, okey = 'rlshim:{half:12}', f'rlshim:{{{other}:12}}'
+        key, okey = rule_key('half', 12), rule_key(other, 12)
         src, slot = c.owner(key)
         dst = next(r for r in c.nodes if r is not src)
         hosts[0].get('/half')
