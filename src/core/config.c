@@ -281,6 +281,8 @@ const void *rl_config_key_of_text(const struct rl_config *c,
 		*len = rl_config_ip_key(c, &a, buf);
 		return *len ? buf : NULL;
 	case RL_KEY_HEADER:
+	case RL_KEY_COOKIE:
+	case RL_KEY_JWT:
 		break;
 	}
 	/* the shim counts no empty value */
@@ -288,6 +290,33 @@ const void *rl_config_key_of_text(const struct rl_config *c,
 		return NULL;
 	*len = tlen;
 	return text;
+}
+
+const char *rl_config_key_header(const struct rl_rule_cfg *r)
+{
+	switch (r->key) {
+	case RL_KEY_HEADER:
+		return r->header;
+	case RL_KEY_COOKIE:
+		return "Cookie";
+	case RL_KEY_JWT:
+		return "Authorization";
+	case RL_KEY_IP:
+	case RL_KEY_GLOBAL:
+		break;
+	}
+	return NULL;
+}
+
+const char *rl_config_key_kind(const struct rl_rule_cfg *r)
+{
+	static const char *const kind[] = {
+		[RL_KEY_IP] = "ip", [RL_KEY_HEADER] = "header",
+		[RL_KEY_GLOBAL] = "global", [RL_KEY_COOKIE] = "cookie",
+		[RL_KEY_JWT] = "jwt",
+	};
+
+	return kind[r->key];
 }
 
 int rl_config_guards(const struct rl_config *c, uint16_t port)

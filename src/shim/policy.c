@@ -50,8 +50,8 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		const struct rl_rule_cfg *r = &cfg->rules[i];
 
 		p->want_key[i] = -1;
-		if (r->key == RL_KEY_HEADER) {
-			p->want_key[i] = want_add(&p->want, r->header);
+		if (rl_config_key_header(r)) {
+			p->want_key[i] = want_add(&p->want, rl_config_key_header(r));
 			if (p->want_key[i] < 0) {
 				rl_err_set(err, "rule [limit:%s]: too many "
 					 "distinct key headers (%d at most)",
@@ -589,6 +589,9 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 				continue;
 			break;
 		}
+		case RL_KEY_COOKIE: /* WIP: wired when src/core/cookie.c lands */
+		case RL_KEY_JWT:
+			continue;
 		}
 		rc = take(p, i, key, len, now_ns, done, &ndone, v, hint);
 		if (rc)
