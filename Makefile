@@ -273,6 +273,12 @@ build/fuzz/fuzz_url: tests/fuzz/fuzz_url.c src/core/url.c src/core/url.h | $(DEP
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< src/core/url.c
 
+# fuzz_cookie and fuzz_jwt: the key readers of issue 17, alone.
+build/fuzz/fuzz_cookie: tests/fuzz/fuzz_cookie.c src/core/cookie.c src/core/cookie.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< src/core/cookie.c
+
 build/fuzz/fuzz_answers: tests/fuzz/fuzz_answers.c $(FUZZ_LIB)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)clang $(FUZZ_CFLAGS) $(INIH_CFLAGS) -MMD -MP -o $@ $< $(FUZZ_LIB) \
