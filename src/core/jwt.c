@@ -26,19 +26,23 @@
 
 /* ---- base64url ---- */
 
+/* Each byte's value in the base64url alphabet, 64 for every other byte
+ * (read-only: a table, not state). */
+#define X64 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64
+static const uint8_t B64[256] = {
+	X64, X64,
+	64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 62, 64, 64,
+	52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 64, 64, 64, 64, 64, 64,
+	64, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+	15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 64, 64, 64, 64, 63,
+	64, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+	41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 64, 64, 64, 64, 64,
+	X64, X64, X64, X64, X64, X64, X64, X64,
+};
+
 static int b64val(uint8_t c)
 {
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
+	return B64[c] == 64 ? -1 : B64[c];
 }
 
 int rl_jwt_b64url_decode(const char *s, size_t len, uint8_t *out, size_t cap,
@@ -54,12 +58,12 @@ int rl_jwt_b64url_decode(const char *s, size_t len, uint8_t *out, size_t cap,
 	if (n > cap)
 		return -ENOSPC;
 	for (i = 0; i < full * 4; i += 4) {
-		int a = b64val(p[i]), b = b64val(p[i + 1]);
-		int c = b64val(p[i + 2]), d = b64val(p[i + 3]);
+		uint32_t a = B64[p[i]], b = B64[p[i + 1]];
+		uint32_t c = B64[p[i + 2]], d = B64[p[i + 3]];
 
-		if ((a | b | c | d) < 0)
+		if ((a | b | c | d) & 64)
 			return -EINVAL;
-		v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+		v = a << 18 | b << 12 | c << 6 | d;
 		out[o++] = (uint8_t)(v >> 16);
 		out[o++] = (uint8_t)(v >> 8);
 		out[o++] = (uint8_t)v;

@@ -29,9 +29,23 @@ static inline uint32_t ror(uint32_t x, unsigned n)
 	return (x >> n) | (x << (32 - n));
 }
 
-static void compress(uint32_t h[8], const uint8_t *p)
+#define S0(x) (ror(x, 2) ^ ror(x, 13) ^ ror(x, 22))
+#define S1(x) (ror(x, 6) ^ ror(x, 11) ^ ror(x, 25))
+#define CH(x, y, z) (z ^ (x & (y ^ z)))
+#define MAJ(x, y, z) ((x & y) | (z & (x | y)))
+/* One round with the eight words named in their rotated order, so that the
+ * loop below does eight rounds without moving a word: about a third fewer
+ * instructions than shifting all eight every round. */
+#define ROUND(a, b, c, d, e, f, g, h, i)                                   \
+	do {                                                               \
+		uint32_t t1 = h + S1(e) + CH(e, f, g) + K[i] + w[i];       \
+		d += t1;                                                   \
+		h = t1 + S0(a) + MAJ(a, b, c);                             \
+	} while (0)
+
+static void compress(uint32_t st[8], const uint8_t *p)
 {
-	uint32_t w[64], a, b, c, d, e, f, g, hh;
+	uint32_t w[64], a, b, c, d, e, f, g, h;
 	int i;
 
 	for (i = 0; i < 16; i++)
@@ -43,19 +57,20 @@ static void compress(uint32_t h[8], const uint8_t *p)
 
 		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
 	}
-	a = h[0], b = h[1], c = h[2], d = h[3];
-	e = h[4], f = h[5], g = h[6], hh = h[7];
-	for (i = 0; i < 64; i++) {
-		uint32_t t1 = hh + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) +
-			      ((e & f) ^ (~e & g)) + K[i] + w[i];
-		uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) +
-			      ((a & b) ^ (a & c) ^ (b & c));
-
-		hh = g, g = f, f = e, e = d + t1;
-		d = c, c = b, b = a, a = t1 + t2;
+	a = st[0], b = st[1], c = st[2], d = st[3];
+	e = st[4], f = st[5], g = st[6], h = st[7];
+	for (i = 0; i < 64; i += 8) {
+		ROUND(a, b, c, d, e, f, g, h, i);
+		ROUND(h, a, b, c, d, e, f, g, i + 1);
+		ROUND(g, h, a, b, c, d, e, f, i + 2);
+		ROUND(f, g, h, a, b, c, d, e, i + 3);
+		ROUND(e, f, g, h, a, b, c, d, i + 4);
+		ROUND(d, e, f, g, h, a, b, c, i + 5);
+		ROUND(c, d, e, f, g, h, a, b, i + 6);
+		ROUND(b, c, d, e, f, g, h, a, i + 7);
 	}
-	h[0] += a, h[1] += b, h[2] += c, h[3] += d;
-	h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
+	st[0] += a, st[1] += b, st[2] += c, st[3] += d;
+	st[4] += e, st[5] += f, st[6] += g, st[7] += h;
 }
 
 void rl_sha256_init(struct rl_sha256 *c)
