@@ -6,8 +6,10 @@
  *
  * Only HS256 (HMAC-SHA-256, RFC 7518 section 3.2) is verified: the shim
  * links libc alone, and RS256/ES256 need a bignum or curve library. Nothing
- * here allocates or keeps state; the stack holds one decoded part
- * (RL_JWT_PART_MAX bytes) and a hash per top-level member, about 3.7 KB.
+ * here allocates or keeps state. The stack holds one decoded part
+ * (RL_JWT_PART_MAX bytes), a hash per top-level member and at most
+ * RL_JWT_DEPTH_MAX frames of the JSON reader: under 7 KB in all (gcc -O2
+ * -fstack-usage, x86-64: 3,600 + 768 + 32 x 64 bytes, and SHA-256's 400).
  */
 #ifndef RL_JWT_H
 #define RL_JWT_H
