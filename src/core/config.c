@@ -308,6 +308,14 @@ const char *rl_config_key_header(const struct rl_rule_cfg *r)
 	return NULL;
 }
 
+bool rl_config_same_jwt(const struct rl_rule_cfg *a, const struct rl_rule_cfg *b)
+{
+	return a->key == RL_KEY_JWT && b->key == RL_KEY_JWT &&
+	       strcmp(a->header, b->header) == 0 &&
+	       a->jwt_secret_len == b->jwt_secret_len &&
+	       memcmp(a->jwt_secret, b->jwt_secret, a->jwt_secret_len) == 0;
+}
+
 const char *rl_config_key_kind(const struct rl_rule_cfg *r)
 {
 	static const char *const kind[] = {

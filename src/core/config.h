@@ -70,6 +70,8 @@ enum rl_key_kind {
 };
 
 #define RL_JWT_SECRET_MAX 256 /* bytes of a jwt_secret file's key */
+#define RL_JWT_KEYS_MAX 4     /* distinct jwt:CLAIM and secret pairs: each
+				 one decode a request */
 
 enum rl_store_down { RL_STORE_DOWN_OPEN = 0, RL_STORE_DOWN_CLOSED = 1 };
 
@@ -289,6 +291,10 @@ static inline int rl_rule_charges(const struct rl_rule_cfg *r, unsigned status)
 /* The request header a rule's key is read from: header:NAME's NAME,
  * "Cookie", "Authorization"; NULL for ip and global keys. */
 const char *rl_config_key_header(const struct rl_rule_cfg *r);
+
+/* Two key = jwt:CLAIM rules read the same key: same claim, same secret
+ * (or none). */
+bool rl_config_same_jwt(const struct rl_rule_cfg *a, const struct rl_rule_cfg *b);
 
 /* "ip", "header", "cookie", "jwt" or "global": key = KIND[:NAME]. */
 const char *rl_config_key_kind(const struct rl_rule_cfg *r);

@@ -518,6 +518,25 @@ void rl_cfg_end_file(struct parser *p)
 			names[n++] = h;
 		}
 	}
+	/* Each distinct claim and secret is a decode of the token (and an
+	 * HMAC) per request: a few at most. */
+	for (unsigned i = 0, n = 0; i < c->nrules; i++) {
+		const struct rl_rule_cfg *r = &c->rules[i];
+		unsigned k = 0;
+
+		if (r->key != RL_KEY_JWT)
+			continue;
+		while (k < i && !rl_config_same_jwt(&c->rules[k], r))
+			k++;
+		if (k < i)
+			continue;
+		if (++n > RL_JWT_KEYS_MAX) {
+			perr_at(p, r->line, "[limit:%s]: too many distinct jwt "
+				"keys (%u claims or secrets at most)", r->name,
+				RL_JWT_KEYS_MAX);
+			break;
+		}
+	}
 }
 
 /* Once-only sections: true if this one is new. */
