@@ -13,6 +13,10 @@
  *    empty, or a control character); an int64 from the input gives back
  *    its decimal text; and a one-bit flip at eight places in the signed
  *    token never verifies.
+ * 3. The input as the payload's JSON, then as the header's, of a token
+ *    signed by our encoder: the signed token gives with the secret just
+ *    what it gives unverified (the signature right, only the header's alg
+ *    may refuse it), and never a key the unverified read does not give.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -67,15 +71,17 @@ static size_t put_utf8(char *o, uint32_t cp)
 	return 4;
 }
 
+static const char HS[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
+
 /* "Bearer " header "." payload "." HMAC, our own encoder. */
-static size_t mint(const char *payload, size_t plen, char *tok, size_t cap)
+static size_t mint_h(const char *hdr, size_t hlen, const char *payload,
+		     size_t plen, char *tok, size_t cap)
 {
-	static const char hdr[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
 	uint8_t mac[RL_SHA256_LEN];
 	size_t n = 7, k;
 
 	memcpy(tok, "Bearer ", 7);
-	if (rl_jwt_b64url_encode(hdr, sizeof(hdr) - 1, tok + n, cap - n, &k))
+	if (rl_jwt_b64url_encode(hdr, hlen, tok + n, cap - n, &k))
 		abort();
 	n += k;
 	tok[n++] = '.';
@@ -87,6 +93,43 @@ static size_t mint(const char *payload, size_t plen, char *tok, size_t cap)
 	if (rl_jwt_b64url_encode(mac, sizeof(mac), tok + n, cap - n, &k))
 		abort();
 	return n + k;
+}
+
+static size_t mint(const char *payload, size_t plen, char *tok, size_t cap)
+{
+	return mint_h(HS, sizeof(HS) - 1, payload, plen, tok, cap);
+}
+
+/* The same token read with the key and without. */
+static void same_both_ways(const char *tok, size_t tlen,
+			   const struct rl_sha256_hmac *key, int header)
+{
+	char a[300], b[300];
+	size_t alen, blen;
+	int ra = rl_jwt_claim_key(tok, tlen, "sub", key, NOW, a, sizeof(a), &alen);
+	int rb = rl_jwt_claim_key(tok, tlen, "sub", NULL, NOW, b, sizeof(b), &blen);
+
+	if (ra == 0 && (rb != 0 || alen != blen || memcmp(a, b, alen)))
+		abort();
+	if (!header && ra != rb)
+		abort();
+	if (header && ra != rb && ra != -EACCES)
+		abort();
+}
+
+static void as_json(const uint8_t *data, size_t size,
+		    const struct rl_sha256_hmac *key)
+{
+	static char tok[16384];
+	static const char pl[] = "{\"sub\":\"x\"}";
+	size_t tlen;
+
+	if (size > 3000)
+		return;
+	tlen = mint((const char *)data, size, tok, sizeof(tok));
+	same_both_ways(tok, tlen, key, 0);
+	tlen = mint_h((const char *)data, size, pl, sizeof(pl) - 1, tok, sizeof(tok));
+	same_both_ways(tok, tlen, key, 1);
 }
 
 static void round_trip(const uint8_t *data, size_t size,
@@ -167,5 +210,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(copy);
 	if (size <= 512)
 		round_trip(data, size, &key);
+	as_json(data, size, &key);
 	return 0;
 }
