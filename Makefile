@@ -340,6 +340,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_cluster.py" \
 	"python3 tests/integration/test_agentlog.py" \
 	"python3 tests/integration/test_proxied.py" \
+	"python3 tests/integration/test_users.py" \
 	"python3 tests/integration/test_agentexit.py" \
 	"python3 tests/integration/test_bans.py" \
 	"python3 tests/integration/test_ctl.py" \
