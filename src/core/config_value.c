@@ -498,6 +498,10 @@ int rl_cfg_parse_jwt_secret(struct parser *p, const char *v)
 		perr(p, "jwt_secret %s: empty", path);
 		return -EINVAL;
 	}
+	/* RFC 7518 section 3.2: a key of the hash's size at least */
+	if (n < 32)
+		rl_cfg_pwarn_at(p, p->lineno, "jwt_secret %s: %zu bytes, shorter "
+				"than the 32 RFC 7518 asks of an HS256 key", path, n);
 	memcpy(r->jwt_secret, buf, n);
 	r->jwt_secret_len = (uint16_t)n;
 	memset(buf, 0, sizeof(buf));

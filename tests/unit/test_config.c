@@ -1382,6 +1382,11 @@ static void test_jwt_secret(void **state)
 	assert_memory_equal(c->rules[1].jwt_secret, "ab", 2);
 	assert_int_equal(c->rules[2].jwt_secret_len, 3);  /* one newline only */
 	assert_int_equal(c->rules[3].jwt_secret_len, RL_JWT_SECRET_MAX);
+	/* the three short keys are warned of, not refused */
+	assert_int_equal(c->nwarnings, 3);
+	snprintf(want, sizeof(want), "%s:4: warning: jwt_secret %s/k: 6 bytes, "
+		 "shorter than the 32 RFC 7518 asks of an HS256 key", conf, dir);
+	assert_string_equal(c->warnings[0], want);
 	rl_config_free(c);
 
 	static const struct {
