@@ -200,3 +200,17 @@ int rl_sha256_equal(const void *a, const void *b, size_t len)
 		d |= x[i] ^ y[i];
 	return d == 0;
 }
+
+void rl_sha256_name(const void *data, size_t len, char out[RL_SHA256_NAME_LEN])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t d[RL_SHA256_LEN];
+
+	rl_sha256_digest(data, len, d);
+	memcpy(out, "sha256:", 7);
+	for (unsigned i = 0; i < 6; i++) {
+		out[7 + 2 * i] = hex[d[i] >> 4];
+		out[8 + 2 * i] = hex[d[i] & 15];
+	}
+	out[19] = '\0';
+}

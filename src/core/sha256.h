@@ -56,4 +56,10 @@ void rl_sha256_hmac(const uint8_t *key, size_t klen, const void *data,
  */
 int rl_sha256_equal(const void *a, const void *b, size_t len);
 
+/* "sha256:" and the first 12 hex digits of the SHA-256 of data[0..len):
+ * how a secret key (a session cookie's value) is named to people, in
+ * rlshimctl and in the log, instead of its text. out needs 20 bytes. */
+#define RL_SHA256_NAME_LEN 20
+void rl_sha256_name(const void *data, size_t len, char out[RL_SHA256_NAME_LEN]);
+
 #endif /* RL_SHA256_H */

@@ -31,6 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import REPO, SHIM, parse_responses, recv_all, request, run  # noqa: E402
 import servers  # noqa: E402
+import test_redis as tr  # noqa: E402
 
 EXAMPLE = os.path.join(REPO, 'examples', 'logged-in-users.conf')
 CTL = os.path.join(REPO, 'build', 'rlshimctl')
@@ -185,6 +186,47 @@ TESTS = (two_sessions_one_address, users_and_tenant_by_token,
          minted_tokens_are_no_user, top_hides_sessions)
 
 
+def plans_and_reset_with_redis():
+    """With [redis]: a tenant's plan read from rlshim:plans:tenant by its
+    claim (HSET 42 paid), and a session reset by rlshimctl reset, the agent
+    naming it by its digest in the log, never by its value."""
+    r = tr.Redis()
+    d = tempfile.mkdtemp(prefix='rlshim-it-users-redis-')
+    key = os.path.join(d, 'jwt.key')
+    with open(key, 'wb') as f:
+        f.write(SECRET)
+    os.chmod(key, 0o600)
+    h = tr.Host(f'redis://127.0.0.1:{r.port}/0',
+                '[limit:tenant]\nmatch = * /api/*\nkey = jwt:org\n'
+                f'jwt_secret = {key}\nrate = 2/m\nplans = free:2/m paid:100/m\n'
+                '[limit:session]\nmatch = * /web/*\nkey = cookie:sid\nrate = 2/m\n',
+                'users')
+    try:
+        tr.started([h])
+        t42 = bearer({'sub': 'alice', 'org': 42})
+        got = [h.get('/api/x', t42).status for _ in range(3)]
+        assert got == [404, 404, 429], got
+        r.cli('HSET', 'rlshim:plans:tenant', '42', 'paid')
+        assert tr.wait_for(lambda: h.get('/api/x', t42).status == 404, 3)
+        assert [h.get('/api/x', t42).status for _ in range(5)] == [404] * 5
+        # another tenant keeps `rate`
+        t7 = bearer({'sub': 'bob', 'org': 7})
+        assert [h.get('/api/x', t7).status for _ in range(3)] == [404, 404, 429]
+
+        sid = {'Cookie': 'sid=s-frank-7e21'}
+        assert [h.get('/web/x', sid).status for _ in range(3)] == [404, 404, 429]
+        p = h.ctl('reset', 'session', 's-frank-7e21')
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert h.get('/web/x', sid).status == 404
+        name = 'sha256:' + hashlib.sha256(b's-frank-7e21').hexdigest()[:12]
+        assert tr.wait_for(lambda: f'key="{name}"' in h.agent_log(), 3), h.agent_log()
+        assert 's-frank' not in h.agent_log()
+    finally:
+        h.stop()
+        r.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     names = sys.argv[1:]
     rc = 0
@@ -194,13 +236,18 @@ def main():
                 raise SystemExit(f'{kind} is missing in CI')
             print(f'[  SKIPPED ] test_users {kind}: not installed')
             continue
+        chosen = [t for t in TESTS if not names or t.__name__ in names]
+        if not chosen:
+            continue
         env = Env(kind)
         try:
-            tests = [(f'{kind}: {t.__name__}', (lambda t=t: t(env))) for t in TESTS
-                     if not names or t.__name__ in names]
-            rc |= run(f'users {kind}', tests)
+            rc |= run(f'users {kind}', [(f'{kind}: {t.__name__}', (lambda t=t: t(env)))
+                                        for t in chosen])
         finally:
             env.close()
+    if not names or 'plans_and_reset_with_redis' in names:
+        rc |= run('users redis', [('plans_and_reset_with_redis',
+                                   plans_and_reset_with_redis)])
     return rc
 
 

@@ -219,6 +219,18 @@ static void test_equal(void **state)
 		}
 }
 
+/* The name a secret is shown by: sha256: and 12 hex digits. */
+static void test_name(void **state)
+{
+	char name[RL_SHA256_NAME_LEN];
+
+	(void)state;
+	rl_sha256_name("", 0, name);
+	assert_string_equal(name, "sha256:e3b0c44298fc");
+	rl_sha256_name("abc", 3, name);
+	assert_string_equal(name, "sha256:ba7816bf8f01");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_rfc4231),
 		cmocka_unit_test(test_hmac_prepared_copy),
 		cmocka_unit_test(test_equal),
+		cmocka_unit_test(test_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -131,11 +131,10 @@ int ctl_fmt_view_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
 	/* A cookie's value is a session's secret: who reads top could take
 	 * it over. Its digest names it apart from the others. */
 	if (r && r->key == RL_KEY_COOKIE && !c->show_secrets) {
-		uint8_t d[RL_SHA256_LEN];
+		char name[RL_SHA256_NAME_LEN];
 
-		rl_sha256_digest(v->key, v->key_len, d);
-		snprintf(buf, len, "sha256:%02x%02x%02x%02x%02x%02x", d[0], d[1],
-			 d[2], d[3], d[4], d[5]);
+		rl_sha256_name(v->key, v->key_len, name);
+		snprintf(buf, len, "%s", name);
 		return 0;
 	}
 	if ((r && r->key != RL_KEY_IP) || format_addr(c, v, buf, len))
