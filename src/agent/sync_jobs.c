@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "sha256.h"
 
 /* Queue the sync script for items [first, first + n) of rule `ci`. */
 int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
@@ -368,7 +369,11 @@ int on_resets(struct rl_agent *a, const redisReply *rep, uint64_t now_ns)
 		if (!key)
 			continue;
 		rl_table_key_reset(a->table, a->ids[ci], key, len, now_ns);
-		snprintf(q, sizeof(q), "%.*s", (int)tlen, text);
+		/* a session's value is its secret: named by its digest */
+		if (a->cfg->rules[ci].key == RL_KEY_COOKIE)
+			rl_sha256_name(text, tlen, q);
+		else
+			snprintf(q, sizeof(q), "%.*s", (int)tlen, text);
 		rl_log(RL_LOG_INFO, "msg=\"key reset\" rule=%s key=\"%s\"",
 		       a->cfg->rules[ci].name, rl_log_quote(q, q, sizeof(q)));
 		if (a->nforget < sizeof(a->forget) / sizeof(a->forget[0])) {

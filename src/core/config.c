@@ -281,6 +281,8 @@ const void *rl_config_key_of_text(const struct rl_config *c,
 		*len = rl_config_ip_key(c, &a, buf);
 		return *len ? buf : NULL;
 	case RL_KEY_HEADER:
+	case RL_KEY_COOKIE:
+	case RL_KEY_JWT:
 		break;
 	}
 	/* the shim counts no empty value */
@@ -288,6 +290,41 @@ const void *rl_config_key_of_text(const struct rl_config *c,
 		return NULL;
 	*len = tlen;
 	return text;
+}
+
+const char *rl_config_key_header(const struct rl_rule_cfg *r)
+{
+	switch (r->key) {
+	case RL_KEY_HEADER:
+		return r->header;
+	case RL_KEY_COOKIE:
+		return "Cookie";
+	case RL_KEY_JWT:
+		return "Authorization";
+	case RL_KEY_IP:
+	case RL_KEY_GLOBAL:
+		break;
+	}
+	return NULL;
+}
+
+bool rl_config_same_jwt(const struct rl_rule_cfg *a, const struct rl_rule_cfg *b)
+{
+	return a->key == RL_KEY_JWT && b->key == RL_KEY_JWT &&
+	       strcmp(a->header, b->header) == 0 &&
+	       a->jwt_secret_len == b->jwt_secret_len &&
+	       memcmp(a->jwt_secret, b->jwt_secret, a->jwt_secret_len) == 0;
+}
+
+const char *rl_config_key_kind(const struct rl_rule_cfg *r)
+{
+	static const char *const kind[] = {
+		[RL_KEY_IP] = "ip", [RL_KEY_HEADER] = "header",
+		[RL_KEY_GLOBAL] = "global", [RL_KEY_COOKIE] = "cookie",
+		[RL_KEY_JWT] = "jwt",
+	};
+
+	return kind[r->key];
 }
 
 int rl_config_guards(const struct rl_config *c, uint16_t port)

@@ -65,7 +65,13 @@ enum rl_key_kind {
 	RL_KEY_IP = 0,     /* client address at ipv4_prefix/ipv6_prefix */
 	RL_KEY_HEADER = 1, /* value of a request header (API key) */
 	RL_KEY_GLOBAL = 2, /* one bucket for everybody */
+	RL_KEY_COOKIE = 3, /* value of a cookie (a session) */
+	RL_KEY_JWT = 4,    /* a claim of the Authorization: Bearer JWT */
 };
+
+#define RL_JWT_SECRET_MAX 256 /* bytes of a jwt_secret file's key */
+#define RL_JWT_KEYS_MAX 4     /* distinct jwt:CLAIM and secret pairs: each
+				 one decode a request */
 
 enum rl_store_down { RL_STORE_DOWN_OPEN = 0, RL_STORE_DOWN_CLOSED = 1 };
 
@@ -91,7 +97,12 @@ struct rl_rule_cfg {
 	struct rl_rate rate;          /* burst defaults to rate.count */
 	enum rl_algorithm algorithm;
 	enum rl_key_kind key;
-	char header[RL_HEADER_NAME_MAX]; /* for key = header:NAME */
+	/* key = header:NAME, cookie:NAME, jwt:CLAIM: the NAME or CLAIM */
+	char header[RL_HEADER_NAME_MAX];
+	/* jwt_secret = FILE: the HS256 key, read when the file is loaded
+	 * (0 bytes: the claim is read unverified) */
+	uint16_t jwt_secret_len;
+	uint8_t jwt_secret[RL_JWT_SECRET_MAX];
 	enum rl_store_down on_store_down;
 	enum rl_sync sync;
 	/* count_status: only answers with these statuses are charged (none
@@ -276,5 +287,16 @@ static inline int rl_rule_charges(const struct rl_rule_cfg *r, unsigned status)
 	return status >= RL_STATUS_MIN && status <= RL_STATUS_MAX &&
 	       (r->count_status[b / 64] >> (b % 64) & 1);
 }
+
+/* The request header a rule's key is read from: header:NAME's NAME,
+ * "Cookie", "Authorization"; NULL for ip and global keys. */
+const char *rl_config_key_header(const struct rl_rule_cfg *r);
+
+/* Two key = jwt:CLAIM rules read the same key: same claim, same secret
+ * (or none). */
+bool rl_config_same_jwt(const struct rl_rule_cfg *a, const struct rl_rule_cfg *b);
+
+/* "ip", "header", "cookie", "jwt" or "global": key = KIND[:NAME]. */
+const char *rl_config_key_kind(const struct rl_rule_cfg *r);
 
 #endif /* RL_CONFIG_H */

@@ -256,6 +256,7 @@ static const struct key_def keys[] = {
 	{ SEC_LIMIT, "algorithm", V_CHOICE, RULE(algorithm),
 	  .choices = &algorithm_choices },
 	{ SEC_LIMIT, "key", V_FN, .fn = rl_cfg_parse_key },
+	{ SEC_LIMIT, "jwt_secret", V_FN, .fn = rl_cfg_parse_jwt_secret },
 	{ SEC_LIMIT, "on_store_down", V_CHOICE, RULE(on_store_down),
 	  .choices = &store_down_choices },
 	{ SEC_LIMIT, "sync", V_CHOICE, RULE(sync), .choices = &sync_choices },
@@ -395,9 +396,14 @@ static void end_limit(struct parser *p)
 					RL_SLIDING_MAX);
 		}
 	}
-	if (r->key == RL_KEY_HEADER && r->match == RL_MATCH_ACCEPT)
-		perr_at(p, key_line, "key = header:%s cannot be used with "
-			"match = accept (no headers at accept)", r->header);
+	if (r->key != RL_KEY_IP && r->key != RL_KEY_GLOBAL &&
+	    r->match == RL_MATCH_ACCEPT)
+		perr_at(p, key_line, "key = %s:%s cannot be used with "
+			"match = accept (no headers at accept)",
+			rl_config_key_kind(r), r->header);
+	if (r->jwt_secret_len && r->key != RL_KEY_JWT)
+		perr_at(p, given_at(p, "jwt_secret"), "jwt_secret needs "
+			"key = jwt:CLAIM");
 	if (r->count_status_on && r->match == RL_MATCH_ACCEPT)
 		perr_at(p, given_at(p, "count_status"), "count_status cannot "
 			"be used with match = accept (no answer at accept)");
@@ -493,11 +499,12 @@ void rl_cfg_end_file(struct parser *p)
 			names[n++] = c->client_ip_header;
 		for (unsigned i = 0; i < c->nrules; i++) {
 			const struct rl_rule_cfg *r = &c->rules[i];
+			const char *h = rl_config_key_header(r);
 			unsigned k = 0;
 
-			if (r->key != RL_KEY_HEADER)
+			if (!h)
 				continue;
-			while (k < n && strcasecmp(names[k], r->header) != 0)
+			while (k < n && strcasecmp(names[k], h) != 0)
 				k++;
 			if (k < n)
 				continue;
@@ -508,7 +515,26 @@ void rl_cfg_end_file(struct parser *p)
 					RL_MAX_KEY_HEADERS);
 				break;
 			}
-			names[n++] = r->header;
+			names[n++] = h;
+		}
+	}
+	/* Each distinct claim and secret is a decode of the token (and an
+	 * HMAC) per request: a few at most. */
+	for (unsigned i = 0, n = 0; i < c->nrules; i++) {
+		const struct rl_rule_cfg *r = &c->rules[i];
+		unsigned k = 0;
+
+		if (r->key != RL_KEY_JWT)
+			continue;
+		while (k < i && !rl_config_same_jwt(&c->rules[k], r))
+			k++;
+		if (k < i)
+			continue;
+		if (++n > RL_JWT_KEYS_MAX) {
+			perr_at(p, r->line, "[limit:%s]: too many distinct jwt "
+				"keys (%u claims or secrets at most)", r->name,
+				RL_JWT_KEYS_MAX);
+			break;
 		}
 	}
 }

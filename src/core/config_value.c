@@ -13,10 +13,15 @@
 #include "url.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "path.h"
 #include "clock.h"
+#include "sys.h"
 
 #define METHOD_MAX 15                /* sizeof(rule.method) - 1 */
 #define IFACE_MAX 15                 /* IFNAMSIZ - 1 */
@@ -375,22 +380,131 @@ int rl_cfg_parse_burst(struct parser *p, const char *v)
 	return 0;
 }
 
+/* A claim's name as the JSON member is spelled: visible ASCII but '"'
+ * and '\\' (no escapes to compare: "sub", "https://example.com/tenant"). */
+static bool is_claim(const char *s, size_t len)
+{
+	if (!len)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] <= ' ' || s[i] > '~' || s[i] == '"' || s[i] == '\\')
+			return false;
+	return true;
+}
+
 int rl_cfg_parse_key(struct parser *p, const char *v)
 {
+	static const struct {
+		const char *prefix;
+		enum rl_key_kind kind;
+		bool (*valid)(const char *s, size_t len);
+	} named[] = {
+		{ "header:", RL_KEY_HEADER, is_token },
+		{ "cookie:", RL_KEY_COOKIE, is_token }, /* RFC 6265 cookie-name */
+		{ "jwt:", RL_KEY_JWT, is_claim },
+	};
 	struct rl_rule_cfg *r = p->rule;
 
 	if (strcmp(v, "ip") == 0) {
 		r->key = RL_KEY_IP;
-	} else if (strcmp(v, "global") == 0) {
-		r->key = RL_KEY_GLOBAL;
-	} else if (strncmp(v, "header:", 7) == 0 &&
-		   is_token(v + 7, strlen(v + 7)) &&
-		   strlen(v + 7) < RL_HEADER_NAME_MAX) {
-		r->key = RL_KEY_HEADER;
-		set_text(r->header, sizeof(r->header), v + 7, strlen(v + 7));
-	} else {
-		return bad_value(p, v, "expected ip, global or header:NAME");
+		return 0;
 	}
+	if (strcmp(v, "global") == 0) {
+		r->key = RL_KEY_GLOBAL;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		size_t n = strlen(named[i].prefix), len = strlen(v) - n;
+
+		if (strncmp(v, named[i].prefix, n) == 0 &&
+		    named[i].valid(v + n, len) && len < RL_HEADER_NAME_MAX) {
+			r->key = named[i].kind;
+			set_text(r->header, sizeof(r->header), v + n, len);
+			return 0;
+		}
+	}
+	return bad_value(p, v, "expected ip, global, header:NAME, cookie:NAME "
+			 "or jwt:CLAIM");
+}
+
+/*
+ * jwt_secret = FILE: the HS256 key is the file's bytes, less one final
+ * newline (what `echo` or `openssl rand -hex 32 > FILE` leaves), read now.
+ * FILE is relative to the configuration file's directory. Whoever can
+ * write it can mint tokens that pass, so as sshd does for its keys: it
+ * must be a regular file owned by root or by this process's user, and
+ * writable by neither its group nor others.
+ */
+int rl_cfg_parse_jwt_secret(struct parser *p, const char *v)
+{
+	struct rl_rule_cfg *r = p->rule;
+	const char *slash = strrchr(p->name, '/');
+	char path[RL_PATH_MAX];
+	uint8_t buf[RL_JWT_SECRET_MAX + 3];
+	size_t n = 0;
+	const char *why = NULL;
+	struct stat st;
+	int fd, e = 0;
+
+	if (!*v)
+		return bad_value(p, v, "expected a file");
+	if (*v != '/' && slash)
+		snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - p->name),
+			 p->name, v);
+	else
+		snprintf(path, sizeof(path), "%s", v);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		perr(p, "jwt_secret %s: %s", path, strerror(errno));
+		return -EINVAL;
+	}
+	if (fstat(fd, &st))
+		e = errno;
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_uid != 0 && st.st_uid != geteuid())
+		why = "owned by another user than root or this one (its owner "
+		      "could mint tokens)";
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		why = st.st_mode & S_IWOTH
+			? "writable by others (who can write it can mint tokens)"
+			: "writable by its group (who can write it can mint tokens)";
+	else
+		while (n < sizeof(buf)) {
+			ssize_t got = rl_sys.read(fd, buf + n, sizeof(buf) - n);
+
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0)
+				e = errno;
+			if (got <= 0)
+				break;
+			n += (size_t)got;
+		}
+	rl_sys.close(fd);
+	if (e)
+		why = strerror(e);
+	if (why) {
+		perr(p, "jwt_secret %s: %s", path, why);
+		return -EINVAL;
+	}
+	if (n && buf[n - 1] == '\n')
+		n -= n > 1 && buf[n - 2] == '\r' ? 2 : 1;
+	if (n > RL_JWT_SECRET_MAX) {
+		perr(p, "jwt_secret %s: over %u bytes", path, RL_JWT_SECRET_MAX);
+		return -EINVAL;
+	}
+	if (!n) {
+		perr(p, "jwt_secret %s: empty", path);
+		return -EINVAL;
+	}
+	/* RFC 7518 section 3.2: a key of the hash's size at least */
+	if (n < 32)
+		rl_cfg_pwarn_at(p, p->lineno, "jwt_secret %s: %zu bytes, shorter "
+				"than the 32 RFC 7518 asks of an HS256 key", path, n);
+	memcpy(r->jwt_secret, buf, n);
+	r->jwt_secret_len = (uint16_t)n;
+	memset(buf, 0, sizeof(buf));
 	return 0;
 }
 

@@ -13,6 +13,8 @@
 #include "spawn.h"
 #include "table.h"
 #include "clock.h"
+#include "cookie.h"
+#include "jwt.h"
 
 _Static_assert(RL_WANT_MAX >= RL_MAX_KEY_HEADERS,
 	       "the parser asks for every header a valid configuration names");
@@ -50,13 +52,36 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		const struct rl_rule_cfg *r = &cfg->rules[i];
 
 		p->want_key[i] = -1;
-		if (r->key == RL_KEY_HEADER) {
-			p->want_key[i] = want_add(&p->want, r->header);
+		if (rl_config_key_header(r)) {
+			p->want_key[i] = want_add(&p->want, rl_config_key_header(r));
 			if (p->want_key[i] < 0) {
 				rl_err_set(err, "rule [limit:%s]: too many "
 					 "distinct key headers (%d at most)",
 					 r->name, RL_WANT_MAX);
 				return -ENOSPC;
+			}
+		}
+		p->jwt_of[i] = -1;
+		if (r->key == RL_KEY_JWT) {
+			unsigned k = 0;
+
+			while (k < i && !rl_config_same_jwt(&cfg->rules[k], r))
+				k++;
+			if (k < i) {
+				p->jwt_of[i] = p->jwt_of[k];
+			} else if (p->njwt == RL_JWT_KEYS_MAX) {
+				rl_err_set(err, "rule [limit:%s]: too many distinct "
+					 "jwt keys (%d at most)", r->name,
+					 RL_JWT_KEYS_MAX);
+				return -ENOSPC;
+			} else {
+				p->jwt_of[i] = (int8_t)p->njwt;
+				p->jwt_verify[p->njwt] = r->jwt_secret_len > 0;
+				if (r->jwt_secret_len)
+					rl_sha256_hmac_init(&p->jwt_hmac[p->njwt],
+							    r->jwt_secret,
+							    r->jwt_secret_len);
+				p->njwt++;
 			}
 		}
 		if (r->match == RL_MATCH_ACCEPT)
@@ -479,6 +504,89 @@ void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,
 	memset(out->hints, 0, sizeof(out->hints));
 }
 
+/* A key header's value: 0 with it in *val, 1 if the request has none,
+ * -EINVAL if it came with two different values (which one does the
+ * application read? unknowable), or more often than are kept. */
+static int one_value(const struct rl_http_req *req, unsigned w,
+		     const struct rl_http_value **val)
+{
+	unsigned n = req->nvalues[w];
+	const struct rl_http_value *v = req->values[w];
+
+	if (n == 0)
+		return 1;
+	if (n > RL_WANT_VALUES)
+		return -EINVAL;
+	for (unsigned k = 1; k < n; k++)
+		if (v[k].len != v[0].len || memcmp(v[k].p, v[0].p, v[0].len))
+			return -EINVAL;
+	*val = &v[0];
+	return 0;
+}
+
+/* The value of cookie rule `r`'s cookie in the request's Cookie headers
+ * (rl_cookie_find: the first pair of the name decides): 0 with it in
+ * *key, *len; 1 for none (absent, empty, malformed); -EINVAL if more
+ * Cookie headers came than are kept (the first ones are lost). */
+static int cookie_key(const struct rl_rule_cfg *r, const struct rl_http_req *req,
+		      unsigned w, const void **key, size_t *len)
+{
+	struct rl_cookie_header h[RL_WANT_VALUES];
+	unsigned n = req->nvalues[w];
+	const char *v;
+
+	if (n > RL_WANT_VALUES)
+		return -EINVAL;
+	for (unsigned k = 0; k < n; k++) {
+		h[k].value = req->values[w][k].p;
+		h[k].len = req->values[w][k].len;
+	}
+	if (rl_cookie_find(h, n, r->header, strlen(r->header), &v, len))
+		return 1;
+	*key = v;
+	return 0;
+}
+
+/* The claims of a request's token, each decoded once (policy.jwt_of):
+ * state 0 not yet, 1 in claim[], -1 no key. */
+struct jwt_claims {
+	int8_t state[RL_JWT_KEYS_MAX];
+	int64_t now_s;
+	size_t len[RL_JWT_KEYS_MAX];
+	char claim[RL_JWT_KEYS_MAX][RL_JWT_VALUE_MAX];
+};
+
+/* Rule `i`'s claim: 0 with it in *key, *len; 1 for no key (no token, an
+ * unverified or expired one, no such claim); -EINVAL for two different
+ * Authorization values. */
+static int jwt_key(const struct rl_policy *p, unsigned i,
+		   const struct rl_http_req *req, struct jwt_claims *jc,
+		   const void **key, size_t *len)
+{
+	unsigned j = (unsigned)p->jwt_of[i];
+	const struct rl_http_value *val;
+	int rc;
+
+	if (!jc->state[j]) {
+		rc = one_value(req, (unsigned)p->want_key[i], &val);
+		if (rc < 0)
+			return rc;
+		if (!jc->now_s)
+			jc->now_s = (int64_t)(rl_time_wall_ms() / 1000);
+		jc->state[j] = -1;
+		if (!rc && !rl_jwt_claim_key(val->p, val->len, p->cfg->rules[i].header,
+					     p->jwt_verify[j] ? &p->jwt_hmac[j] : NULL,
+					     jc->now_s, jc->claim[j],
+					     sizeof(jc->claim[j]), &jc->len[j]))
+			jc->state[j] = 1;
+	}
+	if (jc->state[j] < 0)
+		return 1;
+	*key = jc->claim[j];
+	*len = jc->len[j];
+	return 0;
+}
+
 int rl_policy_request(const struct rl_policy *p, const struct rl_addr *peer,
 		      const struct rl_http_req *req, uint64_t now_ns,
 		      struct rl_verdict *v)
@@ -495,6 +603,7 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 {
 	const struct rl_config *cfg = p->cfg;
 	struct taken done[RL_MAX_RULES];
+	struct jwt_claims jc;
 	uint8_t buf[17];
 	const uint8_t *ipkey = peer->key;
 	const struct rl_addr *client = &peer->addr;
@@ -514,6 +623,8 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 	}
 	allowed = peer->allowed;
 	iplen = peer->key_len;
+	memset(jc.state, 0, sizeof(jc.state));
+	jc.now_s = 0;
 	verdict_allow(p, v);
 	if (peer->trusted && req->nvalues[p->want_xff]) {
 		/* A proxy vouches for another client: key that one. */
@@ -542,7 +653,7 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 		struct rl_slot_hint *hint = NULL;
 		const void *key = NULL;
 		size_t len = 0;
-		int rc;
+		int rc, kc = 0;
 
 		if (!rule_matches(r, req))
 			continue;
@@ -560,35 +671,33 @@ int rl_policy_request_peer(const struct rl_policy *p, struct rl_peer *peer,
 				hint = &peer->hints[i];
 			break;
 		case RL_KEY_HEADER: {
-			unsigned w = (unsigned)p->want_key[i];
-			unsigned n = req->nvalues[w];
-			const struct rl_http_value *val = req->values[w];
+			const struct rl_http_value *val;
 
-			int ambiguous = n > RL_WANT_VALUES;
-
-			/* nginx's rule: no key, not accounted. */
-			if (n == 0)
-				continue;
-			/* Two different values: which one does the
-			 * application read? Unknowable, so refuse (a 400
-			 * costs the client nothing, like a 429), except in
-			 * dry-run, which never refuses anything. */
-			for (unsigned k = 1; k < n && k < RL_WANT_VALUES; k++)
-				if (val[k].len != val[0].len ||
-				    memcmp(val[k].p, val[0].p, val[0].len))
-					ambiguous = 1;
-			if (ambiguous) {
-				if (cfg->mode == RL_MODE_DRY_RUN)
-					continue;
-				refund_all(p, done, ndone, now_ns);
-				return -EINVAL;
+			/* nginx's rule: no key, not accounted */
+			kc = one_value(req, (unsigned)p->want_key[i], &val);
+			if (!kc) {
+				key = val->p;
+				len = val->len;
+				kc = len == 0;
 			}
-			key = val[0].p;
-			len = val[0].len;
-			if (len == 0)
-				continue;
 			break;
 		}
+		case RL_KEY_COOKIE:
+			kc = cookie_key(r, req, (unsigned)p->want_key[i], &key, &len);
+			break;
+		case RL_KEY_JWT:
+			kc = jwt_key(p, i, req, &jc, &key, &len);
+			break;
+		}
+		if (kc > 0)
+			continue;
+		/* An ambiguous key refuses (a 400 costs the client nothing,
+		 * like a 429), except in dry-run, which never refuses. */
+		if (kc < 0) {
+			if (cfg->mode == RL_MODE_DRY_RUN)
+				continue;
+			refund_all(p, done, ndone, now_ns);
+			return -EINVAL;
 		}
 		rc = take(p, i, key, len, now_ns, done, &ndone, v, hint);
 		if (rc)

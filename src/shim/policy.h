@@ -16,8 +16,12 @@
 #include "rlshim.h"
 #include "addr.h"
 #include "config.h"
+#include "sha256.h"
 #include "http.h"
 #include "table.h"
+
+/* A jwt:CLAIM key's text, the NUL included: a longer claim is no key. */
+#define RL_JWT_VALUE_MAX 256
 
 struct rl_policy {
 	const struct rl_config *cfg;
@@ -26,6 +30,12 @@ struct rl_policy {
 	struct rl_http_want want;      /* the headers requests are parsed for */
 	int want_xff;                  /* index in `want`, or -1 */
 	int want_key[RL_MAX_RULES];    /* header-keyed rules: index in `want` */
+	/* key = jwt:CLAIM rules: each distinct claim and secret decoded once
+	 * a request, its HMAC key prepared here (verify: it has a secret) */
+	int8_t jwt_of[RL_MAX_RULES];   /* index in jwt_hmac, or -1 */
+	uint8_t njwt;
+	uint8_t jwt_verify[RL_JWT_KEYS_MAX];
+	struct rl_sha256_hmac jwt_hmac[RL_JWT_KEYS_MAX];
 	uint8_t accept_rules;          /* some rule has match = accept */
 	uint8_t nsteps;                /* the rules in the order taken: */
 	uint8_t steps[RL_MAX_RULES];   /* the file's, strict rules last */

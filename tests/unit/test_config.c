@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -1000,11 +1002,11 @@ static void test_error_header_key_accept(void **state)
 		  "x.conf:4: key = header:X-Api-Key cannot be used with match = "
 		  "accept (no headers at accept)" },
 		{ "[limit:a]\nrate = 1/s\nkey = header:\n",
-		  "x.conf:3: bad key 'header:' (expected ip, global or header:NAME)" },
+		  "x.conf:3: bad key 'header:' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
 		{ "[limit:a]\nrate = 1/s\nkey = header:a b\n",
-		  "x.conf:3: bad key 'header:a b' (expected ip, global or header:NAME)" },
+		  "x.conf:3: bad key 'header:a b' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
 		{ "[limit:a]\nrate = 1/s\nkey = cookie\n",
-		  "x.conf:3: bad key 'cookie' (expected ip, global or header:NAME)" },
+		  "x.conf:3: bad key 'cookie' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
 	};
 
 	(void)state;
@@ -1281,6 +1283,159 @@ static void test_error_bad_url(void **state)
 			 "host[:port][/db] or unix:///path)", urls[i]);
 		expect_error(text, want);
 	}
+}
+
+/* key = cookie:NAME and jwt:CLAIM: names as RFC 6265 and JSON spell them,
+ * refused at accept, counted among the key headers as Cookie and
+ * Authorization. */
+static void test_user_keys(void **state)
+{
+	static const struct error_case cases[] = {
+		{ "[limit:a]\nrate = 1/s\nkey = cookie:\n",
+		  "x.conf:3: bad key 'cookie:' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
+		{ "[limit:a]\nrate = 1/s\nkey = cookie:a;b\n",
+		  "x.conf:3: bad key 'cookie:a;b' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
+		{ "[limit:a]\nrate = 1/s\nkey = cookie:a=b\n",
+		  "x.conf:3: bad key 'cookie:a=b' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
+		{ "[limit:a]\nrate = 1/s\nkey = jwt:\n",
+		  "x.conf:3: bad key 'jwt:' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
+		{ "[limit:a]\nrate = 1/s\nkey = jwt:a\"b\n",
+		  "x.conf:3: bad key 'jwt:a\"b' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
+		{ "[limit:a]\nrate = 1/s\nkey = jwt:a\\b\n",
+		  "x.conf:3: bad key 'jwt:a\\b' (expected ip, global, header:NAME, cookie:NAME or jwt:CLAIM)" },
+		{ "[limit:a]\nmatch = accept\nrate = 1/s\nkey = cookie:sid\n",
+		  "x.conf:4: key = cookie:sid cannot be used with match = accept (no headers at accept)" },
+		{ "[limit:a]\nmatch = accept\nrate = 1/s\nkey = jwt:sub\n",
+		  "x.conf:4: key = jwt:sub cannot be used with match = accept (no headers at accept)" },
+	};
+	struct rl_config *c;
+
+	(void)state;
+	EXPECT_ERRORS(cases);
+	c = parse_ok("[limit:a]\nrate = 1/s\nkey = cookie:__Host-session_id\n"
+		     "[limit:b]\nrate = 1/s\nkey = jwt:sub\n"
+		     "[limit:c]\nrate = 1/s\nkey = jwt:https://example.com/tenant\n"
+		     "[limit:d]\nrate = 1/s\nkey = header:Cookie\n");
+	assert_int_equal(c->rules[0].key, RL_KEY_COOKIE);
+	assert_string_equal(c->rules[0].header, "__Host-session_id");
+	assert_string_equal(rl_config_key_header(&c->rules[0]), "Cookie");
+	assert_string_equal(rl_config_key_kind(&c->rules[0]), "cookie");
+	assert_int_equal(c->rules[1].key, RL_KEY_JWT);
+	assert_string_equal(c->rules[1].header, "sub");
+	assert_string_equal(rl_config_key_header(&c->rules[1]), "Authorization");
+	assert_int_equal(c->rules[1].jwt_secret_len, 0);
+	assert_string_equal(c->rules[2].header, "https://example.com/tenant");
+	assert_null(rl_config_key_header(&(struct rl_rule_cfg){ .key = RL_KEY_IP }));
+	rl_config_free(c);
+}
+
+/* A jwt_secret file in a fresh directory, `mode`, holding `text`. */
+static void secret_file(const char *dir, const char *name, const char *text,
+			size_t len, mode_t mode)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+/* jwt_secret = FILE: read at load, relative to the configuration's
+ * directory, one final newline dropped; refused (file:line) when missing,
+ * empty, too long, not a regular file, writable by group or others, or
+ * owned by another user; only with key = jwt:CLAIM. */
+static void test_jwt_secret(void **state)
+{
+	char dir[] = "/tmp/rl-jwt-XXXXXX", conf[600], text[1024], want[1200];
+	struct rl_err err = { "" };
+	struct rl_config *c = NULL;
+	char big[RL_JWT_SECRET_MAX + 2];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/rlshim.conf", dir);
+	secret_file(dir, "k", "s3cr3t\n", 7, 0600);
+	secret_file(dir, "crlf", "ab\r\n", 4, 0400);
+	secret_file(dir, "two", "ab\n\n", 4, 0644);
+	secret_file(dir, "empty", "\n", 1, 0600);
+	secret_file(dir, "g", "x", 1, 0620);
+	secret_file(dir, "o", "x", 1, 0602);
+	memset(big, 'k', sizeof(big));
+	secret_file(dir, "big", big, RL_JWT_SECRET_MAX + 1, 0600);
+	secret_file(dir, "max", big, RL_JWT_SECRET_MAX, 0600);
+
+	/* relative to the file's directory; the newline is not the key */
+	snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\nkey = jwt:sub\n"
+		 "jwt_secret = k\n[limit:b]\nrate = 1/s\nkey = jwt:sub\n"
+		 "jwt_secret = %s/crlf\n[limit:c]\nrate = 1/s\nkey = jwt:sub\n"
+		 "jwt_secret = two\n[limit:d]\nrate = 1/s\nkey = jwt:sub\n"
+		 "jwt_secret = max\n", dir);
+	assert_int_equal(rl_config_parse(text, conf, &c, &err), 0);
+	assert_int_equal(c->rules[0].jwt_secret_len, 6);
+	assert_memory_equal(c->rules[0].jwt_secret, "s3cr3t", 6);
+	assert_int_equal(c->rules[1].jwt_secret_len, 2);
+	assert_memory_equal(c->rules[1].jwt_secret, "ab", 2);
+	assert_int_equal(c->rules[2].jwt_secret_len, 3);  /* one newline only */
+	assert_int_equal(c->rules[3].jwt_secret_len, RL_JWT_SECRET_MAX);
+	/* the three short keys are warned of, not refused */
+	assert_int_equal(c->nwarnings, 3);
+	snprintf(want, sizeof(want), "%s:4: warning: jwt_secret %s/k: 6 bytes, "
+		 "shorter than the 32 RFC 7518 asks of an HS256 key", conf, dir);
+	assert_string_equal(c->warnings[0], want);
+	rl_config_free(c);
+
+	static const struct {
+		const char *file, *why;
+	} bad[] = {
+		{ "none", "No such file or directory" },
+		{ "empty", "empty" },
+		{ "big", "over 256 bytes" },
+		{ ".", "not a regular file" },
+		{ "g", "writable by its group (who can write it can mint tokens)" },
+		{ "o", "writable by others (who can write it can mint tokens)" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\nkey = jwt:sub\n"
+			 "jwt_secret = %s\n", bad[i].file);
+		c = (struct rl_config *)&err;
+		assert_int_equal(rl_config_parse(text, conf, &c, &err), -EINVAL);
+		assert_null(c);
+		snprintf(want, sizeof(want), "%s:4: jwt_secret %s/%s: %s", conf, dir,
+			 bad[i].file, bad[i].why);
+		assert_string_equal(err.msg, want);
+	}
+	/* another user's file (root can make one; CI runs as root) */
+	if (geteuid() == 0) {
+		char path[600];
+
+		snprintf(path, sizeof(path), "%s/k", dir);
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\nkey = jwt:sub\n"
+			 "jwt_secret = k\n");
+		assert_int_equal(rl_config_parse(text, conf, &c, &err), -EINVAL);
+		snprintf(want, sizeof(want), "%s:4: jwt_secret %s/k: owned by another "
+			 "user than root or this one (its owner could mint tokens)",
+			 conf, dir);
+		assert_string_equal(err.msg, want);
+	} else if (getenv("CI")) {
+		fail_msg("test_jwt_secret needs root in CI (another user's file)");
+	} else {
+		print_message("skipped: another user's jwt_secret (needs root)\n");
+	}
+	/* only with a jwt key */
+	snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\nkey = cookie:sid\n"
+		 "jwt_secret = %s/crlf\n", dir);
+	assert_int_equal(rl_config_parse(text, conf, &c, &err), -EINVAL);
+	snprintf(want, sizeof(want), "%s:4: jwt_secret needs key = jwt:CLAIM", conf);
+	assert_string_equal(err.msg, want);
+
+	snprintf(text, sizeof(text), "rm -rf '%s'", dir);
+	assert_int_equal(system(text), 0);
 }
 
 /* redis-sentinel:// URLs: accepted verbatim, or refused with their own form. */
@@ -1685,6 +1840,8 @@ int main(void)
 		cmocka_unit_test(test_error_bad_url),
 		cmocka_unit_test(test_sentinel_url),
 		cmocka_unit_test(test_cluster_url),
+		cmocka_unit_test(test_user_keys),
+		cmocka_unit_test(test_jwt_secret),
 		cmocka_unit_test(test_error_proxy_protocol),
 		cmocka_unit_test(test_error_first_wins),
 		cmocka_unit_test(test_error_null_err),

@@ -14,12 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "http.h"
 #include "ban.h"
 #include "policy.h"
 #include "clock.h"
+#include "jwt.h"
+#include "sha256.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -440,6 +443,135 @@ static void test_key_global(void **state)
 	assert_int_equal(v.res.reset_after_ns, 60 * SEC);
 	assert_int_equal(peek(0, "", 0, T0), 0);
 	assert_int_equal(peek(0, "", 0, T0 + 30 * SEC), 1);
+}
+
+/* key = cookie:NAME: the cookie's value (the first pair of the name, over
+ * every Cookie header); two users behind one address have their own
+ * budgets; no cookie, an empty or malformed one: not counted. */
+static void test_key_cookie(void **state)
+{
+	char many[1024] = "";
+
+	(void)state;
+	load("[limit:user]\nmatch = *\nrate = 1/m\nkey = cookie:sid\n");
+	pass("192.0.2.1", "GET", "/", "Cookie: theme=dark; sid=alice\r\n", T0);
+	deny("192.0.2.1", "GET", "/", "Cookie: sid=alice\r\n", T0, 0);
+	/* another user behind the same address */
+	pass("192.0.2.1", "GET", "/", "Cookie: sid=bob; theme=dark\r\n", T0);
+	deny("192.0.2.2", "GET", "/", "Cookie: a=1\r\nCookie: sid=\"bob\"\r\n", T0, 0);
+	/* the first pair of the name decides, across headers */
+	deny("192.0.2.1", "GET", "/", "Cookie: sid=bob\r\nCookie: sid=carol\r\n", T0, 0);
+	/* the name is exact: SID, sid2 and a pair without '=' are not it */
+	for (int i = 0; i < 3; i++) {
+		pass("192.0.2.1", "GET", "/", NULL, T0);
+		pass("192.0.2.1", "GET", "/", "Cookie: SID=alice; sid2=alice; sid\r\n", T0);
+		pass("192.0.2.1", "GET", "/", "Cookie: sid=\r\n", T0);
+		pass("192.0.2.1", "GET", "/", "Cookie: sid=\"alice\r\n", T0);
+	}
+	assert_int_equal(stats(0).allowed, 2);
+	assert_int_equal(stats(0).denied, 3);
+	assert_int_equal(peek(0, "carol", 5, T0), 1);
+	/* more Cookie headers than are kept: the first ones are lost */
+	for (int i = 0; i <= RL_WANT_VALUES; i++)
+		strcat(many, "Cookie: x=1\r\n");
+	refused("192.0.2.1", many, T0);
+}
+
+/* A compact HS256 JWS of `payload` under `secret` (a wrong one, or an
+ * unsigned "alg":"none" token when secret is NULL). */
+static void mint(char *out, size_t cap, const char *payload, const char *secret)
+{
+	const char *hdr = secret ? "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"
+				 : "{\"alg\":\"none\"}";
+	uint8_t mac[RL_SHA256_LEN];
+	size_t n, m;
+
+	assert_int_equal(rl_jwt_b64url_encode(hdr, strlen(hdr), out, cap, &n), 0);
+	out[n++] = '.';
+	assert_int_equal(rl_jwt_b64url_encode(payload, strlen(payload), out + n,
+					      cap - n, &m), 0);
+	n += m;
+	if (secret) {
+		rl_sha256_hmac((const uint8_t *)secret, strlen(secret), out, n, mac);
+		out[n++] = '.';
+		assert_int_equal(rl_jwt_b64url_encode(mac, sizeof(mac), out + n,
+						      cap - n - 1, &m), 0);
+		n += m;
+	} else {
+		out[n++] = '.';
+	}
+	out[n] = '\0';
+}
+
+/* "Authorization: Bearer <token of payload>\r\n" */
+static const char *bearer(char *out, size_t cap, const char *payload,
+			  const char *secret)
+{
+	char tok[1024];
+
+	mint(tok, sizeof(tok), payload, secret);
+	snprintf(out, cap, "Authorization: Bearer %s\r\n", tok);
+	return out;
+}
+
+/* key = jwt:CLAIM with jwt_secret: a verified token's claim, the same user
+ * whatever the token's other claims (a refreshed token); a minted one (no
+ * signature, another secret's, expired) is no key, so only the ip rule
+ * beside it counts it; two rules on two claims of one token. */
+static void test_key_jwt(void **state)
+{
+	char dir[] = "/tmp/rl-tpolicy-XXXXXX", conf[256], path[300], text[2048];
+	char h[1200], p[256];
+	long now = (long)(rl_time_wall_ms() / 1000);
+	struct rl_err err = { "" };
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/key", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("k3y\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+	snprintf(conf, sizeof(conf), "%s/rlshim.conf", dir);
+	snprintf(text, sizeof(text),
+		 "[limit:user]\nmatch = *\nrate = 1/m\nkey = jwt:sub\njwt_secret = key\n"
+		 "[limit:tenant]\nmatch = *\nrate = 3/m\nkey = jwt:org\njwt_secret = key\n"
+		 "[limit:ip]\nmatch = *\nrate = 10/m\nkey = ip\n");
+	assert_int_equal(rl_config_parse(text, conf, &fx.cfg, &err), 0);
+	init_policy(&fx.p, fx.cfg);
+	assert_int_equal(fx.p.njwt, 2);
+
+	snprintf(p, sizeof(p), "{\"sub\":\"alice\",\"org\":7,\"exp\":%ld}", now + 600);
+	pass("192.0.2.1", "GET", "/", bearer(h, sizeof(h), p, "k3y"), T0);
+	/* refreshed: another exp, another iat: the same user */
+	snprintf(p, sizeof(p), "{\"iat\":%ld,\"sub\":\"alice\",\"org\":7,\"exp\":%ld}",
+		 now, now + 900);
+	deny("192.0.2.1", "GET", "/", bearer(h, sizeof(h), p, "k3y"), T0, 0);
+	/* another user of the same tenant, same address */
+	snprintf(p, sizeof(p), "{\"sub\":\"bob\",\"org\":7}");
+	pass("192.0.2.1", "GET", "/", bearer(h, sizeof(h), p, "k3y"), T0);
+	assert_int_equal(peek(1, "7", 1, T0), 1);  /* org 7: 2 of 3 spent */
+	/* minted tokens with new users: none is a user, the ip rule counts */
+	snprintf(p, sizeof(p), "{\"sub\":\"mallory\",\"org\":7}");
+	pass("192.0.2.1", "GET", "/", bearer(h, sizeof(h), p, NULL), T0);
+	pass("192.0.2.1", "GET", "/", bearer(h, sizeof(h), p, "guess"), T0);
+	snprintf(p, sizeof(p), "{\"sub\":\"alice\",\"org\":7,\"exp\":%ld}", now - 600);
+	pass("192.0.2.1", "GET", "/", bearer(h, sizeof(h), p, "k3y"), T0);
+	/* alice, bob and the three minted: the user rule refused alice's
+	 * second before the ip rule took it */
+	assert_int_equal(stats(2).allowed, 5);
+	assert_int_equal(peek(0, "mallory", 7, T0), 1);
+	assert_int_equal(peek(1, "7", 1, T0), 1);
+	/* two different Authorization headers: ambiguous */
+	snprintf(text, sizeof(text), "%sAuthorization: Bearer x.y.z\r\n",
+		 bearer(h, sizeof(h), "{\"sub\":\"carol\"}", "k3y"));
+	refused("192.0.2.1", text, T0);
+	assert_int_equal(peek(0, "carol", 5, T0), 1);
+
+	snprintf(text, sizeof(text), "rm -rf '%s'", dir);
+	assert_int_equal(system(text), 0);
 }
 
 static void test_key_header(void **state)
@@ -1228,6 +1360,8 @@ int main(void)
 		TEST(test_key_ipv6_prefix),
 		TEST(test_key_global),
 		TEST(test_key_header),
+		TEST(test_key_cookie),
+		TEST(test_key_jwt),
 		TEST(test_einval_takes_nothing),
 		TEST(test_second_rule_denies),
 		TEST(test_allow_list),

@@ -9,7 +9,7 @@ instruction counts, ab (apache2-utils) for the head ab-real.
         [--workers 1,2] [--only throughput,syscalls,instructions,accuracy]
         [--shim build/librlshim.so] [--shim-b OTHER/build/librlshim.so]
         [--heads small,ab,ab-real,browser] [--requests 2000,4000]
-        [--top 15] [--keep DIR]
+        [--top 15] [--keep DIR] [--rules ip,cookie,jwt,jwt-unverified]
 
 Prints markdown to stdout (progress goes to stderr):
 
@@ -33,6 +33,13 @@ Prints markdown to stdout (progress goes to stderr):
    and the shim's top functions, the same difference of two runs, read
    from callgrind's output file by cgout.py (every line, checked against
    callgrind's total).
+   --rules (instructions only): instead of (b) and (B), nginx under the
+   shim once per rule named (`key = ip` always among them, the others'
+   reference), each never limiting; per head and rule the instructions
+   per request, their ratio to and difference from the ip rule's and
+   nginx alone's. The head `user` carries what they key by: a session
+   cookie and an HS256 bearer token (signed with a key file made in the
+   run's temp directory, mode 0600).
 3. accuracy: one client key at 5000/s, burst 1, under the shim, and nginx's
    limit_req at 5000r/s (no burst), each driven over its limit by wrk;
    admitted (non-429) per second / 5000. Then both again with a bucket of
@@ -48,8 +55,11 @@ so that callgrind names its object and functions alike.
 """
 
 import argparse
+import base64
 import datetime
 import glob
+import hashlib
+import hmac
 import os
 import platform
 import re
@@ -605,13 +615,73 @@ def ab_client(port: int, n: int) -> None:
                            f'{got}\n{p.stdout[-1500:]}{p.stderr[-500:]}')
 
 
+# --rules: the head of a logged-in user, the key file its token is signed
+# with (64 bytes: RFC 7518 asks 32 or more) and the rules that key by them.
+JWT_SECRET = hashlib.sha256(b'rlshim-bench').hexdigest().encode()
+SESSION_ID = b'0f3c9a7be21d4c58a6e9f1b2c3d4e5f6'    # 32 hex, as frameworks
+_JWT_IAT = int(time.time())
+
+
+def b64url(b: bytes) -> bytes:
+    return base64.urlsafe_b64encode(b).rstrip(b'=')
+
+
+def make_jwt(secret: bytes, iat: int) -> bytes:
+    """An HS256 JWT of the usual claims (sub, iat, exp a day on), ~200
+    bytes."""
+    head = b64url(b'{"alg":"HS256","typ":"JWT"}')
+    body = b64url(b'{"sub":"user-4711","org":"acme-corp","name":"Ada Lovelace",'
+                  b'"iat":%d,"exp":%d}' % (iat, iat + 86400))
+    sig = hmac.new(secret, head + b'.' + body, hashlib.sha256).digest()
+    return head + b'.' + body + b'.' + b64url(sig)
+
+
+def head_user(port: int) -> bytes:
+    """small + a session cookie + a bearer token: what a logged-in user's
+    API client sends."""
+    return (b'GET /index.html HTTP/1.1\r\nHost: bench\r\n'
+            b'Cookie: session_id=' + SESSION_ID + b'\r\n'
+            b'Authorization: Bearer ' + make_jwt(JWT_SECRET, _JWT_IAT) +
+            b'\r\n\r\n')
+
+
 # name: (what, client(port, n), head(port) or None for ab's own)
 HEADS = {
     'small': ('`GET /index.html` + Host', head_small),
     'ab': ("ab's head, sent by the Python client", head_ab),
     'ab-real': ('`ab -k -c 1 -n N` itself as the client', None),
     'browser': ('Firefox fields + a 1.4 KiB Cookie', head_browser),
+    'user': ('small + `Cookie: session_id=<32 hex>` + `Authorization: Bearer '
+             '<HS256 JWT>`', head_user),
 }
+DEFAULT_HEADS = ['small', 'ab', 'ab-real', 'browser']
+
+# name: (what, the rule's key lines; {secret} the key file)
+RULES = {
+    'ip': ('`key = ip`', 'key = ip\n'),
+    'cookie': ('`key = cookie:session_id`', 'key = cookie:session_id\n'),
+    'jwt': ('`key = jwt:sub` + `jwt_secret`',
+            'key = jwt:sub\njwt_secret = {secret}\n'),
+    'jwt-unverified': ('`key = jwt:sub`, no secret', 'key = jwt:sub\n'),
+}
+
+
+def parse_rules(text: str) -> list[str]:
+    """--rules: the names in order, ip first (added if missing: the others
+    are read beside it); ValueError for an unknown or repeated one."""
+    names = [r for r in text.split(',') if r]
+    for r in names:
+        if r not in RULES:
+            raise ValueError(f'no rule {r!r} (of {", ".join(RULES)})')
+    if len(set(names)) != len(names):
+        raise ValueError(f'a rule named twice in {text!r}')
+    return ['ip'] + [r for r in names if r != 'ip']
+
+
+def rule_section(name: str, secret: Path | None) -> str:
+    """The shim's rule for --rules NAME: never limits, like NEVER_LIMITS."""
+    return ('[limit:all]\nmatch = *\nrate = 100000000/s\n' +
+            RULES[name][1].format(secret=secret))
 
 
 def head_table(h, col, names, per, tot, keys, fmt, extra):
@@ -876,6 +946,127 @@ def bench_instructions(root: str, heads: list[str], n1: int, n2: int,
     return out
 
 
+def rule_keys(root: str, rule: str, secret: Path, head) -> bool:
+    """Whether the shim keys head's requests by rule: under the same rule
+    at 1/m the second request is refused (a request without the rule's
+    key is never counted, and passes)."""
+    srv = Nginx(root, 1, shim_rule=rule_section(rule, secret).replace(
+        '100000000/s', '1/m'))
+    got = []
+    try:
+        srv.start()
+        for _ in range(2):
+            with socket.create_connection(('127.0.0.1', srv.port),
+                                          timeout=10) as c:
+                c.sendall(head(srv.port))
+                got.append(c.makefile('rb').readline())
+        srv.check_shim()
+    finally:
+        srv.stop()
+    if not got[0].startswith(b'HTTP/1.1 200'):
+        raise RuntimeError(f'rule {rule}: first request got {got[0]!r}')
+    return got[1].startswith(b'HTTP/1.1 429')
+
+
+def rules_function_table(ins: dict, keys: list[str], top: int) -> list[str]:
+    """The shim's functions (and libc's where a rule's run spends more
+    than nginx alone), a column per rule, by exclusive Ir per request."""
+    m = {k: cgout.merge_clones(ins[k]) for k in keys}
+    rules = keys[1:]
+    rows = []
+    for f in set().union(*(m[k] for k in keys)):
+        v = {k: m[k].get(f, 0) for k in keys}
+        if (f[0] == SHIM_OBJ or (f[0] == 'libc.so.6' and any(
+                v[k] - v['a'] >= 2 for k in rules))) and \
+                max(abs(v[k]) for k in rules) >= 1:
+            rows.append((f, v))
+    rows.sort(key=lambda r: (-max(r[1][k] for k in rules), r[0]))
+    out = ['| function (object) | ' + ' | '.join(f'({k})' for k in keys) +
+           ' |', '|---|' + '---:|' * len(keys)]
+    for (o, fn), v in rows[:top]:
+        out.append(f'| `{fn}` ({o}) | ' +
+                   ' | '.join(f'{v[k]:,.0f}' for k in keys) + ' |')
+    t = {k: sum(v for (o, _), v in m[k].items() if o == SHIM_OBJ)
+         for k in keys}
+    out.append(f'| all of {SHIM_OBJ} | ' +
+               ' | '.join(f'{t[k]:,.0f}' for k in keys) + ' |')
+    out.append('')
+    return out
+
+
+def bench_rules_instructions(root: str, heads: list[str], rules: list[str],
+                             n1: int, n2: int, top: int = 15) -> list[str]:
+    """--rules: (a) nginx alone and nginx under the shim once per rule,
+    every head; each rule beside ip's, and each head beside small's."""
+    secret = Path(root) / 'jwt.key'
+    if not secret.exists():
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(JWT_SECRET)
+    variants = [('a', 'nginx alone', {})] + [
+        (r, RULES[r][0], {'shim_rule': rule_section(r, secret)})
+        for r in rules]
+    keys = [k for k, _, _ in variants]
+    out, totals, keyed = [], {}, {}
+    for h in heads:
+        fn = HEADS[h][1]
+        if fn is None:
+            raise RuntimeError('--rules: head ab-real (ab\'s own) not '
+                               'supported')
+        keyed[h] = {r: rule_keys(root, r, secret, fn) for r in rules}
+        log(f'  {h}: keyed by ' + ', '.join(f'{r} {"yes" if v else "no"}'
+                                            for r, v in keyed[h].items()))
+        ins = {}
+        for key, name, kw in variants:
+            ins[key] = instructions_per_request(root, kw, client_for(h),
+                                                n1, n2, f'{h}-{key}')
+            log(f'  instructions {h} ({key}): '
+                f'{sum(ins[key].values()):,.0f} per request')
+        objs = {k: cgout.by_object(ins[k]) for k in keys}
+        tot = {k: sum(objs[k].values()) for k in keys}
+        totals[h] = (tot, {k: objs[k].get(SHIM_OBJ, 0) for k in keys})
+        names = sorted({o for k in keys for o, v in objs[k].items()
+                        if abs(v) >= 0.5},
+                       key=lambda o: -max(objs[k].get(o, 0) for k in keys))
+        out += head_table(h, 'object', names, objs, tot, keys, ',.0f',
+                          lambda k: f' ({pct(tot[k], tot["a"])})')
+        out += ['', f'Top {top} functions of the shim (and libc where a '
+                "rule's run spends more there), exclusive Ir per request:",
+                '']
+        out += rules_function_table(ins, keys, top)
+    out += ['Each rule beside `key = ip`, user-space instructions per '
+            'request (the same run; "keyed": the rule counts this head\'s '
+            'requests, checked at 1/m):', '',
+            '| head | bytes | rule | keyed | Ir per request | of which '
+            f'{SHIM_OBJ} | / nginx alone | / ip | - ip |',
+            '|---|---:|---|---|---:|---:|---:|---:|---:|']
+    for h, (tot, shim) in totals.items():
+        out.append(f'| {h} | {head_len(h):,} | (a) nginx alone | - | '
+                   f'{tot["a"]:,.0f} | - | 1.000 | - | - |')
+        for r in rules:
+            out.append(f'| {h} | {head_len(h):,} | {RULES[r][0]} | '
+                       f'{"yes" if keyed[h][r] else "no"} | {tot[r]:,.0f} | '
+                       f'{shim[r]:,.0f} | {tot[r] / tot["a"]:.3f} | '
+                       f'{tot[r] / tot["ip"]:.3f} | '
+                       f'{tot[r] - tot["ip"]:+,.0f} |')
+    out.append('')
+    if 'small' in totals and len(totals) > 1:
+        t0, s0 = totals['small']
+        out += ['The cost of the head alone (each head beside small, the '
+                'same rule; not the key\'s):', '',
+                '| head | bytes | nginx alone - small\'s | ip rule - '
+                f'small\'s | of which {SHIM_OBJ} |',
+                '|---|---:|---:|---:|---:|']
+        for h, (tot, shim) in totals.items():
+            if h != 'small':
+                out.append(f'| {h} | {head_len(h):,} | '
+                           f'{tot["a"] - t0["a"]:+,.0f} | '
+                           f'{tot["ip"] - t0["ip"]:+,.0f} | '
+                           f'{shim["ip"] - s0["ip"]:+,.0f} |')
+        out.append('')
+    return out
+
+
 # -- 3. high-rate accuracy ------------------------------------------------
 
 RATE = 5000
@@ -989,15 +1180,20 @@ def main() -> int:
     ap.add_argument('--shim-b', default=None,
                     help='a second build of the shim, run as (B) beside (b) '
                     'in every section but accuracy')
-    ap.add_argument('--heads', default=','.join(HEADS),
+    ap.add_argument('--heads', default=','.join(DEFAULT_HEADS),
                     help='request heads for the system calls and '
-                    f'instructions (default {",".join(HEADS)}; ab-real needs '
-                    'ab)')
+                    f'instructions (of {",".join(HEADS)}; default '
+                    f'{",".join(DEFAULT_HEADS)}; ab-real needs ab)')
     ap.add_argument('--requests', default='2000,4000',
                     help='N1,N2: the two request counts whose difference is '
                     'counted (default 2000,4000)')
     ap.add_argument('--top', type=int, default=15,
                     help='functions listed per head (default 15)')
+    ap.add_argument('--rules', default=None,
+                    help='instructions only: instead of the shim (b) and '
+                    '(B), one shim run per rule of ' + ','.join(RULES) +
+                    ' (ip is always run: the others are read beside it), '
+                    'e.g. --heads small,user --rules ip,cookie,jwt')
     ap.add_argument('--keep', default=None,
                     help='a directory to keep the callgrind outputs in '
                     '(callgrind.HEAD-VARIANT.N)')
@@ -1006,6 +1202,17 @@ def main() -> int:
     SHIM = Path(args.shim).resolve()
     n1, n2 = (int(x) for x in args.requests.split(','))
     heads = args.heads.split(',')
+    rules = None
+    if args.rules is not None:
+        try:
+            rules = parse_rules(args.rules)
+        except ValueError as e:
+            print(f'bench_http: --rules: {e}', file=sys.stderr)
+            return 1
+        if args.shim_b:
+            print('bench_http: --rules and --shim-b: one or the other',
+                  file=sys.stderr)
+            return 1
     for h in heads:
         if h not in HEADS:
             print(f'bench_http: no head {h!r} (of {", ".join(HEADS)})',
@@ -1148,8 +1355,22 @@ def main() -> int:
               'clones such as `.isra.0` count as their function. The '
               'kernel\'s side is the system call table.')
             p()
-            for line in bench_instructions(root, heads, n1, n2, shim_b,
-                                           args.top):
+            if rules:
+                p('Rules (`--rules`), each alone in the shim\'s '
+                  'configuration as `[limit:all] match = * rate = '
+                  '100000000/s` and ' + '; '.join(
+                      f'**{r}**: {RULES[r][0]}' for r in rules) +
+                  '. The secret is a 64-byte key file made in the run\'s '
+                  'temp directory (mode 0600); the user head\'s token is '
+                  'signed with it (claims sub, org, name, iat, exp a day '
+                  'later).')
+                p()
+                lines = bench_rules_instructions(root, heads, rules, n1, n2,
+                                                 args.top)
+            else:
+                lines = bench_instructions(root, heads, n1, n2, shim_b,
+                                           args.top)
+            for line in lines:
                 p(line)
             sys.stdout.flush()
         if 'accuracy' in only:

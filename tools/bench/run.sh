@@ -50,6 +50,7 @@ SHIM_B=${RL_BENCH_SHIM_B:-${RL_BENCH_OLD_SHIM:-}}
 if command -v valgrind >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; then
 	python3 "$(dirname "$0")/test_cgout.py" >&2
 fi
+python3 "$(dirname "$0")/test_bench_http.py" >&2
 if command -v wrk >/dev/null 2>&1 && command -v strace >/dev/null 2>&1 &&
 	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
 	echo "## HTTP: the shim in front of nginx (tools/bench/bench_http.py)"

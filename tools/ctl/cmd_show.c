@@ -90,6 +90,8 @@ static int key_arg(struct ctl *c, const struct key_opts *o, struct key_arg *k)
 		}
 		break;
 	case RL_KEY_HEADER:
+	case RL_KEY_COOKIE:
+	case RL_KEY_JWT:
 		if (!tlen)
 			return ctl_fail("an empty %s is never counted: no key",
 					k->r->header);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_top.c - rlshimctl top [-n N] [-d SECS] [--json]: the keys nearest (or
+ * cmd_top.c - rlshimctl top [-n N] [-d SECS] [--json] [--show-secrets]: the keys nearest (or
  * over) their limit, once or every SECS seconds until interrupted.
  *
  * One pass over the table (rl_table_foreach: every slot with live state)
@@ -115,6 +115,7 @@ struct top_opts {
 	unsigned n;
 	const char *delay;  /* -d SECS: refresh every SECS seconds */
 	int json;
+	int show_secrets;
 };
 
 static const struct ctl_option top_options[] = {
@@ -125,6 +126,9 @@ static const struct ctl_option top_options[] = {
 		   .help = "refresh every SECS seconds (0.2, 2) until Ctrl-C"),
 	CTL_OPTION(CTL_OPT_BOOL, struct top_opts, json, .name = "json",
 		   .help = "the keys as a JSON array of objects"),
+	CTL_OPTION(CTL_OPT_BOOL, struct top_opts, show_secrets,
+		   .name = "show-secrets",
+		   .help = "cookie values as they are (else sha256:DIGEST)"),
 	CTL_END_OPTIONS,
 };
 
@@ -257,6 +261,7 @@ static int run_top(struct ctl *c, const void *opts)
 				 "most 86400, not '%s'", o->delay);
 	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
 		return rc;
+	c->show_secrets = o->show_secrets;
 	/* No more rows than the table has slots. */
 	if (n > rl_table_capacity(c->table))
 		n = rl_table_capacity(c->table);

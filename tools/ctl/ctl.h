@@ -40,6 +40,8 @@ struct ctl {
 					apply it */
 	char shm[RL_SHM_NAME_MAX];   /* the segment's name */
 	struct rl_table *table;
+	int show_secrets;            /* top --show-secrets: cookie values as
+					they are, not their digest */
 };
 
 /* ctl_open() flags */

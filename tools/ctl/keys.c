@@ -10,6 +10,7 @@
 #include "ctl.h"
 
 #include "addr.h"
+#include "sha256.h"
 
 /*
  * The wait for a cost-1 request. The view's peek is a cost-0 request,
@@ -127,7 +128,16 @@ int ctl_fmt_view_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
 		snprintf(buf, len, "(global)");
 		return 1;
 	}
-	if ((r && r->key == RL_KEY_HEADER) || format_addr(c, v, buf, len))
+	/* A cookie's value is a session's secret: who reads top could take
+	 * it over. Its digest names it apart from the others. */
+	if (r && r->key == RL_KEY_COOKIE && !c->show_secrets) {
+		char name[RL_SHA256_NAME_LEN];
+
+		rl_sha256_name(v->key, v->key_len, name);
+		snprintf(buf, len, "%s", name);
+		return 0;
+	}
+	if ((r && r->key != RL_KEY_IP) || format_addr(c, v, buf, len))
 		format_text(v, buf, len);
 	return 0;
 }

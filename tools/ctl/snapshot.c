@@ -245,17 +245,11 @@ void ctl_fmt_match(char *buf, size_t len, const struct rl_rule_cfg *r)
 
 void ctl_fmt_key(char *buf, size_t len, const struct rl_rule_cfg *r)
 {
-	switch (r->key) {
-	case RL_KEY_HEADER:
-		snprintf(buf, len, "header:%s", r->header);
-		return;
-	case RL_KEY_GLOBAL:
-		snprintf(buf, len, "global");
-		return;
-	case RL_KEY_IP:
-		break;
-	}
-	snprintf(buf, len, "ip");
+	/* header:NAME, cookie:NAME, jwt:CLAIM; ip, global */
+	int named = rl_config_key_header(r) != NULL;
+
+	snprintf(buf, len, "%s%s%s", rl_config_key_kind(r), named ? ":" : "",
+		 named ? r->header : "");
 }
 
 void ctl_fmt_dur(char *buf, size_t len, uint64_t ns)
