@@ -160,6 +160,8 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	/* What it adds to the store's figure: given back after the last
 	 * round (count_status), it takes off. */
 	x->admitted = it->admitted > it->returned ? it->admitted - it->returned : 0;
+	/* In debt only: pushed within the round's budget (repush.c). */
+	x->quiet = !it->admitted && !it->returned && !it->denied;
 	x->ei_ns = alg->interval_ns;
 	x->plan = it->plan;
 	x->klen = (uint8_t)rl_agent_key_text(&a->cfg->rules[ci], it->key,
@@ -185,10 +187,13 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	return 0;
 }
 
+/* The keys pushed first, then by rule and shard. */
 static int by_rule(const void *x, const void *y)
 {
 	const struct rl_agent_item *p = x, *q = y;
 
+	if (p->push != q->push)
+		return p->push ? -1 : 1;
 	if (p->rule != q->rule)
 		return p->rule < q->rule ? -1 : 1;
 	return p->shard < q->shard ? -1 : p->shard > q->shard;
@@ -461,19 +466,20 @@ static void queue_hosts(struct round *r)
 	sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
 }
 
-/* Call `fn` for each batch of each rule's keys (sorted by rule). */
-static void each_batch(struct round *r,
+/* Call `fn` for each batch of each rule's keys among the first `nitems`
+ * (sorted by rule). */
+static void each_batch(struct round *r, uint32_t nitems,
 		       void (*fn)(struct round *r, unsigned ci, uint32_t first,
 				  uint32_t n))
 {
 	struct rl_agent *a = r->a;
 
 	/* a batch never crosses a shard: one script call, one hash tag */
-	for (uint32_t i = 0; i < a->nitems;) {
+	for (uint32_t i = 0; i < nitems;) {
 		unsigned ci = a->items[i].rule, sh = a->items[i].shard;
 		uint32_t end = i;
 
-		while (end < a->nitems && a->items[end].rule == ci &&
+		while (end < nitems && a->items[end].rule == ci &&
 		       a->items[end].shard == sh)
 			end++;
 		for (uint32_t b = i; b < end; b += BATCH)
@@ -555,12 +561,16 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		store_down(a, now_ns);
 		return 0;
 	}
+	/* Of the keys only in debt here, this round's turn (repush.c). */
+	a->npush = rl_agent_repush_pick(a->items, a->nitems,
+					rl_agent_repush_budget(a->hosts_alive),
+					&a->repush_from);
 	qsort(a->items, a->nitems, sizeof(a->items[0]), by_rule);
 	a->restarted = 0;
 
 	queue_epoch(r);
 	queue_hosts(r);
-	each_batch(r, keys_batch);
+	each_batch(r, a->npush, keys_batch);
 	for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
 		const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
 
@@ -589,7 +599,7 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		 * the keys owe: each host puts back what its keys owe here,
 		 * the store keeping the most any host knew. */
 		if (a->restarted) {
-			each_batch(r, floor_batch);
+			each_batch(r, a->nitems, floor_batch);
 			/* and the pulls start over, on its clock */
 			memset(a->pull_cursor, 0, sizeof(a->pull_cursor));
 		}
