@@ -62,7 +62,8 @@ struct rl_agent_item {
 	uint8_t plan;
 	uint8_t klen;
 	uint16_t shard;  /* its shard in the store (rl_store_key_shard) */
-	uint8_t quiet;   /* in debt, nothing admitted, given back or refused */
+	uint8_t quiet;   /* nothing admitted or given back, nor refused from
+			  * a share held back: in debt only */
 	uint8_t push;    /* pushed this round (rl_agent_repush_pick) */
 	char key[112];   /* key text: address, header value, or "*" */
 	char count[12];  /* admitted less given back, as text (may be < 0) */
@@ -127,8 +128,8 @@ struct rl_agent {
 };
 
 /* repush.c: the quiet keys in debt a round pushes, at most RL_REPUSH_KEYS
- * a round over all the hosts alive (each its share); the keys that admitted,
- * gave back or refused something always. */
+ * a round over all the hosts alive (each its share); the keys that admitted
+ * or gave back something, or refused from a share held back, always. */
 #define RL_REPUSH_KEYS 1000
 /* A host's share of RL_REPUSH_KEYS with `hosts` alive (at least 1). */
 uint32_t rl_agent_repush_budget(uint32_t hosts);

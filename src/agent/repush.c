@@ -3,9 +3,12 @@
  * repush.c - which of a round's quiet keys the agent pushes.
  *
  * A round collects every key that admitted, gave back or refused something
- * here since the last one (its counts must reach the store, and a refused
- * key's plan and grant must reach it: always pushed), and every key still
- * in debt here although quiet. A quiet key's push only refreshes it: this
+ * here since the last one, and every key still in debt here. A key that
+ * admitted or gave back is always pushed (its counts must reach the
+ * store), and so is one refused from a share held back (decide.c's
+ * Retry-After says the sync renews it within a round). The others are
+ * quiet: a key in debt, unused or refused from the store's whole state,
+ * which would refuse it anyway. A quiet key's push only refreshes it: this
  * host's grant in the store, and the store's debt, which carries what the
  * other hosts did with the key (the pull does not bring that to a key in
  * debt here). Pushing all of them every round made a round's store work
@@ -15,9 +18,13 @@
  *
  * So at most `budget` quiet keys a round are pushed, taken in slot order
  * from where the last round's stopped and wrapping: while the quiet keys
- * stay the same, each is refreshed every ceil(quiet / budget) rounds. A
- * key left out loses nothing: it had nothing to push, and its next
- * request, allowed or refused, has it pushed in the round after.
+ * stay the same, each is refreshed every ceil(quiet / budget) rounds. Up
+ * to the budget nothing changes. Over it, a key left out has nothing to
+ * push; until its turn it misses the others' use of it (a host alone has
+ * none: its state is the store's) and its grant's renewal (a grant lapses
+ * in the store after three rounds unrenewed, and the others may then take
+ * it too). A host may so admit more of a key for a while, never uncounted:
+ * every admission reaches the store, the debt is repaid by waiting.
  */
 #include "agent.h"
 

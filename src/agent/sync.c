@@ -3,8 +3,10 @@
  * sync.c - one global limit across hosts, with a hot path that never waits.
  *
  * Every host decides from its own segment. Each round (sync_interval) the
- * agent takes from the segment what every key admitted since the last round,
- * and every key still in debt here, and pushes it to the store, where a
+ * agent takes from the segment what every key admitted since the last round
+ * and pushes it to the store (with the keys refused from a share held back,
+ * and, in turn, at most a budget a round of the keys only in debt here:
+ * repush.c), where a
  * script keeps each key's global GCRA state (its theoretical arrival time on
  * the store's clock, advanced by one emission interval per admitted request,
  * from anywhere). The script answers with each key's global debt and this
@@ -36,7 +38,11 @@
  *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
- * one cluster slot), one for the hosts alive, one for the epoch, two per
+ * one cluster slot: the keys used in the round, and of those only in debt
+ * at most RL_REPUSH_KEYS a round over all the hosts, each its share, so
+ * that a round's work grows with the keys in use, not with the keys that
+ * owe: 10,000 keys in debt pushed every round outlasted `timeout`), one
+ * for the hosts alive, one for the epoch, two per
  * rule with plans (the plans of its keys in the round, and the next chunk
  * of its plans hash, mirrored into the segment so that a key's plan holds
  * from its first request), one for the resets since the last round (and
@@ -160,8 +166,12 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	/* What it adds to the store's figure: given back after the last
 	 * round (count_status), it takes off. */
 	x->admitted = it->admitted > it->returned ? it->admitted - it->returned : 0;
-	/* In debt only: pushed within the round's budget (repush.c). */
-	x->quiet = !it->admitted && !it->returned && !it->denied;
+	/* Nothing to add to the store's figure, and nothing held back for
+	 * the others that a refusal here waits on (a share, which the sync
+	 * renews: its Retry-After says within a round): pushed within the
+	 * round's budget (repush.c). */
+	x->quiet = !it->admitted && !it->returned &&
+		   (!it->denied || !it->provisional);
 	x->ei_ns = alg->interval_ns;
 	x->plan = it->plan;
 	x->klen = (uint8_t)rl_agent_key_text(&a->cfg->rules[ci], it->key,
