@@ -230,6 +230,13 @@ $(B)/tests/test_cluster: tests/unit/test_cluster.c $(B)/src/agent/cluster.o \
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -o $@ $< $(B)/src/agent/cluster.o \
 		$(B)/librlcore.a $(CMOCKA_LIBS) $(HIREDIS_LIBS) $(LDFLAGS)
 
+# test_repush tests which quiet keys a sync round pushes: repush.o alone.
+$(B)/tests/test_repush: tests/unit/test_repush.c $(B)/src/agent/repush.o
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -iquote src/agent -o $@ $< \
+		$(B)/src/agent/repush.o $(CMOCKA_LIBS) $(LDFLAGS)
+
 # test_store parses the agent's store URLs: store.c (and the cluster logic
 # it routes by), with hiredis.
 $(B)/tests/test_store: tests/unit/test_store.c $(B)/src/agent/store.o \

@@ -62,6 +62,9 @@ struct rl_agent_item {
 	uint8_t plan;
 	uint8_t klen;
 	uint16_t shard;  /* its shard in the store (rl_store_key_shard) */
+	uint8_t quiet;   /* nothing admitted or given back, nor refused from
+			  * a share held back: in debt only */
+	uint8_t push;    /* pushed this round (rl_agent_repush_pick) */
 	char key[112];   /* key text: address, header value, or "*" */
 	char count[12];  /* admitted less given back, as text (may be < 0) */
 	char ei[32];     /* emission interval in microseconds, as text */
@@ -106,6 +109,8 @@ struct rl_agent {
 	/* this round's keys, sorted by config rule and shard */
 	struct rl_agent_item *items;
 	uint32_t nitems, cap;
+	uint32_t npush;               /* of them pushed, first after the sort */
+	uint32_t repush_from;         /* slot: the next round's first quiet key */
 	unsigned shards;              /* rl_store_shards() */
 	uint64_t clean_cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX];
 	/* store us: keys changed since */
@@ -137,6 +142,22 @@ struct rl_agent {
 		char text[112];
 	} forget[64];
 };
+
+/* repush.c: the quiet keys in debt a round pushes, at most RL_REPUSH_KEYS
+ * a round over all the hosts alive (each its share); the keys that admitted
+ * or gave back something, or refused from a share held back, always. */
+#define RL_REPUSH_KEYS 1000
+/* A host's share of RL_REPUSH_KEYS with `hosts` alive (at least 1). */
+uint32_t rl_agent_repush_budget(uint32_t hosts);
+/*
+ * Mark which of the round's `n` items (in slot order, as collected) are
+ * pushed (`push`): every one not `quiet`, and of the quiet ones at most
+ * `budget`, the first at or after slot `*from` and on, wrapping. `*from`
+ * becomes the slot of the first quiet one left out (unchanged if none
+ * was). Returns how many are pushed.
+ */
+uint32_t rl_agent_repush_pick(struct rl_agent_item *items, uint32_t n,
+			      uint32_t budget, uint32_t *from);
 
 /* Set up the agent's sync state over `cfg` and `table`. 0 or -errno. */
 int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,

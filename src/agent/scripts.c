@@ -48,8 +48,9 @@
  * N - 1, however the hosts' rounds fall. While a key is young, hosts with
  * no grant yet may hold the share of a fresh key they started from
  * (decide.c): those count as spent too. A host's grant is renewed at each
- * of its syncs (a key in debt is synced every round) and lapses after a
- * few rounds without one (the host is gone).
+ * of its syncs (a key in use every round, one only in debt in its turn:
+ * repush.c) and lapses after `span` without one (the host is gone, or the
+ * key quiet there and its turn not come yet).
  *
  * Returns each key's debt (us) and grant, in order. */
 const char rl_lua_sync[] =

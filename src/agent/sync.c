@@ -3,8 +3,10 @@
  * sync.c - one global limit across hosts, with a hot path that never waits.
  *
  * Every host decides from its own segment. Each round (sync_interval) the
- * agent takes from the segment what every key admitted since the last round,
- * and every key still in debt here, and pushes it to the store, where a
+ * agent takes from the segment what every key admitted since the last round
+ * and pushes it to the store (with the keys refused from a share held back,
+ * and, in turn, at most a budget a round of the keys only in debt here:
+ * repush.c), where a
  * script keeps each key's global GCRA state (its theoretical arrival time on
  * the store's clock, advanced by one emission interval per admitted request,
  * from anywhere). The script answers with each key's global debt and this
@@ -36,13 +38,17 @@
  *
  * Store commands per round: one script call per rule with activity (keys
  * batched, all of a rule's keys under one hash tag so the script stays in
- * one cluster slot), one for the hosts alive, one for the epoch (one per
- * master in a cluster), two per rule with plans (the plans of its keys in
- * the round, and the next chunk of its plans hash, mirrored into the
- * segment so that a key's plan holds from its first request), one for the
- * resets since the last round (and three per key reset, in a round that
- * had any: reset.c), and the ban set (ban_sync.c). They grow with rules,
- * keys, planned keys, hosts, masters and resets, never with requests.
+ * one cluster slot: the keys used in the round, and of those only in debt
+ * at most RL_REPUSH_KEYS a round over all the hosts, each its share, so
+ * that a round's work grows with the keys in use, not with the keys that
+ * owe: 10,000 keys in debt pushed every round outlasted `timeout`), one
+ * for the hosts alive, one for the epoch (one per master in a cluster),
+ * two per rule with plans (the plans of its keys in the round, and the
+ * next chunk of its plans hash, mirrored into the segment so that a key's
+ * plan holds from its first request), one for the resets since the last
+ * round (and three per key reset, in a round that had any: reset.c), and
+ * the ban set (ban_sync.c). They grow with rules, keys, planned keys,
+ * hosts, masters and resets, never with requests.
  *
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
@@ -163,6 +169,12 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	/* What it adds to the store's figure: given back after the last
 	 * round (count_status), it takes off. */
 	x->admitted = it->admitted > it->returned ? it->admitted - it->returned : 0;
+	/* Nothing to add to the store's figure, and nothing held back for
+	 * the others that a refusal here waits on (a share, which the sync
+	 * renews: its Retry-After says within a round): pushed within the
+	 * round's budget (repush.c). */
+	x->quiet = !it->admitted && !it->returned &&
+		   (!it->denied || !it->provisional);
 	x->ei_ns = alg->interval_ns;
 	x->plan = it->plan;
 	x->klen = (uint8_t)rl_agent_key_text(&a->cfg->rules[ci], it->key,
@@ -188,10 +200,13 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	return 0;
 }
 
+/* The keys pushed first, then by rule and shard. */
 static int by_rule(const void *x, const void *y)
 {
 	const struct rl_agent_item *p = x, *q = y;
 
+	if (p->push != q->push)
+		return p->push ? -1 : 1;
 	if (p->rule != q->rule)
 		return p->rule < q->rule ? -1 : 1;
 	return p->shard < q->shard ? -1 : p->shard > q->shard;
@@ -581,19 +596,20 @@ static void queue_hosts(struct round *r)
 	sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
 }
 
-/* Call `fn` for each batch of each rule's keys (sorted by rule). */
-static void each_batch(struct round *r,
+/* Call `fn` for each batch of each rule's keys among the first `nitems`
+ * (sorted by rule). */
+static void each_batch(struct round *r, uint32_t nitems,
 		       void (*fn)(struct round *r, unsigned ci, uint32_t first,
 				  uint32_t n))
 {
 	struct rl_agent *a = r->a;
 
 	/* a batch never crosses a shard: one script call, one hash tag */
-	for (uint32_t i = 0; i < a->nitems;) {
+	for (uint32_t i = 0; i < nitems;) {
 		unsigned ci = a->items[i].rule, sh = a->items[i].shard;
 		uint32_t end = i;
 
-		while (end < a->nitems && a->items[end].rule == ci &&
+		while (end < nitems && a->items[end].rule == ci &&
 		       a->items[end].shard == sh)
 			end++;
 		for (uint32_t b = i; b < end; b += BATCH)
@@ -646,7 +662,7 @@ static void queue_repairs(struct round *r)
 
 		/* the bans this host pushed, pushed again (ban_sync.c) */
 		a->restarted = lost_at(a, bans, len);
-		each_batch(r, floor_batch);
+		each_batch(r, a->nitems, floor_batch);
 		for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
 			for (unsigned sh = 0; sh < a->shards; sh++)
 				if (shard_lost(a, ci, sh))
@@ -707,12 +723,16 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 		store_down(a, now_ns);
 		return 0;
 	}
+	/* Of the keys only in debt here, this round's turn (repush.c). */
+	a->npush = rl_agent_repush_pick(a->items, a->nitems,
+					rl_agent_repush_budget(a->hosts_alive),
+					&a->repush_from);
 	qsort(a->items, a->nitems, sizeof(a->items[0]), by_rule);
 	a->restarted = 0;
 
 	queue_epoch(r);
 	queue_hosts(r);
-	each_batch(r, keys_batch);
+	each_batch(r, a->npush, keys_batch);
 	for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
 		const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
 

@@ -198,7 +198,9 @@ decide_in(struct rl_table *t, const struct rl_rule_cache *rc, struct rl_slot *s,
 		rl_algo_step(algo, &new, cost, now_ns, out);
 		if (!out->allowed) {
 			/* The agent refreshes keys being refused too (a plan
-			 * upgrade must reach them). */
+			 * upgrade must reach them): each round if refused
+			 * from a share, else in turn with the keys only in
+			 * debt (src/agent/repush.c). */
 			if (syncs)
 				atomic_fetch_or_explicit(&s->sync_admitted,
 							 RL_SYNC_DENIED,

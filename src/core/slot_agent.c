@@ -11,7 +11,8 @@
 
 /* A key this host holds in debt (a window: with a count in the current
  * window): other hosts may be using it too, so the store's view must reach
- * it each round even while it is quiet here. */
+ * it even while it is quiet here (the agent pushes such keys in turn, a
+ * budget a round: src/agent/repush.c). */
 static int owes(struct rl_table *t, const struct rl_slot *s, uint64_t key,
 		uint64_t now_ns)
 {
@@ -501,9 +502,10 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 	a = slot_algo(rc, s);
 	if (a->kind != RL_ALGO_GCRA)
 		return 0;
-	/* In debt here, the key is synced this round anyway (and the pull
-	 * brings this host's own keys back too): the mirror is for keys
-	 * this host has not used, or has repaid. */
+	/* In debt here, the key is synced by this host (each round while in
+	 * use, in its turn while quiet; and the pull brings this host's own
+	 * keys back too): the mirror is for keys this host has not used, or
+	 * has repaid. */
 	if (atomic_load_explicit(&s->state, memory_order_relaxed) > now_ns)
 		return 0;
 	/* Not in use here: the store's state, and no grant yet (the others

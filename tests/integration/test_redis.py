@@ -77,13 +77,13 @@ class Host:
     """A legacy_server under the shim, its own segment, its agent (with
     `url`; without one, a host limiting on its own)."""
 
-    def __init__(self, url, rules, name, interval='50ms'):
+    def __init__(self, url, rules, name, interval='50ms', timeout='100ms'):
         N[0] += 1
         self.dir, self.port, self.config = servers.instance_dir(
             os.path.join(TMP, f'{name}-{N[0]}'))
         self.shm = f'rlshim-rt-{os.getpid()}-{N[0]}'
         redis = (f'[redis]\nurl = {url}\nsync_interval = {interval}\n'
-                 f'timeout = 100ms\n') if url else ''
+                 f'timeout = {timeout}\n') if url else ''
         with open(self.config, 'w') as f:
             f.write(f'[global]\nports = {self.port}\nshm = {self.shm}\n'
                     f'{redis}{rules}')
@@ -1282,6 +1282,105 @@ def reset_redis_down():
         r.stop()
 
 
+# ---- keys in debt, quiet: a budget a round ---------------------------------------
+
+DEBT_RULES = '[limit:api]\nmatch = * /v1/*\nkey = header:X-Api-Key\nrate = 1/h\nburst = 1\n'
+REPUSH_KEYS = 1000   # src/agent/agent.h: RL_REPUSH_KEYS, over the hosts alive
+
+
+def spent(host, keys, threads=8):
+    """One GET /v1/x for each key on `host`: how many reached the
+    application (legacy_server's 404) and how many the shim refused."""
+    out = {}
+    lock = threading.Lock()
+
+    def client(i):
+        for k in keys[i::threads]:
+            r = host.get('/v1/x', {'X-Api-Key': k})
+            with lock:
+                out[k] = r.status if r else None
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert all(v in (404, 429) for v in out.values()), out
+    return (sum(v == 404 for v in out.values()), sum(v == 429 for v in out.values()))
+
+
+def monitored(r, seconds):
+    """What the agents sent Redis over `seconds` (MONITOR), per agent (its
+    host id, which its round's hosts call names, whatever connection it
+    was on): {host: [keys of its sync script calls in each round]}."""
+    s = socket.create_connection(('127.0.0.1', r.port), timeout=1)
+    s.sendall(b'MONITOR\r\n')
+    buf = bytearray()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            buf += s.recv(1 << 20)
+        except socket.timeout:
+            pass
+    s.close()
+    per, on = {}, {}
+    for line in buf.decode(errors='replace').split('\r\n'):
+        m = re.match(r'^\+[\d.]+ \[\d+ ([\d.:]+)\] (.*)$', line)
+        if not m:
+            continue  # OK, or a script's own calls ([0 lua])
+        args = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2))
+        if len(args) < 5 or args[0].upper() != 'EVALSHA':
+            continue
+        if args[2] == '1' and args[3] == 'rlshim:hosts':
+            # a round: its hosts call (ARGV[1] the host), then its keys
+            on[m.group(1)] = args[4]
+            per.setdefault(args[4], []).append([])
+        elif args[2] == '3' and args[5].endswith(':grants') and m.group(1) in on:
+            # the sync script's quintuples: key, count, ei, own, burst
+            per[on[m.group(1)]][-1] += args[11::5]
+    return per
+
+
+def quiet_keys_bounded():
+    """3,000 keys used once each on host 1 (1/h, burst 1: each in debt
+    for an hour), then quiet on both hosts (host 2 has them from its
+    pulls). Each round an agent pushes at most its share of 1,000 of them
+    (500 with 2 hosts alive), where it pushed all 3,000 every round (and
+    10,000 outlasted `timeout`: the store taken for down); in turn, so
+    that each host pushes every key within a few rounds (the grant and the
+    others' use reach it); and none passes again on either host."""
+    n = 3000
+    keys = [f'k{i}' for i in range(n)]
+    # (timeout 1 s: on a busy machine a round of the old 3,000 could outlast
+    # 100 ms, and so can one of 500 under MONITOR; what is counted here is
+    # the keys, not the time)
+    with fleet(DEBT_RULES, 2, 'qd', timeout='1s') as (r, hosts):
+        hosts_up(hosts)
+        # a few hundred a round: a round that pushes all 3,000 at once can
+        # outlast the timeout on a busy machine, and then they do not reach
+        # the other host's pulls
+        for b in range(0, n, 300):
+            assert spent(hosts[0], keys[b:b + 300]) == (300, 0)
+            rounds(hosts, 1)
+        rounds(hosts, 6)  # pushed by host 1, pulled by host 2
+        assert r.cli('HLEN', 'rlshim:{api}') == str(n)
+        per = monitored(r, 3)
+        budget = (REPUSH_KEYS + len(hosts) - 1) // len(hosts)
+        assert len(per) == len(hosts), per.keys()
+        for host, rs in per.items():
+            full = rs[:-1]  # the last may be cut off by the end of MONITOR
+            sizes = [len(k) for k in full] or [0]
+            print(f'  {host}: {len(full)} rounds, keys pushed a round: '
+                  f'{min(sizes)}-{max(sizes)}, {len({k for x in full for k in x})} '
+                  f'of {n} distinct')
+            assert max(sizes) <= budget, (host, sizes)
+            assert len(full) >= 8, (host, sizes)
+            # every key in turn: 3,000 in 6 rounds of 500
+            assert {k for x in full for k in x} == set(keys), host
+        sample = keys[::100]
+        assert spent(hosts[0], sample) == (0, len(sample))
+        assert spent(hosts[1], sample) == (0, len(sample))
+
+
 TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          redis_restarted_empty, ban_spreads, own_ban_lifted_in_store,
          maxretry_ban_spreads,
@@ -1293,7 +1392,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_after_outage, redis_restarted_keeps_debts,
          plans, urls]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
-TESTS += [count_status_slow_answers]
+TESTS += [count_status_slow_answers, quiet_keys_bounded]
 TESTS += [reset_two_hosts, reset_redis_down]
 TESTS += [plans_before_first_request, plans_before_first_request_two_hosts,
           plans_many, plans_after_first_request]
