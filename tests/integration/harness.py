@@ -8,6 +8,10 @@ receives and on the server's own access log, never on the shim's internals.
 """
 import errno
 import os
+import re
+import shutil
+import subprocess
+import tempfile
 import socket
 import sys
 import time
@@ -221,3 +225,26 @@ def wait_for(pred, timeout=5.0, step=0.05):
             return v
         time.sleep(step)
     return pred()
+
+
+def check_example(ctl, path, timeout=10):
+    """`ctl check` of an example configuration, as an operator would run
+    it: a jwt_secret it names is the operator's own, so it is made (mode
+    0600) beside a copy of the file first. The CompletedProcess."""
+    with open(path) as f:
+        text = f.read()
+    secrets = set(re.findall(r'^jwt_secret\s*=\s*(\S+)', text, re.M))
+    d = None
+    if secrets:
+        d = tempfile.mkdtemp(prefix='rlshim-example-')
+        path = shutil.copy(path, d)
+        for k in secrets:
+            with open(os.path.join(d, k), 'w') as f:
+                f.write('an-example-secret-of-32-bytes-or-more\n')
+            os.chmod(os.path.join(d, k), 0o600)
+    try:
+        return subprocess.run([ctl, 'check', path], capture_output=True,
+                              text=True, timeout=timeout)
+    finally:
+        if d:
+            shutil.rmtree(d, ignore_errors=True)

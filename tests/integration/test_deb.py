@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (REPO, exchange, parse_responses, request,  # noqa: E402
+from harness import (REPO, check_example, exchange, parse_responses, request,  # noqa: E402
                      run, wait_for)
 from servers import end_process, free_port, unlink_segment  # noqa: E402
 
@@ -243,7 +243,7 @@ def programs_run():
             (prog, p.stdout, p.stderr)
     ex = at('/usr/share/doc/rlshim/examples')
     for n in sorted(n for n in os.listdir(ex) if n.endswith('.conf')):
-        p = sh(at('/usr/bin/rlshimctl'), 'check', os.path.join(ex, n))
+        p = check_example(at('/usr/bin/rlshimctl'), os.path.join(ex, n))
         assert p.returncode == 0 and ': ok,' in p.stdout, (n, p.stdout, p.stderr)
 
 

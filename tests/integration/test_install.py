@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (REPO, Skip, exchange, parse_responses,  # noqa: E402
+from harness import (REPO, Skip, check_example, exchange, parse_responses,  # noqa: E402
                      request, require_root, run, wait_for)
 from servers import agent_log as agent_log_path, end_process, free_port, unlink_segment  # noqa: E402
 
@@ -278,7 +278,7 @@ def check_examples():
     names = sorted(n for n in os.listdir(ex) if n.endswith('.conf'))
     assert len(names) >= 4, names
     for n in names:
-        p = sh(ctl, 'check', os.path.join(ex, n))
+        p = check_example(ctl, os.path.join(ex, n))
         assert p.returncode == 0 and ': ok,' in p.stdout, (n, p.stdout, p.stderr)
     bad = os.path.join(TMP, 'bad.conf')
     with open(os.path.join(ex, 'quickstart.conf')) as f:
