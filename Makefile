@@ -92,7 +92,7 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 	-iquote src/shim
 FUZZ_DEPS := $(wildcard src/shim/http*.c) src/shim/proxy.c src/core/addr.c \
 	src/core/path.c
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 12
 # fuzz_answers drives io_answers.c through the shim's read and write paths:
 # every module of the shim and the core, built by clang with the fuzzer's
 # sanitizers into an archive of its own (objects in build/fuzz/obj).
