@@ -906,30 +906,41 @@ def function_table(ins: dict, keys: list[str], top: int) -> list[str]:
     return out
 
 
+def head_instructions(root: str, h: str, variants, n1: int, n2: int,
+                      top: int, functions, who: str):
+    """One head's instruction count under each variant: its tables (by
+    object, then the `functions` table of the shim's top functions), the
+    totals and the shim's share, per variant key."""
+    keys = [k for k, _, _ in variants]
+    ins = {}
+    for key, name, kw in variants:
+        ins[key] = instructions_per_request(root, kw, client_for(h),
+                                            n1, n2, f'{h}-{key}')
+        log(f'  instructions {h} ({key}): '
+            f'{sum(ins[key].values()):,.0f} per request')
+    objs = {k: cgout.by_object(ins[k]) for k in keys}
+    tot = {k: sum(objs[k].values()) for k in keys}
+    names = sorted({o for k in keys for o, v in objs[k].items()
+                    if abs(v) >= 0.5},
+                   key=lambda o: -max(objs[k].get(o, 0) for k in keys))
+    out = head_table(h, 'object', names, objs, tot, keys, ',.0f',
+                     lambda k: f' ({pct(tot[k], tot["a"])})')
+    out += ['', f'Top {top} functions of the shim (and libc where a '
+            f"{who}'s run spends more there), exclusive Ir per request:",
+            '']
+    out += functions(ins, keys, top)
+    return out, (tot, {k: objs[k].get(SHIM_OBJ, 0) for k in keys})
+
+
 def bench_instructions(root: str, heads: list[str], n1: int, n2: int,
                        shim_b: Path | None = None, top: int = 15) -> list[str]:
     variants = shim_variants(shim_b)
     keys = [k for k, _, _ in variants]
     out, totals = [], {}
     for h in heads:
-        ins = {}
-        for key, name, kw in variants:
-            ins[key] = instructions_per_request(root, kw, client_for(h),
-                                                n1, n2, f'{h}-{key}')
-            log(f'  instructions {h} ({key}): '
-                f'{sum(ins[key].values()):,.0f} per request')
-        objs = {k: cgout.by_object(ins[k]) for k in keys}
-        tot = {k: sum(objs[k].values()) for k in keys}
-        totals[h] = (tot, {k: objs[k].get(SHIM_OBJ, 0) for k in keys})
-        names = sorted({o for k in keys for o, v in objs[k].items()
-                        if abs(v) >= 0.5},
-                       key=lambda o: -max(objs[k].get(o, 0) for k in keys))
-        out += head_table(h, 'object', names, objs, tot, keys, ',.0f',
-                          lambda k: f' ({pct(tot[k], tot["a"])})')
-        out += ['', f'Top {top} functions of the shim (and libc where a '
-                "shim's run spends more there), exclusive Ir per request:",
-                '']
-        out += function_table(ins, keys, top)
+        lines, totals[h] = head_instructions(root, h, variants, n1, n2, top,
+                                             function_table, 'shim')
+        out += lines
     out += ['All heads, user-space instructions per request (goal: <= +3%):',
             '', '| head | bytes | (a) nginx alone | ' +
             ' | '.join(f'({k}) {n} | {k}/a | of which {SHIM_OBJ}'
@@ -1016,24 +1027,9 @@ def bench_rules_instructions(root: str, heads: list[str], rules: list[str],
         keyed[h] = {r: rule_keys(root, r, secret, fn) for r in rules}
         log(f'  {h}: keyed by ' + ', '.join(f'{r} {"yes" if v else "no"}'
                                             for r, v in keyed[h].items()))
-        ins = {}
-        for key, name, kw in variants:
-            ins[key] = instructions_per_request(root, kw, client_for(h),
-                                                n1, n2, f'{h}-{key}')
-            log(f'  instructions {h} ({key}): '
-                f'{sum(ins[key].values()):,.0f} per request')
-        objs = {k: cgout.by_object(ins[k]) for k in keys}
-        tot = {k: sum(objs[k].values()) for k in keys}
-        totals[h] = (tot, {k: objs[k].get(SHIM_OBJ, 0) for k in keys})
-        names = sorted({o for k in keys for o, v in objs[k].items()
-                        if abs(v) >= 0.5},
-                       key=lambda o: -max(objs[k].get(o, 0) for k in keys))
-        out += head_table(h, 'object', names, objs, tot, keys, ',.0f',
-                          lambda k: f' ({pct(tot[k], tot["a"])})')
-        out += ['', f'Top {top} functions of the shim (and libc where a '
-                "rule's run spends more there), exclusive Ir per request:",
-                '']
-        out += rules_function_table(ins, keys, top)
+        lines, totals[h] = head_instructions(root, h, variants, n1, n2, top,
+                                             rules_function_table, 'rule')
+        out += lines
     out += ['Each rule beside `key = ip`, user-space instructions per '
             'request (the same run; "keyed": the rule counts this head\'s '
             'requests, checked at 1/m):', '',
