@@ -14,7 +14,7 @@ real nginx and a real python http.server.
     are no user: rlshimctl show says the user rule never saw them, and the
     address rule beside it is what stops them;
   - rlshimctl top shows a session's value as sha256:..., and as it is with
-    --show-secrets.
+    --show-secrets; show and reset take that name.
 """
 import base64
 import hashlib
@@ -170,7 +170,8 @@ def minted_tokens_are_no_user(env):
 
 
 def top_hides_sessions(env):
-    """top names a session by its digest; --show-secrets by its value."""
+    """top names a session by its digest, --show-secrets by its value; show
+    and reset take the digest's name too."""
     env.get('/books', {'Cookie': 'session_id=s-erin-55aa'}, '127.0.0.5')
     digest = hashlib.sha256(b's-erin-55aa').hexdigest()[:12]
     keys = {(k['rule'], k['key']) for k in
@@ -180,6 +181,14 @@ def top_hides_sessions(env):
     keys = {(k['rule'], k['key']) for k in
             json.loads(env.ctl('top', '-n', '100', '--json', '--show-secrets'))}
     assert ('session', 's-erin-55aa') in keys, keys
+    # show and reset take the name top gave
+    out = env.ctl('show', 'session', f'sha256:{digest}')
+    assert f'key=sha256:{digest} state=live' in out and f'remaining={SESSION - 1}' in out, out
+    env.ctl('reset', 'session', f'sha256:{digest}')
+    assert f'remaining={SESSION}' in env.ctl('show', 'session', 's-erin-55aa')
+    p = subprocess.run([CTL, '-c', env.config, 'show', 'session', 'sha256:000000000000'],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and 'no key of rule \'session\' is named' in p.stderr, p
 
 
 TESTS = (two_sessions_one_address, users_and_tenant_by_token,

@@ -20,6 +20,7 @@
 #include "agent.h"
 #include "clock.h"
 #include "log.h"
+#include "sha256.h"
 #include "store.h"
 
 struct key_opts {
@@ -35,7 +36,44 @@ struct key_arg {
 	const void *bytes;
 	size_t len;
 	uint8_t buf[17];
+	char value[RL_KEY_MAX + 1];   /* a cookie's value found by its name */
 };
+
+/* A cookie rule's key named as top names it (sha256:DIGEST): the value of
+ * the slot of rule `id` whose name that is. */
+struct by_name {
+	unsigned id;
+	const char *name;
+	struct key_arg *k;
+	int found, truncated;
+};
+
+static int match_name(const struct rl_slot_view *v, void *arg)
+{
+	struct by_name *b = arg;
+	char name[RL_SHA256_NAME_LEN];
+
+	if (v->rule != b->id)
+		return 0;
+	rl_sha256_name(v->key, v->key_len, name);
+	if (strcmp(name, b->name) != 0)
+		return 0;
+	if (v->truncated) {
+		b->truncated = 1;
+		return 1;
+	}
+	memcpy(b->k->value, v->key, v->key_len);
+	b->k->value[v->key_len] = '\0';
+	b->found = 1;
+	return 1;
+}
+
+/* "sha256:" and 12 lower-case hex digits */
+static int is_name(const char *t)
+{
+	return strncmp(t, "sha256:", 7) == 0 && strlen(t) == 19 &&
+	       strspn(t + 7, "0123456789abcdef") == 12;
+}
 
 /*
  * Rule `o->rule` of the file, its id in the segment, and `o->key` as the
@@ -67,6 +105,21 @@ static int key_arg(struct ctl *c, const struct key_opts *o, struct key_arg *k)
 	if (!found)
 		return ctl_fail("rule '%s' is not in force yet: no server has "
 				"applied it", k->r->name);
+	/* A session named as top names it: the value it stands for. */
+	if (k->r->key == RL_KEY_COOKIE && is_name(text)) {
+		struct by_name b = { k->id, text, k, 0, 0 };
+
+		rl_table_foreach(c->table, rl_time_now_ns(), match_name, &b);
+		if (b.truncated)
+			return ctl_fail("%s names a value over %d bytes: give the "
+					"value itself (top --show-secrets shows its "
+					"start)", text, RL_KEY_MAX);
+		if (!b.found)
+			return ctl_fail("no key of rule '%s' is named %s now (top "
+					"names those with a state)", k->r->name, text);
+		text = k->value;
+		tlen = strlen(text);
+	}
 	switch (k->r->key) {
 	case RL_KEY_GLOBAL:
 		if (strcmp(text, "-") != 0)
