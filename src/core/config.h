@@ -103,6 +103,10 @@ struct rl_rule_cfg {
 	 * (0 bytes: the claim is read unverified) */
 	uint16_t jwt_secret_len;
 	uint8_t jwt_secret[RL_JWT_SECRET_MAX];
+	/* key = jwt:CLAIM: its claim and secret's slot among the distinct
+	 * ones (0..RL_JWT_KEYS_MAX-1, in the file's order; rules that read
+	 * the same key share it), decoded once a request */
+	uint8_t jwt_slot;
 	enum rl_store_down on_store_down;
 	enum rl_sync sync;
 	/* count_status: only answers with these statuses are charged (none

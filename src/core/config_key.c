@@ -468,7 +468,7 @@ void rl_cfg_end_section(struct parser *p)
 /* Checks across sections, once the whole file is read. */
 void rl_cfg_end_file(struct parser *p)
 {
-	const struct rl_config *c = p->cfg;
+	struct rl_config *c = p->cfg;
 
 	/* A ban covers the client's address at the key prefix: at 0 bits,
 	 * one client's offences would ban every client of the family. */
@@ -519,23 +519,27 @@ void rl_cfg_end_file(struct parser *p)
 		}
 	}
 	/* Each distinct claim and secret is a decode of the token (and an
-	 * HMAC) per request: a few at most. */
+	 * HMAC) per request: a few at most, each given its slot here, the
+	 * rules that share one the same. */
 	for (unsigned i = 0, n = 0; i < c->nrules; i++) {
-		const struct rl_rule_cfg *r = &c->rules[i];
+		struct rl_rule_cfg *r = &c->rules[i];
 		unsigned k = 0;
 
 		if (r->key != RL_KEY_JWT)
 			continue;
 		while (k < i && !rl_config_same_jwt(&c->rules[k], r))
 			k++;
-		if (k < i)
+		if (k < i) {
+			r->jwt_slot = c->rules[k].jwt_slot;
 			continue;
-		if (++n > RL_JWT_KEYS_MAX) {
+		}
+		if (n == RL_JWT_KEYS_MAX) {
 			perr_at(p, r->line, "[limit:%s]: too many distinct jwt "
 				"keys (%u claims or secrets at most)", r->name,
 				RL_JWT_KEYS_MAX);
 			break;
 		}
+		r->jwt_slot = (uint8_t)n++;
 	}
 }
 

@@ -63,19 +63,10 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		}
 		p->jwt_of[i] = -1;
 		if (r->key == RL_KEY_JWT) {
-			unsigned k = 0;
-
-			while (k < i && !rl_config_same_jwt(&cfg->rules[k], r))
-				k++;
-			if (k < i) {
-				p->jwt_of[i] = p->jwt_of[k];
-			} else if (p->njwt == RL_JWT_KEYS_MAX) {
-				rl_err_set(err, "rule [limit:%s]: too many distinct "
-					 "jwt keys (%d at most)", r->name,
-					 RL_JWT_KEYS_MAX);
-				return -ENOSPC;
-			} else {
-				p->jwt_of[i] = (int8_t)p->njwt;
+			/* the configuration's slot: the first rule of each
+			 * prepares its HMAC key */
+			p->jwt_of[i] = (int8_t)r->jwt_slot;
+			if (r->jwt_slot == p->njwt) {
 				p->jwt_verify[p->njwt] = r->jwt_secret_len > 0;
 				if (r->jwt_secret_len)
 					rl_sha256_hmac_init(&p->jwt_hmac[p->njwt],

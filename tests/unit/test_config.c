@@ -1327,6 +1327,27 @@ static void test_user_keys(void **state)
 	assert_string_equal(c->rules[2].header, "https://example.com/tenant");
 	assert_null(rl_config_key_header(&(struct rl_rule_cfg){ .key = RL_KEY_IP }));
 	rl_config_free(c);
+
+	/* a decode slot per distinct claim, shared by the rules that read
+	 * it; a fifth distinct one is refused at its section */
+	c = parse_ok("[limit:a]\nrate = 1/s\nkey = jwt:sub\n"
+		     "[limit:b]\nrate = 1/s\nkey = jwt:org\n"
+		     "[limit:c]\nrate = 1/s\nkey = jwt:sub\n"
+		     "[limit:d]\nrate = 1/s\nkey = jwt:x\n"
+		     "[limit:e]\nrate = 1/s\nkey = jwt:y\n");
+	assert_int_equal(c->rules[0].jwt_slot, 0);
+	assert_int_equal(c->rules[1].jwt_slot, 1);
+	assert_int_equal(c->rules[2].jwt_slot, 0);
+	assert_int_equal(c->rules[3].jwt_slot, 2);
+	assert_int_equal(c->rules[4].jwt_slot, 3);
+	rl_config_free(c);
+	expect_error("[limit:a]\nrate = 1/s\nkey = jwt:a\n"
+		     "[limit:b]\nrate = 1/s\nkey = jwt:b\n"
+		     "[limit:c]\nrate = 1/s\nkey = jwt:c\n"
+		     "[limit:d]\nrate = 1/s\nkey = jwt:d\n"
+		     "[limit:e]\nrate = 1/s\nkey = jwt:e\n",
+		     "x.conf:13: [limit:e]: too many distinct jwt keys (4 claims "
+		     "or secrets at most)");
 }
 
 /* A jwt_secret file in a fresh directory, `mode`, holding `text`. */
