@@ -131,12 +131,6 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out)
 
 /* ---- the connection ------------------------------------------------------------ */
 
-/* host:port, or [v6]:port, into `out`. */
-static void fmt_addr(const char *host, int port, char *out, size_t len)
-{
-	rl_url_format_addr(host, port, out, len);
-}
-
 /* " master=host:port" for the log while a sentinel URL has named one, else "". */
 static const char *master_text(const struct rl_store *s, char *out, size_t len)
 {
@@ -144,7 +138,7 @@ static const char *master_text(const struct rl_store *s, char *out, size_t len)
 
 	if (!s->url.master[0] || !s->url.host[0])
 		return "";
-	fmt_addr(s->url.host, s->url.port, a, sizeof(a));
+	rl_url_format_addr(s->url.host, s->url.port, a, sizeof(a));
 	snprintf(out, len, " master=%s", a);
 	return out;
 }
@@ -456,7 +450,7 @@ static int ask_sentinels(struct rl_store *s, struct timeval tv, unsigned tries,
 		       : r->type == REDIS_REPLY_ERROR ? r->str
 		       : r->type == REDIS_REPLY_NIL ? "master unknown"
 		       : "unexpected reply";
-		fmt_addr(s->url.sentinels[i].host, s->url.sentinels[i].port, at,
+		rl_url_format_addr(s->url.sentinels[i].host, s->url.sentinels[i].port, at,
 			 sizeof(at));
 		if (o < len)
 			o += (size_t)snprintf(why + o, len - o, "%s %s: %s",
@@ -510,7 +504,7 @@ static void recheck_master(struct rl_store *s, struct timeval tv, uint64_t now_n
 	}
 	if (strcmp(a.host, s->url.host) == 0 && a.port == s->url.port)
 		return;
-	fmt_addr(a.host, a.port, why, sizeof(why));
+	rl_url_format_addr(a.host, a.port, why, sizeof(why));
 	snprintf(moved, sizeof(moved), "sentinels name %s as the master", why);
 	rl_store_fail(s, moved, now_ns);
 	/* Reconnect at once: the store was up, and the new master is known. */
@@ -612,7 +606,7 @@ static void watch_sentinels(struct rl_store *s, struct timeval tv, uint64_t now_
 		if (s->up) {
 			char at[300], why[400];
 
-			fmt_addr(a.host, a.port, at, sizeof(at));
+			rl_url_format_addr(a.host, a.port, at, sizeof(at));
 			snprintf(why, sizeof(why), "sentinel: +switch-master to %s", at);
 			rl_store_fail(s, why, now_ns);
 		}
@@ -663,7 +657,7 @@ static redisContext *open_conn(struct rl_store *s, const char *host, int port,
 	if (probe && s->timeout_ns > PROBE_NS)
 		ptv = (struct timeval){ 0, (suseconds_t)(PROBE_NS / 1000) };
 	c = redisConnectWithTimeout(host, port, ptv);
-	fmt_addr(host, port, at, sizeof(at));
+	rl_url_format_addr(host, port, at, sizeof(at));
 	if (!c || c->err) {
 		snprintf(why, len, "%s: %s", at, conn_reason(c));
 		goto fail;
@@ -715,7 +709,7 @@ static void node_log_down(struct rl_store *s, struct node *n)
 
 	if (n->logged || !s->up)
 		return;
-	fmt_addr(n->host, n->port, at, sizeof(at));
+	rl_url_format_addr(n->host, n->port, at, sizeof(at));
 	rl_log(RL_LOG_WARN, "msg=\"store node unreachable\" store=%s node=%s "
 	       "err=\"%s\"", s->url_text, at, rl_log_quote(n->why, q, sizeof(q)));
 	n->logged = 1;
@@ -783,7 +777,7 @@ static int node_conn(struct rl_store *s, unsigned i, char *why, size_t len,
 	if (n->c)
 		return 0;
 	if (n->down && s->up && now_ns < n->retry_at_ns) {
-		fmt_addr(n->host, n->port, at, sizeof(at));
+		rl_url_format_addr(n->host, n->port, at, sizeof(at));
 		snprintf(why, len, "%s: %s", at, n->why);
 		return -1;
 	}
@@ -792,7 +786,7 @@ static int node_conn(struct rl_store *s, unsigned i, char *why, size_t len,
 		return -1;
 	}
 	if (n->down && n->logged) {
-		fmt_addr(n->host, n->port, at, sizeof(at));
+		rl_url_format_addr(n->host, n->port, at, sizeof(at));
 		rl_log(RL_LOG_INFO, "msg=\"store node reachable again\" store=%s "
 		       "node=%s down_for=%s", s->url_text, at,
 		       fmt_secs(now_ns - n->down_since_ns, t, sizeof(t)));
@@ -825,7 +819,7 @@ static int read_map(struct rl_store *s, unsigned n, char *why, size_t len,
 	char at[300];
 
 	s->commands++;
-	fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+	rl_url_format_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
 	if (!r || r->type != REDIS_REPLY_ARRAY) {
 		char said[200];
 
@@ -973,7 +967,7 @@ io:
 	{
 		char at[300];
 
-		fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+		rl_url_format_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
 		snprintf(why, sizeof(why), "%s: %s", at, conn_reason(c));
 		node_drop(s, (unsigned)n, why, now_ns);
 	}
@@ -985,7 +979,7 @@ static void node_io(struct rl_store *s, unsigned n, uint64_t now_ns)
 {
 	char why[512], at[300];
 
-	fmt_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
+	rl_url_format_addr(s->node[n].host, s->node[n].port, at, sizeof(at));
 	snprintf(why, sizeof(why), "%s: %s", at, conn_reason(s->node[n].c));
 	node_drop(s, n, why, now_ns);
 }
@@ -1165,7 +1159,7 @@ static int cluster_state(struct rl_store *s, char *why, size_t len,
 			continue;
 		r = redisCommand(n->c, "CLUSTER INFO");
 		s->commands++;
-		fmt_addr(n->host, n->port, at, sizeof(at));
+		rl_url_format_addr(n->host, n->port, at, sizeof(at));
 		if (!r) {
 			snprintf(why, len, "%s: %s", at, conn_reason(n->c));
 			node_drop(s, (unsigned)s->shard_node[i], why, now_ns);
