@@ -93,6 +93,14 @@ struct rl_rule_cfg {
 	char method[16];              /* "" matches any method */
 	char path[RL_PATH_MAX];       /* "" matches any path */
 	bool path_prefix;             /* PATH ended in '*' (stripped) */
+	/* The bytes of path a request's path starts with: a prefix's all, an
+	 * exact path's without its trailing slashes ("/" stays "/"). */
+	uint16_t path_len;
+	/* An exact path whose last segment names an index file ("index",
+	 * "index.EXT"): its directory's length as path_len counts it ("/a"
+	 * of "/a/index.php", "/" of "/index.php"), which servers run it for;
+	 * else 0. */
+	uint16_t path_dir_len;
 
 	struct rl_rate rate;          /* burst defaults to rate.count */
 	enum rl_algorithm algorithm;

@@ -290,6 +290,33 @@ static int bad_match(struct parser *p, const char *v, const char *why)
 	return -EINVAL;
 }
 
+/*
+ * What a request's path is compared with (policy.c, rule_matches): an
+ * exact path matches itself, its trailing slashes and everything below it
+ * ("/a.php" matches "/a.php/x": the PATH_INFO a server hands the script it
+ * runs for both, RFC 3875 4.1.5), so path_len leaves the trailing slashes
+ * out. A last segment "index" or "index.EXT" is what servers run for its
+ * directory too (nginx's index, apache's DirectoryIndex, php -S).
+ */
+static void rl_cfg_path_lengths(struct rl_rule_cfg *r)
+{
+	size_t n = strlen(r->path), last;
+
+	r->path_dir_len = 0;
+	if (r->path_prefix || n == 0) {
+		r->path_len = (uint16_t)n;
+		return;
+	}
+	while (n > 1 && r->path[n - 1] == '/')
+		n--;
+	r->path_len = (uint16_t)n;
+	for (last = n; last > 0 && r->path[last - 1] != '/'; last--)
+		;
+	if (last > 0 && strncmp(r->path + last, "index", 5) == 0 &&
+	    (n - last == 5 || r->path[last + 5] == '.'))
+		r->path_dir_len = (uint16_t)(last > 1 ? last - 1 : 1);
+}
+
 /* `*`, `accept`, or `METHOD PATH` (either may be `*`). */
 int rl_cfg_parse_match(struct parser *p, const char *v)
 {
@@ -354,6 +381,7 @@ int rl_cfg_parse_match(struct parser *p, const char *v)
 			return bad_match(p, v, "PATH has bad percent-encoding");
 	}
 	r->path_prefix = prefix;
+	rl_cfg_path_lengths(r);
 	return 0;
 }
 

@@ -450,33 +450,40 @@ static size_t unslashed(const char *p, size_t n)
 /*
  * Methods match in any letter case (busybox httpd takes "get" for GET), and
  * a GET rule covers HEAD, which servers answer as GET. An exact path
- * matches with or without trailing slashes: Python's http.server serves
- * "/a/." and "/a%2F" as the file /a.
+ * matches itself with or without trailing slashes (Python's http.server
+ * serves "/a/." and "/a%2F" as the file /a) and every path below it: a
+ * server that runs a script for "/a.php" runs it for "/a.php/x" too, with
+ * PATH_INFO "/x" (php -S, mod_php, CGI, FastCGI, WSGI's SCRIPT_NAME). "/"
+ * is only itself. An index file's rule also matches its directory
+ * (config_value.c, rl_cfg_path_lengths). A path cut to the head's size
+ * matches on what was kept: over-counting rather than under.
  */
 static int rule_matches(const struct rl_rule_cfg *r,
 			const struct rl_http_req *req)
 {
+	size_t n, m;
+
 	if (r->match != RL_MATCH_REQUEST)
 		return 0;
 	if (r->method[0]) {
-		size_t n = strlen(r->method), m = strlen(req->method);
+		size_t k = strlen(r->method), l = strlen(req->method);
 
-		if (!rl_http_name_eq(r->method, n, req->method, m) &&
-		    !(req->head && rl_http_name_eq(r->method, n, "GET", 3)))
+		if (!rl_http_name_eq(r->method, k, req->method, l) &&
+		    !(req->head && rl_http_name_eq(r->method, k, "GET", 3)))
 			return 0;
 	}
-	if (r->path[0]) {
-		size_t n = strlen(r->path);
-
-		if (r->path_prefix)
-			return req->path_len >= n &&
-			       memcmp(req->path, r->path, n) == 0;
-		n = unslashed(r->path, n);
-		return !req->path_truncated &&
-		       unslashed(req->path, req->path_len) == n &&
-		       memcmp(req->path, r->path, n) == 0;
-	}
-	return 1;
+	if (!r->path[0])
+		return 1;
+	n = r->path_len;
+	m = req->path_len;
+	if (r->path_prefix)
+		return m >= n && memcmp(req->path, r->path, n) == 0;
+	if (m >= n && memcmp(req->path, r->path, n) == 0 &&
+	    (m == n || (n > 1 && req->path[n] == '/')))
+		return 1;
+	n = r->path_dir_len;
+	return n && unslashed(req->path, m) == n &&
+	       memcmp(req->path, r->path, n) == 0;
 }
 
 void rl_policy_peer(const struct rl_policy *p, const struct rl_addr *a,

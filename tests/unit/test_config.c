@@ -641,20 +641,32 @@ static void test_match_forms(void **state)
 		const char *method;
 		const char *path;
 		bool prefix;
+		unsigned len, dir_len; /* path_len, path_dir_len */
 	} cases[] = {
-		{ "*", RL_MATCH_REQUEST, "", "", false },
-		{ "* *", RL_MATCH_REQUEST, "", "", false },
-		{ "accept", RL_MATCH_ACCEPT, "", "", false },
-		{ "POST /sms", RL_MATCH_REQUEST, "POST", "/sms", false },
-		{ "GET\t /api/*", RL_MATCH_REQUEST, "GET", "/api/", true },
-		{ "* /login", RL_MATCH_REQUEST, "", "/login", false },
-		{ "delete *", RL_MATCH_REQUEST, "delete", "", false },
-		{ "* /*", RL_MATCH_REQUEST, "", "/", true },
-		{ "PROPFIND /dav*", RL_MATCH_REQUEST, "PROPFIND", "/dav", true },
+		{ "*", RL_MATCH_REQUEST, "", "", false, 0, 0 },
+		{ "* *", RL_MATCH_REQUEST, "", "", false, 0, 0 },
+		{ "accept", RL_MATCH_ACCEPT, "", "", false, 0, 0 },
+		{ "POST /sms", RL_MATCH_REQUEST, "POST", "/sms", false, 4, 0 },
+		{ "GET\t /api/*", RL_MATCH_REQUEST, "GET", "/api/", true, 5, 0 },
+		{ "* /login", RL_MATCH_REQUEST, "", "/login", false, 6, 0 },
+		{ "delete *", RL_MATCH_REQUEST, "delete", "", false, 0, 0 },
+		{ "* /*", RL_MATCH_REQUEST, "", "/", true, 1, 0 },
+		{ "PROPFIND /dav*", RL_MATCH_REQUEST, "PROPFIND", "/dav", true, 4, 0 },
 		/* Paths are kept in the form requests are matched in. */
-		{ "POST //sms", RL_MATCH_REQUEST, "POST", "/sms", false },
-		{ "POST /%73ms", RL_MATCH_REQUEST, "POST", "/sms", false },
-		{ "GET /a/../b/*", RL_MATCH_REQUEST, "GET", "/b/", true },
+		{ "POST //sms", RL_MATCH_REQUEST, "POST", "/sms", false, 4, 0 },
+		{ "POST /%73ms", RL_MATCH_REQUEST, "POST", "/sms", false, 4, 0 },
+		{ "GET /a/../b/*", RL_MATCH_REQUEST, "GET", "/b/", true, 3, 0 },
+		/* An exact path is compared without its trailing slashes; an
+		 * index file's directory is kept beside it. */
+		{ "* /sms/", RL_MATCH_REQUEST, "", "/sms/", false, 4, 0 },
+		{ "* /", RL_MATCH_REQUEST, "", "/", false, 1, 0 },
+		{ "* //", RL_MATCH_REQUEST, "", "/", false, 1, 0 },
+		{ "* /index.php", RL_MATCH_REQUEST, "", "/index.php", false, 10, 1 },
+		{ "* /a/b/index", RL_MATCH_REQUEST, "", "/a/b/index", false, 10, 4 },
+		{ "* /a/index.cgi/", RL_MATCH_REQUEST, "", "/a/index.cgi/", false, 12, 2 },
+		{ "* /a/index*", RL_MATCH_REQUEST, "", "/a/index", true, 8, 0 },
+		{ "* /a/indexes", RL_MATCH_REQUEST, "", "/a/indexes", false, 10, 0 },
+		{ "* /a/my.index.php", RL_MATCH_REQUEST, "", "/a/my.index.php", false, 15, 0 },
 	};
 	char text[256];
 
@@ -671,6 +683,8 @@ static void test_match_forms(void **state)
 		assert_string_equal(r->method, cases[i].method);
 		assert_string_equal(r->path, cases[i].path);
 		assert_int_equal(r->path_prefix, cases[i].prefix);
+		assert_int_equal(r->path_len, cases[i].len);
+		assert_int_equal(r->path_dir_len, cases[i].dir_len);
 		rl_config_free(c);
 	}
 }

@@ -240,10 +240,11 @@ static uint32_t peek_ip(unsigned rule, const char *addr, unsigned prefix,
 
 /* ---- rule matching ------------------------------------------------------- */
 
-/* Rules 0..7 match requests; rule 8 is `match = accept`. */
+/* Rules 0..11 match requests; rule 12 is `match = accept`. */
 enum {
 	R_ALL, R_SMS, R_PATH, R_GET, R_APIPRE, R_API,
-	R_LONG, R_LONGPRE, R_CONN, R_NRULES
+	R_LONG, R_LONGPRE, R_ROOT, R_INDEX, R_ROOTINDEX, R_CGI, R_CONN,
+	R_NRULES
 };
 
 /* "/" and 254 'x': the longest path a rule may have (255 bytes). */
@@ -265,6 +266,10 @@ static void load_matching(void)
 		 "[limit:api]\nmatch = * /api\nrate = 1000/m\n"
 		 "[limit:long]\nmatch = * %s\nrate = 1000/m\n"
 		 "[limit:long_prefix]\nmatch = * /xxxxxxxxxx*\nrate = 1000/m\n"
+		 "[limit:root]\nmatch = * /\nrate = 1000/m\n"
+		 "[limit:index]\nmatch = * /d/index.php\nrate = 1000/m\n"
+		 "[limit:root_index]\nmatch = * /index\nrate = 1000/m\n"
+		 "[limit:cgi]\nmatch = * /cgi-bin/s.cgi/\nrate = 1000/m\n"
 		 "[limit:conn]\nmatch = accept\nrate = 1000/m\n",
 		 long_path);
 	load(text);
@@ -311,10 +316,56 @@ static void test_match(void **state)
 
 	match_is("GET", "/path", B(R_ALL) | B(R_PATH) | B(R_GET));
 	match_is("POST", "/path", B(R_ALL) | B(R_PATH));
-	match_is("GET", "/path/x", B(R_ALL) | B(R_GET));
+	/* An exact path is itself and what lies below it: the PATH_INFO
+	 * forms a server runs the same script for (RFC 3875 4.1.5). */
+	match_is("GET", "/path/x", B(R_ALL) | B(R_PATH) | B(R_GET));
 	match_is("POST", "/sms", B(R_ALL) | B(R_SMS));
 	match_is("PUT", "/sms", B(R_ALL));
 	match_is("POST", "/smsx", B(R_ALL));
+	match_is("POST", "/sms/x", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms/x/y", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms%2Fx", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms%2fx%2F", B(R_ALL) | B(R_SMS));
+	match_is("POST", "//sms//x", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms/./x/", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/sms/x?y=/z", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/%73ms/%78", B(R_ALL) | B(R_SMS));
+	match_is("POST", "http://h.example/sms/x", B(R_ALL) | B(R_SMS));
+	match_is("POST", "/smsx/y", B(R_ALL));
+	match_is("POST", "/x/sms/y", B(R_ALL));
+	match_is("POST", "/sms.php/x", B(R_ALL));
+	/* "/" is the root alone: no script is named by it (R_ROOTINDEX
+	 * is the root's index, below). */
+	match_is("POST", "/", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	match_is("POST", "//", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	match_is("POST", "/%2F", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	match_is("POST", "/a/..", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	match_is("POST", "/?x", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	match_is("POST", "http://h.example", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	/* An index file's rule is its directory's too (nginx's index,
+	 * apache's DirectoryIndex, php -S run /d/index.php for /d/), and
+	 * below the file as any exact path; not below the directory. */
+	match_is("GET", "/d/index.php", B(R_ALL) | B(R_GET) | B(R_INDEX));
+	match_is("GET", "/d/index.php/x", B(R_ALL) | B(R_GET) | B(R_INDEX));
+	match_is("GET", "/d/", B(R_ALL) | B(R_GET) | B(R_INDEX));
+	match_is("GET", "/d", B(R_ALL) | B(R_GET) | B(R_INDEX));
+	match_is("GET", "/d/?q", B(R_ALL) | B(R_GET) | B(R_INDEX));
+	match_is("GET", "/x/../d/.", B(R_ALL) | B(R_GET) | B(R_INDEX));
+	match_is("GET", "/d/x", B(R_ALL) | B(R_GET));
+	match_is("GET", "/dd/", B(R_ALL) | B(R_GET));
+	match_is("GET", "/d/index.html", B(R_ALL) | B(R_GET));
+	match_is("GET", "/d/indexphp", B(R_ALL) | B(R_GET));
+	/* "/index" (no extension) is the root's index: "/" too. */
+	match_is("PUT", "/index", B(R_ALL) | B(R_ROOTINDEX));
+	match_is("PUT", "/index/x", B(R_ALL) | B(R_ROOTINDEX));
+	match_is("PUT", "/", B(R_ALL) | B(R_ROOT) | B(R_ROOTINDEX));
+	match_is("PUT", "/indexx", B(R_ALL));
+	match_is("PUT", "/x/index", B(R_ALL));
+	/* A rule written with a trailing slash is the same path. */
+	match_is("PUT", "/cgi-bin/s.cgi", B(R_ALL) | B(R_CGI));
+	match_is("PUT", "/cgi-bin/s.cgi/p/a", B(R_ALL) | B(R_CGI));
+	match_is("PUT", "/cgi-bin/s.cgix", B(R_ALL));
+	match_is("PUT", "/cgi-bin/", B(R_ALL));
 	/* Methods match in any letter case (busybox serves "get" as GET),
 	 * and a GET rule covers HEAD; paths are case-sensitive. */
 	match_is("post", "/sms", B(R_ALL) | B(R_SMS));
@@ -346,10 +397,11 @@ static void test_match(void **state)
 	/* A prefix "/api/ *" is "/api/" and below; "/api" is only that. */
 	match_is("GET", "/api", B(R_ALL) | B(R_GET) | B(R_API));
 	match_is("GET", "/api/", B(R_ALL) | B(R_GET) | B(R_APIPRE) | B(R_API));
-	match_is("GET", "/api/v1/users", B(R_ALL) | B(R_GET) | B(R_APIPRE));
+	match_is("GET", "/api/v1/users",
+		 B(R_ALL) | B(R_GET) | B(R_APIPRE) | B(R_API));
 	match_is("GET", "/api?x=1", B(R_ALL) | B(R_GET) | B(R_API));
 	match_is("GET", "/apix", B(R_ALL) | B(R_GET));
-	match_is("DELETE", "/v1/../api/x", B(R_ALL) | B(R_APIPRE));
+	match_is("DELETE", "/v1/../api/x", B(R_ALL) | B(R_APIPRE) | B(R_API));
 	/* A method too long to keep is "": only METHOD-* rules match it. */
 	match_is("ABCDEFGHIJKLMNOP", "/path", B(R_ALL) | B(R_PATH));
 	match_is("OPTIONS", "*", B(R_ALL));
@@ -369,6 +421,10 @@ static void test_match(void **state)
 		assert_memory_equal(r.req.path, target, RL_PATH_MAX);
 	}
 	match_is("GET", target, B(R_ALL) | B(R_GET) | B(R_LONGPRE));
+	/* ... and below it, its PATH_INFO. */
+	snprintf(target, sizeof(target), "%s/y", long_path);
+	match_is("GET", target,
+		 B(R_ALL) | B(R_GET) | B(R_LONG) | B(R_LONGPRE));
 	memset(target, 'x', 1500);
 	target[0] = '/';
 	target[1500] = '\0';
