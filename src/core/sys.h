@@ -36,6 +36,20 @@ struct rl_sys {
 	ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
 	int (*getfl)(int fd); /* fcntl(fd, F_GETFL) */
 	int (*inq)(int fd);   /* ioctl(fd, SIOCINQ): bytes queued, or -1 */
+	/*
+	 * TLS, in the shim only (NULL elsewhere): libssl's calls on a
+	 * connection's SSL*, as recv and send are on its socket: bytes, 0
+	 * at the end, -1 with errno (EAGAIN for SSL_ERROR_WANT_READ and
+	 * _WRITE). tls_read peeks (SSL_peek) when `peek`; tls_close sends
+	 * close_notify (SSL_shutdown).
+	 */
+	ssize_t (*tls_read)(void *ssl, void *buf, size_t len, int peek);
+	ssize_t (*tls_write)(void *ssl, const void *buf, size_t len);
+	void (*tls_close)(void *ssl);
+	int (*tls_pending)(void *ssl); /* SSL_has_pending: bytes buffered */
+	/* 1 if the application's SSL calls come to the shim's hooks and
+	 * libssl's are found behind them (NULL: never). */
+	int (*tls_live)(void);
 };
 
 /* The process's table: filled before main (libc) or by the shim's loader

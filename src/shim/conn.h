@@ -144,6 +144,12 @@ struct rl_conn {
 				    whole once the rest has come */
 	uint8_t ended;           /* bytes went to another process in a way
 				    the framing cannot follow: reads end */
+	uint8_t tls_seen;        /* a TLS record opened the connection */
+	/* The libssl session the application moves this connection's
+	 * bytes through (SSL*), or NULL: then its reads and writes on the
+	 * socket carry records, and only SSL_read and SSL_write are framed
+	 * (io_tls.c). */
+	void *ssl;
 	unsigned fork_seen;      /* rl_io.forks at the last look */
 	uint64_t taken;          /* bytes this process took from the socket */
 	/* the reply due in DENY */

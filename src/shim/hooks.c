@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
@@ -149,6 +150,13 @@ static int sys_inq(int fd)
 	return real_ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
 }
 
+/* libssl's side of rl_sys (below, with the SSL hooks). */
+static ssize_t sys_tls_read(void *ssl, void *buf, size_t len, int peek);
+static ssize_t sys_tls_write(void *ssl, const void *buf, size_t len);
+static void sys_tls_close(void *ssl);
+static int sys_tls_pending(void *ssl);
+static int sys_tls_live(void);
+
 #define RESOLVE(name) (*(void **)&real_##name = next(#name))
 #define RESOLVE_OR(name, raw) \
 	(RESOLVE(name), real_##name = real_##name ? real_##name : (raw))
@@ -168,6 +176,11 @@ static void resolve_all(void)
 	RESOLVE_OR(ioctl, raw_ioctl);
 	rl_sys.getfl = sys_getfl;
 	rl_sys.inq = sys_inq;
+	rl_sys.tls_read = sys_tls_read;
+	rl_sys.tls_write = sys_tls_write;
+	rl_sys.tls_close = sys_tls_close;
+	rl_sys.tls_pending = sys_tls_pending;
+	rl_sys.tls_live = sys_tls_live;
 	RESOLVE(accept);
 	RESOLVE(accept4);
 	RESOLVE(recvfrom);
@@ -316,7 +329,7 @@ static ssize_t real_call(void *ctx)
 static ssize_t framed_read(struct rl_conn *conn, struct call *c)
 {
 	struct iovec one = { c->buf, c->len };
-	struct rl_read r = { c->fd, &one, 1, c->flags, real_call, c, NULL };
+	struct rl_read r = { c->fd, &one, 1, c->flags, real_call, c, NULL, NULL };
 	ssize_t n;
 
 	if (c->kind == CALL_RECVMSG) {
@@ -573,7 +586,8 @@ HOOK int ioctl(int fd, unsigned long req, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	r = real_ioctl(fd, req, arg);
-	if (r == 0 && req == FIONREAD && arg && (conn = tracked(fd))) {
+	if (r == 0 && req == FIONREAD && arg && (conn = tracked(fd)) &&
+	    !conn->ssl) {
 		int saved = errno;
 
 		*(int *)arg += (int)rl_io_held(conn);
@@ -758,4 +772,630 @@ HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
 HOOK ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
 	return do_sendfile(out, in, off, count);
+}
+
+/* ---- libssl: HTTPS framed on its plaintext ------------------------------------------ */
+
+/*
+ * A server that terminates TLS itself reads requests with SSL_read and
+ * writes answers with SSL_write, through its PLT like any libc call: these
+ * hooks frame the plaintext as the read and write hooks frame a socket's
+ * bytes (io_tls.c binds the session to its socket's connection). libssl
+ * is never linked: its functions are looked up at the first SSL call,
+ * after the shim (RTLD_NEXT), or in an OpenSSL already loaded (Python
+ * dlopens it with _ssl, RTLD_LOCAL, where RTLD_NEXT does not look). A
+ * process without libssl never calls these. Declared here without
+ * OpenSSL's headers: the SSL* is opaque, and the few constants are
+ * OpenSSL's ABI since 1.1.1.
+ */
+#define TLS_ERROR_SSL 1
+#define TLS_ERROR_WANT_READ 2
+#define TLS_ERROR_WANT_WRITE 3
+#define TLS_ERROR_SYSCALL 5
+#define TLS_ERROR_ZERO_RETURN 6
+#define TLS_EXT_ERR_OK 0
+#define TLS_EXT_ERR_NOACK 3
+#define TLS_READ_EARLY_DATA_FINISH 2
+
+typedef int (*tls_alpn_cb)(void *ssl, const unsigned char **out,
+			   unsigned char *outlen, const unsigned char *in,
+			   unsigned int inlen, void *arg);
+
+/* The hooks' prototypes (libssl's, with an opaque SSL*). */
+int SSL_read(void *ssl, void *buf, int num);
+int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes);
+int SSL_peek(void *ssl, void *buf, int num);
+int SSL_peek_ex(void *ssl, void *buf, size_t num, size_t *readbytes);
+int SSL_write(void *ssl, const void *buf, int num);
+int SSL_write_ex(void *ssl, const void *buf, size_t num, size_t *written);
+ssize_t SSL_sendfile(void *ssl, int in, off_t offset, size_t size, int flags);
+int SSL_get_error(const void *ssl, int ret);
+int SSL_pending(const void *ssl);
+int SSL_has_pending(const void *ssl);
+int SSL_shutdown(void *ssl);
+int SSL_get_shutdown(const void *ssl);
+void SSL_free(void *ssl);
+int SSL_read_early_data(void *ssl, void *buf, size_t num, size_t *readbytes);
+void SSL_CTX_set_alpn_select_cb(void *ctx, tls_alpn_cb cb, void *arg);
+
+static struct {
+	int (*read)(void *, void *, int);
+	int (*read_ex)(void *, void *, size_t, size_t *);
+	int (*peek)(void *, void *, int);
+	int (*peek_ex)(void *, void *, size_t, size_t *);
+	int (*write)(void *, const void *, int);
+	int (*write_ex)(void *, const void *, size_t, size_t *);
+	ssize_t (*sendfile)(void *, int, off_t, size_t, int);
+	int (*shutdown)(void *);
+	int (*get_shutdown)(const void *);
+	void (*free)(void *);
+	int (*get_error)(const void *, int);
+	int (*get_fd)(const void *);
+	int (*pending)(const void *);
+	int (*has_pending)(const void *);
+	int (*read_early_data)(void *, void *, size_t, size_t *);
+	void (*ctx_set_alpn_select_cb)(void *, tls_alpn_cb, void *);
+	int live; /* SSL_read is libssl's and the application's is ours */
+} tls;
+
+static pthread_once_t tls_resolved = PTHREAD_ONCE_INIT;
+
+/* libssl's `name`: after the shim, else in a libssl already loaded. */
+static void *tls_sym(void *lib, const char *name)
+{
+	Dl_info self, found;
+	void *p = next(name);
+
+	if (!p && lib && (p = dlsym(lib, name)) && dladdr((const void *)next, &self) &&
+	    dladdr(p, &found) && found.dli_fbase == self.dli_fbase)
+		p = NULL;
+	return p;
+}
+
+static void tls_resolve_all(void)
+{
+	void *lib = NULL;
+	Dl_info self, found;
+	void *def;
+
+	if (!next("SSL_read")) {
+		lib = dlopen("libssl.so.3", RTLD_LAZY | RTLD_NOLOAD);
+		if (!lib)
+			lib = dlopen("libssl.so.1.1", RTLD_LAZY | RTLD_NOLOAD);
+	}
+#define TLS_SYM(field, name) (*(void **)&tls.field = tls_sym(lib, name))
+	TLS_SYM(read, "SSL_read");
+	TLS_SYM(read_ex, "SSL_read_ex");
+	TLS_SYM(peek, "SSL_peek");
+	TLS_SYM(peek_ex, "SSL_peek_ex");
+	TLS_SYM(write, "SSL_write");
+	TLS_SYM(write_ex, "SSL_write_ex");
+	TLS_SYM(sendfile, "SSL_sendfile");
+	TLS_SYM(shutdown, "SSL_shutdown");
+	TLS_SYM(get_shutdown, "SSL_get_shutdown");
+	TLS_SYM(free, "SSL_free");
+	TLS_SYM(get_error, "SSL_get_error");
+	TLS_SYM(get_fd, "SSL_get_fd");
+	TLS_SYM(pending, "SSL_pending");
+	TLS_SYM(has_pending, "SSL_has_pending");
+	TLS_SYM(read_early_data, "SSL_read_early_data");
+	TLS_SYM(ctx_set_alpn_select_cb, "SSL_CTX_set_alpn_select_cb");
+#undef TLS_SYM
+	/* The application's SSL_read is the shim's (not one linked into the
+	 * program itself), and libssl's is behind it. */
+	def = dlsym(RTLD_DEFAULT, "SSL_read");
+	tls.live = tls.read && tls.peek && tls.write && tls.get_error &&
+		   tls.get_fd && tls.shutdown && def &&
+		   dladdr((const void *)next, &self) && dladdr(def, &found) &&
+		   found.dli_fbase == self.dli_fbase;
+}
+
+static inline void tls_resolve(void)
+{
+	resolve();
+	pthread_once(&tls_resolved, tls_resolve_all);
+}
+
+static int sys_tls_live(void)
+{
+	tls_resolve();
+	return tls.live;
+}
+
+/*
+ * What SSL_get_error says of a call the shim answered: the last SSL call
+ * of this thread, on `fake_ssl`, returned `fake_err` (what libssl said of
+ * its own last call, or what the shim's answer means: the end, would
+ * block). Cleared by every SSL hook.
+ */
+static __thread const void *fake_ssl __attribute__((tls_model("initial-exec")));
+static __thread int fake_err __attribute__((tls_model("initial-exec")));
+/* What libssl said of the shim's last real call that failed, this call. */
+static __thread int tls_err __attribute__((tls_model("initial-exec")));
+
+/* libssl's failure as a socket's: 0 the end, -1 with errno (EAGAIN would
+ * block). tls_err keeps libssl's word for SSL_get_error. */
+static ssize_t tls_failed(void *ssl, int ret)
+{
+	int saved = errno, e = tls.get_error(ssl, ret);
+
+	tls_err = e;
+	errno = saved;
+	switch (e) {
+	case TLS_ERROR_ZERO_RETURN:
+		return 0;
+	case TLS_ERROR_WANT_READ:
+	case TLS_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case TLS_ERROR_SYSCALL:
+		if (errno == 0)
+			return 0; /* the end without close_notify */
+		return -1;
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+static ssize_t sys_tls_read(void *ssl, void *buf, size_t len, int peek)
+{
+	int n, want = len > INT_MAX ? INT_MAX : (int)len;
+
+	n = peek ? tls.peek(ssl, buf, want) : tls.read(ssl, buf, want);
+	return n > 0 ? n : tls_failed(ssl, n);
+}
+
+static ssize_t sys_tls_write(void *ssl, const void *buf, size_t len)
+{
+	int n, want = len > INT_MAX ? INT_MAX : (int)len;
+
+	n = tls.write(ssl, buf, want);
+	return n > 0 ? n : tls_failed(ssl, n);
+}
+
+static void sys_tls_close(void *ssl)
+{
+	int saved = errno;
+
+	tls.shutdown(ssl);
+	errno = saved;
+}
+
+static int sys_tls_pending(void *ssl)
+{
+	return tls.has_pending ? tls.has_pending(ssl) : tls.pending(ssl) > 0;
+}
+
+/* The connection of session `ssl` and its socket, or NULL to pass: the
+ * shim not active, the guard set, no socket (a BIO of the application's
+ * own), or a connection that is not framed through TLS. */
+static struct rl_conn *tls_tracked(void *ssl, int *fd)
+{
+	struct rl_conn *c;
+
+	fake_ssl = NULL;
+	tls_err = 0;
+	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+		return NULL;
+	*fd = tls.get_fd(ssl);
+	if (*fd < 0)
+		return NULL;
+	{
+		int saved = errno;
+
+		busy = 1;
+		c = rl_io_tls_conn(*fd, ssl);
+		busy = 0;
+		errno = saved;
+	}
+	return c;
+}
+
+/* The hook's return for `n` (what the framed call gave, as read's), and
+ * what SSL_get_error will say of it. *ex: the _ex form (1 or 0). */
+static int tls_result(const void *ssl, ssize_t n, size_t *count)
+{
+	if (count)
+		*count = n > 0 ? (size_t)n : 0;
+	if (n > 0)
+		return count ? 1 : (int)n;
+	fake_ssl = ssl;
+	if (tls_err)
+		fake_err = tls_err;
+	else if (n == 0)
+		fake_err = TLS_ERROR_ZERO_RETURN;
+	else
+		fake_err = errno == EAGAIN ? TLS_ERROR_WANT_READ : TLS_ERROR_SYSCALL;
+	return (n == 0 || count) ? 0 : -1;
+}
+
+struct tls_call {
+	void *ssl;
+	void *buf;
+	size_t len;
+};
+
+static ssize_t tls_real_read(void *ctx)
+{
+	struct tls_call *t = ctx;
+
+	return sys_tls_read(t->ssl, t->buf, t->len, 0);
+}
+
+/* SSL_read's bytes framed: rl_io_read over the session. */
+static ssize_t tls_framed_read(struct rl_conn *c, int fd, void *ssl, void *buf,
+			       size_t len)
+{
+	struct tls_call t = { ssl, buf, len };
+	struct iovec one = { buf, len };
+	struct rl_read r = { fd, &one, 1, 0, tls_real_read, &t, NULL, ssl };
+	ssize_t n;
+
+	busy = 1;
+	n = rl_io_read(c, &r);
+	busy = 0;
+	return n;
+}
+
+HOOK int SSL_read(void *ssl, void *buf, int num)
+{
+	struct rl_conn *c;
+	int fd;
+
+	tls_resolve();
+	if (!tls.read) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!(c = tls_tracked(ssl, &fd)) || num <= 0)
+		return tls.read(ssl, buf, num);
+	return tls_result(ssl, tls_framed_read(c, fd, ssl, buf, (size_t)num), NULL);
+}
+
+HOOK int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
+{
+	struct rl_conn *c;
+	size_t got;
+	int fd, r;
+
+	tls_resolve();
+	if (!tls.read_ex) {
+		errno = ENOSYS;
+		return 0;
+	}
+	if (!(c = tls_tracked(ssl, &fd)) || num == 0)
+		return tls.read_ex(ssl, buf, num, readbytes);
+	r = tls_result(ssl, tls_framed_read(c, fd, ssl, buf, num), &got);
+	if (readbytes)
+		*readbytes = got;
+	return r;
+}
+
+/* A peek: the application's own, untouched, except while the shim
+ * answers (as a socket's peek). */
+static int tls_peeked(void *ssl, int *pass, size_t *count)
+{
+	struct rl_conn *c;
+	ssize_t ret;
+	int fd;
+
+	*pass = 1;
+	if (!(c = tls_tracked(ssl, &fd)) || rl_io_tls_peek(c, &ret))
+		return 0;
+	*pass = 0;
+	return tls_result(ssl, ret, count);
+}
+
+HOOK int SSL_peek(void *ssl, void *buf, int num)
+{
+	int pass, r;
+
+	tls_resolve();
+	if (!tls.peek) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = tls_peeked(ssl, &pass, NULL);
+	return pass ? tls.peek(ssl, buf, num) : r;
+}
+
+HOOK int SSL_peek_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
+{
+	size_t got;
+	int pass, r;
+
+	tls_resolve();
+	if (!tls.peek_ex) {
+		errno = ENOSYS;
+		return 0;
+	}
+	r = tls_peeked(ssl, &pass, &got);
+	if (pass)
+		return tls.peek_ex(ssl, buf, num, readbytes);
+	if (readbytes)
+		*readbytes = got;
+	return r;
+}
+
+/* After libssl wrote `n` of the application's bytes: frame the answer.
+ * Returns -1 if the shim swallows the write (it answered the
+ * connection). */
+static int tls_writing(void *ssl, struct rl_conn **c, int *fd)
+{
+	int swallow;
+
+	*c = tls_tracked(ssl, fd);
+	if (!*c)
+		return 0;
+	swallow = rl_io_write(*c, NULL, 0);
+	return swallow ? -1 : 0;
+}
+
+static void tls_wrote(struct rl_conn *c, int fd, const void *buf, size_t n)
+{
+	struct iovec v = { (void *)buf, n };
+	int saved = errno;
+
+	busy = 1;
+	rl_io_wrote(c, fd, &v, 1, n);
+	busy = 0;
+	errno = saved;
+}
+
+HOOK int SSL_write(void *ssl, const void *buf, int num)
+{
+	struct rl_conn *c;
+	int fd, r;
+
+	tls_resolve();
+	if (!tls.write) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (tls_writing(ssl, &c, &fd) < 0)
+		return num;
+	r = tls.write(ssl, buf, num);
+	if (c && r > 0)
+		tls_wrote(c, fd, buf, (size_t)r);
+	return r;
+}
+
+HOOK int SSL_write_ex(void *ssl, const void *buf, size_t num, size_t *written)
+{
+	struct rl_conn *c;
+	int fd, r;
+
+	tls_resolve();
+	if (!tls.write_ex) {
+		errno = ENOSYS;
+		return 0;
+	}
+	if (tls_writing(ssl, &c, &fd) < 0) {
+		if (written)
+			*written = num;
+		return 1;
+	}
+	r = tls.write_ex(ssl, buf, num, written);
+	if (c && r > 0 && written && *written)
+		tls_wrote(c, fd, buf, *written);
+	return r;
+}
+
+HOOK ssize_t SSL_sendfile(void *ssl, int in, off_t offset, size_t size,
+			  int flags)
+{
+	struct rl_conn *c;
+	int fd;
+	ssize_t r;
+
+	tls_resolve();
+	if (!tls.sendfile) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (tls_writing(ssl, &c, &fd) < 0)
+		return (ssize_t)size;
+	r = tls.sendfile(ssl, in, offset, size, flags);
+	if (c && r > 0) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_wrote_file(c, fd, (size_t)r);
+		busy = 0;
+		errno = saved;
+	}
+	return r;
+}
+
+HOOK int SSL_get_error(const void *ssl, int ret)
+{
+	tls_resolve();
+	if (ssl && ssl == fake_ssl && ret <= 0)
+		return fake_err;
+	return tls.get_error ? tls.get_error(ssl, ret) : TLS_ERROR_SSL;
+}
+
+/* The connection session `ssl` is bound to, or NULL (never binds). */
+static struct rl_conn *tls_bound(const void *ssl)
+{
+	struct rl_fd *e;
+	struct rl_conn *c;
+	int fd;
+
+	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live ||
+	    (fd = tls.get_fd(ssl)) < 0 || !(e = rl_fd_get(fd)))
+		return NULL;
+	c = rl_conn_of(e);
+	return c && c->ssl == ssl ? c : NULL;
+}
+
+/* Bytes the shim holds for the application are pending too (as FIONREAD
+ * counts them on a socket): a server that reads while SSL_pending says
+ * so gets them. */
+static size_t tls_held(const void *ssl)
+{
+	struct rl_conn *c = tls_bound(ssl);
+
+	return c ? rl_io_held(c) : 0;
+}
+
+HOOK int SSL_pending(const void *ssl)
+{
+	tls_resolve();
+	if (!tls.pending)
+		return 0;
+	return tls.pending(ssl) + (int)tls_held(ssl);
+}
+
+HOOK int SSL_has_pending(const void *ssl)
+{
+	tls_resolve();
+	if (!tls.has_pending)
+		return 0;
+	return tls.has_pending(ssl) || tls_held(ssl);
+}
+
+/*
+ * A connection the shim answered ended as if the client had closed it: its
+ * reads said SSL_ERROR_ZERO_RETURN, and the session says it received the
+ * client's close_notify (Python's ssl takes ZERO_RETURN for a clean end only
+ * then), whatever the shim's own close_notify did to it.
+ */
+#define TLS_RECEIVED_SHUTDOWN 2
+
+HOOK int SSL_get_shutdown(const void *ssl)
+{
+	struct rl_conn *c;
+
+	tls_resolve();
+	if (!tls.get_shutdown)
+		return 0;
+	c = tls_bound(ssl);
+	if (c && c->state == RL_CONN_DONE)
+		return TLS_RECEIVED_SHUTDOWN;
+	return tls.get_shutdown(ssl);
+}
+
+HOOK int SSL_shutdown(void *ssl)
+{
+	tls_resolve();
+	fake_ssl = NULL;
+	if (!tls.shutdown) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return tls.shutdown(ssl);
+}
+
+HOOK void SSL_free(void *ssl)
+{
+	tls_resolve();
+	fake_ssl = NULL;
+	if (ssl && !busy && rl_shim_phase() == RL_SHIM_ACTIVE && tls.live) {
+		int saved = errno, fd = tls.get_fd(ssl);
+
+		if (fd >= 0) {
+			busy = 1;
+			rl_io_tls_free(fd, ssl);
+			busy = 0;
+		}
+		errno = saved;
+	}
+	if (tls.free)
+		tls.free(ssl);
+}
+
+/*
+ * Early data (TLS 1.3 0-RTT) is read with SSL_read_early_data before the
+ * handshake ends: on a framed connection the shim says there is none, so
+ * libssl rejects it and the client sends its request again after the
+ * handshake, through SSL_read.
+ */
+HOOK int SSL_read_early_data(void *ssl, void *buf, size_t num, size_t *readbytes)
+{
+	int fd;
+
+	tls_resolve();
+	if (!tls.read_early_data) {
+		errno = ENOSYS;
+		return 0;
+	}
+	if (!tls_tracked(ssl, &fd))
+		return tls.read_early_data(ssl, buf, num, readbytes);
+	if (readbytes)
+		*readbytes = 0;
+	return TLS_READ_EARLY_DATA_FINISH;
+}
+
+/*
+ * HTTP/2 over TLS is chosen in the handshake (ALPN). Until the shim
+ * frames HTTP/2, a framed connection is kept on HTTP/1.1: the server's
+ * own selection is wrapped, and an "h2" it picks becomes the client's
+ * "http/1.1" (or no protocol, which is HTTP/1.1, if the client offered
+ * none). A client that speaks HTTP/2 anyway sends the preface, which the
+ * framer refuses as in cleartext.
+ */
+#define ALPN_SLOTS 64
+
+static struct alpn_slot {
+	void *_Atomic ctx;
+	tls_alpn_cb cb;
+	void *arg;
+} alpn_slots[ALPN_SLOTS];
+
+static int alpn_select(void *ssl, const unsigned char **out,
+		       unsigned char *outlen, const unsigned char *in,
+		       unsigned int inlen, void *arg)
+{
+	struct alpn_slot *s = arg;
+	int r = s->cb(ssl, out, outlen, in, inlen, s->arg), fd, keep;
+
+	if (r != TLS_EXT_ERR_OK || *outlen != 2 || memcmp(*out, "h2", 2) ||
+	    busy || rl_shim_phase() != RL_SHIM_ACTIVE ||
+	    (fd = tls.get_fd(ssl)) < 0)
+		return r;
+	busy = 1;
+	keep = rl_io_tls_no_h2(fd);
+	busy = 0;
+	if (!keep)
+		return r;
+	for (unsigned i = 0; i < inlen; i += 1u + in[i]) {
+		if (in[i] == 8 && i + 9 <= inlen && !memcmp(in + i + 1, "http/1.1", 8)) {
+			*out = in + i + 1;
+			*outlen = 8;
+			return TLS_EXT_ERR_OK;
+		}
+	}
+	return TLS_EXT_ERR_NOACK;
+}
+
+HOOK void SSL_CTX_set_alpn_select_cb(void *ctx, tls_alpn_cb cb, void *arg)
+{
+	struct alpn_slot *s = NULL;
+
+	tls_resolve();
+	if (!tls.ctx_set_alpn_select_cb)
+		return;
+	if (cb) {
+		/* The context's slot, or a free one (never given back: a
+		 * context lives as long as the server's configuration). */
+		for (unsigned i = 0; i < ALPN_SLOTS && !s; i++) {
+			void *cur = atomic_load_explicit(&alpn_slots[i].ctx,
+							 memory_order_acquire);
+			void *none = NULL;
+
+			if (cur == ctx ||
+			    (!cur && atomic_compare_exchange_strong(&alpn_slots[i].ctx,
+								    &none, ctx)))
+				s = &alpn_slots[i];
+		}
+	}
+	if (!s) {
+		tls.ctx_set_alpn_select_cb(ctx, cb, arg);
+		return;
+	}
+	s->cb = cb;
+	s->arg = arg;
+	tls.ctx_set_alpn_select_cb(ctx, alpn_select, s);
 }

@@ -80,6 +80,8 @@ struct rl_read {
 	void *ctx;
 	/* recvmsg: cleared when bytes come from the hold buffer instead */
 	struct msghdr *msg;
+	/* SSL_read: the session `real` reads from (c->ssl), else NULL */
+	void *ssl;
 };
 ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r);
 
@@ -138,6 +140,29 @@ struct rl_conn *rl_io_written(int fd);
  * report success, write nothing), else 0.
  */
 int rl_io_write(struct rl_conn *c, const struct iovec *iov, int iovcnt);
+
+/*
+ * TLS (io_tls.c). The connection behind the application's session `ssl`
+ * on socket `fd` (SSL_get_fd; -1 if it has none), bound to it at its first
+ * SSL call if no request was framed on the socket itself; NULL to pass
+ * the call untouched.
+ */
+struct rl_conn *rl_io_tls_conn(int fd, void *ssl);
+
+/* A connection opened with a TLS record: the first time in a process,
+ * say if its TLS cannot be framed (no libssl after the shim). */
+void rl_io_tls_seen(void);
+
+/* The server selected HTTP/2 for a session on socket `fd` (ALPN): 1 if
+ * it is a framed connection, to be kept on HTTP/1.1 (said once). */
+int rl_io_tls_no_h2(int fd);
+
+/* The application frees `ssl` (SSL_free). */
+void rl_io_tls_free(int fd, void *ssl);
+
+/* A peek through TLS (SSL_peek): 1 if it passes to libssl, else 0 with
+ * what it returns in *ret (0: the end, -1: EAGAIN, an answer is due). */
+int rl_io_tls_peek(struct rl_conn *c, ssize_t *ret);
 
 #define RL_ANSWER_HEAD_MAX 16384 /* an answer head longer is not framed */
 

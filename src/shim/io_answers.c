@@ -33,6 +33,10 @@ struct rl_conn *rl_io_written(int fd)
 	struct rl_fd *e = rl_fd_get(fd);
 	struct rl_conn *conn = e ? rl_conn_of(e) : NULL;
 
+	/* Under TLS the socket carries records (SSL_write is framed): once
+	 * the shim has answered, they are swallowed with the rest. */
+	if (conn && conn->ssl)
+		return conn->state == RL_CONN_DONE ? conn : NULL;
 	if (!conn || conn->state == RL_CONN_PASS ||
 	    (conn->ans.broken && conn->state != RL_CONN_DONE &&
 	     conn->pend_off == conn->pend_len))

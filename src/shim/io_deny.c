@@ -57,9 +57,9 @@ int rl_io_drain(int fd)
  * what SO_SNDBUF may set (autotuned beyond net.core.wmem_max) is left
  * as it is.
  */
-static void send_reply(int fd, const char *buf, size_t n)
+static void send_reply(struct rl_conn *c, int fd, const char *buf, size_t n)
 {
-	ssize_t r = rl_io.sys.send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	ssize_t r = rl_conn_send(c, fd, buf, n);
 	int cur = 0, want, now = 0;
 	socklen_t len = sizeof(cur);
 
@@ -83,7 +83,9 @@ static void send_reply(int fd, const char *buf, size_t n)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
 		return;
 	}
-	rl_io.sys.send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	/* A session's record waiting to go is sent again from the same
+	 * bytes, as libssl wants. */
+	rl_conn_send(c, fd, buf, n);
 }
 
 /* Answer a connection in DENY: the reply, a FIN, the rest of the request
@@ -124,7 +126,9 @@ ssize_t rl_io_answer(struct rl_conn *c, int fd)
 				 c->reply_why ? c->reply_why : "bad request");
 	}
 	if (n > 0)
-		send_reply(fd, buf, (size_t)n);
+		send_reply(c, fd, buf, (size_t)n);
+	if (c->ssl)
+		rl_io.sys.tls_close(c->ssl); /* close_notify */
 	shutdown(fd, SHUT_WR);
 	rl_io_drain(fd);
 	c->state = RL_CONN_DONE;

@@ -319,6 +319,10 @@ void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
 		case RL_HTTP_EV_PASS:
 			c->state = RL_CONN_PASS;
 			out->deliver = rg->len;
+			if (c->http.requests == 0 && !c->tls_seen) {
+				c->tls_seen = 1;
+				rl_io_tls_seen();
+			}
 			return;
 		case RL_HTTP_EV_ERROR:
 			/* A bad head never reaches the application; a bad

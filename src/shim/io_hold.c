@@ -60,7 +60,7 @@ static int hold_proxy(struct rl_conn *c)
 static int take(struct rl_conn *c, int fd, uint8_t *dst, size_t n)
 {
 	while (n > 0) {
-		ssize_t k = rl_io.sys.recv(fd, dst, n, MSG_DONTWAIT);
+		ssize_t k = rl_conn_recv(c, fd, dst, n, 0);
 
 		if (k <= 0)
 			return -1;
@@ -129,8 +129,8 @@ static enum rl_held held_decided(struct rl_conn *c, int fd, size_t tail)
 enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
 {
 	struct rl_hold *h = c->hold;
-	ssize_t n = rl_io.sys.recv(fd, h->data + h->len, RL_HOLD_SIZE - h->len,
-				   MSG_PEEK | MSG_DONTWAIT);
+	ssize_t n = rl_conn_recv(c, fd, h->data + h->len, RL_HOLD_SIZE - h->len,
+				 MSG_PEEK);
 	struct rl_http_feed f;
 
 	if (n == 0)

@@ -47,6 +47,22 @@ void rl_iov_put(const struct iovec *iov, int cnt, size_t off,
 
 size_t rl_iov_total(const struct iovec *iov, int cnt);
 
+/* ---- the transport ---------------------------------------------------------- */
+
+/*
+ * What the connection has for the application, without waiting: from the
+ * socket (recv with MSG_DONTWAIT, `flags` MSG_PEEK or 0) or, under TLS,
+ * from its session. A session says EAGAIN when neither it nor the socket
+ * has a byte; with bytes of an incomplete record, a blocking socket waits
+ * for the rest of it, as the application's own read would.
+ */
+ssize_t rl_conn_recv(struct rl_conn *c, int fd, void *buf, size_t len,
+		     int flags);
+
+/* The connection's bytes out, as send(fd, MSG_NOSIGNAL | MSG_DONTWAIT)
+ * or through its session. */
+ssize_t rl_conn_send(struct rl_conn *c, int fd, const void *buf, size_t len);
+
 /* ---- io_deny.c ------------------------------------------------------------- */
 
 /* Deny the request `req` (NULL: no request to describe) of `c` with reply

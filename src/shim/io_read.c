@@ -224,6 +224,9 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 			return 0;
 		return r->real(r->ctx);
 	}
+	/* A socket under TLS carries records: only SSL_read is framed. */
+	if (__builtin_expect(c->ssl != r->ssl, 0))
+		return r->real(r->ctx);
 	switch ((enum rl_conn_state)c->state) {
 	case RL_CONN_PASS:
 		break;
@@ -235,7 +238,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 		return 0;
 	case RL_CONN_HTTP:
 		if (__builtin_expect(c->fork_seen != rl_io.forks, 0) &&
-		    others_took(c, r->fd))
+		    !c->ssl && others_took(c, r->fd))
 			c->ended = 1;
 		if (c->ended)
 			return 0;
@@ -301,7 +304,11 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 		}
 		if (h && h->len == 0)
 			rl_conn_unhold(c); /* only used to gather a split head */
-		/* Nothing held: the socket. */
+		/* Nothing held: the socket. Through TLS, what came is
+		 * enough: a look for more could block on a record that has
+		 * not come whole. */
+		if (filled && c->ssl)
+			goto out;
 		space = total - filled;
 		n = filled ? recv_at(r->fd, r->iov, r->iovcnt, filled)
 			   : r->real(r->ctx);

@@ -216,7 +216,7 @@ static uint32_t ask(struct pair *p, const char *reqs)
 	while (got < len) {
 		struct call c = { p->fd, buf, sizeof(buf) };
 		struct iovec v = { buf, sizeof(buf) };
-		struct rl_read r = { p->fd, &v, 1, 0, do_recv, &c, NULL };
+		struct rl_read r = { p->fd, &v, 1, 0, do_recv, &c, NULL, NULL };
 		ssize_t n = rl_io_read(p->conn, &r);
 
 		assert_true(n > 0);

@@ -146,7 +146,7 @@ static ssize_t app_read(struct pair *p, void *buf, size_t len, int flags)
 {
 	struct call c = { p->fd, buf, len, flags };
 	struct iovec v = { buf, len };
-	struct rl_read r = { p->fd, &v, 1, flags, do_recv, &c, NULL };
+	struct rl_read r = { p->fd, &v, 1, flags, do_recv, &c, NULL, NULL };
 
 	return rl_io_read(p->conn, &r);
 }
@@ -730,7 +730,7 @@ static void test_readv_split(void **state)
 	(void)state;
 	pair_open(&p);
 	c = (struct call){ p.fd, iov, 2, 0 };
-	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL };
+	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL, NULL };
 	put(&p, "GET /readv HTTP/1.1\r\nX: y\r\n\r\n");
 	assert_int_equal(rl_io_read(p.conn, &r), 29);
 	assert_memory_equal(a, "GET /re", 7);
@@ -764,7 +764,7 @@ static void test_readv_long_second_head(void **state)
 	pair_open(&p);
 	fcntl(p.fd, F_SETFL, O_NONBLOCK);
 	c = (struct call){ p.fd, iov, 2, 0 };
-	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL };
+	r = (struct rl_read){ p.fd, iov, 2, 0, do_readv, &c, NULL, NULL };
 	snprintf(all, sizeof(all), "%s%.*s", first, (int)cut, second);
 	put(&p, all);
 	assert_int_equal(rl_io_read(p.conn, &r), (ssize_t)sizeof(a));

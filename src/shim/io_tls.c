@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io_tls.c - connections under TLS: the application's libssl session
+ * bound to the connection of its socket, and the transport the read and
+ * answer paths use (the socket, or the session over it).
+ *
+ * A TLS connection opens with a handshake record, which the framer passes
+ * (RL_CONN_PASS). At the application's first SSL call on that socket
+ * (SSL_read, SSL_write, ...: hooks.c) the session is bound to the
+ * connection and the framing starts again on the plaintext, from its first
+ * request: the socket's own reads and writes carry records from then on and
+ * pass untouched (io_read.c, io_answers.c). A session is bound only while
+ * nothing has been framed on the socket itself, so a connection is framed
+ * once, in one layer; a session over a socket that carried a request
+ * (TLS inside a CONNECT tunnel) passes, as it did before.
+ */
+#include "io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "io_int.h"
+#include "log.h"
+
+ssize_t rl_conn_recv(struct rl_conn *c, int fd, void *buf, size_t len,
+		     int flags)
+{
+	if (!c->ssl)
+		return rl_io.sys.recv(fd, buf, len, flags | MSG_DONTWAIT);
+	/* Nothing decrypted or buffered and nothing in the socket: a
+	 * blocking socket's read would wait, and so would the session's. */
+	if (!rl_io.sys.tls_pending(c->ssl) && rl_io.sys.inq(fd) == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return rl_io.sys.tls_read(c->ssl, buf, len, flags & MSG_PEEK);
+}
+
+ssize_t rl_conn_send(struct rl_conn *c, int fd, const void *buf, size_t len)
+{
+	if (c->ssl)
+		return rl_io.sys.tls_write(c->ssl, buf, len);
+	return rl_io.sys.send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Once a process: TLS is framed here. */
+static int said_tls;
+
+void rl_io_tls_seen(void)
+{
+	static int said;
+
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	if (rl_io.sys.tls_live && rl_io.sys.tls_live())
+		return;
+	rl_log(RL_LOG_WARN, "msg=\"TLS connections get accept-level limits "
+			    "only: no libssl behind the shim in this process "
+			    "(TLS linked statically, or another library)\"");
+}
+
+struct rl_conn *rl_io_tls_conn(int fd, void *ssl)
+{
+	struct rl_fd *e = rl_fd_get(fd);
+	struct rl_conn *c;
+
+	if (!e)
+		return NULL;
+	if (e->kind == RL_FD_UNKNOWN)
+		rl_io_adopt(fd, e);
+	c = rl_conn_of(e);
+	if (!c || c->ssl == ssl)
+		return c;
+	/* Another session's, or a socket whose own bytes were framed. */
+	if (c->ssl || c->http.requests || c->delivered || c->hold)
+		return NULL;
+	switch ((enum rl_conn_state)c->state) {
+	case RL_CONN_PASS:
+	case RL_CONN_HTTP:
+		/* The handshake passed; the plaintext is framed from its
+		 * start. */
+		rl_http_init(&c->http);
+		c->state = RL_CONN_HTTP;
+		c->skip = 0;
+		c->raw = 0;
+		c->mask_at = -1;
+		break;
+	case RL_CONN_DENY:
+	case RL_CONN_DONE:
+		break; /* refused before any request: it stays so */
+	}
+	c->ssl = ssl;
+	if (!__atomic_exchange_n(&said_tls, 1, __ATOMIC_RELAXED))
+		rl_log(RL_LOG_INFO, "msg=\"TLS: requests framed through libssl\" "
+				    "port=%u", (unsigned)c->port);
+	return c;
+}
+
+void rl_io_tls_free(int fd, void *ssl)
+{
+	struct rl_fd *e = rl_fd_get(fd);
+	struct rl_conn *c = e ? rl_conn_of(e) : NULL;
+
+	if (!c || c->ssl != ssl)
+		return;
+	/* The session is gone; what the socket carries now is nobody's to
+	 * frame (nothing readable was decided). */
+	c->ssl = NULL;
+	c->state = RL_CONN_DONE;
+	if (c->hold) {
+		c->hold->len = c->hold->decided = 0;
+		rl_conn_unhold(c);
+	}
+}
+
+int rl_io_tls_peek(struct rl_conn *c, ssize_t *ret)
+{
+	/* As a socket's peek (io_read.c): nothing while an answer is due,
+	 * the end once answered. */
+	if (c->state == RL_CONN_DENY) {
+		errno = EAGAIN;
+		*ret = -1;
+		return 0;
+	}
+	if (c->state == RL_CONN_DONE) {
+		*ret = 0;
+		return 0;
+	}
+	return 1;
+}
+
+int rl_io_tls_no_h2(int fd)
+{
+	static int said;
+	struct rl_fd *e = rl_fd_get(fd);
+
+	if (!e || !rl_conn_of(e))
+		return 0;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		rl_log(RL_LOG_INFO, "msg=\"TLS: the server offers HTTP/2; framed "
+				    "connections are kept on HTTP/1.1 (ALPN)\"");
+	return 1;
+}
