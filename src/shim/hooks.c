@@ -1330,13 +1330,16 @@ HOOK int SSL_read_early_data(void *ssl, void *buf, size_t num, size_t *readbytes
 
 /*
  * HTTP/2 over TLS is chosen in the handshake (ALPN). Until the shim
- * frames HTTP/2, a framed connection is kept on HTTP/1.1: the server's
- * own selection is wrapped, and an "h2" it picks becomes the client's
- * "http/1.1" (or no protocol, which is HTTP/1.1, if the client offered
- * none). A client that speaks HTTP/2 anyway sends the preface, which the
- * framer refuses as in cleartext.
+ * frames HTTP/2, a framed connection is kept on HTTP/1.1: the server's own
+ * selection callback is wrapped and shown the client's list without "h2"
+ * (the server keeps its own notion of what it chose: lighttpd speaks
+ * HTTP/2 on an h2 its callback picked, whatever the handshake then said).
+ * A client that offered only h2 gets no protocol, which is HTTP/1.1; one
+ * that speaks HTTP/2 anyway sends the preface, which the framer refuses as
+ * in cleartext.
  */
 #define ALPN_SLOTS 64
+#define ALPN_LIST_MAX 512 /* bytes of a client's list the shim rewrites */
 
 static struct alpn_slot {
 	void *_Atomic ctx;
@@ -1344,30 +1347,59 @@ static struct alpn_slot {
 	void *arg;
 } alpn_slots[ALPN_SLOTS];
 
+/* 1 if the length-prefixed list `in` names "h2". */
+static int alpn_has_h2(const unsigned char *in, unsigned int inlen)
+{
+	for (unsigned i = 0; i < inlen; i += 1u + in[i])
+		if (in[i] == 2 && i + 3 <= inlen && !memcmp(in + i + 1, "h2", 2))
+			return 1;
+	return 0;
+}
+
 static int alpn_select(void *ssl, const unsigned char **out,
 		       unsigned char *outlen, const unsigned char *in,
 		       unsigned int inlen, void *arg)
 {
 	struct alpn_slot *s = arg;
-	int r = s->cb(ssl, out, outlen, in, inlen, s->arg), fd, keep;
+	unsigned char list[ALPN_LIST_MAX];
+	unsigned int n = 0;
+	int r, fd, keep, was;
 
-	if (r != TLS_EXT_ERR_OK || *outlen != 2 || memcmp(*out, "h2", 2) ||
-	    busy || rl_shim_phase() != RL_SHIM_ACTIVE ||
-	    (fd = tls.get_fd(ssl)) < 0)
-		return r;
+	/* The handshake may run inside a framed SSL_read (lighttpd drives
+	 * it so): the guard is then already set, and stays so. */
+	if (inlen > sizeof(list) || !alpn_has_h2(in, inlen) ||
+	    rl_shim_phase() != RL_SHIM_ACTIVE || (fd = tls.get_fd(ssl)) < 0)
+		return s->cb(ssl, out, outlen, in, inlen, s->arg);
+	was = busy;
 	busy = 1;
 	keep = rl_io_tls_no_h2(fd);
-	busy = 0;
+	busy = was;
 	if (!keep)
-		return r;
-	for (unsigned i = 0; i < inlen; i += 1u + in[i]) {
-		if (in[i] == 8 && i + 9 <= inlen && !memcmp(in + i + 1, "http/1.1", 8)) {
-			*out = in + i + 1;
-			*outlen = 8;
-			return TLS_EXT_ERR_OK;
+		return s->cb(ssl, out, outlen, in, inlen, s->arg);
+	for (unsigned i = 0; i < inlen && i + 1u + in[i] <= inlen; i += 1u + in[i])
+		if (!(in[i] == 2 && !memcmp(in + i + 1, "h2", 2))) {
+			memcpy(list + n, in + i, 1u + in[i]);
+			n += 1u + in[i];
 		}
+	if (n == 0)
+		return TLS_EXT_ERR_NOACK;
+	r = s->cb(ssl, out, outlen, list, n, s->arg);
+	if (r != TLS_EXT_ERR_OK)
+		return r;
+	if (*outlen == 2 && !memcmp(*out, "h2", 2))
+		return TLS_EXT_ERR_NOACK; /* chosen from its own list */
+	if (*out >= list && *out < list + n) {
+		/* libssl copies the choice after this returns: point into
+		 * the client's list, not this frame. */
+		for (unsigned i = 0; i < inlen; i += 1u + in[i])
+			if (in[i] == *outlen && i + 1u + in[i] <= inlen &&
+			    !memcmp(in + i + 1, *out, *outlen)) {
+				*out = in + i + 1;
+				return r;
+			}
+		return TLS_EXT_ERR_NOACK;
 	}
-	return TLS_EXT_ERR_NOACK;
+	return r;
 }
 
 HOOK void SSL_CTX_set_alpn_select_cb(void *ctx, tls_alpn_cb cb, void *arg)
