@@ -221,6 +221,11 @@ __attribute__((constructor)) static void rl_hooks_init(void)
 
 static __thread int busy __attribute__((tls_model("initial-exec")));
 
+/* The libssl session whose handshake this thread is in (SSL_accept,
+ * SSL_do_handshake), for a session without a socket of its own. */
+static __thread void *hs_ssl __attribute__((tls_model("initial-exec")));
+static void tls_handshake_read(int fd, struct rl_conn *c);
+
 /* The connection an fd's reads and writes go through, or NULL to pass:
  * shim not active, the guard set, or an fd that is not framed. Adopts an
  * fd it has never seen. */
@@ -241,7 +246,11 @@ static struct rl_conn *tracked(int fd)
 		busy = 0;
 		errno = saved;
 	}
-	return e->kind == RL_FD_CONN ? rl_conn_of(e) : NULL;
+	if (e->kind != RL_FD_CONN)
+		return NULL;
+	if (__builtin_expect(hs_ssl != NULL, 0))
+		tls_handshake_read(fd, rl_conn_of(e));
+	return rl_conn_of(e);
 }
 
 /* ---- accept ------------------------------------------------------------------------ */
@@ -816,6 +825,8 @@ int SSL_shutdown(void *ssl);
 int SSL_get_shutdown(const void *ssl);
 void SSL_free(void *ssl);
 int SSL_read_early_data(void *ssl, void *buf, size_t num, size_t *readbytes);
+int SSL_accept(void *ssl);
+int SSL_do_handshake(void *ssl);
 void SSL_CTX_set_alpn_select_cb(void *ctx, tls_alpn_cb cb, void *arg);
 
 static struct {
@@ -835,6 +846,12 @@ static struct {
 	int (*has_pending)(const void *);
 	int (*read_early_data)(void *, void *, size_t, size_t *);
 	void (*ctx_set_alpn_select_cb)(void *, tls_alpn_cb, void *);
+	int (*accept)(void *);
+	int (*do_handshake)(void *);
+	int (*set_ex_data)(void *, int, void *);
+	void *(*get_ex_data)(const void *, int);
+	int (*new_ex_index)(int, long, void *, void *, void *, void *);
+	int ex_fd; /* the ex_data index of a session's socket, or -1 */
 	int live; /* SSL_read is libssl's and the application's is ours */
 } tls;
 
@@ -880,7 +897,16 @@ static void tls_resolve_all(void)
 	TLS_SYM(has_pending, "SSL_has_pending");
 	TLS_SYM(read_early_data, "SSL_read_early_data");
 	TLS_SYM(ctx_set_alpn_select_cb, "SSL_CTX_set_alpn_select_cb");
+	TLS_SYM(accept, "SSL_accept");
+	TLS_SYM(do_handshake, "SSL_do_handshake");
+	TLS_SYM(set_ex_data, "SSL_set_ex_data");
+	TLS_SYM(get_ex_data, "SSL_get_ex_data");
+	TLS_SYM(new_ex_index, "CRYPTO_get_ex_new_index");
 #undef TLS_SYM
+	/* CRYPTO_EX_INDEX_SSL is 0. */
+	tls.ex_fd = tls.set_ex_data && tls.get_ex_data && tls.new_ex_index
+			    ? tls.new_ex_index(0, 0, NULL, NULL, NULL, NULL)
+			    : -1;
 	/* The application's SSL_read is the shim's (not one linked into the
 	 * program itself), and libssl's is behind it. */
 	def = dlsym(RTLD_DEFAULT, "SSL_read");
@@ -967,6 +993,33 @@ static int sys_tls_pending(void *ssl)
 	return tls.has_pending ? tls.has_pending(ssl) : tls.pending(ssl) > 0;
 }
 
+/* The socket of session `ssl`: its own (SSL_get_fd), or the one its
+ * handshake was seen to read (a BIO of the application's, apache's). */
+static int tls_fd(const void *ssl)
+{
+	int fd = tls.get_fd(ssl);
+
+	if (fd < 0 && tls.ex_fd >= 0)
+		fd = (int)(intptr_t)tls.get_ex_data(ssl, tls.ex_fd) - 1;
+	return fd;
+}
+
+/* A socket read inside session hs_ssl's handshake: that session's
+ * socket, if it has none of its own. */
+static void tls_handshake_read(int fd, struct rl_conn *c)
+{
+	void *ssl = hs_ssl;
+	int saved = errno;
+
+	if (!c || c->ssl || !tls.live || tls.ex_fd < 0 || tls.get_fd(ssl) >= 0)
+		return;
+	busy = 1;
+	if (rl_io_tls_conn(fd, ssl))
+		tls.set_ex_data(ssl, tls.ex_fd, (void *)(intptr_t)(fd + 1));
+	busy = 0;
+	errno = saved;
+}
+
 /* The connection of session `ssl` and its socket, or NULL to pass: the
  * shim not active, the guard set, no socket (a BIO of the application's
  * own), or a connection that is not framed through TLS. */
@@ -978,7 +1031,7 @@ static struct rl_conn *tls_tracked(void *ssl, int *fd)
 	tls_err = 0;
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
 		return NULL;
-	*fd = tls.get_fd(ssl);
+	*fd = tls_fd(ssl);
 	if (*fd < 0)
 		return NULL;
 	{
@@ -1224,7 +1277,7 @@ static struct rl_conn *tls_bound(const void *ssl)
 	int fd;
 
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live ||
-	    (fd = tls.get_fd(ssl)) < 0 || !(e = rl_fd_get(fd)))
+	    (fd = tls_fd(ssl)) < 0 || !(e = rl_fd_get(fd)))
 		return NULL;
 	c = rl_conn_of(e);
 	return c && c->ssl == ssl ? c : NULL;
@@ -1293,7 +1346,7 @@ HOOK void SSL_free(void *ssl)
 	tls_resolve();
 	fake_ssl = NULL;
 	if (ssl && !busy && rl_shim_phase() == RL_SHIM_ACTIVE && tls.live) {
-		int saved = errno, fd = tls.get_fd(ssl);
+		int saved = errno, fd = tls_fd(ssl);
 
 		if (fd >= 0) {
 			busy = 1;
@@ -1304,6 +1357,40 @@ HOOK void SSL_free(void *ssl)
 	}
 	if (tls.free)
 		tls.free(ssl);
+}
+
+/* A handshake: the socket it reads is its session's (tls_handshake_read),
+ * for a session over a BIO of the application's own. */
+static int tls_handshake(void *ssl, int (*real)(void *))
+{
+	void *was = hs_ssl;
+	int r;
+
+	fake_ssl = NULL;
+	hs_ssl = tls.live && tls.ex_fd >= 0 ? ssl : NULL;
+	r = real(ssl);
+	hs_ssl = was;
+	return r;
+}
+
+HOOK int SSL_accept(void *ssl)
+{
+	tls_resolve();
+	if (!tls.accept) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return tls_handshake(ssl, tls.accept);
+}
+
+HOOK int SSL_do_handshake(void *ssl)
+{
+	tls_resolve();
+	if (!tls.do_handshake) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return tls_handshake(ssl, tls.do_handshake);
 }
 
 /*
@@ -1368,7 +1455,7 @@ static int alpn_select(void *ssl, const unsigned char **out,
 	/* The handshake may run inside a framed SSL_read (lighttpd drives
 	 * it so): the guard is then already set, and stays so. */
 	if (inlen > sizeof(list) || !alpn_has_h2(in, inlen) ||
-	    rl_shim_phase() != RL_SHIM_ACTIVE || (fd = tls.get_fd(ssl)) < 0)
+	    rl_shim_phase() != RL_SHIM_ACTIVE || (fd = tls_fd(ssl)) < 0)
 		return s->cb(ssl, out, outlen, in, inlen, s->arg);
 	was = busy;
 	busy = 1;
