@@ -340,6 +340,7 @@ SERVERS := legacy python nginx lighttpd busybox apache apache-prefork
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_scripts.py" \
+	"python3 tests/integration/test_tls.py" \
 	"python3 tests/integration/test_edges.py" \
 	"python3 tests/integration/test_answers.py" \
 	"python3 tests/integration/test_diff.py" \
