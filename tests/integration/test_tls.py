@@ -42,7 +42,10 @@ RULES = [
     ('sclient', '2/m', None),
     ('big', '2/m', None),
     ('alpn', '50/m', 'header:X-Key'),
+    ('miss', '2/m', None),
 ]
+# count_status: only the answers with these statuses are charged.
+COUNT_STATUS = {'miss': '404'}
 
 CONFIG = """\
 [global]
@@ -50,6 +53,8 @@ ports = {port}
 shm = {shm}
 """ + ''.join(f"\n[limit:{name}]\nmatch = * /t/{name}\nrate = {rate}\n"
               + (f"key = {key}\n" if key else '')
+              + (f"count_status = {COUNT_STATUS[name]}\n"
+                 if name in COUNT_STATUS else '')
               for name, rate, key in RULES)
 
 KINDS = ('nginx', 'apache', 'apache-prefork', 'lighttpd', 'python')
@@ -128,12 +133,16 @@ class Env:
             os.environ.pop('PYHTTP_TLS', None)
         self.docroot = self.server.docroot
         os.makedirs(os.path.join(self.docroot, 't'), exist_ok=True)
+        os.makedirs(os.path.join(self.docroot, 't', 'miss'), exist_ok=True)
         for name, _, _ in RULES:
+            if name == 'miss':
+                name = 'miss/ok'  # a directory: /t/miss/nofile is a 404
             p = os.path.join(self.docroot, 't', name)
             with open(p, 'wb') as f:
                 f.write(b'ok ' + name.encode() + b'\n')
             os.chmod(p, 0o644)
         os.chmod(os.path.join(self.docroot, 't'), 0o755)
+        os.chmod(os.path.join(self.docroot, 't', 'miss'), 0o755)
 
     @property
     def echo_path(self):
@@ -400,6 +409,15 @@ def alpn(env):
     assert statuses(rs) == [200], statuses(rs)
 
 
+def count_status(env):
+    """Answers are framed through SSL_write as on a socket: a rule that
+    charges only 404s lets the 200s by, charges two 404s, then refuses."""
+    got = [get(env, '/t/miss/ok', close=False).status for _ in range(3)]
+    assert got == [200, 200, 200], got
+    got = [get(env, '/t/miss/nofile').status for _ in range(3)]
+    assert got == [404, 404, 429], got
+
+
 def still_serving(env):
     """After all of it the server answers, and the shim said it frames
     TLS."""
@@ -410,7 +428,8 @@ def still_serving(env):
 
 
 SCENARIOS = [exact_count, keepalive, pipelined, split_records, drip, bypass,
-             bodies, curl, s_client, big_head, alpn, still_serving]
+             bodies, curl, s_client, big_head, alpn, count_status,
+             still_serving]
 
 
 def main():
