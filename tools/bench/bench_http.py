@@ -641,17 +641,45 @@ def keepalive_client(port: int, n: int, head: bytes | None = None,
 
 
 def connections_client(port: int, n: int, head: bytes | None = None,
-                       tls=None) -> None:
-    """n connections one after another, each one GET answered 200 and then
-    closed by the client (over TLS: a full handshake each, no session
-    resumed, the socket closed without close_notify)."""
+                       tls=None, pause: float = 0.005) -> None:
+    """n connections one after another, each one GET answered 200, then
+    ended by the client (its FIN; over TLS no close_notify) and the
+    server's close awaited. Over TLS a full handshake each (no session
+    resumed); the request goes once the server's session tickets came
+    (it has read the client's Finished) and `pause` more, so the server
+    reads the handshake's end and the request apart, whatever valgrind or
+    strace do to its speed."""
     head = head or REQUEST
     for i in range(n):
         with connect(port, tls) as s:
+            if tls is not None:
+                _tickets(s)
+                time.sleep(pause)
             f = s.makefile('rb')
             s.sendall(head)
             read_answer(f, i)
             f.close()
+            # SSLSocket.shutdown leaves TLS: the socket's own FIN, then
+            # the socket read to the server's.
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(4096):
+                pass
+
+
+def _tickets(s) -> None:
+    """Wait for what the server sends after the handshake (TLS 1.3 session
+    tickets) and let the session read it."""
+    import select
+    import ssl
+    select.select([s], [], [], 5)
+    s.setblocking(False)
+    try:
+        s.recv(1)
+        raise RuntimeError('data before any request')
+    except ssl.SSLWantReadError:
+        pass
+    finally:
+        s.settimeout(30)
 
 
 AB_OK = re.compile(r'^(Complete|Failed|Keep-Alive) requests:\s+(\d+)', re.M)

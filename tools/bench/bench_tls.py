@@ -260,11 +260,21 @@ def split_table(per: dict, fmt: str, names=None, bold_total=True) -> list[str]:
     return out
 
 
+def unnamed_merged(fns: dict) -> dict:
+    """Code in no object (`???`, valgrind's and the loader's trampolines)
+    sits at other addresses in each process: one row for all of it."""
+    out = {}
+    for (o, fn), v in fns.items():
+        k = (o, '(code outside any object)') if o == '???' else (o, fn)
+        out[k] = out.get(k, 0) + v
+    return out
+
+
 def function_rows(ins: dict, top: int) -> list[str]:
     """The functions whose cost the shim changes over https, by |(b) - (a)|:
     the shim's own and those of libssl, libcrypto, libc, nginx that its
     run calls more (or less) than nginx alone; clones merged."""
-    m = {r: cgout.merge_clones(ins[r]) for r in ins}
+    m = {r: unnamed_merged(cgout.merge_clones(ins[r])) for r in ins}
     fns = set().union(*m.values())
     rows = []
     for f in fns:
