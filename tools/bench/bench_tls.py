@@ -468,7 +468,10 @@ def main() -> int:
             p('### User-space instructions per keep-alive request')
             p()
             p('Command: `valgrind --tool=callgrind nginx ...` (`master_process '
-              f'off`), N = {n1} and N = {n2} requests on one connection in '
+              f'off`), N = {n1} and N = {n2} requests on one connection '
+              f'({PAUSE * 1000:.0f} ms between an answer and the next '
+              'request, so that nginx\'s read after its answer finds '
+              'nothing, as behind a network) in '
               f'two fresh processes; (Ir at {n2} - Ir at {n1}) / {n2 - n1}, '
               'every cost line charged to its object and function '
               '(cgout.py).')
@@ -503,7 +506,10 @@ def main() -> int:
             p(f'C = {c1} and C = {c2} connections one after another, each '
               'one small request answered and then closed by the client '
               '(over https a full handshake each: the client keeps no '
-              'session; it closes without close_notify); (count at '
+              'session, and sends its request once the server\'s session '
+              'tickets came and 5 ms more; it ends the connection with its '
+              'FIN, no close_notify, and waits for the server\'s close); '
+              '(count at '
               f'{c2} - count at {c1}) / {c2 - c1}. Instructions as above '
               '(callgrind, two fresh processes), system calls as above '
               '(strace, one worker warmed up by 100 connections).')

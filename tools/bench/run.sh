@@ -66,7 +66,7 @@ else
 fi
 
 # HTTPS (issue 27): nginx with `listen ... ssl`, alone and under the shim,
-# beside the same in plaintext; about 6 minutes.
+# beside the same in plaintext; about 5 minutes.
 if command -v valgrind >/dev/null 2>&1 && command -v strace >/dev/null 2>&1 &&
 	command -v openssl >/dev/null 2>&1 &&
 	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
