@@ -164,12 +164,20 @@ http {{
     scgi_temp_path {work}/tmp/scgi;
 {limit_zone}
     server {{
-        listen 127.0.0.1:{port} reuseport;
+        listen 127.0.0.1:{port}{ssl} reuseport;
         root {work}/docroot;
-{limit_req}
+{limit_req}{tls}
     }}
 }}
 '''
+
+def tls_lines(cert: Path, key: Path) -> str:
+    """The server block's TLS lines: the certificate, and TLS 1.3 offered
+    (nginx 1.22's default list stops at TLS 1.2)."""
+    return (f'        ssl_certificate {cert};\n'
+            f'        ssl_certificate_key {key};\n'
+            '        ssl_protocols TLSv1.2 TLSv1.3;\n')
+
 
 _seg = 0
 _made_segments: list[str] = []
@@ -187,12 +195,15 @@ class Nginx:
     shim_global: more lines of the shim's [global] (e.g. headers_on = all).
     shim: the library to preload (default SHIM), e.g. an older build's.
     http: more lines of nginx's http block (e.g. sendfile on;).
+    tls: None, or (certificate, key) files: `listen ... ssl` with them
+    (bench_tls.py's HTTPS mode).
     """
 
     def __init__(self, root: str, workers: int, shim_rule: str | None = None,
                  limit: tuple[str, str] | None = None, master: bool = True,
                  wrapper: list[str] | None = None, shim_global: str = '',
-                 shim: Path | None = None, http: str = ''):
+                 shim: Path | None = None, http: str = '',
+                 tls: tuple[Path, Path] | None = None):
         global _seg
         self.work = Path(tempfile.mkdtemp(prefix='nginx-', dir=root))
         self.port = free_port()
@@ -221,7 +232,8 @@ class Nginx:
         (self.work / 'nginx.conf').write_text(NGINX_CONF.format(
             workers=workers, user=user, work=self.work, port=self.port,
             master='on' if master else 'off',
-            limit_zone=zone, limit_req=req))
+            limit_zone=zone, limit_req=req, ssl=' ssl' if tls else '',
+            tls=tls_lines(*tls) if tls else ''))
         if shim_rule is not None:
             _seg += 1
             self.shm = f'{SHM_PREFIX}-{_seg}'
@@ -573,30 +585,101 @@ def head_browser(port: int) -> bytes:
             b'Priority: u=0, i\r\n\r\n')
 
 
-def keepalive_client(port: int, n: int, head: bytes | None = None) -> None:
+def read_answer(f, i: int) -> None:
+    """One 200 answer read whole from file f (request i's)."""
+    line = f.readline()
+    if not line.startswith(b'HTTP/1.1 200'):
+        raise RuntimeError(f'request {i}: {line!r}')
+    read_answer_rest(f)
+
+
+def read_answer_rest(f) -> None:
+    """An answer's fields and body, after its status line."""
+    length = None
+    while True:
+        h = f.readline()
+        if h in (b'\r\n', b''):
+            break
+        k, _, v = h.partition(b':')
+        if k.strip().lower() == b'content-length':
+            length = int(v)
+    if length is None:
+        raise RuntimeError('no Content-Length')
+    if len(f.read(length)) != length:
+        raise RuntimeError('short body')
+
+
+def connect(port: int, tls=None) -> socket.socket:
+    """A connection to the server, through TLS when tls (an
+    ssl.SSLContext) is given: the handshake done."""
+    s = socket.create_connection(('127.0.0.1', port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is not None:
+        try:
+            s = tls.wrap_socket(s, server_hostname='localhost')
+        except BaseException:
+            s.close()
+            raise
+    return s
+
+
+def keepalive_client(port: int, n: int, head: bytes | None = None,
+                     tls=None, pause: float = 0.0) -> None:
     """n sequential GETs (REQUEST, or head) on one keep-alive connection,
-    each answered 200."""
+    each answered 200; over TLS when tls (an ssl.SSLContext) is given;
+    pause: seconds between an answer and the next request (the server's
+    read after its answer then always finds nothing, as behind a network's
+    round trip)."""
     head = head or REQUEST
-    with socket.create_connection(('127.0.0.1', port), timeout=30) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with connect(port, tls) as s:
         f = s.makefile('rb')
         for i in range(n):
+            if pause and i:
+                time.sleep(pause)
             s.sendall(head)
-            line = f.readline()
-            if not line.startswith(b'HTTP/1.1 200'):
-                raise RuntimeError(f'request {i}: {line!r}')
-            length = None
-            while True:
-                h = f.readline()
-                if h in (b'\r\n', b''):
-                    break
-                k, _, v = h.partition(b':')
-                if k.strip().lower() == b'content-length':
-                    length = int(v)
-            if length is None:
-                raise RuntimeError('no Content-Length')
-            if len(f.read(length)) != length:
-                raise RuntimeError('short body')
+            read_answer(f, i)
+
+
+def connections_client(port: int, n: int, head: bytes | None = None,
+                       tls=None, pause: float = 0.005) -> None:
+    """n connections one after another, each one GET answered 200, then
+    ended by the client (its FIN; over TLS no close_notify) and the
+    server's close awaited. Over TLS a full handshake each (no session
+    resumed); the request goes once the server's session tickets came
+    (it has read the client's Finished) and `pause` more, so the server
+    reads the handshake's end and the request apart, whatever valgrind or
+    strace do to its speed."""
+    head = head or REQUEST
+    for i in range(n):
+        with connect(port, tls) as s:
+            if tls is not None:
+                _tickets(s)
+                time.sleep(pause)
+            f = s.makefile('rb')
+            s.sendall(head)
+            read_answer(f, i)
+            f.close()
+            # SSLSocket.shutdown leaves TLS: the socket's own FIN, then
+            # the socket read to the server's.
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(4096):
+                pass
+
+
+def _tickets(s) -> None:
+    """Wait for what the server sends after the handshake (TLS 1.3 session
+    tickets) and let the session read it."""
+    import select
+    import ssl
+    select.select([s], [], [], 5)
+    s.setblocking(False)
+    try:
+        s.recv(1)
+        raise RuntimeError('data before any request')
+    except ssl.SSLWantReadError:
+        pass
+    finally:
+        s.settimeout(30)
 
 
 AB_OK = re.compile(r'^(Complete|Failed|Keep-Alive) requests:\s+(\d+)', re.M)

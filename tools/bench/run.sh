@@ -65,6 +65,20 @@ else
 	echo
 fi
 
+# HTTPS (issue 27): nginx with `listen ... ssl`, alone and under the shim,
+# beside the same in plaintext; about 5 minutes.
+if command -v valgrind >/dev/null 2>&1 && command -v strace >/dev/null 2>&1 &&
+	command -v openssl >/dev/null 2>&1 &&
+	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
+	echo "## HTTPS: the shim over libssl (tools/bench/bench_tls.py)"
+	echo
+	python3 "$(dirname "$0")/bench_tls.py" --shim "$B/librlshim.so"
+	echo
+else
+	echo "## HTTPS: the shim over libssl: skipped (needs nginx, openssl, strace and valgrind)"
+	echo
+fi
+
 if command -v strace >/dev/null 2>&1 &&
 	PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1; then
 	python3 "$(dirname "$0")/bench_answers.py" --shim "$B/librlshim.so" \
