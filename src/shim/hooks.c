@@ -630,6 +630,21 @@ static ssize_t wrote(int fd, struct rl_conn *conn, const struct iovec *iov,
 	return r;
 }
 
+/* After the real sendfile (or SSL_sendfile): `r` bytes of a file went
+ * out on `fd`. */
+static ssize_t wrote_file(int fd, struct rl_conn *conn, ssize_t r)
+{
+	if (conn && r > 0) {
+		int saved = errno;
+
+		busy = 1;
+		rl_io_wrote_file(conn, fd, (size_t)r);
+		busy = 0;
+		errno = saved;
+	}
+	return r;
+}
+
 static ssize_t iov_len(const struct iovec *iov, int n)
 {
 	size_t t = 0;
@@ -761,16 +776,7 @@ static ssize_t do_sendfile(int out, int in, off_t *off, size_t count)
 			return -1;
 		}
 	}
-	r = real_sendfile(out, in, off, count);
-	if (conn && r > 0) {
-		int saved = errno;
-
-		busy = 1;
-		rl_io_wrote_file(conn, out, (size_t)r);
-		busy = 0;
-		errno = saved;
-	}
-	return r;
+	return wrote_file(out, conn, real_sendfile(out, in, off, count));
 }
 
 HOOK ssize_t sendfile(int out, int in, off_t *off, size_t count)
@@ -1240,7 +1246,6 @@ HOOK ssize_t SSL_sendfile(void *ssl, int in, off_t offset, size_t size,
 {
 	struct rl_conn *c;
 	int fd;
-	ssize_t r;
 
 	tls_resolve();
 	if (!tls.sendfile) {
@@ -1249,16 +1254,7 @@ HOOK ssize_t SSL_sendfile(void *ssl, int in, off_t offset, size_t size,
 	}
 	if (tls_writing(ssl, &c, &fd) < 0)
 		return (ssize_t)size;
-	r = tls.sendfile(ssl, in, offset, size, flags);
-	if (c && r > 0) {
-		int saved = errno;
-
-		busy = 1;
-		rl_io_wrote_file(c, fd, (size_t)r);
-		busy = 0;
-		errno = saved;
-	}
-	return r;
+	return wrote_file(fd, c, tls.sendfile(ssl, in, offset, size, flags));
 }
 
 HOOK int SSL_get_error(const void *ssl, int ret)
