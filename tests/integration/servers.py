@@ -340,13 +340,15 @@ NGINX_SMS = '''        location = /sms {
 APACHE_SMS = 'LuaMapHandler "^/sms$" "@WORKDIR@/rlshim.lua" sms'
 
 
-def _nginx_proxy(location: str, port: int) -> str:
+def _nginx_proxy(location: str, port: int, extra: str = '') -> str:
     """An nginx `location` proxying to 127.0.0.1:port (the request URI
-    as the client sent it), with room for the tests' bodies."""
+    as the client sent it), with room for the tests' bodies; `extra`: one
+    more directive in it."""
     return (f'        location {location} {{\n'
             f'            proxy_pass http://127.0.0.1:{port};\n'
             '            client_max_body_size 4m;\n'
             '            client_body_buffer_size 4m;\n'
+            + (f'            {extra}\n' if extra else '') +
             '        }\n')
 
 
@@ -541,8 +543,12 @@ class Server:
             echo = ''
             sms = NGINX_SMS
             if self.backend is not None:
-                # nginx-proxy: every path to the backend, /sms too.
-                echo = _nginx_proxy('/', self.backend.port)
+                # nginx-proxy: every path to the backend, /sms too. A
+                # client's half-close does not abort the proxied request
+                # (nginx would answer nothing, 499, or the answer, as the
+                # timing falls: test_diff half-closes most streams).
+                echo = _nginx_proxy('/', self.backend.port,
+                                    'proxy_ignore_client_abort on;')
                 sms = ''
             elif self.echo_port is not None:
                 echo = _nginx_proxy('/echo', self.echo_port)
@@ -597,9 +603,14 @@ class Server:
         self._docroot(cgi=False)
         echo = ''
         if self.echo_port is not None:
+            # keepalive 0: a connection per request, as the other
+            # proxies' (see _apache_proxy): h2o would keep its upstream
+            # connection to the one-connection-at-a-time echo server open
+            # for 2 s, stalling every other client of it.
             echo = ('      /echo:\n'
                     '        proxy.reverse.url: '
-                    f'"http://127.0.0.1:{self.echo_port}/echo"\n')
+                    f'"http://127.0.0.1:{self.echo_port}/echo"\n'
+                    '        proxy.timeout.keepalive: 0\n')
         # As root h2o switches to nobody unless told otherwise (nginx's
         # fixture runs its workers as root too).
         user = 'user: root' if os.geteuid() == 0 else ''
