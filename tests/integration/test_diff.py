@@ -1444,7 +1444,10 @@ def main():
     global TMP
     TMP = tempfile.mkdtemp(prefix='rlshim-diff-')
     words = [w.lower() for w in sys.argv[1:]]
-    kinds = [k for k in KINDS if not words or any(w in k for w in words)]
+    # a word that names a kind is that kind only (nginx, not nginx-proxy);
+    # other words pick every kind they are part of (python: python11)
+    kinds = [k for k in KINDS if not words or
+             any(w == k or (w in k and w not in KINDS) for w in words)]
     for k in kinds:
         if not servers.available(KIND_OF[k]):
             print(f'[  FAILED  ] 1 test(s): {KIND_OF[k]} is not installed '
