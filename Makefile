@@ -337,6 +337,9 @@ $(B)/bench/bench_xdp: tools/bench/bench_xdp.c $(BPF_SKEL) build/bench/xdp_pass.s
 # build/san). With SANITIZE set, only the sanitized unit tests run.
 SAN_DEFAULT := address,undefined
 SERVERS := legacy python nginx lighttpd busybox apache apache-prefork
+# issue 26 (servers2): webfs, h2o (HTTP/1.1; its h2c refused), nginx and
+# apache as reverse proxies in front of a backend without the shim
+SERVERS += webfs h2o nginx-proxy apache-proxy
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_scripts.py" \

@@ -27,8 +27,11 @@ dpkg-dev debhelper fakeroot lintian git
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
 groff-base man-db prometheus python3-yaml
-openssl lighttpd-mod-openssl php-cli php-fpm libapache2-mod-php"
+openssl lighttpd-mod-openssl php-cli php-fpm libapache2-mod-php
+webfs h2o"
 
+# webfs and h2o are servers the integration tests run under the shim
+# (tests/integration/servers.py).
 # prometheus is there for its promtool (test_examples.py checks the alert
 # rules with it, and reads them with python3-yaml): 19 MB to download, 96 MB
 # installed, its service kept from starting like the others' (below).

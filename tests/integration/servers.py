@@ -53,6 +53,38 @@ Kinds and what they claim (`features`):
             to echo_port) when echo_port is given. POST /sms: 200 (mod_lua).
             apache_extra='...': lines appended to its configuration (e.g.
             `SendBufferSize 4096`).
+  webfs     webfsd -F -d (Debian's webfs 1.21: one process, select loop; -F
+            keeps it in the foreground, unforked), docroot, listens on [::]
+            (dual stack). keepalive, pipelining, ipv6, access_log: from its
+            debug lines on stderr (-d: per connection, the address, each
+            request line it parsed and each status it answered; WebfsLog),
+            not from its -L log, which writes the previous request's line
+            again when a kept-alive connection ends, and a line for a
+            connection that sent nothing: no bytes_in.
+            No echo: webfs answers every POST 501 without reading its body
+            (its CGI, -x, takes none), so POST /sms: 501.
+  h2o       h2o 2.2.5 (Debian 12) in worker mode: one process, 2 event-loop
+            threads (no master: `-m master` would fork the worker through
+            start_server), fixtures/h2o.conf.in, on 127.0.0.1 and [::1]; as
+            root `user: root` (it would switch to nobody). It also speaks
+            HTTP/2 in cleartext (prior-knowledge preface and Upgrade: h2c),
+            which the shim must refuse: feature h2c. keepalive, pipelining,
+            ipv6, access_log (no bytes_in); echo and chunked_echo (/echo,
+            proxy.reverse.url to echo_port) when echo_port is given. POST
+            /sms: 200 (mruby.handler).
+  nginx-proxy, apache-proxy
+            the nginx (apache) kind with the shim as a reverse proxy: every
+            path, /sms included, is proxied (nginx proxy_pass, apache
+            ProxyPass / with disablereuse=On) to a backend that the Server
+            starts itself WITHOUT the shim and stops with it: a
+            build/legacy_server (`backend`, its log `backend.access_log()`),
+            in the work directory's backend/ folder. The limits apply in
+            the proxy: its reads are what the shim frames. Features as
+            nginx's (apache's): keepalive, pipelining, ipv6, workers (two
+            workers or children), access_log (the proxy's own), and always
+            echo and chunked_echo (/echo: legacy_server echoes; echo_port is
+            not used). GET /books and POST /sms: legacy_server's answers
+            (200). The backend has no files: test_diff's /secret is a 404.
 
 POST /sms: legacy and nginx answer 200 with {"sent":true}; lighttpd serves
 a static file `sms` (200, same body); python and busybox have no handler
@@ -71,6 +103,10 @@ import time
 from pathlib import Path
 
 KINDS = ('legacy', 'python', 'nginx', 'lighttpd', 'busybox', 'apache')
+# Issue 26 (servers2): more real servers.
+KINDS += ('webfs', 'h2o', 'nginx-proxy', 'apache-proxy')
+# The proxy kinds are these kinds' configuration with a backend behind it.
+PROXY_OF = {'nginx-proxy': 'nginx', 'apache-proxy': 'apache'}
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -84,6 +120,8 @@ LIGHTTPD = shutil.which('lighttpd') or '/usr/sbin/lighttpd'
 BUSYBOX = shutil.which('busybox') or '/bin/busybox'
 APACHE = shutil.which('apache2') or '/usr/sbin/apache2'
 APACHE_MODULES = Path('/usr/lib/apache2/modules')
+WEBFSD = shutil.which('webfsd') or '/usr/bin/webfsd'
+H2O = shutil.which('h2o') or '/usr/bin/h2o'
 APACHE_MPMS = ('event', 'prefork', 'worker')
 # The user apache's children run as when it is started as root.
 APACHE_USER = 'www-data'
@@ -93,6 +131,8 @@ BOOKS = b'{"books":["SICP","TAOCP","K&R"]}'
 # What each kind answers to POST /sms (the body is never looked at).
 SMS_STATUS = {'legacy': 200, 'nginx': 200, 'python': 501, 'busybox': 501,
               'lighttpd': 200, 'apache': 200}
+SMS_STATUS.update({'webfs': 501, 'h2o': 200, 'nginx-proxy': 200,
+                   'apache-proxy': 200})
 
 _given_ports: set[int] = set()
 
@@ -100,8 +140,12 @@ _given_ports: set[int] = set()
 def available(kind: str) -> bool:
     """Whether the program behind `kind` is installed (for skipping)."""
     prog = {'legacy': str(LEGACY_SERVER), 'python': PYTHON, 'nginx': NGINX,
-            'lighttpd': LIGHTTPD, 'busybox': BUSYBOX, 'apache': APACHE}[kind]
-    if kind == 'apache' and not (APACHE_MODULES / 'mod_lua.so').exists():
+            'lighttpd': LIGHTTPD, 'busybox': BUSYBOX, 'apache': APACHE,
+            'webfs': WEBFSD, 'h2o': H2O, 'nginx-proxy': NGINX,
+            'apache-proxy': APACHE}[kind]
+    if PROXY_OF.get(kind) and not os.access(LEGACY_SERVER, os.X_OK):
+        return False
+    if kind in ('apache', 'apache-proxy') and not (APACHE_MODULES / 'mod_lua.so').exists():
         return False
     return os.access(prog, os.X_OK)
 
@@ -287,6 +331,91 @@ def _group_owns(pgid: int, inodes: set[str]) -> bool:
     return False
 
 
+NGINX_SMS = '''        location = /sms {
+            return 200 '{"sent":true}';
+        }
+'''
+
+# LuaMapHandler runs in place of a ProxyPass: none in apache-proxy.
+APACHE_SMS = 'LuaMapHandler "^/sms$" "@WORKDIR@/rlshim.lua" sms'
+
+
+def _nginx_proxy(location: str, port: int, extra: str = '') -> str:
+    """An nginx `location` proxying to 127.0.0.1:port (the request URI
+    as the client sent it), with room for the tests' bodies; `extra`: one
+    more directive in it."""
+    return (f'        location {location} {{\n'
+            f'            proxy_pass http://127.0.0.1:{port};\n'
+            '            client_max_body_size 4m;\n'
+            '            client_body_buffer_size 4m;\n'
+            + (f'            {extra}\n' if extra else '') +
+            '        }\n')
+
+
+def _apache_proxy(path: str, port: int) -> str:
+    """apache ProxyPass of `path` (and below) to 127.0.0.1:port.
+
+    disablereuse: a connection per request, as nginx's and lighttpd's
+    proxies do; the backend (legacy_server) serves one connection at a
+    time, and a backend connection a child kept alive would stall the other
+    child's requests."""
+    return (f'ProxyPass {path} http://127.0.0.1:{port}{path}'
+            ' disablereuse=On\n'
+            'LimitRequestBody 0\n')
+
+
+class WebfsLog:
+    """webfsd -d's stderr read line by line as access-log entries.
+
+    Its lines are `NNN: text`, NNN the connection's descriptor: `connect
+    from (ADDR)`, then per request `METHOD "PATH" VERSION` when it has
+    parsed the head and `[error: ]STATUS, connection=...` when it answers,
+    `done (N)` at the close. A status without a request line before it (a
+    head it cannot parse: 400) is an entry with method and target None.
+    feed() returns the entries a line starts; a status line fills in the
+    entry it belongs to in place."""
+
+    _LINE = re.compile(r'^(\d{3}): (.*)$')
+    _CONNECT = re.compile(r'^connect from \((.*)\)$')
+    _REQUEST = re.compile(r'^(\S+) "(.*)" (\S+)$')
+    _STATUS = re.compile(r'^(?:error: )?(\d{3}), connection=')
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.ip: dict[str, str] = {}
+        self.cur: dict[str, dict] = {}
+
+    def feed(self, line: str) -> list[dict]:
+        m = self._LINE.match(line)
+        if not m:
+            return []
+        fd, text = m.groups()
+        if (c := self._CONNECT.match(text)):
+            self.ip[fd] = _fold_ip(c.group(1))
+            self.cur.pop(fd, None)
+            return []
+        if text.startswith('done'):
+            self.cur.pop(fd, None)
+            return []
+        if (r := self._REQUEST.match(text)):
+            e = {'client': self.ip.get(fd), 'method': r.group(1),
+                 'target': r.group(2), 'status': None, 'bytes_in': None,
+                 'pid': self.pid}
+            self.cur[fd] = e
+            return [e]
+        if (st := self._STATUS.match(text)):
+            e = self.cur.get(fd)
+            if e is not None and e['status'] is None:
+                e['status'] = int(st.group(1))
+                return []
+            e = {'client': self.ip.get(fd), 'method': None, 'target': None,
+                 'status': int(st.group(1)), 'bytes_in': None,
+                 'pid': self.pid}
+            self.cur[fd] = e
+            return [e]
+        return []
+
+
 class Server:
     def __init__(self, kind: str, workdir: str, shim: str | None,
                  config: str | None, port: int,
@@ -301,6 +430,9 @@ class Server:
         if kind not in KINDS:
             raise ValueError(f'unknown server kind {kind!r}; one of {KINDS}')
         self.kind = kind
+        # nginx-proxy and apache-proxy are nginx and apache (their
+        # configuration, log format and process model) with a backend.
+        self.base = PROXY_OF.get(kind, kind)
         self.workdir = Path(workdir)
         self.shim = shim
         self.config = config
@@ -330,6 +462,12 @@ class Server:
         self.stderr_path = self.workdir / f'{kind}.stderr'
         self.error_log_path: Path | None = None   # nginx, lighttpd, apache
         self.access_log_path: Path | None = None  # nginx, lighttpd, apache
+        # nginx-proxy, apache-proxy: the legacy_server behind the proxy,
+        # without the shim (started and stopped with this one).
+        self.backend: Server | None = None
+        if kind in PROXY_OF:
+            self.backend = Server('legacy', str(self.workdir / 'backend'),
+                                  None, None, free_port())
 
         f = {
             'legacy': {'echo', 'chunked_echo', 'keepalive', 'pipelining',
@@ -341,7 +479,16 @@ class Server:
             'busybox': {'echo', 'ipv6', 'access_log'},
             'apache': {'keepalive', 'pipelining', 'ipv6', 'workers',
                        'access_log'},
+            # issue 26 (servers2)
+            'webfs': {'keepalive', 'pipelining', 'ipv6', 'access_log'},
+            'h2o': {'keepalive', 'pipelining', 'ipv6', 'access_log', 'h2c'},
+            'nginx-proxy': {'keepalive', 'pipelining', 'ipv6', 'workers',
+                            'access_log', 'echo', 'chunked_echo'},
+            'apache-proxy': {'keepalive', 'pipelining', 'ipv6', 'workers',
+                             'access_log', 'echo', 'chunked_echo'},
         }[kind]
+        if kind == 'h2o' and echo_port is not None:
+            f |= {'echo', 'chunked_echo'}
         if kind in ('nginx', 'lighttpd', 'apache') and echo_port is not None:
             f |= {'echo', 'chunked_echo'}
         if kind == 'python' and python_protocol == 'HTTP/1.1':
@@ -352,7 +499,8 @@ class Server:
             self.echo_path = {'legacy': '/echo', 'nginx': '/echo',
                               'lighttpd': '/echo', 'python': '/cgi-bin/echo',
                               'busybox': '/cgi-bin/echo',
-                              'apache': '/echo'}[kind]
+                              'apache': '/echo', 'h2o': '/echo', 'nginx-proxy': '/echo',
+                              'apache-proxy': '/echo'}[kind]
 
     # -- setup --------------------------------------------------------------
 
@@ -388,24 +536,29 @@ class Server:
             self._docroot(cgi=True)
             return [BUSYBOX, 'httpd', '-f', '-vv', '-p',
                     f'[::]:{self.port}', '-h', str(self.docroot)], self.docroot
-        if self.kind == 'nginx':
+        if self.base == 'nginx':
             self._docroot(cgi=False)
             for d in ('client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'):
                 (w / 'tmp' / d).mkdir(parents=True, exist_ok=True)
             echo = ''
-            if self.echo_port is not None:
-                echo = ('        location /echo {\n'
-                        f'            proxy_pass http://127.0.0.1:{self.echo_port};\n'
-                        '            client_max_body_size 4m;\n'
-                        '            client_body_buffer_size 4m;\n'
-                        '        }\n')
+            sms = NGINX_SMS
+            if self.backend is not None:
+                # nginx-proxy: every path to the backend, /sms too. A
+                # client's half-close does not abort the proxied request
+                # (nginx would answer nothing, 499, or the answer, as the
+                # timing falls: test_diff half-closes most streams).
+                echo = _nginx_proxy('/', self.backend.port,
+                                    'proxy_ignore_client_abort on;')
+                sms = ''
+            elif self.echo_port is not None:
+                echo = _nginx_proxy('/echo', self.echo_port)
             echo += self.nginx_extra or ''
             user = 'user root root;' if os.geteuid() == 0 else ''
             user += '\n' + self.nginx_main if self.nginx_main else ''
             conf = w / 'nginx.conf'
             conf.write_text(self._subst('nginx.conf.in', WORKDIR=w,
                                         DOCROOT=self.docroot, PORT=self.port,
-                                        USER=user, ECHO=echo,
+                                        USER=user, ECHO=echo, SMS=sms,
                                         LISTEN=f' {self.nginx_listen}'
                                         if self.nginx_listen else ''))
             self.error_log_path = w / 'error.log'
@@ -430,9 +583,45 @@ class Server:
             self.error_log_path = w / 'error.log'
             self.access_log_path = w / 'access.log'
             return [LIGHTTPD, '-D', '-f', str(conf)], w
-        if self.kind == 'apache':
+        if self.base == 'apache':
             return self._prepare_apache()
+        if self.kind == 'webfs':
+            self._docroot(cgi=False)
+            (w / 'mime.types').write_text('')
+            # -F: in the foreground, unforked (it would daemonize); -d: the
+            # debug lines access_log() reads; -j: no directory listings; -m: an empty types file (every file
+            # application/octet-stream, as nginx's default_type).
+            return [WEBFSD, '-F', '-d', '-p', str(self.port), '-r',
+                    str(self.docroot), '-j', '-n', 'localhost',
+                    '-m', str(w / 'mime.types')], w
+        if self.kind == 'h2o':
+            return self._prepare_h2o()
         raise AssertionError(self.kind)
+
+    def _prepare_h2o(self) -> tuple[list[str], Path]:
+        w = self.workdir
+        self._docroot(cgi=False)
+        echo = ''
+        if self.echo_port is not None:
+            # keepalive 0: a connection per request, as the other
+            # proxies' (see _apache_proxy): h2o would keep its upstream
+            # connection to the one-connection-at-a-time echo server open
+            # for 2 s, stalling every other client of it.
+            echo = ('      /echo:\n'
+                    '        proxy.reverse.url: '
+                    f'"http://127.0.0.1:{self.echo_port}/echo"\n'
+                    '        proxy.timeout.keepalive: 0\n')
+        # As root h2o switches to nobody unless told otherwise (nginx's
+        # fixture runs its workers as root too).
+        user = 'user: root' if os.geteuid() == 0 else ''
+        conf = w / 'h2o.conf'
+        conf.write_text(self._subst('h2o.conf.in', WORKDIR=w,
+                                    DOCROOT=self.docroot, PORT=self.port,
+                                    USER=user, ECHO=echo))
+        self.error_log_path = w / 'error.log'
+        self.access_log_path = w / 'access.log'
+        # worker mode (the default): this process serves, with its threads.
+        return [H2O, '-m', 'worker', '-c', str(conf)], w
 
     def _prepare_apache(self) -> tuple[list[str], Path]:
         w = self.workdir
@@ -440,14 +629,13 @@ class Server:
         (w / 'run').mkdir(exist_ok=True)
         shutil.copyfile(FIXTURES / 'apache.lua', w / 'rlshim.lua')
         echo = ''
-        if self.echo_port is not None:
-            # disablereuse: a connection per request, as nginx's and
-            # lighttpd's proxies do; the echo server (legacy_server) serves
-            # one connection at a time, and a backend connection a child
-            # kept alive would stall the other child's requests.
-            echo = (f'ProxyPass /echo http://127.0.0.1:{self.echo_port}/echo'
-                    ' disablereuse=On\n'
-                    'LimitRequestBody 0\n')
+        sms = APACHE_SMS
+        if self.backend is not None:
+            # apache-proxy: every path to the backend, /sms too.
+            echo = _apache_proxy('/', self.backend.port)
+            sms = ''
+        elif self.echo_port is not None:
+            echo = _apache_proxy('/echo', self.echo_port)
         # Two child processes, whatever the load: the workers scenario
         # wants both to answer, and no third one to appear. event and
         # worker: otherwise Debian's mpm_event.conf values.
@@ -480,7 +668,8 @@ class Server:
             user = f'User {APACHE_USER}\nGroup {APACHE_USER}'
             self._apache_reachable()
         conf = w / 'apache2.conf'
-        conf.write_text(self._subst('apache2.conf.in', WORKDIR=w,
+        # SMS first: it holds a WORKDIR placeholder itself.
+        conf.write_text(self._subst('apache2.conf.in', SMS=sms, WORKDIR=w,
                                     DOCROOT=self.docroot, PORT=self.port,
                                     USER=user, MPM=self.apache_mpm,
                                     MPMCONF=mpm, ECHO=echo)
@@ -555,6 +744,8 @@ class Server:
         """
         if not self._stopped:
             raise RuntimeError(f'{self.kind} server already started')
+        if self.backend is not None:
+            self.backend.start(timeout)
         argv, cwd = self._prepare()
         env = dict(os.environ)
         env.pop('LD_PRELOAD', None)
@@ -626,6 +817,8 @@ class Server:
 
     def stop(self) -> None:
         """SIGTERM the process group, up to 5 s, then SIGKILL. Idempotent."""
+        if self.backend is not None:
+            self.backend.stop()
         if self.proc is None or self._stopped:
             return
         self._stopped = True
@@ -699,7 +892,8 @@ class Server:
 
     def _access_source(self) -> str:
         p = {'legacy': self.stdout_path, 'python': self.stderr_path,
-             'busybox': self.stderr_path}.get(self.kind, self.access_log_path)
+             'busybox': self.stderr_path,
+             'webfs': self.stderr_path}.get(self.kind, self.access_log_path)
         try:
             return p.read_text(errors='replace')
         except OSError:
@@ -740,6 +934,8 @@ class Server:
         'nginx': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+) (\d+)$'),
         'lighttpd': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+)$'),
         'apache': re.compile(r'^(\S+) "(.*)" (\d{3}) (\d+) (\d+)$'),
+        # issue 26 (servers2): h2o's '%h "%r" %s %b'.
+        'h2o': re.compile(r'^(\S+) "(.*)" (\d{3}) \S+$'),
     }
     _BB = re.compile(r'^\[?([0-9A-Fa-f:.]+?)\]?:(\d+): (url|response):(.*)$')
 
@@ -772,9 +968,14 @@ class Server:
                     else:
                         e['status'] = status
             return out
-        rx = self._RE[self.kind]
-        one_pid = self.pid if self.kind in ('legacy', 'python',
-                                            'lighttpd') else None
+        if self.kind == 'webfs':
+            log = WebfsLog(self.pid)
+            for line in text.splitlines():
+                out += log.feed(line)
+            return out
+        rx = self._RE[self.base]
+        one_pid = self.pid if self.kind in ('legacy', 'python', 'lighttpd',
+                                            'webfs', 'h2o') else None
         for line in text.splitlines():
             m = rx.match(line)
             if not m:
@@ -783,9 +984,9 @@ class Server:
             method, target = _split_request(g[1])
             e = {'client': _fold_ip(g[0]), 'method': method, 'target': target,
                  'status': int(g[2]), 'bytes_in': None, 'pid': one_pid}
-            if self.kind in ('legacy', 'nginx', 'lighttpd', 'apache'):
+            if self.base in ('legacy', 'nginx', 'lighttpd', 'apache'):
                 e['bytes_in'] = int(g[3])
-            if self.kind in ('nginx', 'apache'):
+            if self.base in ('nginx', 'apache'):
                 e['pid'] = int(g[4])
             out.append(e)
         return out

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """test_servers.py KIND - the shim in front of a real, unmodified server.
 
-KIND is one of legacy, python, nginx, lighttpd, busybox, apache (servers.py
-starts them; apache-prefork and apache-worker are apache with that MPM
-instead of Debian's event). Each scenario asserts what a client sees, and
+KIND is one of legacy, python, nginx, lighttpd, busybox, apache, webfs, h2o,
+nginx-proxy, apache-proxy (servers.py starts them; apache-prefork and
+apache-worker are apache with that MPM instead of Debian's event). Each scenario asserts what a client sees, and
 where the server keeps an access log, what reached the application. One
 server per run, one configuration with a rule per scenario (each its own
 budget).
@@ -39,6 +39,8 @@ RULES = [
     ('xff', '1/m', None),
     ('v6', '1/m', None),
     ('workers', '20/m', None),
+    # issue 26 (servers2): h2c, for h2o
+    ('h2', '1/m', None),
 ]
 
 CONFIG = """\
@@ -69,7 +71,8 @@ class Env:
             f.write(CONFIG.format(port=self.port, shm=self.shm))
         self.echo = None
         echo_port = None
-        if real in ('nginx', 'lighttpd', 'apache'):
+        if real in ('nginx', 'lighttpd', 'apache') or \
+                real == 'h2o':  # issue 26 (servers2): h2o proxies /echo too
             # The proxies forward /echo to a legacy_server without the shim:
             # the body the client gets back is what the proxied server read.
             echo_port = servers.free_port()
@@ -329,14 +332,105 @@ def still_serving(env):
         assert abs(when - time.time()) < 600, ln
 
 
+# issue 26 (servers2) ------------------------------------------------------------
+
+H2_PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
+# What the shim answers a preface with (src/shim: SETTINGS, then GOAWAY
+# HTTP_1_1_REQUIRED), as test_diff.py's _OWN_H2.
+H2_REFUSAL = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0,
+                    0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0d])
+H2C_UPGRADE = (b'GET /t/h2 HTTP/1.1\r\nHost: x\r\n'
+               b'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n'
+               b'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n')
+
+
+def h2_frame(ftype, flags, stream, payload=b''):
+    return (len(payload).to_bytes(3, 'big') + bytes([ftype, flags])
+            + stream.to_bytes(4, 'big') + payload)
+
+
+def h2_prior_knowledge(port, paths):
+    """The preface, SETTINGS and a GET stream (HPACK: :method GET, :scheme
+    http, literal :path and :authority) per path, in one send; then the
+    frames read back: [(type, flags, stream)] until every stream has its
+    HEADERS, a GOAWAY, the end, or 5 s without a byte; and all bytes."""
+    def lit(idx, value):
+        return bytes([idx, len(value)]) + value.encode()
+    out = H2_PREFACE + h2_frame(4, 0, 0)
+    ids = [1 + 2 * i for i in range(len(paths))]
+    for sid, path in zip(ids, paths):
+        out += h2_frame(1, 0x5, sid, b'\x82\x86' + lit(4, path)
+                        + lit(1, f'127.0.0.1:{port}'))
+    s = connect(port, timeout=5)
+    frames, raw, buf = [], b'', b''
+    try:
+        s.sendall(out)
+        while True:
+            try:
+                b = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not b:
+                break
+            raw += b
+            buf += b
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], 'big'):
+                n = int.from_bytes(buf[:3], 'big')
+                frames.append((buf[3], buf[4],
+                               int.from_bytes(buf[5:9], 'big') & 0x7fffffff))
+                buf = buf[9 + n:]
+            answered = {sid for t, _, sid in frames if t == 1}
+            if any(t == 7 for t, _, _ in frames) or answered >= set(ids):
+                break
+    finally:
+        s.close()
+    return frames, raw
+
+
+def h2c(env):
+    """h2o speaks HTTP/2 in cleartext (without the shim, checked first on
+    a second, bare h2o: it answers a prior-knowledge stream in HTTP/2 and
+    an `Upgrade: h2c` with 101). Under the shim neither is a way around
+    the rules: the preface gets the shim's SETTINGS + GOAWAY and no stream
+    an answer; the h2c offer is blanked, so h2o answers in HTTP/1.1 and the
+    request is counted (the next is 429); nothing reached h2o as HTTP/2."""
+    d = os.path.join(env.dir, 'bare-h2o')
+    os.makedirs(d)
+    bare = servers.Server(env.server.kind, d, None, None, servers.free_port())
+    bare.start()
+    try:
+        frames, raw = h2_prior_knowledge(bare.port, ['/books'])
+        assert (1, 1) in {(t, sid) for t, _, sid in frames}, \
+            f'bare h2o did not answer HTTP/2 by prior knowledge: {raw[:200]!r}'
+        raw = exchange(bare.port, H2C_UPGRADE, shut=True, timeout=5)
+        assert raw.startswith(b'HTTP/1.1 101 '), \
+            f'bare h2o did not switch to h2c: {raw[:200]!r}'
+    finally:
+        bare.stop()
+    frames, raw = h2_prior_knowledge(env.port, ['/t/h2'] * 3)
+    assert raw == H2_REFUSAL, f'the preface was not refused: {raw[:300]!r}'
+    r = one(env, H2C_UPGRADE)
+    assert r.version == 'HTTP/1.1' and r.status not in (101, 429), r
+    assert_429(one(env, H2C_UPGRADE))
+    if env.has('access_log'):
+        time.sleep(0.2)
+        log = env.log('/t/h2')
+        assert len(log) == 1, log
+        h2 = [ln for ln in open(env.server.access_log_path)
+              if 'HTTP/2' in ln]
+        assert not h2, h2
+
+
 SCENARIOS = [exact_count, keepalive, pipelined, split_everywhere, drip,
              bodies, head_request, http10, garbage, tls, forwarded_for,
              ipv6, workers, still_serving]
+SCENARIOS.insert(-1, h2c)   # issue 26 (servers2)
 
 # What a scenario needs of the server; one it lacks is not a test for it
 # (python's http.server answers HTTP/1.0 and closes: no keep-alive to test).
 NEEDS = {keepalive: 'keepalive', pipelined: 'pipelining', bodies: 'echo',
          ipv6: 'ipv6', workers: 'workers'}
+NEEDS[h2c] = 'h2c'   # issue 26 (servers2): servers that speak HTTP/2 in clear
 
 
 def main():
