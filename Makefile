@@ -337,6 +337,8 @@ $(B)/bench/bench_xdp: tools/bench/bench_xdp.c $(BPF_SKEL) build/bench/xdp_pass.s
 # build/san). With SANITIZE set, only the sanitized unit tests run.
 SAN_DEFAULT := address,undefined
 SERVERS := legacy python nginx lighttpd busybox apache apache-prefork
+# issue 26: PHP's built-in server and gunicorn
+SERVERS += php php-router gunicorn gunicorn-gthread
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_edges.py" \

@@ -26,7 +26,8 @@ clang llvm libclang-rt-14-dev bpftool
 dpkg-dev debhelper fakeroot lintian git
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
-groff-base man-db prometheus python3-yaml"
+groff-base man-db prometheus python3-yaml
+php-cli gunicorn"
 
 # prometheus is there for its promtool (test_examples.py checks the alert
 # rules with it, and reads them with python3-yaml): 19 MB to download, 96 MB
