@@ -62,7 +62,8 @@ Kinds and what they claim (`features`):
             connection ends after it (no keep-alive in 8.2), and a first read
             that holds more than one request (a pipeline) is "Invalid request
             (Malformed HTTP request)": the connection is closed unanswered.
-            echo and chunked_echo (/echo.php, php://input), ipv6, workers
+            echo and chunked_echo (/echo: docroot/echo/index.php,
+            php://input), ipv6, workers
             (X-Worker from the scripts: docroot/t/index.php answers every
             /t/NAME, PATH_INFO the rest; static files carry none),
             access_log (stderr: "[pid] [date] [ip]:port [status]: METHOD
@@ -413,7 +414,7 @@ class Server:
             self.echo_path = {'legacy': '/echo', 'nginx': '/echo',
                               'lighttpd': '/echo', 'python': '/cgi-bin/echo',
                               'busybox': '/cgi-bin/echo',
-                              'apache': '/echo', 'php': '/echo.php',
+                              'apache': '/echo', 'php': '/echo',
                               'php-router': '/echo', 'gunicorn': '/echo',
                               'gunicorn-gthread': '/echo'}[kind]
         # How many processes answer requests ('workers'): php -S with
@@ -516,8 +517,10 @@ class Server:
         argv = [PHP, '-d', 'display_errors=0', '-S', f'[::]:{self.port}',
                 '-t', str(self.docroot)]
         if self.kind == 'php':
+            # /echo names the directory: php -S runs its index.php
+            (self.docroot / 'echo').mkdir(exist_ok=True)
             shutil.copyfile(FIXTURES / 'php_echo.php',
-                            self.docroot / 'echo.php')
+                            self.docroot / 'echo' / 'index.php')
         else:
             shutil.copyfile(FIXTURES / 'php_router.php', w / 'router.php')
             argv.append(str(w / 'router.php'))
