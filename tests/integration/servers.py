@@ -89,6 +89,13 @@ Kinds and what they claim (`features`):
             client, request line, status, <pid>; a request it refuses as
             invalid has no access line: error.log, --log-level debug, says
             "Invalid request from ip=..."). POST /sms: 200.
+            Known: gunicorn 20.1.0's chunked reader spins (100% CPU, no
+            syscalls) in `while len(rest) < 2: rest += unreader.read()`
+            when the body ends after a chunk's data, before its CRLF: the
+            worker is lost until --timeout (30 s) kills it. Bare, a client
+            must end the body there; under the shim, any bad byte in
+            place of that CRLF does it, since the shim hands the
+            application the body up to the bad byte and then the end.
   gunicorn-gthread
             as gunicorn with -k gthread, 2 workers of 4 threads, at most 6
             connections each (--worker-connections: a burst reaches both
