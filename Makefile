@@ -340,6 +340,8 @@ SERVERS := legacy python nginx lighttpd busybox apache apache-prefork
 # issue 26 (servers2): webfs, h2o (HTTP/1.1; its h2c refused), nginx and
 # apache as reverse proxies in front of a backend without the shim
 SERVERS += webfs h2o nginx-proxy apache-proxy
+# issue 26: PHP's built-in server and gunicorn
+SERVERS += php php-router gunicorn gunicorn-gthread
 INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py $(k)") \
 	"python3 tests/integration/test_features.py" \
 	"python3 tests/integration/test_scripts.py" \

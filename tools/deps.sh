@@ -28,7 +28,7 @@ redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 cu
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
 groff-base man-db prometheus python3-yaml
 openssl lighttpd-mod-openssl php-cli php-fpm libapache2-mod-php
-webfs h2o"
+webfs h2o gunicorn"
 
 # webfs and h2o are servers the integration tests run under the shim
 # (tests/integration/servers.py).

@@ -86,6 +86,57 @@ Kinds and what they claim (`features`):
             not used). GET /books and POST /sms: legacy_server's answers
             (200). The backend has no files: test_diff's /secret is a 404.
 
+  php       php -S [::]:PORT -t DOCROOT (PHP's built-in server, docroot
+            mode), PHP_CLI_SERVER_WORKERS=2: the first process forks two
+            workers and goes on serving too, so three processes answer
+            (worker_procs = 3), all on the one listening socket. Listens on
+            [::] (dual stack). Every answer says Connection: close and the
+            connection ends after it (no keep-alive in 8.2), and a first read
+            that holds more than one request (a pipeline) is "Invalid request
+            (Malformed HTTP request)": the connection is closed unanswered.
+            echo and chunked_echo (/echo: docroot/echo/index.php,
+            php://input), ipv6, workers
+            (X-Worker from the scripts: docroot/t/index.php answers every
+            /t/NAME, PATH_INFO the rest; static files carry none),
+            access_log (stderr: "[pid] [date] [ip]:port [status]: METHOD
+            TARGET"; no version, no bytes). POST /sms: 200 (a static file
+            `sms`, served to any method). server.docroot is read per
+            request: a .php file dropped in after start() is served (and
+            its PATH_INFO forms, /x.php/more).
+  php-router
+            php -S [::]:PORT -t DOCROOT router.php (router.php in the work
+            directory, fixtures/php_router.php): the router answers POST
+            /sms, /echo and /t/NAME itself (X-Worker) and returns false for
+            anything else, which php -S then serves from the docroot as in
+            docroot mode (static files, .php scripts and their PATH_INFO
+            forms). Features as php, echo at /echo. POST /sms: 200
+            {"sent":true}.
+  gunicorn  gunicorn 20 (Debian's, /usr/bin/gunicorn), 2 sync workers,
+            --bind [::]:PORT (dual stack), serving fixtures/wsgi_app.py
+            (RLSHIM_DOCROOT=docroot: static files, /echo, POST /sms, /t/NAME;
+            X-Worker on every answer). A sync worker answers one request per
+            connection (Connection: close; what else it read is dropped).
+            echo and chunked_echo (/echo), ipv6, workers, access_log
+            (access.log, --access-logformat '%(h)s "%(r)s" %(s)s %(p)s':
+            client, request line, status, <pid>; a request it refuses as
+            invalid has no access line: error.log, --log-level debug, says
+            "Invalid request from ip=..."). POST /sms: 200.
+            Known: gunicorn 20.1.0's chunked reader spins (100% CPU, no
+            syscalls) in `while len(rest) < 2: rest += unreader.read()`
+            when the body ends after a chunk's data, before its CRLF: the
+            worker is lost until --timeout (30 s) kills it. Bare, a client
+            must end the body there; under the shim, any bad byte in
+            place of that CRLF does it, since the shim hands the
+            application the body up to the bad byte and then the end.
+  gunicorn-gthread
+            as gunicorn with -k gthread, 2 workers of 4 threads, at most 6
+            connections each (--worker-connections: a burst reaches both
+            workers, not one): adds keepalive (--keep-alive 2 s; at most 2
+            connections kept per worker, Connection: close beyond). Not pipelining: a request that came
+            in the same read as the one before it waits, unanswered, until
+            the client sends more or half-closes (or the 2 s keep-alive
+            ends the connection without it).
+
 POST /sms: legacy and nginx answer 200 with {"sent":true}; lighttpd serves
 a static file `sms` (200, same body); python and busybox have no handler
 for POST on a static path and answer 501 (see SMS_STATUS).
@@ -107,6 +158,8 @@ KINDS = ('legacy', 'python', 'nginx', 'lighttpd', 'busybox', 'apache')
 KINDS += ('webfs', 'h2o', 'nginx-proxy', 'apache-proxy')
 # The proxy kinds are these kinds' configuration with a backend behind it.
 PROXY_OF = {'nginx-proxy': 'nginx', 'apache-proxy': 'apache'}
+# issue 26: PHP's built-in server and gunicorn
+KINDS += ('php', 'php-router', 'gunicorn', 'gunicorn-gthread')
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -125,6 +178,10 @@ H2O = shutil.which('h2o') or '/usr/bin/h2o'
 APACHE_MPMS = ('event', 'prefork', 'worker')
 # The user apache's children run as when it is started as root.
 APACHE_USER = 'www-data'
+PHP = shutil.which('php') or '/usr/bin/php'
+GUNICORN = '/usr/bin/gunicorn'
+PHP_KINDS = ('php', 'php-router')
+GUNICORN_KINDS = ('gunicorn', 'gunicorn-gthread')
 
 BOOKS = b'{"books":["SICP","TAOCP","K&R"]}'
 
@@ -133,6 +190,8 @@ SMS_STATUS = {'legacy': 200, 'nginx': 200, 'python': 501, 'busybox': 501,
               'lighttpd': 200, 'apache': 200}
 SMS_STATUS.update({'webfs': 501, 'h2o': 200, 'nginx-proxy': 200,
                    'apache-proxy': 200})
+SMS_STATUS.update({'php': 200, 'php-router': 200, 'gunicorn': 200,
+                   'gunicorn-gthread': 200})
 
 _given_ports: set[int] = set()
 
@@ -142,7 +201,8 @@ def available(kind: str) -> bool:
     prog = {'legacy': str(LEGACY_SERVER), 'python': PYTHON, 'nginx': NGINX,
             'lighttpd': LIGHTTPD, 'busybox': BUSYBOX, 'apache': APACHE,
             'webfs': WEBFSD, 'h2o': H2O, 'nginx-proxy': NGINX,
-            'apache-proxy': APACHE}[kind]
+            'apache-proxy': APACHE, 'php': PHP, 'php-router': PHP,
+            'gunicorn': GUNICORN, 'gunicorn-gthread': GUNICORN}[kind]
     if PROXY_OF.get(kind) and not os.access(LEGACY_SERVER, os.X_OK):
         return False
     if kind in ('apache', 'apache-proxy') and not (APACHE_MODULES / 'mod_lua.so').exists():
@@ -486,6 +546,14 @@ class Server:
                             'access_log', 'echo', 'chunked_echo'},
             'apache-proxy': {'keepalive', 'pipelining', 'ipv6', 'workers',
                              'access_log', 'echo', 'chunked_echo'},
+            # issue 26
+            'php': {'echo', 'chunked_echo', 'ipv6', 'workers', 'access_log'},
+            'php-router': {'echo', 'chunked_echo', 'ipv6', 'workers',
+                           'access_log'},
+            'gunicorn': {'echo', 'chunked_echo', 'ipv6', 'workers',
+                         'access_log'},
+            'gunicorn-gthread': {'echo', 'chunked_echo', 'keepalive', 'ipv6',
+                                 'workers', 'access_log'},
         }[kind]
         if kind == 'h2o' and echo_port is not None:
             f |= {'echo', 'chunked_echo'}
@@ -500,7 +568,14 @@ class Server:
                               'lighttpd': '/echo', 'python': '/cgi-bin/echo',
                               'busybox': '/cgi-bin/echo',
                               'apache': '/echo', 'h2o': '/echo', 'nginx-proxy': '/echo',
-                              'apache-proxy': '/echo'}[kind]
+                              'apache-proxy': '/echo', 'php': '/echo',
+                              'php-router': '/echo', 'gunicorn': '/echo',
+                              'gunicorn-gthread': '/echo'}[kind]
+        # How many processes answer requests ('workers'): php -S with
+        # PHP_CLI_SERVER_WORKERS=2 serves from its first process too.
+        self.worker_procs = 3 if kind in PHP_KINDS else 2
+        # Environment variables the kind's program is started with.
+        self._env_extra: dict[str, str] = {}
 
     # -- setup --------------------------------------------------------------
 
@@ -596,6 +671,10 @@ class Server:
                     '-m', str(w / 'mime.types')], w
         if self.kind == 'h2o':
             return self._prepare_h2o()
+        if self.kind in PHP_KINDS:
+            return self._prepare_php()
+        if self.kind in GUNICORN_KINDS:
+            return self._prepare_gunicorn()
         raise AssertionError(self.kind)
 
     def _prepare_h2o(self) -> tuple[list[str], Path]:
@@ -622,6 +701,49 @@ class Server:
         self.access_log_path = w / 'access.log'
         # worker mode (the default): this process serves, with its threads.
         return [H2O, '-m', 'worker', '-c', str(conf)], w
+
+    def _prepare_php(self) -> tuple[list[str], Path]:
+        w = self.workdir
+        self._docroot(cgi=False)
+        (self.docroot / 'sms').write_bytes(b'{"sent":true}')
+        (self.docroot / 't').mkdir(exist_ok=True)
+        shutil.copyfile(FIXTURES / 'php_t_index.php',
+                        self.docroot / 't' / 'index.php')
+        argv = [PHP, '-d', 'display_errors=0', '-S', f'[::]:{self.port}',
+                '-t', str(self.docroot)]
+        if self.kind == 'php':
+            # /echo names the directory: php -S runs its index.php
+            (self.docroot / 'echo').mkdir(exist_ok=True)
+            shutil.copyfile(FIXTURES / 'php_echo.php',
+                            self.docroot / 'echo' / 'index.php')
+        else:
+            shutil.copyfile(FIXTURES / 'php_router.php', w / 'router.php')
+            argv.append(str(w / 'router.php'))
+        self._env_extra = {'PHP_CLI_SERVER_WORKERS': '2'}
+        return argv, w
+
+    def _prepare_gunicorn(self) -> tuple[list[str], Path]:
+        w = self.workdir
+        self._docroot(cgi=False)
+        self.access_log_path = w / 'access.log'
+        self.error_log_path = w / 'error.log'
+        argv = [GUNICORN, '--bind', f'[::]:{self.port}', '--workers', '2',
+                '--pythonpath', str(FIXTURES), '--chdir', str(w),
+                '--access-logfile', str(self.access_log_path),
+                '--access-logformat', '%(h)s "%(r)s" %(s)s %(p)s',
+                '--error-logfile', str(self.error_log_path),
+                '--log-level', 'debug', '--graceful-timeout', '2',
+                '--worker-tmp-dir', str(w)]
+        if self.kind == 'gunicorn-gthread':
+            # --worker-connections 6: a worker holding six connections
+            # stops accepting, so that a burst of them reaches both workers
+            # (otherwise one worker can take them all); six less the four
+            # threads leaves two for keep-alive.
+            argv += ['--worker-class', 'gthread', '--threads', '4',
+                     '--worker-connections', '6', '--keep-alive', '2']
+        argv.append('wsgi_app:app')
+        self._env_extra = {'RLSHIM_DOCROOT': str(self.docroot)}
+        return argv, w
 
     def _prepare_apache(self) -> tuple[list[str], Path]:
         w = self.workdir
@@ -755,6 +877,7 @@ class Server:
         if self.config:
             env['RLSHIM_CONFIG'] = str(self.config)
         env['PYTHONUNBUFFERED'] = '1'
+        env.update(self._env_extra)
         env['PATH'] = env.get('PATH', '') + ':/usr/sbin:/usr/bin:/sbin:/bin'
         out = open(self.stdout_path, 'ab')
         err = open(self.stderr_path, 'ab')
@@ -893,7 +1016,9 @@ class Server:
     def _access_source(self) -> str:
         p = {'legacy': self.stdout_path, 'python': self.stderr_path,
              'busybox': self.stderr_path,
-             'webfs': self.stderr_path}.get(self.kind, self.access_log_path)
+             'webfs': self.stderr_path,
+             'php': self.stderr_path, 'php-router': self.stderr_path,
+             }.get(self.kind, self.access_log_path)
         try:
             return p.read_text(errors='replace')
         except OSError:
@@ -909,7 +1034,9 @@ class Server:
             lighttpd and apache = %I (whole request: line, headers and
             body);
             python, busybox = None (not logged).
-          pid: nginx = the worker's $pid, apache = the child's %P; legacy,
+          php, php-router, gunicorn* = None (not logged).
+          pid: nginx = the worker's $pid, apache = the child's %P, php = the
+            [pid] php -S starts its lines with, gunicorn = %(p)s; legacy,
             python, lighttpd = the one server process; busybox = None (a
             child per connection, unlogged).
           busybox logs no method (None) and no status for CGI requests (None).
@@ -941,6 +1068,12 @@ class Server:
 
     def _parse(self, text: str) -> list[dict]:
         out = []
+        if self.kind in PHP_KINDS + GUNICORN_KINDS:
+            for line in text.splitlines():
+                e = log_entry(self.kind, line)
+                if e is not None:
+                    out.append(e)
+            return out
         if self.kind == 'busybox':
             open_ = {}
             for line in text.splitlines():
@@ -990,6 +1123,51 @@ class Server:
                 e['pid'] = int(g[4])
             out.append(e)
         return out
+
+
+# issue 26: the access-log lines of php -S (its stderr) and of gunicorn
+# (access.log with the format _prepare_gunicorn gives it), and the lines that
+# say it refused a request it read, unanswered or with its own 400.
+_RE_PHP = re.compile(r'^\[(\d+)\] \[[^\]]*\] \[?([0-9A-Fa-f:.]+?)\]?:\d+ '
+                     r'\[(\d{3})\]: (\S+) (\S*)(?: - .*)?$')
+_RE_GUNICORN = re.compile(r'^(\S+) "(.*)" (\d{3}) <(\d+)>$')
+_RE_PHP_INVALID = re.compile(r'^\[(\d+)\] \[[^\]]*\] \[?([0-9A-Fa-f:.]+?)\]?:\d+ '
+                             r'Invalid request \((.*)\)$')
+_RE_GUNICORN_INVALID = re.compile(r'^\[[^\]]*\] \[(\d+)\] \[DEBUG\] Invalid '
+                                  r'request from ip=(\S+): (.*)$')
+
+
+def log_entry(kind: str, line: str) -> dict | None:
+    """One access-log line of a php or gunicorn kind as an access_log()
+    entry (plus 'request', the logged request line), or None."""
+    if kind in PHP_KINDS:
+        m = _RE_PHP.match(line)
+        if not m:
+            return None
+        pid, ip, status, method, target = m.groups()
+        return {'client': _fold_ip(ip), 'method': method, 'target': target,
+                'status': int(status), 'bytes_in': None, 'pid': int(pid),
+                'request': f'{method} {target}'}
+    m = _RE_GUNICORN.match(line)
+    if not m:
+        return None
+    ip, req, status, pid = m.groups()
+    method, target = _split_request(req)
+    return {'client': _fold_ip(ip), 'method': method, 'target': target,
+            'status': int(status), 'bytes_in': None, 'pid': int(pid),
+            'request': req}
+
+
+def invalid_entry(kind: str, line: str) -> dict | None:
+    """A line of php -S's stderr or gunicorn's error.log (debug) saying it
+    refused a request it read as invalid (php: closed unanswered; gunicorn:
+    its own 400): {'client', 'pid', 'why'}, or None."""
+    rx = _RE_PHP_INVALID if kind in PHP_KINDS else _RE_GUNICORN_INVALID
+    m = rx.match(line)
+    if not m:
+        return None
+    pid, ip, why = m.groups()
+    return {'client': _fold_ip(ip), 'pid': int(pid), 'why': why}
 
 
 # ---------------------------------------------------------------------------
@@ -1103,10 +1281,27 @@ def _selfcheck_one(kind, shim, echo_port, root):
             notes.append('pipelining')
         pids = set()
         if 'workers' in srv.features:
+            # php's static files carry no X-Worker; its /t/ script does
+            wpath = '/t/w' if kind in PHP_KINDS else '/books'
+            if kind == 'gunicorn-gthread':
+                # one gthread worker can take every connection that comes
+                # one at a time: hold ten open at once, idle (a worker
+                # accepts six at most, --worker-connections), then ask on
+                # each
+                conns = [socket.create_connection(('127.0.0.1', port), 10)
+                         for _ in range(10)]
+                time.sleep(0.3)
+                for c in conns:
+                    c.sendall(b'GET /t/w HTTP/1.1\r\nHost: t\r\n'
+                              b'Connection: close\r\n\r\n')
+                for c in conns:
+                    with c:
+                        _, h, _ = _read_response(c.makefile('rb'))
+                        pids.add(int(h.get('x-worker')))
             for _ in range(40):
-                _, h, _ = _request('127.0.0.1', port, 'GET', '/books')
+                _, h, _ = _request('127.0.0.1', port, 'GET', wpath)
                 pids.add(int(h.get('x-worker')))
-            assert len(pids) >= 2, pids
+            assert 2 <= len(pids) <= srv.worker_procs, pids
             notes.append(f'workers={len(pids)}')
         log = srv.access_log(min_entries=1)
         assert log, 'empty access log'
@@ -1118,7 +1313,9 @@ def _selfcheck_one(kind, shim, echo_port, root):
         if 'echo' in srv.features:
             e = [e for e in log if e['target'] == srv.echo_path][0]
             assert e['bytes_in'] is None or e['bytes_in'] >= len(payload), e
-        if pids:
+        if pids and kind in PHP_KINDS:
+            assert pids <= {e['pid'] for e in log}, (pids, log[-3:])
+        elif pids:
             assert {e['pid'] for e in log} == pids, (pids, log[-3:])
         notes.append(f'log={len(log)}')
         if shim:

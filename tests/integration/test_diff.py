@@ -44,6 +44,17 @@ sends with the same tiny pauses, from a loopback source address of its own
                 (so that no server switches to HTTP/2 uncounted): the bare
                 server is sent the stream blanked the same way.
 
+issue 26 adds php -S (docroot mode and with a router script), whose log is
+its stderr, and gunicorn with sync and gthread workers (access.log): a
+stream the shim charged on a connection php -S closed unanswered as an
+"Invalid request" counts as charged, never served; where php -S refused a
+read as malformed, bare or under the shim, its answers depend on where the
+reads fell and are not compared (the counts are). The php docroot also has
+secret.php (it prints SECRET_PHP), and the corpus its PATH_INFO forms
+(/secret.php/x): `* /secret*` must count every answer carrying either.
+EXTRA_RULES and SECRET_MARKS are the per-kind hook for more rules (an
+exact `* /secret.php` rule) and for which rule must count which answer.
+
 The streams: a corpus from the request-smuggling literature (CL.TE, TE.CL,
 TE.TE obfuscations, repeated and odd Content-Length, chunk-size spellings,
 bare LF, obs-fold, NUL and high bytes), every spelling of a path to
@@ -134,6 +145,26 @@ KIND_OF.update({'webfs': 'webfs', 'h2o': 'h2o', 'nginx-proxy': 'nginx-proxy',
 RULES = ('[limit:all]\nmatch = *\nrate = 100000/s\n'
          '[limit:secret]\nmatch = * /secret*\nrate = 100000/s\n')
 
+# issue 26: PHP's built-in server (docroot mode, and with a router script)
+# and gunicorn (sync and gthread workers, fixtures/wsgi_app.py)
+KINDS += ('php', 'php-router', 'gunicorn', 'gunicorn-gthread')
+KIND_OF.update({'php': 'php', 'php-router': 'php-router',
+                'gunicorn': 'gunicorn', 'gunicorn-gthread': 'gunicorn-gthread'})
+PHP_KINDS = ('php', 'php-router')
+# The php kinds' docroot also has secret.php, a script that prints this.
+SECRET_PHP = b'secret script 5b7c03: counted by the secret rules\n'
+# Per kind: configuration appended to RULES for its shim server (every rule
+# 100000/s: none may limit), and which answers must have been counted by
+# which rules: (bytes, rule names), every answer carrying the bytes counted
+# by each rule named. The hook for rules of one kind: an exact
+# `* /secret.php` rule (which also matches the PATH_INFO forms below it,
+# /secret.php/x) goes into EXTRA_RULES['php'] and its name next to
+# 'secret' in SECRET_MARKS['php'].
+EXTRA_RULES = {k: '' for k in KINDS}
+SECRET_MARKS = {k: ((SECRET, ('secret',)),) for k in KINDS}
+for _k in PHP_KINDS:
+    SECRET_MARKS[_k] = ((SECRET, ('secret',)), (SECRET_PHP, ('secret',)))
+
 
 # ---- the corpus -------------------------------------------------------------------
 
@@ -177,6 +208,19 @@ PATHS = (b'/secret', b'/%73ecret', b'/%73%65%63%72%65%74', b'/./secret',
          b'/x/' + b'%2e%2e/' * 3 + b'secret', b'/%2e%2e%2fsecret',
          b'/secret#frag', b'/x#/../secret', b'/secret\xa0', b'/secret\x85',
          b'/secr\xc3\xa9t', b'/books', b'/pub', b'/x/', b'/x', b'/')
+
+# issue 26: secret.php (the php kinds' docroot) and its PATH_INFO forms
+PHP_PATHS = (b'/secret.php', b'/secret.php/', b'/secret.php/x',
+             b'/secret.php/x/y', b'/secret.php/x?q=1', b'/secret.php?x=1',
+             b'/%73ecret.php/x', b'/secret%2ephp/x', b'/secret.ph%70/x',
+             b'/secret.php%2fx', b'/secret.php%2Fx', b'//secret.php/x',
+             b'/./secret.php/x', b'/x/../secret.php/x', b'/x/%2e%2e/secret.php/x',
+             b'/secret.php/../secret.php/x', b'/secret.php/x/..',
+             b'/secret.php/x/../..', b'/secret.php;x', b'/secret.php;x/y',
+             b'/SECRET.php/x', b'/secret.PHP/x', b'/secret.php%00/x',
+             b'/secret.php%20/x', b'/secret.php./x', b'/x/secret.php/x',
+             b'http://t/secret.php/x', b'/secret.php/x%2f..%2f..',
+             b'/secret.php//x', b'/pub.php/x')
 
 TE_SPELLINGS = (
     b'Transfer-Encoding: chunked\r\n',
@@ -390,6 +434,12 @@ def corpus():
                                  b'Sec-WebSocket-Version: 13\r\n'
                                  b'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n')
         + get(b'/secret'))
+    # issue 26: a script and its PATH_INFO forms (php's docroot has
+    # secret.php; elsewhere these are 404s)
+    for p in PHP_PATHS:
+        add(f'path {p[:40]!r}', get(p))
+    add('PATH_INFO POST', post(b'/secret.php/x', body5, b'Content-Length: 5\r\n'))
+    add('PATH_INFO HEAD', rq(b'HEAD', b'/secret.php/x'))
     return c
 
 
@@ -537,7 +587,8 @@ class LogTail:
     def _path(self):
         s = self.server
         return {'python': s.stderr_path, 'busybox': s.stderr_path,
-                'webfs': s.stderr_path, 'legacy': s.stdout_path}.get(
+                'webfs': s.stderr_path, 'legacy': s.stdout_path,
+                'php': s.stderr_path, 'php-router': s.stderr_path}.get(
             self.kind, s.access_log_path)
 
     def poll(self):
@@ -565,6 +616,23 @@ class LogTail:
                 if e['method'] is None:
                     e['target'] = ''
                 self._add(e['client'], e)
+            return
+        if self.kind in servers.PHP_KINDS + servers.GUNICORN_KINDS:
+            # issue 26: their own lines (servers.log_entry). php -S's
+            # "Invalid request" (it closed without an answer: a bad head,
+            # an early EOF, or more than one request in its first read) is
+            # kept as no request (target '', 400: see requests()), its
+            # `invalid` letting judge() take what the shim charged for that
+            # connection as charged, never served.
+            e = servers.log_entry(self.kind, line)
+            if e is not None:
+                self._add(e['client'], {'target': e['request'],
+                                        'status': e['status'], 'line': line})
+                return
+            inv = servers.invalid_entry(self.kind, line)
+            if inv is not None and self.kind in servers.PHP_KINDS:
+                self._add(inv['client'], {'target': '', 'status': 400,
+                                          'line': line, 'invalid': True})
             return
         if self.kind == 'busybox':
             m = servers.Server._BB.match(line)
@@ -649,7 +717,8 @@ class Pair:
         self.config = os.path.join(self.dir, 'rlshim.conf')
         os.makedirs(self.dir, exist_ok=True)
         with open(self.config, 'w') as f:
-            f.write(f'[global]\nports = {port}\nshm = {self.shm}\n' + RULES)
+            f.write(f'[global]\nports = {port}\nshm = {self.shm}\n' + RULES
+                    + EXTRA_RULES.get(kind, ''))
         self.shim = servers.Server(real, os.path.join(self.dir, 'shim'),
                                    str(SHIM), self.config, port, echo_port,
                                    python_protocol=proto, lighttpd_extra=extra)
@@ -696,7 +765,11 @@ class Pair:
     def _files(self):
         d = self.docroot
         os.makedirs(os.path.join(d, 'x', 'y'), exist_ok=True)
-        for name, data in (('secret', SECRET), ('pub', PUB), ('x/pub', PUB)):
+        files = [('secret', SECRET), ('pub', PUB), ('x/pub', PUB)]
+        if self.kind in PHP_KINDS:
+            files.append(('secret.php', b'<?php echo "'
+                          + SECRET_PHP.replace(b'\n', b'\\n') + b'";\n'))
+        for name, data in files:
             with open(os.path.join(d, name), 'wb') as f:
                 f.write(data)
         for root, dirs, files in os.walk(d):
@@ -942,6 +1015,7 @@ class Outcome:
         self.problems = []
         self.overcharged = 0  # charged, never served: the server closed
         self.raced = False    # the answer lost to a reset while sending
+        self.boundary = False  # php -S answered by where its reads fell
 
     def add(self, cls, how, msg):
         self.problems.append((cls, how, msg))
@@ -1043,6 +1117,13 @@ def server_closed(raw, kind):
     return head.startswith(b'http/1.0') and b'keep-alive' not in conn
 
 
+def php_malformed(log, ip):
+    """Whether php -S logged a connection from `ip` closed unanswered as
+    malformed (LogTail keeps those lines as `invalid` entries)."""
+    return any(e.get('invalid') and 'Malformed' in e['line']
+               for e in log.entries(ip))
+
+
 def judge(pair, st, ip, bare, shim, before, after, nlogged):
     """The checks of one stream; returns an Outcome. nlogged: the requests
     the server read by its logs (Pair.logged)."""
@@ -1091,6 +1172,18 @@ def judge(pair, st, ip, bare, shim, before, after, nlogged):
         # race, here it did not (seen on busybox under CI's load).
         o.raced = True
         ns = nb
+    if nb != ns and pair.kind in PHP_KINDS and (
+            php_malformed(pair.bare_log, ip) or php_malformed(pair.shim_log, ip)):
+        # issue 26: php -S 8.2 refuses, closing unanswered ("Invalid
+        # request (Malformed HTTP request)"), a read that splits a request
+        # target, or that holds bytes of a request after one it has read
+        # whole (run as a pipeline, they are refused together). What it
+        # answers then depends on where the reads fall: the client's
+        # sends bare, the shim's (which hands on a head whole, and reads
+        # ahead to frame the next request) under the shim. Read
+        # boundaries, not framing: the counts are still checked.
+        o.boundary = True
+        ns = nb
     if nb != ns:
         own = own_refusal(ns)
         if own is None:
@@ -1123,7 +1216,8 @@ def judge(pair, st, ip, bare, shim, before, after, nlogged):
     # (a) counted
     logged = requests(pair.shim_log.entries(ip))
     o.logged = logged
-    delta = {r: after.get(r, 0) - before.get(r, 0) for r in ('all', 'secret')}
+    delta = {r: after.get(r, 0) - before.get(r, 0)
+             for r in set(after) | set(before) | {'all', 'secret'}}
     if st.data[:1] == b'\x16':
         # a TLS record: the connection passes untouched (DESIGN.md, "What
         # bad input gets"), uncounted; the server may only refuse it
@@ -1134,7 +1228,9 @@ def judge(pair, st, ip, bare, shim, before, after, nlogged):
                   f'{delta["all"]}, the server served {len(served)}'
                   + log_lines(logged))
     elif delta['all'] > nlogged and (server_closed(ns, pair.kind) or
-                                     (ns == b'' and st.data[:1] in (b'\r', b'\n'))):
+                                     (ns == b'' and st.data[:1] in (b'\r', b'\n')) or
+                                     any(e.get('invalid') for e in
+                                         pair.shim_log.entries(ip))):
         # Requests pipelined behind an answer with which the server ended
         # the connection (an error, Connection: close, one request per
         # connection) were read and charged by the shim, which decides
@@ -1157,11 +1253,15 @@ def judge(pair, st, ip, bare, shim, before, after, nlogged):
               else 'server logged more',
               f'the shim counted {delta["all"]} request(s) (rule *), the server '
               f'logged {nlogged}' + log_lines(logged))
-    secrets = sraw.count(SECRET)
-    if secrets > delta['secret']:
-        o.add('secret uncounted', '',
-              f'the secret file was served {secrets} time(s), the rule '
-              f'* /secret* counted {delta["secret"]}')
+    need = {}
+    for mark, rules in SECRET_MARKS.get(pair.kind, ((SECRET, ('secret',)),)):
+        for r in rules:
+            need[r] = need.get(r, 0) + sraw.count(mark)
+    for r, secrets in need.items():
+        if secrets > delta.get(r, 0):
+            o.add('secret uncounted', r,
+                  f'the secret file (or script) was served {secrets} time(s), '
+                  f'the rule {r} counted {delta.get(r, 0)}')
     if refused:
         # the requests answered before the refusal are all the server may
         # have read: one more is the refused request itself (its head went
@@ -1506,6 +1606,12 @@ def main():
                 print(f'# {k}: {len(raced)} stream(s) whose answers a reset '
                       f'destroyed (a close with bytes unread): '
                       + ' '.join(f'#{o.st.idx}' for o in raced), flush=True)
+            bound = [o for o in kr.outcomes if o.boundary]
+            if bound:
+                print(f'# {k}: {len(bound)} stream(s) whose answers were not '
+                      f'compared: php -S refused a read as malformed (a split '
+                      f'target, or more than one request in it), bare or with '
+                      f'the shim', flush=True)
             over = [o for o in kr.outcomes if o.overcharged]
             if over:
                 print(f'# {k}: {sum(o.overcharged for o in over)} request(s) in '
