@@ -466,7 +466,7 @@ static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
 static void answers_out(struct rl_conn *c, int fd)
 {
 	if (c->state == RL_CONN_DENY && c->deny_wait && c->ans.answered >= c->owed)
-		rl_io_answer(c, fd);
+		rl_io_reply(c, fd);
 }
 
 /* A walk over `c`'s answers as they are (real) or over a copy `a`. */

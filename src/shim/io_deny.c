@@ -90,8 +90,8 @@ static void send_reply(struct rl_conn *c, int fd, const char *buf, size_t n)
 
 /* Answer a connection in DENY: the reply, a FIN, the rest of the request
  * read and dropped (so that closing it sends no RST over the reply). The
- * application then sees end of file. */
-ssize_t rl_io_answer(struct rl_conn *c, int fd)
+ * application's reads then end (rl_io_ended). errno is kept. */
+void rl_io_reply(struct rl_conn *c, int fd)
 {
 	int saved = errno;
 	char buf[RL_REPLY_MAX];
@@ -136,6 +136,30 @@ ssize_t rl_io_answer(struct rl_conn *c, int fd)
 		c->hold->len = c->hold->decided = 0;
 		rl_conn_unhold(c);
 	}
-	errno = saved; /* end of file, as if from the real read */
-	return 0;
+	errno = saved;
+}
+
+/*
+ * What a read says on a connection that is done: end of file, except once
+ * after a body cut at a bad byte, which is the client's reset (ECONNRESET,
+ * as the kernel says it once). The application had the body up to that
+ * byte and waits for the rest; an end of file there is a client that
+ * stopped sending in the middle of a chunk, which some servers wait on
+ * forever (gunicorn 20's chunked reader loops on it, at 100% CPU, until
+ * its worker is killed), where a reset is a client gone.
+ */
+ssize_t rl_io_ended(struct rl_conn *c)
+{
+	if (!c->reply_now)
+		return 0;
+	c->reply_now = 0;
+	errno = ECONNRESET;
+	return -1;
+}
+
+/* The reply, then what the application's read says. */
+ssize_t rl_io_answer(struct rl_conn *c, int fd)
+{
+	rl_io_reply(c, fd);
+	return rl_io_ended(c);
 }

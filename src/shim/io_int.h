@@ -74,6 +74,8 @@ void rl_io_deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 /* Answer a connection in DENY (the reply, a FIN, the rest of the request
  * dropped): it is DONE, and the application sees end of file (returns 0,
  * errno kept). */
+void rl_io_reply(struct rl_conn *c, int fd);
+ssize_t rl_io_ended(struct rl_conn *c);
 ssize_t rl_io_answer(struct rl_conn *c, int fd);
 
 /* Read and drop what the client sent (up to 1 MiB). 0 if it has gone

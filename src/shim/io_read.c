@@ -235,7 +235,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 			return deny_waiting(c, r);
 		return rl_io_answer(c, r->fd);
 	case RL_CONN_DONE:
-		return 0;
+		return rl_io_ended(c);
 	case RL_CONN_HTTP:
 		if (__builtin_expect(c->fork_seen != rl_io.forks, 0) &&
 		    !c->ssl && others_took(c, r->fd))
@@ -393,8 +393,7 @@ denied:
 			/* Those answers are out: the reply goes now, the
 			 * application gets what came before the bad byte,
 			 * then the end. */
-			rl_io_answer(c, r->fd);
-			errno = saved;
+			rl_io_reply(c, r->fd);
 			return (ssize_t)filled;
 		}
 		/* The reply goes once the answers are written (the write

@@ -124,10 +124,10 @@ Kinds and what they claim (`features`):
             Known: gunicorn 20.1.0's chunked reader spins (100% CPU, no
             syscalls) in `while len(rest) < 2: rest += unreader.read()`
             when the body ends after a chunk's data, before its CRLF: the
-            worker is lost until --timeout (30 s) kills it. Bare, a client
-            must end the body there; under the shim, any bad byte in
-            place of that CRLF does it, since the shim hands the
-            application the body up to the bad byte and then the end.
+            worker is lost until --timeout (30 s) kills it, if a client
+            ends its body there (a half-close). The shim cuts a body at a
+            bad byte as a reset (ECONNRESET), not an end of file, so a bad
+            byte there does not do it (test_diff's chunked streams).
   gunicorn-gthread
             as gunicorn with -k gthread, 2 workers of 4 threads, at most 6
             connections each (--worker-connections: a burst reaches both
@@ -1069,8 +1069,9 @@ class Server:
     def _parse(self, text: str) -> list[dict]:
         out = []
         if self.kind in PHP_KINDS + GUNICORN_KINDS:
+            last = {}
             for line in text.splitlines():
-                e = log_entry(self.kind, line)
+                e = log_entry(self.kind, line, last)
                 if e is not None:
                     out.append(e)
             return out
@@ -1128,7 +1129,7 @@ class Server:
 # issue 26: the access-log lines of php -S (its stderr) and of gunicorn
 # (access.log with the format _prepare_gunicorn gives it), and the lines that
 # say it refused a request it read, unanswered or with its own 400.
-_RE_PHP = re.compile(r'^\[(\d+)\] \[[^\]]*\] \[?([0-9A-Fa-f:.]+?)\]?:\d+ '
+_RE_PHP = re.compile(r'^\[(\d+)\] \[[^\]]*\] \[?([0-9A-Fa-f:.]+?)\]?:(\d+) '
                      r'\[(\d{3})\]: (\S+) (\S*)(?: - .*)?$')
 _RE_GUNICORN = re.compile(r'^(\S+) "(.*)" (\d{3}) <(\d+)>$')
 _RE_PHP_INVALID = re.compile(r'^\[(\d+)\] \[[^\]]*\] \[?([0-9A-Fa-f:.]+?)\]?:\d+ '
@@ -1137,14 +1138,25 @@ _RE_GUNICORN_INVALID = re.compile(r'^\[[^\]]*\] \[(\d+)\] \[DEBUG\] Invalid '
                                   r'request from ip=(\S+): (.*)$')
 
 
-def log_entry(kind: str, line: str) -> dict | None:
+def log_entry(kind: str, line: str, last: dict | None = None) -> dict | None:
     """One access-log line of a php or gunicorn kind as an access_log()
-    entry (plus 'request', the logged request line), or None."""
+    entry (plus 'request', the logged request line), or None.
+
+    php -S 8.2 logs a 501 (a method it does not know) twice, the second
+    time with another errno after the " - ": with `last` ({pid: the line's
+    connection and request}, kept by the caller across lines) the second is
+    None. php -S answers one request per connection, so a line repeating
+    its process's last connection is that request again."""
     if kind in PHP_KINDS:
         m = _RE_PHP.match(line)
         if not m:
             return None
-        pid, ip, status, method, target = m.groups()
+        pid, ip, port, status, method, target = m.groups()
+        if last is not None:
+            key = (ip, port, status, method, target)
+            if last.get(pid) == key:
+                return None
+            last[pid] = key
         return {'client': _fold_ip(ip), 'method': method, 'target': target,
                 'status': int(status), 'bytes_in': None, 'pid': int(pid),
                 'request': f'{method} {target}'}

@@ -583,6 +583,7 @@ class LogTail:
         self.current = None   # the address of the stream being sent
         self.total = 0
         self._bb_open = {}
+        self._last = {}       # servers.log_entry's, for php -S's repeats
 
     def _path(self):
         s = self.server
@@ -624,7 +625,7 @@ class LogTail:
             # kept as no request (target '', 400: see requests()), its
             # `invalid` letting judge() take what the shim charged for that
             # connection as charged, never served.
-            e = servers.log_entry(self.kind, line)
+            e = servers.log_entry(self.kind, line, self._last)
             if e is not None:
                 self._add(e['client'], {'target': e['request'],
                                         'status': e['status'], 'line': line})
@@ -741,6 +742,24 @@ class Pair:
         if kind == 'lighttpd':
             self.shim_heads = HeadLog(self.shim)
         self.counts = None
+        # issue 26: php -S never replaces a process that died (its worker
+        # or its first process, which serves too): how many each side has
+        self.procs = {w: self._alive(w) for w in ('bare', 'shim')}
+
+    def _alive(self, which):
+        s = getattr(self, which)
+        return len(servers.group_alive(s.proc.pid)) if s.proc else 0
+
+    def died(self, which):
+        """Whether a process of php -S on that side died since it
+        started; then it is started again (its log appended to)."""
+        if self.kind not in PHP_KINDS or self._alive(which) >= self.procs[which]:
+            return False
+        s = getattr(self, which)
+        s.stop()
+        s.start()
+        self.procs[which] = self._alive(which)
+        return True
 
     def mark(self):
         """Where the logs stand before a stream (see logged())."""
@@ -1016,6 +1035,7 @@ class Outcome:
         self.overcharged = 0  # charged, never served: the server closed
         self.raced = False    # the answer lost to a reset while sending
         self.boundary = False  # php -S answered by where its reads fell
+        self.bare_died = False  # the bare server lost a process to it
 
     def add(self, cls, how, msg):
         self.problems.append((cls, how, msg))
@@ -1343,6 +1363,16 @@ def run_one(pair, st):
     pair.bare_log.poll()
     pair.counts = after
     o = judge(pair, st, ip, res['bare'], res['shim'], before, after, n)
+    if pair.died('bare'):
+        # php -S 8.2 dies of some requests ("Out of memory" on stderr, a
+        # body it cannot allocate): the bare answers are lost to it, not
+        # comparable; the shim server must not have died of them.
+        o.bare_died = True
+        o.problems = [p for p in o.problems if p[0] not in ANSWER_CLASSES]
+    if pair.died('shim'):
+        o.add('answers differ', 'the shim server died',
+              'a process of the server under the shim died of this stream '
+              '(it was started again)')
     if REPLAY:      # one stream by hand: show what came back
         print(f'# {pair.kind} bare ({res["bare"][1]}): {res["bare"][0]!r}\n'
               f'# {pair.kind} shim ({res["shim"][1]}): {res["shim"][0]!r}\n'
@@ -1606,6 +1636,12 @@ def main():
                 print(f'# {k}: {len(raced)} stream(s) whose answers a reset '
                       f'destroyed (a close with bytes unread): '
                       + ' '.join(f'#{o.st.idx}' for o in raced), flush=True)
+            dead = [o for o in kr.outcomes if o.bare_died]
+            if dead:
+                print(f'# {k}: {len(dead)} stream(s) killed a process of the '
+                      f'bare server (restarted; answers not compared), the '
+                      f'server under the shim lived: '
+                      + ' '.join(f'#{o.st.idx}' for o in dead), flush=True)
             bound = [o for o in kr.outcomes if o.boundary]
             if bound:
                 print(f'# {k}: {len(bound)} stream(s) whose answers were not '

@@ -477,6 +477,52 @@ static void test_cut_and_early_refusals(void **state)
 	pair_close(&p);
 }
 
+/* A chunked body found bad after its head was delivered: the application
+ * gets the body up to the bad byte, then the client's reset once (it is
+ * not told the client stopped in the middle of a chunk, which gunicorn
+ * waits on forever), then the end; the client gets the 400. Blocking and
+ * nonblocking, and with the head and the bad byte in one read or two. */
+static void test_bad_body_resets(void **state)
+{
+	static const char head[] = "POST /up HTTP/1.1\r\nHost: x\r\n"
+				   "Transfer-Encoding: chunked\r\n\r\n";
+	static const char good[] = "5\r\nhello";
+	struct pair p;
+	char buf[4096];
+	int split, nb;
+
+	(void)state;
+	for (split = 0; split < 2; split++)
+		for (nb = 0; nb < 2; nb++) {
+			size_t want = strlen(head) + strlen(good);
+
+			pair_open(&p);
+			if (nb)
+				fcntl(p.fd, F_SETFL, O_NONBLOCK);
+			put(&p, head);
+			if (split) {
+				assert_int_equal(app_read(&p, buf, sizeof(buf), 0),
+						 (ssize_t)strlen(head));
+				want = strlen(good);
+			}
+			put(&p, good);
+			put(&p, "XX0\r\n\r\nGET /next HTTP/1.1\r\n\r\n");
+			usleep(20000);
+			assert_int_equal(app_read(&p, buf, sizeof(buf), 0),
+					 (ssize_t)want);
+			assert_memory_equal(buf + want - 5, "hello", 5);
+			errno = 0;
+			assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+			assert_int_equal(errno, ECONNRESET);
+			assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+			assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+			client_got(&p, buf, sizeof(buf), 200);
+			assert_non_null(strstr(buf, "400 Bad Request"));
+			assert_null(strstr(buf, "/next"));
+			pair_close(&p);
+		}
+}
+
 /* A POST's head read by the application, then its 10-byte body by a
  * child it forks (Python's CGI child reads it from the socket it
  * inherits). */
@@ -963,6 +1009,7 @@ int main(void)
 		cmocka_unit_test(test_after_last_request),
 		cmocka_unit_test(test_fionread_counts_held),
 		cmocka_unit_test(test_cut_and_early_refusals),
+		cmocka_unit_test(test_bad_body_resets),
 		cmocka_unit_test(test_child_took_body),
 		cmocka_unit_test(test_bytes_while_looking_after_fork),
 		cmocka_unit_test(test_child_took_body_bytes_while_looking),
