@@ -11,8 +11,8 @@ root. Each stream goes to both at the same time, cut into the same 1-8
 sends with the same tiny pauses, from a loopback source address of its own
 (127.2.x.y), and is compared:
 
-  (a) counted   the shim's rules never limit (`*` 100000/s and `* /secret*`
-                100000/s), so the shim's allowed count for `*`, read from
+  (a) counted   the shim's rules never limit (`*` 100000/s and `* /secret`
+                100000/s, an exact path: it matches /secret/x too), so the shim's allowed count for `*`, read from
                 `rlshimctl status --json` before and after the stream, must
                 equal the requests the shim server read from that address
                 by its own log: every request the server handled was
@@ -24,7 +24,7 @@ sends with the same tiny pauses, from a loopback source address of its own
                 it read. A log line with no request line (nginx and lighttpd
                 log a 400 for blank lines and then the end) is no request.
                 Every answer carrying the secret file must have been counted
-                by `* /secret*`. At the end the totals of the whole run must
+                by `* /secret`. At the end the totals of the whole run must
                 agree too. A stream starting with a TLS record byte passes
                 uncounted by design: then the server may only refuse it.
   (b) same      the bytes each server sends back, with Date, Last-Modified,
@@ -51,7 +51,8 @@ stream the shim charged on a connection php -S closed unanswered as an
 read as malformed, bare or under the shim, its answers depend on where the
 reads fell and are not compared (the counts are). The php docroot also has
 secret.php (it prints SECRET_PHP), and the corpus its PATH_INFO forms
-(/secret.php/x): `* /secret*` must count every answer carrying either.
+(/secret.php/x): an exact rule `* /secret.php` (script) must count every
+answer carrying SECRET_PHP, and `* /secret` every one carrying the file.
 EXTRA_RULES and SECRET_MARKS are the per-kind hook for more rules (an
 exact `* /secret.php` rule) and for which rule must count which answer.
 
@@ -142,8 +143,10 @@ UNANSWERED_UNLOGGED = {'h2o', 'webfs'}
 KIND_OF.update({'webfs': 'webfs', 'h2o': 'h2o', 'nginx-proxy': 'nginx-proxy',
                 'apache-proxy': 'apache-proxy'})
 
+# `secret` is an exact path: it also counts every path below it (PATH_INFO,
+# issue 26), and each spelling of /secret a server serves the file for.
 RULES = ('[limit:all]\nmatch = *\nrate = 100000/s\n'
-         '[limit:secret]\nmatch = * /secret*\nrate = 100000/s\n')
+         '[limit:secret]\nmatch = * /secret\nrate = 100000/s\n')
 
 # issue 26: PHP's built-in server (docroot mode, and with a router script)
 # and gunicorn (sync and gthread workers, fixtures/wsgi_app.py)
@@ -163,7 +166,8 @@ SECRET_PHP = b'secret script 5b7c03: counted by the secret rules\n'
 EXTRA_RULES = {k: '' for k in KINDS}
 SECRET_MARKS = {k: ((SECRET, ('secret',)),) for k in KINDS}
 for _k in PHP_KINDS:
-    SECRET_MARKS[_k] = ((SECRET, ('secret',)), (SECRET_PHP, ('secret',)))
+    EXTRA_RULES[_k] = '[limit:script]\nmatch = * /secret.php\nrate = 100000/s\n'
+    SECRET_MARKS[_k] = ((SECRET, ('secret',)), (SECRET_PHP, ('script',)))
 
 
 # ---- the corpus -------------------------------------------------------------------
@@ -207,7 +211,10 @@ PATHS = (b'/secret', b'/%73ecret', b'/%73%65%63%72%65%74', b'/./secret',
          b'/' + b'x/' * 800 + b'../' * 800 + b'secret',
          b'/x/' + b'%2e%2e/' * 3 + b'secret', b'/%2e%2e%2fsecret',
          b'/secret#frag', b'/x#/../secret', b'/secret\xa0', b'/secret\x85',
-         b'/secr\xc3\xa9t', b'/books', b'/pub', b'/x/', b'/x', b'/')
+         b'/secr\xc3\xa9t', b'/books', b'/pub', b'/x/', b'/x', b'/',
+         # below the exact path: counted by it, whatever the server does
+         b'/secret/x', b'/secret/x/y', b'/secret%2Fx', b'/%73ecret/x',
+         b'/x/../secret/x')
 
 # issue 26: secret.php (the php kinds' docroot) and its PATH_INFO forms
 PHP_PATHS = (b'/secret.php', b'/secret.php/', b'/secret.php/x',
@@ -915,7 +922,13 @@ def normalise(raw, ports):
         sorted(x.strip() for x in m.group(2).split(b','))), raw)
     for p in ports:
         raw = raw.replace(b':%d' % p, b':PORT')
+    # gunicorn's 400 for a long request line says how much of it one read
+    # had brought (where the client's segments or the shim's reads fell)
+    raw = _GUNICORN_LONG.sub(rb'\1*\2', raw)
     return raw
+
+
+_GUNICORN_LONG = re.compile(rb'(Request Line is too large \()\d+( &gt; \d+\))')
 
 
 # The shim's own 400 (src/shim/reply.c): these fields in any order, maybe
@@ -1161,7 +1174,7 @@ def judge(pair, st, ip, bare, shim, before, after, nlogged):
         ns = nb
     if nb != ns and nb == b'' and (
             bhow == 'closed while sending' or
-            (bhow == 'reset' and show_ == 'closed' and
+            (bhow == 'reset' and show_ in ('closed', 'closed while sending') and
              b'connection: close' in ns.lower() and
              (ns.count(b'HTTP/1.') < st.data.count(b' HTTP/1.') or
               re.match(rb'HTTP/1\.[01] [45]\d\d ', ns)))):
