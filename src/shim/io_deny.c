@@ -30,22 +30,30 @@ void rl_io_deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 }
 
 /* Read and drop what the client sent, up to DRAIN_MAX. 0 if it has gone
- * (end of file), 1 otherwise. */
+ * (end of file, or the connection failed), 1 if all it sent is read, 2 if
+ * more is there than one call drops. errno is kept. */
 int rl_io_drain(int fd)
 {
 	char junk[4096];
 	size_t total = 0;
+	int saved = errno, rc = 2;
 
 	while (total < DRAIN_MAX) {
 		ssize_t n = rl_io.sys.recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
 
-		if (n == 0)
-			return 0;
-		if (n < 0)
+		if (n == 0) {
+			rc = 0;
 			break;
+		}
+		if (n < 0) {
+			rc = errno == EAGAIN || errno == EWOULDBLOCK ||
+			     errno == EINTR;
+			break;
+		}
 		total += (size_t)n;
 	}
-	return 1;
+	errno = saved;
+	return rc;
 }
 
 /*

@@ -79,7 +79,8 @@ ssize_t rl_io_ended(struct rl_conn *c);
 ssize_t rl_io_answer(struct rl_conn *c, int fd);
 
 /* Read and drop what the client sent (up to 1 MiB). 0 if it has gone
- * (end of file), 1 otherwise. */
+ * (end of file, or the connection failed), 1 if all it sent is read, 2 if
+ * more is there. errno is kept. */
 int rl_io_drain(int fd);
 
 /* ---- io_frame.c ------------------------------------------------------------ */
