@@ -40,8 +40,9 @@ enum rl_conn_state {
 	RL_CONN_HTTP = 0,  /* framing requests */
 	RL_CONN_PASS = 1,  /* not HTTP/1.x (TLS, HTTP/2, upgraded): untouched */
 	RL_CONN_DENY = 2,  /* a reply is due at the application's next read */
-	RL_CONN_DONE = 3,  /* replied and shut down: reads see EOF, writes
-			      are swallowed */
+	RL_CONN_DONE = 3,  /* replied and shut down: reads see EOF (once the
+			      client has sent its own), writes are
+			      swallowed */
 };
 
 enum rl_reply_kind {
@@ -152,6 +153,10 @@ struct rl_conn {
 	void *ssl;
 	unsigned fork_seen;      /* rl_io.forks at the last look */
 	uint64_t taken;          /* bytes this process took from the socket */
+	/* DONE: CLOCK_MONOTONIC until which the connection lingers, its
+	 * reads waiting for the client's end (io_deny.c); 0: they see end of
+	 * file. */
+	uint64_t linger_ns;
 	/* the reply due in DENY */
 	struct rl_verdict verdict;
 	uint8_t reply_http10;

@@ -1,7 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * io_deny.c - a denied connection: marked for a reply, then answered (the
- * reply, a FIN, the rest of the request read and dropped).
+ * reply, a FIN, the rest of the request read and dropped), then closed
+ * lingering.
+ *
+ * A connection the shim answered may still have bytes on their way from
+ * the client: the rest of a pipeline, of a body, of a client that has not
+ * read the answer yet. Whatever comes after the application's close makes
+ * the kernel reset the connection (RFC 1122 4.2.2.13), and a reset throws
+ * away what the send queue still holds: the answers to the requests before
+ * the denied one and the reply, when the client reads slower than it
+ * sends. So the shim closes as nginx and lighttpd do (lingering_close):
+ * after the reply's FIN, the connection's reads drop what comes and say
+ * EAGAIN until the client's own FIN, and only then end of file, for the
+ * application to close on. The application's event loop does the waiting,
+ * with its own timeouts; the shim gives up after LINGER_NS.
  */
 #include "io.h"
 
@@ -14,6 +27,9 @@
 #include "clock.h"
 
 #define DRAIN_MAX (1u << 20) /* bytes of a denied request read and dropped */
+/* A connection answered lingers this long at most, as nginx's
+ * lingering_time: a client still sending after that is cut off. */
+#define LINGER_NS (30 * RL_NS_PER_SEC)
 
 /* Deny the request starting at `at`: the connection answers at the next
  * read. */
@@ -97,8 +113,8 @@ static void send_reply(struct rl_conn *c, int fd, const char *buf, size_t n)
 }
 
 /* Answer a connection in DENY: the reply, a FIN, the rest of the request
- * read and dropped (so that closing it sends no RST over the reply). The
- * application's reads then end (rl_io_ended). errno is kept. */
+ * read and dropped; it lingers unless the client has gone already. errno
+ * is kept. */
 void rl_io_reply(struct rl_conn *c, int fd)
 {
 	int saved = errno;
@@ -138,7 +154,7 @@ void rl_io_reply(struct rl_conn *c, int fd)
 	if (c->ssl)
 		rl_io.sys.tls_close(c->ssl); /* close_notify */
 	shutdown(fd, SHUT_WR);
-	rl_io_drain(fd);
+	c->linger_ns = rl_io_drain(fd) ? rl_time_now_ns() + LINGER_NS : 0;
 	c->state = RL_CONN_DONE;
 	if (c->hold) {
 		c->hold->len = c->hold->decided = 0;
@@ -148,26 +164,56 @@ void rl_io_reply(struct rl_conn *c, int fd)
 }
 
 /*
- * What a read says on a connection that is done: end of file, except once
- * after a body cut at a bad byte, which is the client's reset (ECONNRESET,
- * as the kernel says it once). The application had the body up to that
- * byte and waits for the rest; an end of file there is a client that
- * stopped sending in the middle of a chunk, which some servers wait on
- * forever (gunicorn 20's chunked reader loops on it, at 100% CPU, until
- * its worker is killed), where a reset is a client gone.
+ * 1 if a read of a connection answered still lingers (`drained`: right
+ * after the reply's own drain): then errno is EAGAIN. A blocking read is
+ * not made to wait for the client (the server's thread would wait with
+ * it). Past the deadline, or once the client has gone, no read lingers. A
+ * drain that leaves bytes behind (a flood) still lingers: the bytes still
+ * there wake a level-triggered server again, more bytes an edge-triggered
+ * one.
  */
-ssize_t rl_io_ended(struct rl_conn *c)
+static int lingers(struct rl_conn *c, const struct rl_read *r, int drained)
 {
-	if (!c->reply_now)
+	int saved = errno;
+
+	if (c->linger_ns && rl_read_nonblocking(r)) {
+		if ((drained || rl_io_drain(r->fd)) &&
+		    rl_time_now_ns() < c->linger_ns) {
+			errno = EAGAIN;
+			return 1;
+		}
+		c->linger_ns = 0;
+	}
+	errno = saved;
+	return 0;
+}
+
+/*
+ * The end a read sees once the connection no longer lingers: end of file,
+ * except once after a body cut at a bad byte, which is the client's reset
+ * (ECONNRESET, as the kernel says it once; a peek leaves it to the read).
+ * The application had the body up to that byte and waits for the rest;
+ * an end of file there is a client that stopped sending in the middle of
+ * a chunk, which some servers wait on forever (gunicorn 20's chunked
+ * reader loops on it, at 100% CPU, until its worker is killed), where a
+ * reset is a client gone.
+ */
+static ssize_t end(struct rl_conn *c, const struct rl_read *r)
+{
+	if (!c->reply_now || (r->flags & MSG_PEEK))
 		return 0;
 	c->reply_now = 0;
 	errno = ECONNRESET;
 	return -1;
 }
 
-/* The reply, then what the application's read says. */
-ssize_t rl_io_answer(struct rl_conn *c, int fd)
+ssize_t rl_io_ended(struct rl_conn *c, const struct rl_read *r)
 {
-	rl_io_reply(c, fd);
-	return rl_io_ended(c);
+	return lingers(c, r, 0) ? -1 : end(c, r);
+}
+
+ssize_t rl_io_answer(struct rl_conn *c, const struct rl_read *r)
+{
+	rl_io_reply(c, r->fd);
+	return lingers(c, r, 1) ? -1 : end(c, r);
 }

@@ -226,7 +226,7 @@ int rl_hold_proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 
 		if (!h) {
 			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
-			*ret = rl_io_answer(c, r->fd);
+			*ret = rl_io_answer(c, r);
 			return 0;
 		}
 		before = h->len;
@@ -254,18 +254,18 @@ int rl_hold_proxy_read(struct rl_conn *c, struct rl_read *r, ssize_t *ret)
 			want = pr.len - before;
 		if (take(c, r->fd, h->data + before, want) < 0) {
 			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
-			*ret = rl_io_answer(c, r->fd);
+			*ret = rl_io_answer(c, r);
 			return 0;
 		}
 		h->len = (uint32_t)(before + want);
 		st = hold_proxy(c);
 		if (st < 0) {
-			*ret = rl_io_answer(c, r->fd);
+			*ret = rl_io_answer(c, r);
 			return 0;
 		}
 		if (st == 0 && h->len >= RL_PROXY_MAX) {
 			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
-			*ret = rl_io_answer(c, r->fd);
+			*ret = rl_io_answer(c, r);
 			return 0;
 		}
 	}

@@ -72,11 +72,22 @@ void rl_io_deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 		const struct rl_http_req *req, const char *why);
 
 /* Answer a connection in DENY (the reply, a FIN, the rest of the request
- * dropped): it is DONE, and the application sees end of file (returns 0,
- * errno kept). */
+ * dropped): it is DONE, lingering unless the client has already gone
+ * (rl_io_ended). errno is kept. */
 void rl_io_reply(struct rl_conn *c, int fd);
-ssize_t rl_io_ended(struct rl_conn *c);
-ssize_t rl_io_answer(struct rl_conn *c, int fd);
+
+/*
+ * What the application's read `r` of `c`, DONE, says. While the
+ * connection lingers (the client has not sent its end since the reply),
+ * what came is read and dropped and a nonblocking read says EAGAIN. Then,
+ * and at once for a blocking read, end of file (0, errno kept); after a
+ * body cut at a bad byte, the client's reset once first (-1, ECONNRESET).
+ */
+ssize_t rl_io_ended(struct rl_conn *c, const struct rl_read *r);
+
+/* The reply (rl_io_reply) given at the application's read `r`, and what
+ * that read says (rl_io_ended). */
+ssize_t rl_io_answer(struct rl_conn *c, const struct rl_read *r);
 
 /* Read and drop what the client sent (up to 1 MiB). 0 if it has gone
  * (end of file, or the connection failed), 1 if all it sent is read, 2 if

@@ -191,7 +191,7 @@ static int others_took(struct rl_conn *c, int fd)
 static ssize_t deny_waiting(struct rl_conn *c, struct rl_read *r)
 {
 	if (!rl_read_nonblocking(r))
-		return rl_io_answer(c, r->fd);
+		return rl_io_answer(c, r);
 	if (rl_io_drain(r->fd) == 0)
 		return 0; /* the client went away */
 	errno = EAGAIN;
@@ -221,7 +221,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 			return -1;
 		}
 		if (c->state == RL_CONN_DONE)
-			return 0;
+			return rl_io_ended(c, r);
 		return r->real(r->ctx);
 	}
 	/* A socket under TLS carries records: only SSL_read is framed. */
@@ -233,9 +233,9 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	case RL_CONN_DENY:
 		if (c->deny_wait && !c->ans.broken && c->ans.answered < c->owed)
 			return deny_waiting(c, r);
-		return rl_io_answer(c, r->fd);
+		return rl_io_answer(c, r);
 	case RL_CONN_DONE:
-		return rl_io_ended(c);
+		return rl_io_ended(c, r);
 	case RL_CONN_HTTP:
 		if (__builtin_expect(c->fork_seen != rl_io.forks, 0) &&
 		    !c->ssl && others_took(c, r->fd))
@@ -387,7 +387,7 @@ denied:
 	errno = saved;
 	c->owed = c->delivered - (c->reply_now && c->delivered ? 1 : 0);
 	if (c->ans.answered >= c->owed && filled == 0)
-		return rl_io_answer(c, r->fd);
+		return rl_io_answer(c, r);
 	if (!c->ans.broken) {
 		if (c->ans.answered >= c->owed) {
 			/* Those answers are out: the reply goes now, the
@@ -404,7 +404,7 @@ denied:
 		return deny_waiting(c, r);
 	}
 	if (filled == 0)
-		return rl_io_answer(c, r->fd);
+		return rl_io_answer(c, r);
 	/* Answers not framed: the requests before the denied one go first;
 	 * a server waiting for readiness is woken to read again and be
 	 * answered then. */

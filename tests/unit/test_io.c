@@ -94,7 +94,9 @@ struct pair {
 	struct rl_conn *conn;
 };
 
-static void pair_open(struct pair *p)
+/* `rcvbuf`: the client's SO_RCVBUF (0: the default), set before it
+ * connects so that its window is that small. */
+static void pair_open_rcv(struct pair *p, int rcvbuf)
 {
 	struct sockaddr_in a;
 	socklen_t al = sizeof(a);
@@ -105,6 +107,9 @@ static void pair_open(struct pair *p)
 	getsockname(listener, (struct sockaddr *)&a, &al);
 	p->client = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(p->client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (rcvbuf)
+		setsockopt(p->client, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+			   sizeof(rcvbuf));
 	assert_int_equal(connect(p->client, (struct sockaddr *)&a, al), 0);
 	p->fd = accept(listener, (struct sockaddr *)&peer, &pl);
 	assert_true(p->fd >= 0);
@@ -112,6 +117,11 @@ static void pair_open(struct pair *p)
 	assert_int_equal(rl_io_accepted(listener, p->fd, (struct sockaddr *)&peer, pl), 1);
 	p->conn = rl_conn_of(rl_fd_get(p->fd));
 	assert_non_null(p->conn);
+}
+
+static void pair_open(struct pair *p)
+{
+	pair_open_rcv(p, 0);
 }
 
 static void pair_close(struct pair *p)
@@ -290,6 +300,11 @@ static void test_denied_waits_for_answers(void **state)
 	client_got(&p, buf, sizeof(buf), 200);
 	assert_memory_equal(buf, a1, sizeof(a1) - 1);
 	assert_non_null(strstr(buf, "Content-Length: 9\r\n\r\nHTTP/1.1 429"));
+	/* It lingers: end of file once the client has closed its side. */
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	shutdown(p.client, SHUT_WR);
+	usleep(20000);
 	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
 	pair_close(&p);
 }
@@ -471,16 +486,23 @@ static void test_cut_and_early_refusals(void **state)
 	pair_open(&p);
 	fcntl(p.fd, F_SETFL, O_NONBLOCK);
 	put(&p, "GE, /x HTTP/1.1\r\nHost:");
-	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
+	/* Answered at once; the client has not closed: it lingers. */
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(p.conn->state, RL_CONN_DONE);
 	client_got(&p, buf, sizeof(buf), 200);
 	assert_non_null(strstr(buf, "400 Bad Request"));
+	shutdown(p.client, SHUT_WR);
+	usleep(20000);
+	assert_int_equal(app_read(&p, buf, sizeof(buf), 0), 0);
 	pair_close(&p);
 }
 
 /* A chunked body found bad after its head was delivered: the application
- * gets the body up to the bad byte, then the client's reset once (it is
- * not told the client stopped in the middle of a chunk, which gunicorn
- * waits on forever), then the end; the client gets the 400. Blocking and
+ * gets the body up to the bad byte, then (a nonblocking read once the
+ * connection no longer lingers) the client's reset once (it is not told
+ * the client stopped in the middle of a chunk, which gunicorn waits on
+ * forever), then the end; the client gets the 400. Blocking and
  * nonblocking, and with the head and the bad byte in one read or two. */
 static void test_bad_body_resets(void **state)
 {
@@ -511,6 +533,13 @@ static void test_bad_body_resets(void **state)
 			assert_int_equal(app_read(&p, buf, sizeof(buf), 0),
 					 (ssize_t)want);
 			assert_memory_equal(buf + want - 5, "hello", 5);
+			if (nb) {
+				/* lingering until the client's end */
+				assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
+				assert_int_equal(errno, EAGAIN);
+				shutdown(p.client, SHUT_WR);
+				usleep(20000);
+			}
 			errno = 0;
 			assert_int_equal(app_read(&p, buf, sizeof(buf), 0), -1);
 			assert_int_equal(errno, ECONNRESET);
@@ -960,6 +989,123 @@ static void test_edge_triggered(void **state)
 	}
 }
 
+/*
+ * A pipeline with a bad head in it, from a client that reads slower than
+ * it sends and is still sending when the 400 goes: the application, which
+ * closes when its read says end of file, gets that only after the
+ * client's own FIN. Closed earlier, the client's next bytes would make the
+ * kernel reset the connection and throw away the answers still queued.
+ * The client gets every answer, the 400, and a clean end.
+ */
+static int app_serve(struct pair *p, int *closed)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (*closed)
+		return 0;
+	n = app_read(p, buf, sizeof(buf), 0);
+	if (n == 0) {
+		rl_io_close(p->fd);
+		close(p->fd);
+		*closed = 1;
+	}
+	return (int)n;
+}
+
+/* The client sends more, whatever became of the connection. */
+static void put_more(struct pair *p, const char *s)
+{
+	send(p->client, s, strlen(s), MSG_NOSIGNAL);
+	usleep(20000);
+}
+
+static void test_linger_after_answer(void **state)
+{
+	static const char get[] = "GET /l HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char bad[] = "GET /l HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n";
+	char answer[320], stream[64 * sizeof(get)], got[64 * 1024];
+	size_t len = 0, n = 0;
+	struct pair p;
+	int closed = 0, answers = 0, dropped, err, seen[3];
+	ssize_t r;
+
+	(void)state;
+	n = (size_t)snprintf(answer, sizeof(answer),
+			     "HTTP/1.1 200 OK\r\nContent-Length: 250\r\n\r\n");
+	memset(answer + n, 'a', 250);
+	answer[n + 250] = '\0';
+	n = 0;
+	for (int i = 0; i < 40; i++)
+		len += (size_t)snprintf(stream + len, sizeof(stream) - len, "%s", get);
+	len += (size_t)snprintf(stream + len, sizeof(stream) - len, "%s%s", bad, get);
+	pair_open_rcv(&p, 2048);
+	fcntl(p.fd, F_SETFL, O_NONBLOCK);
+	put(&p, stream);
+	/* The application reads the 40 and answers each. */
+	while ((r = app_read(&p, got, sizeof(got), 0)) > 0)
+		n += (size_t)r;
+	assert_int_equal(n, 40 * (sizeof(get) - 1));
+	for (int i = 0; i < 40; i++)
+		app_write(&p, answer);
+	assert_int_equal(p.conn->state, RL_CONN_DONE);
+	/* The client is not done: the application is told EAGAIN (it waits
+	 * for readiness), and what the client sends is dropped. */
+	seen[0] = app_serve(&p, &closed);
+	put_more(&p, get);
+	seen[1] = app_serve(&p, &closed);
+	dropped = closed || inq(p.fd) == 0;
+	put_more(&p, get);
+	shutdown(p.client, SHUT_WR);
+	usleep(20000);
+	seen[2] = app_serve(&p, &closed);
+	/* Now the client reads: every answer, the 400, the end. */
+	n = 0;
+	while (n < sizeof(got) - 1 &&
+	       (r = recv(p.client, got + n, sizeof(got) - 1 - n, 0)) > 0)
+		n += (size_t)r;
+	err = r < 0 ? errno : 0;
+	got[n] = '\0';
+	for (char *at = got; (at = strstr(at, "HTTP/1.1 200 OK")); at++)
+		answers++;
+	assert_int_equal(answers, 40);
+	assert_non_null(strstr(got, "HTTP/1.1 400 Bad Request\r\n"));
+	assert_int_equal(strstr(got, "HTTP/1.1 400") - got, 40 * strlen(answer));
+	assert_int_equal(r, 0); /* the end, not ECONNRESET */
+	assert_int_equal(err, 0);
+	close(p.client);
+	/* The application's reads: EAGAIN until the client's FIN. */
+	assert_int_equal(seen[0], -1);
+	assert_int_equal(seen[1], -1);
+	assert_true(dropped);
+	assert_int_equal(seen[2], 0);
+	assert_int_equal(closed, 1);
+
+	/* A blocking read is not made to wait: end of file at once. Nor does
+	 * a lingering one wait past the deadline. */
+	for (int k = 0; k < 2; k++) {
+		pair_open(&p);
+		if (k)
+			fcntl(p.fd, F_SETFL, O_NONBLOCK);
+		put(&p, bad);
+		errno = 1234;
+		r = app_read(&p, got, sizeof(got), 0);
+		if (k) {
+			assert_int_equal(r, -1);
+			assert_int_equal(errno, EAGAIN);
+			assert_int_not_equal(p.conn->linger_ns, 0);
+			p.conn->linger_ns = 1; /* long past */
+			errno = 1234;
+			r = app_read(&p, got, sizeof(got), 0);
+		}
+		assert_int_equal(r, 0);
+		assert_int_equal(errno, 1234);
+		if (k) /* and so it stays */
+			assert_int_equal(app_read(&p, got, sizeof(got), 0), 0);
+		pair_close(&p);
+	}
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -1004,6 +1150,7 @@ int main(void)
 		cmocka_unit_test(test_denied_first),
 		cmocka_unit_test(test_denied_after_allowed),
 		cmocka_unit_test(test_denied_waits_for_answers),
+		cmocka_unit_test(test_linger_after_answer),
 		cmocka_unit_test(test_switch_on_its_answer),
 		cmocka_unit_test(test_http2),
 		cmocka_unit_test(test_after_last_request),
