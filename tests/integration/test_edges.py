@@ -937,6 +937,61 @@ def post_then_denied(kind='lighttpd'):
                      + (' ...' if len(bad) > 6 else ''))
 
 
+def bad_head_while_sending(kind):
+    """40 pipelined GET /pub, then a head with a line that has no colon
+    (the shim's 400), from a client that reads only once it has sent
+    everything, into a 4 KiB receive buffer, and that goes on sending
+    (more requests 0.2 s and 0.4 s later) before it half-closes: the
+    issue 26 differential stream RL_DIFF_SEED=1 RL_DIFF_ONLY=783 made
+    certain. The client gets all 40 answers, then the 400, then the end,
+    never a reset: the connection is closed only after the client's FIN,
+    as the bare servers close it (a close before makes the kernel answer
+    the client's next bytes with a reset, which throws away the answers
+    still queued)."""
+    s = srv(kind)
+    get = req('GET', '/books')
+    bad = b'GET /books HTTP/1.1\r\nHost: x\r\nGET /books HTTP/1.1\r\n\r\n'
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.settimeout(ANSWER_TIMEOUT)
+    data = bytearray()
+    how, sent = 'closed', 'all sent'
+    try:
+        c.bind((fresh_ip(), 0))
+        c.connect(('127.0.0.1', s.port))
+        try:
+            c.sendall(get * 40 + bad + get * 3)
+            for _ in range(2):
+                time.sleep(0.2)
+                c.sendall(get * 3)
+            c.shutdown(socket.SHUT_WR)
+        except OSError as e:    # EPIPE, ECONNRESET, ENOTCONN: it was reset
+            sent = f'sending: {e}'
+        while True:
+            try:
+                b = c.recv(65536)
+            except socket.timeout:
+                how = 'timeout'
+                break
+            except ConnectionResetError:
+                how = 'reset'
+                break
+            if not b:
+                break
+            data += b
+    finally:
+        c.close()
+    res = parse_complete(bytes(data), closed=True)
+    statuses = [r.status for r in res]
+    assert statuses == [200] * 40 + [400] and how == 'closed', (
+        f'{statuses.count(200)} of 40 answers, then '
+        f'{statuses[statuses.count(200):]}, then {how} ({sent}, '
+        f'{len(data)} bytes)')
+    assert all(r.body == servers.BOOKS for r in res[:40])
+    assert BARE or b'bad_request' in res[40].body, res[40]
+
+
 # ---- found by review: attacks on the framing ----------------------------------
 
 def spend_secret(s, src):
@@ -1134,6 +1189,11 @@ def tests():
             connection_close_disputed, k)
     add('lighttpd: fault: 70 pipelined, a POST, then a denial: every answer',
         deep_pipeline_then_denied)
+    for k in ('lighttpd', 'nginx') + APACHES:
+        n = 'apache (prefork)' if k == 'apache-prefork' else k
+        add(f'{n}: fault: a bad head in a pipeline the client goes on '
+            f'sending: every answer, the 400, no reset',
+            bad_head_while_sending, k)
     # Apache httpd (Debian 12's apache2 2.4), mpm_event as shipped and
     # mpm_prefork, /echo proxied to the echo server. Each case was run
     # against bare apache first (RL_SHIM=none); the assertions are what the
