@@ -1038,8 +1038,17 @@ static struct rl_conn *tls_tracked(void *ssl, int *fd)
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
 		return NULL;
 	*fd = tls_fd(ssl);
-	if (*fd < 0)
+	if (*fd < 0) {
+		/* No socket behind the session: the application moves the
+		 * records itself (memory BIOs: Node.js). Said once. */
+		int saved = errno;
+
+		busy = 1;
+		rl_io_tls_no_socket();
+		busy = 0;
+		errno = saved;
 		return NULL;
+	}
 	{
 		int saved = errno;
 

@@ -153,6 +153,10 @@ struct rl_conn *rl_io_tls_conn(int fd, void *ssl);
  * say if its TLS cannot be framed (no libssl after the shim). */
 void rl_io_tls_seen(void);
 
+/* The application called libssl on a session with no socket the shim
+ * knows (its own BIOs): said once, those connections are not framed. */
+void rl_io_tls_no_socket(void);
+
 /* The server selected HTTP/2 for a session on socket `fd` (ALPN): 1 if
  * it is a framed connection, to be kept on HTTP/1.1 (said once). */
 int rl_io_tls_no_h2(int fd);

@@ -60,6 +60,18 @@ void rl_io_tls_seen(void)
 			    "(TLS linked statically, or another library)\"");
 }
 
+void rl_io_tls_no_socket(void)
+{
+	static int said;
+
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	rl_log(RL_LOG_WARN, "msg=\"TLS connections get accept-level limits "
+			    "only: the server moves its sessions' records "
+			    "itself (its own BIOs, as Node.js does), so the "
+			    "shim sees no socket behind them\"");
+}
+
 struct rl_conn *rl_io_tls_conn(int fd, void *ssl)
 {
 	struct rl_fd *e = rl_fd_get(fd);

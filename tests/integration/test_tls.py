@@ -427,6 +427,75 @@ def still_serving(env):
     assert 'TLS: requests framed through libssl' in text, text[-2000:]
 
 
+NODE_APP = """\
+const https = require('https'), fs = require('fs');
+https.createServer({key: fs.readFileSync(process.argv[3]),
+                    cert: fs.readFileSync(process.argv[4])},
+                   (q, r) => { r.end('node ' + q.url + '\\n'); })
+     .listen(+process.argv[2], '127.0.0.1');
+"""
+
+
+def node_accept_level():
+    """Node.js links OpenSSL into its own binary (NodeSource's build) or
+    moves its sessions' records through its own memory BIOs (Debian's):
+    either way the shim cannot frame its HTTPS. It must say so once in the
+    server's log, and serve every request untouched (a 1/h rule does not
+    apply: accept-level limits only)."""
+    node = shutil.which('node')
+    assert node, 'node is not installed (tools/deps.sh installs it)'
+    d = tempfile.mkdtemp(prefix='rlshim-tls-node-')
+    os.chmod(d, 0o755)
+    port = servers.free_port()
+    shm = f'rlshim-tls-node-{os.getpid()}'
+    cert, key, _ = make_cert(d)
+    conf = os.path.join(d, 'rlshim.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[global]\nports = {port}\nshm = {shm}\n\n'
+                '[limit:s]\nmatch = * /secret\nrate = 1/h\n')
+    app = os.path.join(d, 'app.js')
+    with open(app, 'w') as f:
+        f.write(NODE_APP)
+    err = open(os.path.join(d, 'stderr'), 'w+')
+    env = dict(os.environ, LD_PRELOAD=SHIM, RLSHIM_CONFIG=conf)
+    p = subprocess.Popen([node, app, str(port), key, cert], env=env,
+                         stdout=subprocess.DEVNULL, stderr=err,
+                         start_new_session=True)
+    try:
+        ctx = ssl.create_default_context(cafile=cert)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(('127.0.0.1', port), 1).close()
+                break
+            except OSError:
+                if p.poll() is not None:
+                    err.seek(0)
+                    raise AssertionError(f'node exited: {err.read()[-2000:]}')
+                assert time.monotonic() < deadline, 'node never listened'
+                time.sleep(0.1)
+        got = []
+        for _ in range(3):
+            raw = socket.create_connection(('127.0.0.1', port), timeout=10)
+            with ctx.wrap_socket(raw, server_hostname='localhost') as s:
+                s.sendall(b'GET /secret HTTP/1.1\r\nHost: localhost\r\n'
+                          b'Connection: close\r\n\r\n')
+                data = recv_all(s)
+            got.append(statuses(parse_responses(data)))
+        assert got == [[200]] * 3, got
+        err.seek(0)
+        text = err.read()
+        assert text.count('TLS connections get accept-level limits only') \
+            == 1, text[-2000:]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+        p.wait()
+        err.close()
+        servers.unlink_segment(shm)
+        shutil.rmtree(d, ignore_errors=True)
+
+
 SCENARIOS = [exact_count, keepalive, pipelined, split_records, drip, bypass,
              bodies, curl, s_client, big_head, alpn, count_status,
              still_serving]
@@ -446,6 +515,9 @@ def main():
         finally:
             if env:
                 env.close()
+    if not words or any(w in 'node' for w in words):
+        rc |= run('tls node', [('node: accept-level limits only, said once',
+                                node_accept_level)])
     return rc
 
 
