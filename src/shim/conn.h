@@ -146,11 +146,16 @@ struct rl_conn {
 	uint8_t ended;           /* bytes went to another process in a way
 				    the framing cannot follow: reads end */
 	uint8_t tls_seen;        /* a TLS record opened the connection */
+	uint8_t tls_freed;       /* DONE because its session was freed, not
+				    answered: nothing to drain at close */
 	/* The libssl session the application moves this connection's
 	 * bytes through (SSL*), or NULL: then its reads and writes on the
 	 * socket carry records, and only SSL_read and SSL_write are framed
 	 * (io_tls.c). */
 	void *ssl;
+	/* rl_io_tls_send: of the application's SSL_write of tls_wlen bytes,
+	 * the first tls_wdone went (its retry goes on from there). */
+	size_t tls_wlen, tls_wdone;
 	unsigned fork_seen;      /* rl_io.forks at the last look */
 	uint64_t taken;          /* bytes this process took from the socket */
 	/* DONE: CLOCK_MONOTONIC until which the connection lingers, its

@@ -360,11 +360,22 @@ static ssize_t framed_read(struct rl_conn *conn, struct call *c)
 static ssize_t do_read(int fd, void *buf, size_t len)
 {
 	struct rl_conn *conn;
-	struct call c = { .fd = fd, .kind = CALL_READ, .buf = buf, .len = len };
 
+	/* The shim's own reads, and libssl's of its records inside an SSL
+	 * call the shim frames: straight through (busy is set only once
+	 * resolved). */
+	if (busy)
+		return rl_sys.read(fd, buf, len);
 	resolve();
 	conn = tracked(fd);
-	return conn ? framed_read(conn, &c) : rl_sys.read(fd, buf, len);
+	if (!conn)
+		return rl_sys.read(fd, buf, len);
+	{
+		struct call c = { .fd = fd, .kind = CALL_READ, .buf = buf,
+				  .len = len };
+
+		return framed_read(conn, &c);
+	}
 }
 
 HOOK ssize_t read(int fd, void *buf, size_t len)
@@ -690,7 +701,11 @@ HOOK ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct iovec v = { (void *)buf, len };
 	int swallow;
-	struct rl_conn *conn = answering(fd, &v, 1, &swallow);
+	struct rl_conn *conn;
+
+	if (busy) /* as read's (do_read) */
+		return rl_sys.write(fd, buf, len);
+	conn = answering(fd, &v, 1, &swallow);
 
 	if (swallow)
 		return (ssize_t)len;
@@ -862,6 +877,7 @@ static struct {
 } tls;
 
 static pthread_once_t tls_resolved = PTHREAD_ONCE_INIT;
+static _Atomic int tls_resolved_all;
 
 /* libssl's `name`: after the shim, else in a libssl already loaded. */
 static void *tls_sym(void *lib, const char *name)
@@ -920,12 +936,16 @@ static void tls_resolve_all(void)
 		   tls.get_fd && tls.shutdown && def &&
 		   dladdr((const void *)next, &self) && dladdr(def, &found) &&
 		   found.dli_fbase == self.dli_fbase;
+	atomic_store_explicit(&tls_resolved_all, 1, memory_order_release);
 }
 
 static inline void tls_resolve(void)
 {
-	resolve();
-	pthread_once(&tls_resolved, tls_resolve_all);
+	if (__builtin_expect(!atomic_load_explicit(&tls_resolved_all,
+						   memory_order_acquire), 0)) {
+		resolve();
+		pthread_once(&tls_resolved, tls_resolve_all);
+	}
 }
 
 static int sys_tls_live(void)
@@ -999,6 +1019,32 @@ static int sys_tls_pending(void *ssl)
 	return tls.has_pending ? tls.has_pending(ssl) : tls.pending(ssl) > 0;
 }
 
+/*
+ * The session this thread last found framed, and its socket: a server
+ * makes three SSL calls a request on one session (SSL_read twice, the
+ * record then WANT_READ; SSL_write), and SSL_get_fd walks the BIO chain
+ * (~130 instructions). The socket's connection still holding that very
+ * session proves the pair: sessions are bound only to the connection of
+ * their socket, a connection's session is cleared when it is freed
+ * (rl_io_tls_free) and a new connection starts with none. A server that
+ * moved a live session to another socket (SSL_set_fd again) would keep
+ * the first; none does.
+ */
+static __thread const void *last_ssl __attribute__((tls_model("initial-exec")));
+static __thread int last_fd __attribute__((tls_model("initial-exec")));
+
+static inline struct rl_conn *tls_last(const void *ssl, int *fd)
+{
+	struct rl_fd *e;
+	struct rl_conn *c;
+
+	if (ssl != last_ssl || !(e = rl_fd_get(last_fd)) ||
+	    !(c = rl_conn_of(e)) || c->ssl != ssl)
+		return NULL;
+	*fd = last_fd;
+	return c;
+}
+
 /* The socket of session `ssl`: its own (SSL_get_fd), or the one its
  * handshake was seen to read (a BIO of the application's, apache's). */
 static int tls_fd(const void *ssl)
@@ -1026,17 +1072,11 @@ static void tls_handshake_read(int fd, struct rl_conn *c)
 	errno = saved;
 }
 
-/* The connection of session `ssl` and its socket, or NULL to pass: the
- * shim not active, the guard set, no socket (a BIO of the application's
- * own), or a connection that is not framed through TLS. */
-static struct rl_conn *tls_tracked(void *ssl, int *fd)
+/* tls_tracked() of a session not the thread's last. */
+static __attribute__((noinline)) struct rl_conn *tls_find(void *ssl, int *fd)
 {
 	struct rl_conn *c;
 
-	fake_ssl = NULL;
-	tls_err = 0;
-	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
-		return NULL;
 	*fd = tls_fd(ssl);
 	if (*fd < 0) {
 		/* No socket behind the session: the application moves the
@@ -1057,7 +1097,27 @@ static struct rl_conn *tls_tracked(void *ssl, int *fd)
 		busy = 0;
 		errno = saved;
 	}
+	if (c && c->ssl == ssl) {
+		last_ssl = ssl;
+		last_fd = *fd;
+	}
 	return c;
+}
+
+/* The connection of session `ssl` and its socket, or NULL to pass: the
+ * shim not active, the guard set, no socket (a BIO of the application's
+ * own), or a connection that is not framed through TLS. */
+static inline struct rl_conn *tls_tracked(void *ssl, int *fd)
+{
+	struct rl_conn *c;
+
+	fake_ssl = NULL;
+	tls_err = 0;
+	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+		return NULL;
+	if ((c = tls_last(ssl, fd)))
+		return c;
+	return tls_find(ssl, fd);
 }
 
 /* The hook's return for `n` (what the framed call gave, as read's), and
@@ -1200,6 +1260,23 @@ static int tls_writing(void *ssl, struct rl_conn **c, int *fd)
 	return swallow ? -1 : 0;
 }
 
+/* headers_on = all: the application's `len` bytes go out with the fields
+ * inserted (rl_io_tls_send), as one SSL_write to the application: what
+ * the hook returns, as tls_result() makes it. */
+static int tls_inserting(void *ssl, struct rl_conn *c, int fd, const void *buf,
+			 size_t len, size_t *count)
+{
+	int saved = errno;
+	ssize_t n;
+
+	busy = 1;
+	n = rl_io_tls_send(c, fd, buf, len);
+	busy = 0;
+	if (n > 0)
+		errno = saved;
+	return tls_result(ssl, n, count);
+}
+
 static void tls_wrote(struct rl_conn *c, int fd, const void *buf, size_t n)
 {
 	struct iovec v = { (void *)buf, n };
@@ -1223,7 +1300,11 @@ HOOK int SSL_write(void *ssl, const void *buf, int num)
 	}
 	if (tls_writing(ssl, &c, &fd) < 0)
 		return num;
+	if (c && num > 0 && rl_io_inserting(c))
+		return tls_inserting(ssl, c, fd, buf, (size_t)num, NULL);
+	busy += c != NULL; /* its records pass the socket's hooks as they are */
 	r = tls.write(ssl, buf, num);
+	busy -= c != NULL;
 	if (c && r > 0)
 		tls_wrote(c, fd, buf, (size_t)r);
 	return r;
@@ -1244,7 +1325,17 @@ HOOK int SSL_write_ex(void *ssl, const void *buf, size_t num, size_t *written)
 			*written = num;
 		return 1;
 	}
+	if (c && num > 0 && rl_io_inserting(c)) {
+		size_t got;
+
+		r = tls_inserting(ssl, c, fd, buf, num, &got);
+		if (written)
+			*written = got;
+		return r;
+	}
+	busy += c != NULL;
 	r = tls.write_ex(ssl, buf, num, written);
+	busy -= c != NULL;
 	if (c && r > 0 && written && *written)
 		tls_wrote(c, fd, buf, *written);
 	return r;
@@ -1281,8 +1372,11 @@ static struct rl_conn *tls_bound(const void *ssl)
 	struct rl_conn *c;
 	int fd;
 
-	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live ||
-	    (fd = tls_fd(ssl)) < 0 || !(e = rl_fd_get(fd)))
+	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+		return NULL;
+	if ((c = tls_last(ssl, &fd)))
+		return c;
+	if ((fd = tls_fd(ssl)) < 0 || !(e = rl_fd_get(fd)))
 		return NULL;
 	c = rl_conn_of(e);
 	return c && c->ssl == ssl ? c : NULL;
@@ -1350,6 +1444,8 @@ HOOK void SSL_free(void *ssl)
 {
 	tls_resolve();
 	fake_ssl = NULL;
+	if (ssl == last_ssl)
+		last_ssl = NULL;
 	if (ssl && !busy && rl_shim_phase() == RL_SHIM_ACTIVE && tls.live) {
 		int saved = errno, fd = tls_fd(ssl);
 

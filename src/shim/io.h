@@ -185,6 +185,14 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		   int iovcnt, int flags, const struct msghdr *msg);
 
 /*
+ * As rl_io_send, through c's TLS session (rl_io.sys.tls_write), `len`
+ * bytes of `buf` with the fields in place: `len` once all of it went, or
+ * what the failing SSL_write gave (-1 with errno, EAGAIN: would block; 0)
+ * and the application's retry of the same call goes on where it stopped.
+ */
+ssize_t rl_io_tls_send(struct rl_conn *c, int fd, const void *buf, size_t len);
+
+/*
  * The application wrote the first `n` bytes of `iov` to `fd` (or, with
  * rl_io_wrote_file, `n` bytes of a file): frame its answers, so that the
  * reply to a pipelined denial goes after the answers to the requests

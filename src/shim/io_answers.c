@@ -691,3 +691,80 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		 * would, another says EAGAIN. */
 	}
 }
+
+/*
+ * Over TLS (rl_io_tls_send): the same fields, each piece its own SSL_write.
+ * libssl's writes are all or nothing (a server such as apache's mod_ssl
+ * takes a short one for an error), so the application is told all of its
+ * bytes or "would block"; what of its call went already is remembered
+ * (tls_wdone), and its retry of the same call, which libssl requires,
+ * goes on from there with the very piece libssl holds: the same bytes of
+ * its buffer, or the owed fields in c->pend.
+ */
+ssize_t rl_io_tls_send(struct rl_conn *c, int fd, const void *buf, size_t len)
+{
+	const char *app = buf;
+
+	if (c->tls_wlen != len)
+		c->tls_wdone = 0; /* another call than the one retried */
+	c->tls_wlen = len;
+	for (;;) {
+		struct walk w;
+		struct look lk;
+		struct rl_ans look = c->ans;
+		struct iovec view;
+		size_t piece;
+		ssize_t r;
+
+		if (c->pend_off < c->pend_len) {
+			r = rl_conn_send(c, fd, c->pend + c->pend_off,
+					 (size_t)(c->pend_len - c->pend_off));
+			if (r <= 0)
+				return r;
+			c->pend_off += (uint16_t)r;
+			if (c->pend_off == c->pend_len)
+				c->pend_off = c->pend_len = 0;
+			continue;
+		}
+		if (c->tls_wdone >= len || c->state == RL_CONN_DONE) {
+			/* All of it; or the shim answered a denial that waited
+			 * for these answers, and swallows the rest. */
+			c->tls_wdone = 0;
+			c->tls_wlen = 0;
+			return (ssize_t)len;
+		}
+		view.iov_base = (void *)(app + c->tls_wdone);
+		view.iov_len = len - c->tls_wdone;
+		lk.nins = 0;
+		lk.stop = SIZE_MAX;
+		lk.text_len = 0;
+		walk_init(&w, c, &look, fd, &lk);
+		if (!c->ans.broken)
+			walk(&w, &view, 1, view.iov_len);
+		piece = view.iov_len;
+		if (lk.stop < piece)
+			piece = lk.stop;
+		if (lk.nins && lk.ins[0].at < piece)
+			piece = lk.ins[0].at;
+		else if (!piece)
+			piece = view.iov_len; /* never stuck: the rest as it is */
+		if (piece) {
+			r = rl_conn_send(c, fd, view.iov_base, piece);
+			if (r <= 0)
+				return r;
+			view.iov_len = (size_t)r;
+			rl_io_wrote(c, fd, &view, 1, (size_t)r);
+			c->tls_wdone += (size_t)r;
+			if ((size_t)r < piece)
+				continue; /* libssl's partial write mode */
+		}
+		if (lk.nins && lk.ins[0].at == piece) {
+			/* The fields, before the application's next byte. */
+			c->pend_len = lk.ins[0].len;
+			c->pend_off = 0;
+			memcpy(c->pend, lk.text + lk.ins[0].off, c->pend_len);
+			c->ans.ins = 1;
+		}
+	}
+}
+

@@ -22,7 +22,8 @@ void rl_io_close(int fd)
 	c = rl_conn_of(e);
 	/* Whatever of a denied request came since, read it so that the close
 	 * sends a FIN after our answer, not an RST that could destroy it. */
-	if (c && rl_fd_last(e) && c->state == RL_CONN_DONE)
+	if (c && rl_fd_last(e) && c->state == RL_CONN_DONE &&
+	    !c->tls_freed)
 		rl_io_drain(fd);
 	rl_fd_forget(e);
 }

@@ -119,6 +119,8 @@ void rl_io_tls_free(int fd, void *ssl)
 	/* The session is gone; what the socket carries now is nobody's to
 	 * frame (nothing readable was decided). */
 	c->ssl = NULL;
+	if (c->state != RL_CONN_DONE && c->state != RL_CONN_DENY)
+		c->tls_freed = 1; /* nobody refused it: no drain at close */
 	c->state = RL_CONN_DONE;
 	if (c->hold) {
 		c->hold->len = c->hold->decided = 0;

@@ -43,6 +43,8 @@ RULES = [
     ('big', '2/m', None),
     ('alpn', '50/m', 'header:X-Key'),
     ('miss', '2/m', None),
+    ('hdr', '3/m', None),
+    ('bigp', '1000/d', None),
 ]
 # count_status: only the answers with these statuses are charged.
 COUNT_STATUS = {'miss': '404'}
@@ -78,7 +80,7 @@ def make_cert(d):
 
 
 class Env:
-    def __init__(self, kind):
+    def __init__(self, kind, headers_all=False):
         self.kind = kind
         self.dir = tempfile.mkdtemp(prefix=f'rlshim-tls-{kind}-')
         os.chmod(self.dir, 0o755)
@@ -87,7 +89,11 @@ class Env:
         self.cert, key, both = make_cert(self.dir)
         self.config = os.path.join(self.dir, 'rlshim.conf')
         with open(self.config, 'w') as f:
-            f.write(CONFIG.format(port=self.port, shm=self.shm))
+            conf = CONFIG.format(port=self.port, shm=self.shm)
+            if headers_all:
+                conf = conf.replace('[global]\n',
+                                    '[global]\nheaders_on = all\n', 1)
+            f.write(conf)
         wd = os.path.join(self.dir, 'server')
         self.echo = None
         echo_port = None
@@ -141,6 +147,13 @@ class Env:
             with open(p, 'wb') as f:
                 f.write(b'ok ' + name.encode() + b'\n')
             os.chmod(p, 0o644)
+        # /t/bigp: 300 KB that no two places repeat (a byte out of place
+        # shows)
+        self.big = b''.join(b'%08d\n' % i for i in range(300 * 1024 // 9))
+        p = os.path.join(self.docroot, 't', 'bigp')
+        with open(p, 'wb') as f:
+            f.write(self.big)
+        os.chmod(p, 0o644)
         os.chmod(os.path.join(self.docroot, 't'), 0o755)
         os.chmod(os.path.join(self.docroot, 't', 'miss'), 0o755)
 
@@ -154,9 +167,13 @@ class Env:
             ctx.set_alpn_protocols(alpn)
         return ctx
 
-    def connect(self, alpn=None, family=socket.AF_INET):
+    def connect(self, alpn=None, family=socket.AF_INET, rcvbuf=0):
         host = '127.0.0.1' if family == socket.AF_INET else '::1'
-        raw = socket.create_connection((host, self.port), timeout=10)
+        raw = socket.socket(family, socket.SOCK_STREAM)
+        raw.settimeout(10)
+        if rcvbuf:  # before connecting: the window stays that small
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        raw.connect((host, self.port))
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return self.context(alpn).wrap_socket(raw, server_hostname='localhost')
 
@@ -427,6 +444,76 @@ def still_serving(env):
     assert 'TLS: requests framed through libssl' in text, text[-2000:]
 
 
+# ---- headers_on = all: the fields inserted into allowed answers over TLS ----------
+
+def rl_fields(r):
+    return (r.headers.get('ratelimit-limit'),
+            r.headers.get('ratelimit-remaining'))
+
+
+def headers_keepalive(env):
+    """headers_on = all, one TLS connection, requests one after another:
+    each allowed answer carries the rule's fields (what is left after it),
+    its body intact, and the fourth is the shim's 429."""
+    s = env.connect()
+    got = []
+    try:
+        for _ in range(4):
+            s.sendall(request('GET', '/t/hdr', close=False))
+            data = b''
+            while True:
+                try:
+                    rs = parse_responses(data)
+                except AssertionError:
+                    rs = []  # the head not whole yet
+                if rs and (rs[0].status == 429 or
+                           len(rs[0].body) >= len(b'ok hdr\n')):
+                    break
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+            assert rs, f'no answer: {data[:300]!r}'
+            got.append(rs[0])
+            if rs[0].status == 429:
+                break
+    finally:
+        s.close()
+    assert [r.status for r in got] == [200, 200, 200, 429], statuses(got)
+    assert [rl_fields(r) for r in got[:3]] == \
+        [('3', '2'), ('3', '1'), ('3', '0')], [r.headers for r in got]
+    assert all(r.body == b'ok hdr\n' for r in got[:3]), got
+    assert_429(got[3])
+
+
+def headers_pipelined_backlog(env):
+    """headers_on = all: 12 GETs of a 300 KB file pipelined in one record,
+    the client (an 8 KiB receive window) reading nothing for a second, so
+    the server's SSL_write
+    meets a full socket (WANT_WRITE) wherever its pieces fall, the
+    inserted fields' included, and retries. Every answer arrives with its
+    fields and its body byte for byte."""
+    n = 12
+    s = env.connect(rcvbuf=8192)
+    try:
+        s.sendall(request('GET', '/t/bigp', close=False) * (n - 1) +
+                  request('GET', '/t/bigp', close=True))
+        time.sleep(1.0)
+        data = recv_all(s, timeout=30)
+    finally:
+        s.close()
+    rs = parse_responses(data)
+    assert [r.status for r in rs] == [200] * n, statuses(rs)
+    bad = [i for i, r in enumerate(rs) if r.body != env.big]
+    assert not bad, f'bodies differ: {bad}'
+    rem = [r.headers.get('ratelimit-remaining') for r in rs]
+    assert all(r.headers.get('ratelimit-limit') == '1000' for r in rs), rem
+    assert rem == [str(999 - i) for i in range(n)], rem
+
+
+HEADER_SCENARIOS = [headers_keepalive, headers_pipelined_backlog]
+
+
 NODE_APP = """\
 const https = require('https'), fs = require('fs');
 https.createServer({key: fs.readFileSync(process.argv[3]),
@@ -512,6 +599,15 @@ def main():
             tests = [(f'{kind}: {f.__name__}', (lambda f=f: f(env)))
                      for f in SCENARIOS]
             rc |= run(f'tls {kind}', tests)
+        finally:
+            if env:
+                env.close()
+        env = None
+        try:
+            env = Env(kind, headers_all=True)
+            tests = [(f'{kind}: {f.__name__}', (lambda f=f: f(env)))
+                     for f in HEADER_SCENARIOS]
+            rc |= run(f'tls {kind} (headers_on = all)', tests)
         finally:
             if env:
                 env.close()

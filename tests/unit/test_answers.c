@@ -97,9 +97,44 @@ static int inq(int fd)
 	return ioctl(fd, SIOCINQ, &n) < 0 ? -1 : n;
 }
 
+/*
+ * A TLS session's SSL_write, as libssl's (no partial writes): a call takes
+ * all its bytes or none (EAGAIN: would block, room for fewer), and the one
+ * after a call that would block must be its retry, the same bytes at the
+ * same address (libssl's "bad write retry" otherwise).
+ */
+static struct {
+	const void *stuck;
+	size_t stuck_len;
+} tls_w;
+
+static ssize_t fake_tls_write(void *ssl, const void *buf, size_t len)
+{
+	(void)ssl;
+	if (tls_w.stuck) {
+		assert_ptr_equal(buf, tls_w.stuck);
+		assert_int_equal(len, tls_w.stuck_len);
+	}
+	wire.calls++;
+	if (len > wire.room) {
+		tls_w.stuck = buf;
+		tls_w.stuck_len = len;
+		errno = EAGAIN;
+		return -1;
+	}
+	tls_w.stuck = NULL;
+	assert_true(wire.len + len <= sizeof(wire.buf));
+	memcpy(wire.buf + wire.len, buf, len);
+	wire.len += len;
+	if (wire.room != SIZE_MAX)
+		wire.room -= len;
+	return (ssize_t)len;
+}
+
 static const struct rl_sys sys = {
 	.read = read, .write = write, .close = close, .recv = recv,
 	.send = send, .sendmsg = fake_sendmsg, .getfl = getfl, .inq = inq,
+	.tls_write = fake_tls_write,
 };
 
 /* `page` counts /p*, nearest its limit by far; /u* nobody counts; login
@@ -575,6 +610,74 @@ static void test_eagain_in_fields(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Over TLS (headers_on = all through SSL_write): the application's write
+ * goes out as pieces, its own bytes and the fields, each one SSL_write
+ * that takes all of it or none. Whichever piece a full socket stops at,
+ * the application is told "would block" (never a short count: apache
+ * takes one for an error), its retry of the very same call goes on with
+ * the very piece libssl holds, and the client gets every byte once, the
+ * fields in place. Two pipelined answers in one write, then one split
+ * over two writes.
+ */
+static void test_tls_pieces(void **state)
+{
+	static char want[4096], two[256];
+	static int session;
+	size_t len, wl = 0;
+	struct pair p;
+
+	(void)state;
+	len = (size_t)snprintf(two, sizeof(two), "%s%s", ok5, ok5);
+	pair_open(&p);
+	for (size_t x = 0; x == 0 || x <= wl; x++) {
+		const char *f[2];
+		uint32_t k = ask(&p, "GET /p HTTP/1.1\r\nHost: x\r\n\r\n"
+				     "GET /p HTTP/1.1\r\nHost: x\r\n\r\n");
+		ssize_t r;
+		int blocked = 0;
+
+		f[0] = fields_of(&p, k);
+		f[1] = fields_of(&p, k + 1);
+		wl = expect(want, sizeof(want), (const char *[]){ ok5, ok5 }, f, 2);
+		p.conn->ssl = &session;
+		wire_reset();
+		wire.room = x;
+		tls_w.stuck = NULL;
+		assert_true(rl_io_inserting(p.conn));
+		/* The server retries the same call until it goes, the socket
+		 * making room for `x` more bytes each time. */
+		while ((r = rl_io_tls_send(p.conn, p.fd, two, len)) < 0) {
+			assert_int_equal(errno, EAGAIN);
+			assert_true(blocked++ < 1000);
+			wire.room += x ? x : 1;
+		}
+		assert_int_equal(r, (ssize_t)len);
+		assert_null(tls_w.stuck);
+		wire_is(want, wl);
+		assert_false(rl_io_inserting(p.conn));
+		p.conn->ssl = NULL;
+	}
+	/* One answer over two SSL_writes, the head cut before its blank
+	 * line: the fields go with the second. */
+	{
+		uint32_t k = ask(&p, get_p);
+		const char *f = fields_of(&p, k);
+		size_t cut = strstr(ok5, "\r\n\r\n") - ok5;
+
+		wl = expect(want, sizeof(want), (const char *[]){ ok5 }, &f, 1);
+		p.conn->ssl = &session;
+		wire_reset();
+		assert_int_equal(rl_io_tls_send(p.conn, p.fd, ok5, cut), (ssize_t)cut);
+		assert_int_equal(rl_io_tls_send(p.conn, p.fd, ok5 + cut,
+						strlen(ok5) - cut),
+				 (ssize_t)(strlen(ok5) - cut));
+		wire_is(want, wl);
+		p.conn->ssl = NULL;
+	}
+	pair_close(&p);
+}
+
 /* ---- several answers ---------------------------------------------------------------- */
 
 #define NPIPE 6
@@ -1041,6 +1144,7 @@ int main(void)
 		cmocka_unit_test(test_blank_line_split),
 		cmocka_unit_test(test_short_write_every_offset),
 		cmocka_unit_test(test_eagain_in_fields),
+		cmocka_unit_test(test_tls_pieces),
 		cmocka_unit_test(test_pipelined),
 		cmocka_unit_test(test_head_then_next),
 		cmocka_unit_test(test_interim_then_final),

@@ -1106,6 +1106,41 @@ static void test_linger_after_answer(void **state)
 	}
 }
 
+/* A TLS session freed by the application (SSL_free before close) ends its
+ * connection's framing, but nobody refused it: its close reads nothing
+ * (no drain, no system call), while one the shim answered is drained. */
+static void test_tls_freed_not_drained(void **state)
+{
+	static int session, other;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+	assert_ptr_equal(p.conn->ssl, &session);
+	rl_io_tls_free(p.fd, &other); /* not its session: nothing */
+	assert_ptr_equal(p.conn->ssl, &session);
+	put(&p, "\x15\x03\x03");     /* the client's close_notify, say */
+	rl_io_tls_free(p.fd, &session);
+	assert_null(p.conn->ssl);
+	assert_int_equal(p.conn->state, RL_CONN_DONE);
+	rl_io_close(p.fd);
+	assert_int_equal(inq(p.fd), 3); /* left in the socket */
+	close(p.fd);
+	close(p.client);
+
+	/* Denied, then freed: drained at close as in plaintext. */
+	pair_open(&p);
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+	p.conn->state = RL_CONN_DONE;
+	put(&p, "abc");
+	rl_io_tls_free(p.fd, &session);
+	rl_io_close(p.fd);
+	assert_int_equal(inq(p.fd), 0);
+	close(p.fd);
+	close(p.client);
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -1168,6 +1203,7 @@ int main(void)
 		cmocka_unit_test(test_readv_long_second_head),
 		cmocka_unit_test(test_garbage_and_tls),
 		cmocka_unit_test(test_app_peek),
+		cmocka_unit_test(test_tls_freed_not_drained),
 		cmocka_unit_test(test_dup_close),
 		cmocka_unit_test(test_edge_triggered),
 	};
