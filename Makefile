@@ -296,10 +296,12 @@ build/fuzz/nocov/sha256.o: src/core/sha256.c src/core/sha256.h | $(DEPS_STAMP)
 	$(Q)clang -g -O2 -D_GNU_SOURCE -iquote src/core -c -o $@ $<
 
 build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c src/core/jwt.c src/core/jwt.h \
-		build/fuzz/nocov/sha256.o src/core/ascii.h | $(DEPS_STAMP)
+		build/fuzz/nocov/sha256.o src/core/ascii.h src/core/hash.c \
+		src/core/hash.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
-	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< src/core/jwt.c build/fuzz/nocov/sha256.o
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< src/core/jwt.c src/core/hash.c \
+		build/fuzz/nocov/sha256.o
 
 build/fuzz/fuzz_answers: tests/fuzz/fuzz_answers.c $(FUZZ_LIB)
 	@$(if $(Q),echo "  FUZZ    $@")

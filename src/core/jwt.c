@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ascii.h"
+#include "hash.h"
 
 /* ---- base64url ---- */
 
@@ -600,17 +601,14 @@ static int verify(const struct rl_sha256_hmac *key, const char *tok,
 	return rl_sha256_equal(want, got, glen) ? 0 : -EACCES;
 }
 
-static int claim_key(const char *auth, size_t len, const char *claim,
-		     const struct rl_sha256_hmac *key, int64_t now_s, char *out,
-		     size_t cap, size_t *outlen)
+/* The token of an Authorization value: "Bearer" (any case), one or more
+ * spaces, the token; spaces and tabs around the whole value ignored.
+ * 0 with *tok, *tlen; -ENOENT none; -E2BIG over RL_JWT_TOKEN_MAX. */
+static int bearer(const char *auth, size_t len, const char **tok,
+		  size_t *tlen)
 {
-	uint8_t buf[RL_JWT_PART_MAX];
-	const char *tok, *d1, *d2, *end;
-	size_t tlen, blen, clen;
-	int rc;
+	const char *end, *t;
 
-	if (!claim || !(clen = strlen(claim)) || clen > RL_JWT_CLAIM_MAX)
-		return -EINVAL;
 	if (!auth)
 		return -ENOENT;
 	end = auth + len;
@@ -625,12 +623,39 @@ static int claim_key(const char *auth, size_t len, const char *claim,
 	    rl_ascii_lower((uint8_t)auth[4]) != 'e' ||
 	    rl_ascii_lower((uint8_t)auth[5]) != 'r' || auth[6] != ' ')
 		return -ENOENT;
-	tok = auth + 7;
-	while (tok < end && *tok == ' ')
-		tok++;
-	tlen = (size_t)(end - tok);
-	if (tlen > RL_JWT_TOKEN_MAX)
-		return -E2BIG;
+	t = auth + 7;
+	while (t < end && *t == ' ')
+		t++;
+	*tok = t;
+	*tlen = (size_t)(end - t);
+	return *tlen > RL_JWT_TOKEN_MAX ? -E2BIG : 0;
+}
+
+/* A claim name rl_jwt_claim_key takes: non-empty, at most
+ * RL_JWT_CLAIM_MAX bytes. 0 or -EINVAL; *clen its length. */
+static int claim_name(const char *claim, size_t *clen)
+{
+	if (!claim || !(*clen = strlen(claim)) || *clen > RL_JWT_CLAIM_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * rl_jwt_claim_key's work on the token itself (tok, tlen: bearer's), the
+ * claim name checked. The seconds the token is valid in, by its exp and
+ * nbf with the leeway, go to win[0] (from, inclusive) and win[1] (until,
+ * exclusive): INT64_MIN and INT64_MAX where it has neither.
+ */
+static int claim_key(const char *tok, size_t tlen, const char *claim,
+		     size_t clen, const struct rl_sha256_hmac *key,
+		     int64_t now_s, char *out, size_t cap, size_t *outlen,
+		     int64_t win[2])
+{
+	uint8_t buf[RL_JWT_PART_MAX];
+	const char *d1, *d2, *end = tok + tlen;
+	size_t blen;
+	int rc;
+
 	d1 = memchr(tok, '.', tlen);
 	d2 = d1 ? memchr(d1 + 1, '.', (size_t)(end - d1 - 1)) : NULL;
 	if (!d2 || memchr(d2 + 1, '.', (size_t)(end - d2 - 1)))
@@ -665,22 +690,24 @@ static int claim_key(const char *auth, size_t len, const char *claim,
 	if (rl_jwt_b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1), buf, sizeof(buf), &blen) ||
 	    object(buf, blen, pw, 3))
 		return -EINVAL;
+	win[0] = INT64_MIN;
+	win[1] = INT64_MAX;
 	if (pw[1].at) {
 		int64_t exp;
 
 		if (numeric_date(buf, blen, pw[1].at, &exp))
 			return -EINVAL;
-		if (now_s >= exp + RL_JWT_LEEWAY_S)
-			return -ETIME;
+		win[1] = exp + RL_JWT_LEEWAY_S;
 	}
 	if (pw[2].at) {
 		int64_t nbf;
 
 		if (numeric_date(buf, blen, pw[2].at, &nbf))
 			return -EINVAL;
-		if (now_s < nbf - RL_JWT_LEEWAY_S)
-			return -ETIME;
+		win[0] = nbf - RL_JWT_LEEWAY_S;
 	}
+	if (now_s >= win[1] || now_s < win[0])
+		return -ETIME;
 	if (!pw[0].at)
 		return -ENOENT;
 	if (!cap)
@@ -688,20 +715,30 @@ static int claim_key(const char *auth, size_t len, const char *claim,
 	return claim_text(buf, blen, pw[0].at, out, cap, outlen);
 }
 
+/* What every way in returns on error: no key. */
+static int no_key(int rc, char *out, size_t cap, size_t *outlen)
+{
+	*outlen = 0;
+	if (cap)
+		out[0] = '\0';
+	return rc;
+}
+
 int rl_jwt_claim_key(const char *auth, size_t len, const char *claim,
 		     const struct rl_sha256_hmac *key, int64_t now_s, char *out,
 		     size_t cap, size_t *outlen)
 {
+	const char *tok;
+	size_t tlen, clen;
+	int64_t win[2];
 	int rc;
 
 	*outlen = 0;
-	rc = claim_key(auth, len, claim, key, now_s, out, cap, outlen);
-	if (rc) {
-		*outlen = 0;
-		if (cap)
-			out[0] = '\0';
-	}
-	return rc;
+	if ((rc = claim_name(claim, &clen)) || (rc = bearer(auth, len, &tok, &tlen)) ||
+	    (rc = claim_key(tok, tlen, claim, clen, key, now_s, out, cap, outlen,
+			    win)))
+		return no_key(rc, out, cap, outlen);
+	return 0;
 }
 
 int rl_jwt_claim(const char *auth, size_t len, const char *claim,
@@ -710,14 +747,108 @@ int rl_jwt_claim(const char *auth, size_t len, const char *claim,
 {
 	struct rl_sha256_hmac key;
 
-	if (secret && !slen) {
-		*outlen = 0;
-		if (cap)
-			out[0] = '\0';
-		return -EACCES;
-	}
+	if (secret && !slen)
+		return no_key(-EACCES, out, cap, outlen);
 	if (secret)
 		rl_sha256_hmac_init(&key, secret, slen);
 	return rl_jwt_claim_key(auth, len, claim, secret ? &key : NULL, now_s,
 				out, cap, outlen);
+}
+
+/* ---- the cache of tokens read ---- */
+
+void rl_jwt_cache_init(struct rl_jwt_cache *c, const uint64_t seed[2])
+{
+	memset(c, 0, sizeof(*c));
+	c->k[0][0] = seed[0] ^ 0x6a77742d63616368ull; /* "jwt-cach" */
+	c->k[0][1] = seed[1] ^ 0x652d6b65792d6f6eull; /* "e-key-on" */
+	c->k[1][0] = seed[0] ^ 0x6a77742d63616368ull ^ 0x9E3779B97F4A7C15ull;
+	c->k[1][1] = ~seed[1] ^ 0x652d6b65792d7477ull;
+}
+
+/* Entry `e` under `tag` and digest `d`, copied out consistently: 1 with
+ * the claim in out (cap > its length) and its window in win, else 0. */
+static int cache_get(const struct rl_jwt_cached *e, uint64_t tag,
+		     const uint64_t d[2], char *out, size_t cap,
+		     size_t *outlen, int64_t win[2])
+{
+	uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	size_t n;
+
+	if ((s & 1) || __atomic_load_n(&e->tag, __ATOMIC_RELAXED) != tag ||
+	    __atomic_load_n(&e->d[0], __ATOMIC_RELAXED) != d[0] ||
+	    __atomic_load_n(&e->d[1], __ATOMIC_RELAXED) != d[1])
+		return 0;
+	n = __atomic_load_n(&e->keylen, __ATOMIC_RELAXED);
+	if (n >= cap || n >= RL_JWT_CACHE_KEY_MAX)
+		return 0;
+	win[0] = __atomic_load_n(&e->from_s, __ATOMIC_RELAXED);
+	win[1] = __atomic_load_n(&e->until_s, __ATOMIC_RELAXED);
+	memcpy(out, e->key, n);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s)
+		return 0;
+	out[n] = '\0';
+	*outlen = n;
+	return 1;
+}
+
+/* Keep a claim read in entry `e`, unless another thread is writing it. */
+static void cache_put(struct rl_jwt_cached *e, uint64_t tag,
+		      const uint64_t d[2], const char *key, size_t n,
+		      const int64_t win[2])
+{
+	uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
+
+	if ((s & 1) || !__atomic_compare_exchange_n(&e->seq, &s, s + 1, 0,
+						    __ATOMIC_ACQUIRE,
+						    __ATOMIC_RELAXED))
+		return;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&e->tag, tag, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->d[0], d[0], __ATOMIC_RELAXED);
+	__atomic_store_n(&e->d[1], d[1], __ATOMIC_RELAXED);
+	__atomic_store_n(&e->from_s, win[0], __ATOMIC_RELAXED);
+	__atomic_store_n(&e->until_s, win[1], __ATOMIC_RELAXED);
+	__atomic_store_n(&e->keylen, (uint8_t)n, __ATOMIC_RELAXED);
+	memcpy(e->key, key, n);
+	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+int rl_jwt_claim_key_cached(struct rl_jwt_cache *c, uint64_t tag,
+			    const char *auth, size_t len, const char *claim,
+			    const struct rl_sha256_hmac *key, int64_t now_s,
+			    char *out, size_t cap, size_t *outlen)
+{
+	struct rl_jwt_cached *set;
+	const char *tok;
+	size_t tlen, clen;
+	uint64_t d[2];
+	int64_t win[2];
+	unsigned w;
+	int rc;
+
+	*outlen = 0;
+	if ((rc = claim_name(claim, &clen)) || (rc = bearer(auth, len, &tok, &tlen)))
+		return no_key(rc, out, cap, outlen);
+	d[0] = rl_hash_sip13(c->k[0], tok, tlen);
+	d[1] = rl_hash_sip13(c->k[1], tok, tlen);
+	set = c->e[d[0] % RL_JWT_CACHE_SETS];
+	for (w = 0; w < RL_JWT_CACHE_WAYS; w++)
+		if (cache_get(&set[w], tag, d, out, cap, outlen, win)) {
+			if (now_s >= win[1] || now_s < win[0])
+				return no_key(-ETIME, out, cap, outlen);
+			return 0;
+		}
+	rc = claim_key(tok, tlen, claim, clen, key, now_s, out, cap, outlen, win);
+	if (rc)
+		return no_key(rc, out, cap, outlen);
+	if (*outlen < RL_JWT_CACHE_KEY_MAX) {
+		uint8_t *v = &c->victim[d[0] % RL_JWT_CACHE_SETS];
+		unsigned at = __atomic_load_n(v, __ATOMIC_RELAXED) % RL_JWT_CACHE_WAYS;
+
+		__atomic_store_n(v, (uint8_t)(at + 1), __ATOMIC_RELAXED);
+		cache_put(&set[at], tag, d, out, *outlen, win);
+	}
+	return 0;
 }

@@ -6,10 +6,11 @@
  *
  * Only HS256 (HMAC-SHA-256, RFC 7518 section 3.2) is verified: the shim
  * links libc alone, and RS256/ES256 need a bignum or curve library. Nothing
- * here allocates or keeps state. The stack holds one decoded part
- * (RL_JWT_PART_MAX bytes), a hash per top-level member and at most
- * RL_JWT_DEPTH_MAX frames of the JSON reader: under 7 KB in all (gcc -O2
- * -fstack-usage, x86-64: 3,600 + 768 + 32 x 64 bytes, and SHA-256's 400).
+ * here allocates; the only state is a cache of tokens the caller owns. The
+ * stack holds one decoded part (RL_JWT_PART_MAX bytes), a hash per
+ * top-level member and at most RL_JWT_DEPTH_MAX frames of the JSON reader:
+ * under 7 KB in all (gcc -O2 -fstack-usage, x86-64: 3,600 + 768 + 32 x 64
+ * bytes, and SHA-256's 400).
  */
 #ifndef RL_JWT_H
 #define RL_JWT_H
@@ -90,6 +91,60 @@ int rl_jwt_claim_key(const char *auth, size_t len, const char *claim,
 int rl_jwt_claim(const char *auth, size_t len, const char *claim,
 		 const uint8_t *secret, size_t slen, int64_t now_s, char *out,
 		 size_t cap, size_t *outlen);
+
+/*
+ * A process's cache of tokens already read (the caller's): a client sends
+ * the same token with every request until it is refreshed, and verifying
+ * it (SHA-256 over the signing input) and reading its claims costs more
+ * than the server's own work for the request.
+ *
+ * An entry is what rl_jwt_claim_key returned 0 for: the claim's text and
+ * the seconds the token is valid in (exp and nbf with the leeway), under
+ * a tag the caller gives for the claim name and the key together (one per
+ * distinct pair a configuration has, never 0, a new one when the
+ * configuration is reloaded). It is found by a 128-bit digest of the
+ * token's text (two SipHash-1-3 under keys derived from the segment's
+ * secret seed): no client can compute a digest or choose a token whose
+ * digest is another's, so a hit stands for the very token that was read.
+ * Only successes are kept: a token refused is read again every time.
+ * RL_JWT_CACHE_SETS sets of RL_JWT_CACHE_WAYS entries, a claim text up to
+ * RL_JWT_CACHE_KEY_MAX - 1 bytes (a longer one is not kept); about 28 KB
+ * in all, no allocation. Threads share it without a lock: each entry has a
+ * sequence number, odd while it is written, that a reader checks around
+ * its copy (a seqlock); a writer that finds an entry being written leaves
+ * it.
+ */
+#define RL_JWT_CACHE_SETS 128
+#define RL_JWT_CACHE_WAYS 2
+#define RL_JWT_CACHE_KEY_MAX 64
+
+struct rl_jwt_cached {
+	uint32_t seq;          /* __atomic: odd while written */
+	uint8_t keylen;
+	uint64_t tag;          /* 0: empty */
+	uint64_t d[2];         /* the token's digest */
+	int64_t from_s, until_s;
+	char key[RL_JWT_CACHE_KEY_MAX];
+};
+
+struct rl_jwt_cache {
+	uint64_t k[2][2];      /* the digest's keys */
+	uint8_t victim[RL_JWT_CACHE_SETS];
+	struct rl_jwt_cached e[RL_JWT_CACHE_SETS][RL_JWT_CACHE_WAYS];
+};
+
+/* Empty, keyed from `seed` (the segment's, struct rl_table's seed). */
+void rl_jwt_cache_init(struct rl_jwt_cache *c, const uint64_t seed[2]);
+
+/*
+ * rl_jwt_claim_key through cache `c` under `tag`: the same result for the
+ * same arguments (a token read before gives its claim again while `now_s`
+ * is in its window, -ETIME outside it), without reading it again.
+ */
+int rl_jwt_claim_key_cached(struct rl_jwt_cache *c, uint64_t tag,
+			    const char *auth, size_t len, const char *claim,
+			    const struct rl_sha256_hmac *key, int64_t now_s,
+			    char *out, size_t cap, size_t *outlen);
 
 /*
  * base64url (RFC 4648 section 5) without padding, strictly, as RFC 7515

@@ -34,6 +34,24 @@ static int want_add(struct rl_http_want *w, const char *name)
 	return (int)w->n++;
 }
 
+/*
+ * The process's cache of the tokens its jwt rules read (jwt.h), one for
+ * all its threads and policies: a policy's claim and key pairs each get a
+ * tag of their own, new at every policy (a reload reads each token once
+ * more), so an entry never answers for another claim or secret.
+ */
+static struct rl_jwt_cache jwt_cache;
+static uint64_t jwt_tags; /* __atomic: the last tag given */
+
+static uint64_t jwt_tag(const struct rl_table *t)
+{
+	uint64_t tag = __atomic_add_fetch(&jwt_tags, 1, __ATOMIC_RELAXED);
+
+	if (tag == 1)
+		rl_jwt_cache_init(&jwt_cache, t->seed);
+	return tag;
+}
+
 int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 		   struct rl_table *t, struct rl_err *err)
 {
@@ -68,6 +86,7 @@ int rl_policy_init(struct rl_policy *p, const struct rl_config *cfg,
 			p->jwt_of[i] = (int8_t)r->jwt_slot;
 			if (r->jwt_slot == p->njwt) {
 				p->jwt_verify[p->njwt] = r->jwt_secret_len > 0;
+				p->jwt_tag[p->njwt] = jwt_tag(t);
 				if (r->jwt_secret_len)
 					rl_sha256_hmac_init(&p->jwt_hmac[p->njwt],
 							    r->jwt_secret,
@@ -572,10 +591,12 @@ static int jwt_key(const struct rl_policy *p, unsigned i,
 		if (!jc->now_s)
 			jc->now_s = (int64_t)(rl_time_wall_ms() / 1000);
 		jc->state[j] = -1;
-		if (!rc && !rl_jwt_claim_key(val->p, val->len, p->cfg->rules[i].header,
-					     p->jwt_verify[j] ? &p->jwt_hmac[j] : NULL,
-					     jc->now_s, jc->claim[j],
-					     sizeof(jc->claim[j]), &jc->len[j]))
+		if (!rc && !rl_jwt_claim_key_cached(&jwt_cache, p->jwt_tag[j],
+						    val->p, val->len,
+						    p->cfg->rules[i].header,
+						    p->jwt_verify[j] ? &p->jwt_hmac[j] : NULL,
+						    jc->now_s, jc->claim[j],
+						    sizeof(jc->claim[j]), &jc->len[j]))
 			jc->state[j] = 1;
 	}
 	if (jc->state[j] < 0)

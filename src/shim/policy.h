@@ -36,6 +36,7 @@ struct rl_policy {
 	uint8_t njwt;
 	uint8_t jwt_verify[RL_JWT_KEYS_MAX];
 	struct rl_sha256_hmac jwt_hmac[RL_JWT_KEYS_MAX];
+	uint64_t jwt_tag[RL_JWT_KEYS_MAX]; /* in the process's token cache */
 	uint8_t accept_rules;          /* some rule has match = accept */
 	uint8_t nsteps;                /* the rules in the order taken: */
 	uint8_t steps[RL_MAX_RULES];   /* the file's, strict rules last */

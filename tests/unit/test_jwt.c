@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,45 @@ static const char RFC_TOKEN[] =
 
 static char got[512];
 
-/* rl_jwt_claim on an exact copy of `auth`. */
+static struct rl_jwt_cache cache;
+static uint64_t tags;
+static const uint64_t SEED[2] = { 0x0123456789abcdefull, 0xfedcba9876543210ull };
+
+/* The cache gives what rl_jwt_claim gave (rc, and got's claim), on its
+ * first read of the token under a new tag and again from the entry. */
+static void cached_same(const char *auth, size_t len, const char *claim,
+			const uint8_t *secret, size_t slen, int64_t now,
+			size_t cap, int want)
+{
+	struct rl_sha256_hmac key;
+	char c[sizeof(got)];
+	uint64_t tag = ++tags;
+
+	if (tag == 1)
+		rl_jwt_cache_init(&cache, SEED);
+	if (secret && !slen)
+		return; /* rl_jwt_claim's own refusal, before any key */
+	if (secret)
+		rl_sha256_hmac_init(&key, secret, slen);
+	for (int round = 0; round < 2; round++) {
+		size_t n = 99;
+		int rc;
+
+		memset(c, 'Y', sizeof(c));
+		rc = rl_jwt_claim_key_cached(&cache, tag, auth, len, claim,
+					     secret ? &key : NULL, now, c, cap, &n);
+		assert_int_equal(rc, want);
+		if (rc == 0) {
+			assert_int_equal(n, strlen(got));
+			assert_string_equal(c, got);
+		} else if (cap) {
+			assert_int_equal(n, 0);
+			assert_int_equal(c[0], '\0');
+		}
+	}
+}
+
+/* rl_jwt_claim on an exact copy of `auth`, and through the cache. */
 static int claim_n(const char *auth, size_t len, const char *claim,
 		   const uint8_t *secret, size_t slen, int64_t now, size_t cap)
 {
@@ -70,11 +109,12 @@ static int claim_n(const char *auth, size_t len, const char *claim,
 	memset(got, 'X', sizeof(got));
 	rc = rl_jwt_claim(auth ? buf : NULL, len, claim, secret, slen, now, got, cap,
 			  &outlen);
-	free(buf);
 	if (rc == 0)
 		assert_int_equal(strlen(got), outlen);
 	else if (cap)
 		assert_int_equal(outlen, 0), assert_int_equal(got[0], '\0');
+	cached_same(auth ? buf : NULL, len, claim, secret, slen, now, cap, rc);
+	free(buf);
 	return rc;
 }
 
@@ -701,6 +741,164 @@ static void test_sizes(void **state)
 	assert_string_equal(got, "long");
 }
 
+
+/* ---- the cache of tokens read ---- */
+
+static size_t n_out;
+
+static int cached(uint64_t tag, const char *auth, const uint8_t *secret,
+		  size_t slen, int64_t now)
+{
+	struct rl_sha256_hmac key;
+
+	rl_sha256_hmac_init(&key, secret, slen);
+	return rl_jwt_claim_key_cached(&cache, tag, auth, strlen(auth), "sub",
+				       &key, now, got, sizeof(got), &n_out);
+}
+
+static const uint8_t OTHER[] = "another secret, not the issuer's";
+
+static void test_cache(void **state)
+{
+	char tok[512], bad[512], pl[64];
+	uint64_t t1, t2;
+
+	(void)state;
+	if (!tags++)
+		rl_jwt_cache_init(&cache, SEED);
+	t1 = ++tags;
+	t2 = ++tags;
+	snprintf(pl, sizeof(pl), "{\"sub\":\"u1\",\"exp\":%lld}", (long long)NOW + 10);
+	snprintf(tok, sizeof(tok), "%s", mint(HS, pl, SECRET, SLEN, NULL));
+	assert_int_equal(cached(t1, tok, SECRET, SLEN, NOW), 0);
+	assert_string_equal(got, "u1");
+	/* a hit: the entry answers without the key (the tag stands for it,
+	 * which is why a caller's tags are per claim and key) */
+	assert_int_equal(cached(t1, tok, OTHER, sizeof(OTHER) - 1, NOW), 0);
+	assert_string_equal(got, "u1");
+	/* under another tag it is read again, and another key refuses it */
+	assert_int_equal(cached(t2, tok, OTHER, sizeof(OTHER) - 1, NOW), -EACCES);
+	/* the entry's window: exp NOW + 10, and 30 s of leeway */
+	assert_int_equal(cached(t1, tok, SECRET, SLEN, NOW + 39), 0);
+	assert_int_equal(cached(t1, tok, SECRET, SLEN, NOW + 40), -ETIME);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(got[0], '\0');
+	assert_int_equal(cached(t1, tok, SECRET, SLEN, NOW), 0);
+	/* every other token is its own: one bit of the signature, the
+	 * payload's, a space more inside: none is the entry */
+	for (size_t i = 7; tok[i]; i++) {
+		snprintf(bad, sizeof(bad), "%s", tok);
+		bad[i] ^= 1;
+		assert_int_not_equal(cached(t1, bad, OTHER, sizeof(OTHER) - 1, NOW), 0);
+	}
+	/* the spaces around and the scheme's case are not the token's */
+	snprintf(bad, sizeof(bad), " bEARER   %.400s\t", tok + 7);
+	assert_int_equal(cached(t1, bad, OTHER, sizeof(OTHER) - 1, NOW), 0);
+	assert_string_equal(got, "u1");
+}
+
+/* More tokens than entries, each read and read again: every answer is its
+ * own token's, whatever was evicted. */
+static void test_cache_evicts(void **state)
+{
+	char pl[128], toks[600][160];
+	uint64_t tag;
+
+	(void)state;
+	if (!tags++)
+		rl_jwt_cache_init(&cache, SEED);
+	tag = ++tags;
+	for (int i = 0; i < 600; i++) {
+		snprintf(pl, sizeof(pl), "{\"sub\":\"user-%d\"}", i);
+		snprintf(toks[i], sizeof(toks[i]), "%s", mint(HS, pl, SECRET, SLEN, NULL));
+	}
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 600; i++) {
+			int k = round == 1 ? 599 - i : i;
+			char want[32];
+
+			snprintf(want, sizeof(want), "user-%d", k);
+			assert_int_equal(cached(tag, toks[k], SECRET, SLEN, NOW), 0);
+			assert_string_equal(got, want);
+		}
+}
+
+/* A claim too long for an entry is read every time, never cut. */
+static void test_cache_long_claim(void **state)
+{
+	char pl[256], tok[1024], want[RL_JWT_CACHE_KEY_MAX + 1];
+	uint64_t tag;
+
+	(void)state;
+	if (!tags++)
+		rl_jwt_cache_init(&cache, SEED);
+	tag = ++tags;
+	memset(want, 'a', sizeof(want) - 1);
+	want[sizeof(want) - 1] = '\0';
+	snprintf(pl, sizeof(pl), "{\"sub\":\"%s\"}", want);
+	snprintf(tok, sizeof(tok), "%s", mint(HS, pl, SECRET, SLEN, NULL));
+	assert_int_equal(cached(tag, tok, SECRET, SLEN, NOW), 0);
+	assert_string_equal(got, want);
+	assert_int_equal(cached(tag, tok, OTHER, sizeof(OTHER) - 1, NOW), -EACCES);
+	assert_int_equal(cached(tag, tok, SECRET, SLEN, NOW), 0);
+	assert_string_equal(got, want);
+}
+
+/* Threads reading and replacing the same few entries at once: each answer
+ * is its own token's or a fresh read's, never a torn entry. */
+struct racer {
+	int id;
+	char (*toks)[160];
+	int bad;
+};
+
+#define RACE_TOKENS 700
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	struct rl_sha256_hmac key;
+	char out[128];
+	size_t n;
+
+	rl_sha256_hmac_init(&key, SECRET, SLEN);
+	for (int j = 0; j < 4000; j++) {
+		int k = (j * 7 + r->id * 131) % RACE_TOKENS;
+		char want[32];
+
+		snprintf(want, sizeof(want), "user-%d", k);
+		if (rl_jwt_claim_key_cached(&cache, 1000000, r->toks[k],
+					    strlen(r->toks[k]), "sub", &key, NOW,
+					    out, sizeof(out), &n) ||
+		    strcmp(out, want) || n != strlen(want))
+			r->bad++;
+	}
+	return NULL;
+}
+
+static void test_cache_threads(void **state)
+{
+	static char toks[RACE_TOKENS][160];
+	struct racer r[4];
+	pthread_t t[4];
+	char pl[128];
+
+	(void)state;
+	if (!tags++)
+		rl_jwt_cache_init(&cache, SEED);
+	for (int i = 0; i < RACE_TOKENS; i++) {
+		snprintf(pl, sizeof(pl), "{\"sub\":\"user-%d\"}", i);
+		snprintf(toks[i], sizeof(toks[i]), "%s", mint(HS, pl, SECRET, SLEN, NULL));
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = (struct racer){ i, toks, 0 };
+		assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(r[i].bad, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -720,6 +918,10 @@ int main(void)
 		cmocka_unit_test(test_depth),
 		cmocka_unit_test(test_members_limit),
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_cache),
+		cmocka_unit_test(test_cache_evicts),
+		cmocka_unit_test(test_cache_long_claim),
+		cmocka_unit_test(test_cache_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

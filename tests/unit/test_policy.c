@@ -630,6 +630,58 @@ static void test_key_jwt(void **state)
 	assert_int_equal(system(text), 0);
 }
 
+/* A reload with a new jwt_secret: a token of the old secret, read (and
+ * kept in the process's token cache) under the old policy, is no key
+ * under the new one; the new secret's tokens are. */
+static void test_key_jwt_new_secret(void **state)
+{
+	char dir[] = "/tmp/rl-tpolicy-XXXXXX", conf[256], path[300], text[512];
+	char h[1200], h2[1200], p[256], cmd[300];
+	long now = (long)(rl_time_wall_ms() / 1000);
+	struct rl_err err = { "" };
+	struct rl_policy p2;
+	struct rl_verdict v;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/key%d", dir, i);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(i ? "n3w\n" : "k3y\n", f);
+		fclose(f);
+		assert_int_equal(chmod(path, 0600), 0);
+	}
+	snprintf(conf, sizeof(conf), "%s/rlshim.conf", dir);
+	for (int i = 0; i < 2; i++) {
+		snprintf(text, sizeof(text), "[limit:user]\nmatch = *\nrate = 1/m\n"
+			 "key = jwt:sub\njwt_secret = key%d\n", i);
+		assert_int_equal(rl_config_parse(text, conf, i ? &fx.cfg2 : &fx.cfg,
+						 &err), 0);
+	}
+	init_policy(&fx.p, fx.cfg);
+	snprintf(p, sizeof(p), "{\"sub\":\"alice\",\"exp\":%ld}", now + 600);
+	bearer(h, sizeof(h), p, "k3y");
+	bearer(h2, sizeof(h2), p, "n3w");
+	pass("192.0.2.1", "GET", "/", h, T0);
+	deny("192.0.2.1", "GET", "/", h, T0, 0);   /* the same key, cached */
+	pass("192.0.2.1", "GET", "/", h2, T0);     /* another secret's: none */
+	pass("192.0.2.1", "GET", "/", h2, T0);
+	init_policy(&p2, fx.cfg2);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(decide_p(&p2, "192.0.2.1", "GET", "/", h, T0, &v), 0);
+		assert_int_equal(v.allowed, 1);    /* the old secret's: none */
+	}
+	/* the new secret's is alice, whose 1/m the old policy's rule of
+	 * that name spent */
+	assert_int_equal(decide_p(&p2, "192.0.2.2", "GET", "/", h2, T0, &v), 0);
+	assert_int_equal(v.allowed, 0);
+	assert_int_equal(v.rule, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_key_header(void **state)
 {
 	struct rl_verdict v;
@@ -1418,6 +1470,7 @@ int main(void)
 		TEST(test_key_header),
 		TEST(test_key_cookie),
 		TEST(test_key_jwt),
+		TEST(test_key_jwt_new_secret),
 		TEST(test_einval_takes_nothing),
 		TEST(test_second_rule_denies),
 		TEST(test_allow_list),
