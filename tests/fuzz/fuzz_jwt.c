@@ -17,6 +17,9 @@
  *    signed by our encoder: the signed token gives with the secret just
  *    what it gives unverified (the signature right, only the header's alg
  *    may refuse it), and never a key the unverified read does not give.
+ * 4. Every read of 1. also through one cache of tokens read, kept across
+ *    inputs, twice: the same result and key as the plain read, whatever
+ *    the cache held from earlier inputs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,9 +41,25 @@ static void check(const char *auth, size_t len, const struct rl_sha256_hmac *key
 	size_t outlen = 7;
 	int rc = rl_jwt_claim_key(auth, len, "sub", key, NOW, out, sizeof(out), &outlen);
 
+	static struct rl_jwt_cache cache;
+	static const uint64_t seed[2] = { 0x1234, 0x5678 };
+	static int ready;
+
 	if (rc != 0 && rc != -ENOENT && rc != -EINVAL && rc != -EACCES &&
 	    rc != -ETIME && rc != -E2BIG)
 		abort();
+	if (!ready++)
+		rl_jwt_cache_init(&cache, seed);
+	for (int round = 0; round < 2; round++) {
+		char c[300];
+		size_t clen = 7;
+		int crc = rl_jwt_claim_key_cached(&cache, key ? 2 : 1, auth, len,
+						  "sub", key, NOW, c, sizeof(c),
+						  &clen);
+
+		if (crc != rc || clen != outlen || (!rc && memcmp(c, out, outlen + 1)))
+			abort();
+	}
 	if (rc) {
 		if (outlen || out[0])
 			abort();
