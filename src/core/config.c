@@ -357,5 +357,11 @@ uint64_t rl_config_stamp(const char *path)
 
 void rl_config_free(struct rl_config *c)
 {
+	if (!c)
+		return;
+	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
+		free(c->rules[i].deny_body[0]);
+		free(c->rules[i].deny_body[1]);
+	}
 	free(c);
 }

@@ -70,6 +70,10 @@ enum rl_key_kind {
 };
 
 #define RL_JWT_SECRET_MAX 256 /* bytes of a jwt_secret file's key */
+#define RL_DENY_BODY_MAX 4096 /* bytes of a deny_html or deny_json file */
+/* The 429's bodies (rl_rule_cfg.deny_body): for a client that prefers
+ * text/html (a browser), and for the others. */
+enum rl_deny_body { RL_BODY_JSON = 0, RL_BODY_HTML = 1 };
 #define RL_JWT_KEYS_MAX 4     /* distinct jwt:CLAIM and secret pairs: each
 				 one decode a request */
 
@@ -115,6 +119,11 @@ struct rl_rule_cfg {
 	 * ones (0..RL_JWT_KEYS_MAX-1, in the file's order; rules that read
 	 * the same key share it), decoded once a request */
 	uint8_t jwt_slot;
+	/* deny_json = FILE, deny_html = FILE: the 429's body instead of the
+	 * built-in one, by enum rl_deny_body (NULL: the built-in), read when
+	 * the file is loaded, freed by rl_config_free */
+	char *deny_body[2];
+	uint16_t deny_body_len[2];
 	enum rl_store_down on_store_down;
 	enum rl_sync sync;
 	/* count_status: only answers with these statuses are charged (none

@@ -266,6 +266,8 @@ int rl_cfg_parse_rate(struct parser *p, const char *v);
 int rl_cfg_parse_burst(struct parser *p, const char *v);
 int rl_cfg_parse_key(struct parser *p, const char *v);
 int rl_cfg_parse_jwt_secret(struct parser *p, const char *v);
+int rl_cfg_parse_deny_json(struct parser *p, const char *v);
+int rl_cfg_parse_deny_html(struct parser *p, const char *v);
 int rl_cfg_parse_plans(struct parser *p, const char *v);
 int rl_cfg_parse_count_status(struct parser *p, const char *v);
 

@@ -231,7 +231,7 @@ int rl_cfg_parse(struct parser *p, struct rl_config **out, struct rl_err *err)
 
 	if (p->io_err) {
 		rl_err_errno(err, p->name, p->io_err);
-		free(c);
+		rl_config_free(c);
 		return -p->io_err;
 	}
 	rl_cfg_end_section(p);
@@ -240,12 +240,12 @@ int rl_cfg_parse(struct parser *p, struct rl_config **out, struct rl_err *err)
 		perr_at(p, rc, "syntax error"); /* inih saw what we did not */
 	if (rc < 0 && !p->err_line) {
 		rl_err_errno(err, p->name, ENOMEM);
-		free(c);
+		rl_config_free(c);
 		return -ENOMEM;
 	}
 	if (p->err_line) {
 		report(p, err);
-		free(c);
+		rl_config_free(c);
 		return -EINVAL;
 	}
 	*out = c;

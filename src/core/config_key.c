@@ -257,6 +257,8 @@ static const struct key_def keys[] = {
 	  .choices = &algorithm_choices },
 	{ SEC_LIMIT, "key", V_FN, .fn = rl_cfg_parse_key },
 	{ SEC_LIMIT, "jwt_secret", V_FN, .fn = rl_cfg_parse_jwt_secret },
+	{ SEC_LIMIT, "deny_json", V_FN, .fn = rl_cfg_parse_deny_json },
+	{ SEC_LIMIT, "deny_html", V_FN, .fn = rl_cfg_parse_deny_html },
 	{ SEC_LIMIT, "on_store_down", V_CHOICE, RULE(on_store_down),
 	  .choices = &store_down_choices },
 	{ SEC_LIMIT, "sync", V_CHOICE, RULE(sync), .choices = &sync_choices },

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "path.h"
 #include "clock.h"
 #include "sys.h"
+#include "jwt.h"
 
 #define METHOD_MAX 15                /* sizeof(rule.method) - 1 */
 #define IFACE_MAX 15                 /* IFNAMSIZ - 1 */
@@ -456,50 +458,50 @@ int rl_cfg_parse_key(struct parser *p, const char *v)
 }
 
 /*
- * jwt_secret = FILE: the HS256 key is the file's bytes, less one final
- * newline (what `echo` or `openssl rand -hex 32 > FILE` leaves), read now.
- * FILE is relative to the configuration file's directory. Whoever can
- * write it can mint tokens that pass, so as sshd does for its keys: it
- * must be a regular file owned by root or by this process's user, and
- * writable by neither its group nor others.
+ * A key's FILE (`what`: its name, for errors), relative to the
+ * configuration file's directory, read into buf[0..cap): *n bytes, cap
+ * when the file has at least that many (a caller's cap is more than it
+ * takes, so that a file too long shows). It must be a regular
+ * file; a `secret` one, as sshd wants of its keys, owned by root or by
+ * this process's user and writable by neither its group nor others (who
+ * could write it could mint tokens). 0, or -EINVAL with the error given.
  */
-int rl_cfg_parse_jwt_secret(struct parser *p, const char *v)
+static int read_key_file(struct parser *p, const char *what, const char *v,
+			 int secret, uint8_t *buf, size_t cap, size_t *n,
+			 char *path, size_t pathcap)
 {
-	struct rl_rule_cfg *r = p->rule;
 	const char *slash = strrchr(p->name, '/');
-	char path[RL_PATH_MAX];
-	uint8_t buf[RL_JWT_SECRET_MAX + 3];
-	size_t n = 0;
 	const char *why = NULL;
 	struct stat st;
 	int fd, e = 0;
 
+	*n = 0;
 	if (!*v)
 		return bad_value(p, v, "expected a file");
 	if (*v != '/' && slash)
-		snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - p->name),
+		snprintf(path, pathcap, "%.*s/%s", (int)(slash - p->name),
 			 p->name, v);
 	else
-		snprintf(path, sizeof(path), "%s", v);
+		snprintf(path, pathcap, "%s", v);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
-		perr(p, "jwt_secret %s: %s", path, strerror(errno));
+		perr(p, "%s %s: %s", what, path, strerror(errno));
 		return -EINVAL;
 	}
 	if (fstat(fd, &st))
 		e = errno;
 	else if (!S_ISREG(st.st_mode))
 		why = "not a regular file";
-	else if (st.st_uid != 0 && st.st_uid != geteuid())
+	else if (secret && st.st_uid != 0 && st.st_uid != geteuid())
 		why = "owned by another user than root or this one (its owner "
 		      "could mint tokens)";
-	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+	else if (secret && (st.st_mode & (S_IWGRP | S_IWOTH)))
 		why = st.st_mode & S_IWOTH
 			? "writable by others (who can write it can mint tokens)"
 			: "writable by its group (who can write it can mint tokens)";
 	else
-		while (n < sizeof(buf)) {
-			ssize_t got = rl_sys.read(fd, buf + n, sizeof(buf) - n);
+		while (*n < cap) {
+			ssize_t got = rl_sys.read(fd, buf + *n, cap - *n);
 
 			if (got < 0 && errno == EINTR)
 				continue;
@@ -507,15 +509,34 @@ int rl_cfg_parse_jwt_secret(struct parser *p, const char *v)
 				e = errno;
 			if (got <= 0)
 				break;
-			n += (size_t)got;
+			*n += (size_t)got;
 		}
 	rl_sys.close(fd);
 	if (e)
 		why = strerror(e);
 	if (why) {
-		perr(p, "jwt_secret %s: %s", path, why);
+		perr(p, "%s %s: %s", what, path, why);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/*
+ * jwt_secret = FILE: the HS256 key is the file's bytes, less one final
+ * newline (what `echo` or `openssl rand -hex 32 > FILE` leaves), read now.
+ * FILE is relative to the configuration file's directory; a secret file
+ * (read_key_file).
+ */
+int rl_cfg_parse_jwt_secret(struct parser *p, const char *v)
+{
+	struct rl_rule_cfg *r = p->rule;
+	char path[RL_PATH_MAX];
+	uint8_t buf[RL_JWT_SECRET_MAX + 3];
+	size_t n;
+
+	if (read_key_file(p, "jwt_secret", v, 1, buf, sizeof(buf), &n, path,
+			  sizeof(path)))
+		return -EINVAL;
 	if (n && buf[n - 1] == '\n')
 		n -= n > 1 && buf[n - 2] == '\r' ? 2 : 1;
 	if (n > RL_JWT_SECRET_MAX) {
@@ -534,6 +555,99 @@ int rl_cfg_parse_jwt_secret(struct parser *p, const char *v)
 	r->jwt_secret_len = (uint16_t)n;
 	memset(buf, 0, sizeof(buf));
 	return 0;
+}
+
+/* 1 if p[0..n) is UTF-8 (RFC 3629: no overlong forms, no surrogates,
+ * nothing past U+10FFFF) without NUL. */
+static int utf8_text(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t c = p[i];
+		size_t k;
+		uint32_t cp;
+
+		if (c == 0)
+			return 0;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			k = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			k = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			k = 3, cp = c & 0x07;
+		else
+			return 0;
+		if (n - i <= k)
+			return 0;
+		for (size_t j = 1; j <= k; j++) {
+			if ((p[i + j] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (p[i + j] & 0x3f);
+		}
+		if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += k + 1;
+	}
+	return 1;
+}
+
+/*
+ * deny_json = FILE, deny_html = FILE: the 429's body, as the file has it,
+ * for clients that do not prefer text/html and for those that do. Read
+ * now: 1 to RL_DENY_BODY_MAX bytes of UTF-8 without NUL; a deny_json file
+ * must be one JSON value (RFC 8259, as JWTs are read).
+ */
+static int deny_body(struct parser *p, const char *v, enum rl_deny_body kind)
+{
+	struct rl_rule_cfg *r = p->rule;
+	const char *what = kind == RL_BODY_HTML ? "deny_html" : "deny_json";
+	char path[RL_PATH_MAX];
+	uint8_t buf[RL_DENY_BODY_MAX + 1];
+	size_t n;
+	char *copy;
+
+	if (read_key_file(p, what, v, 0, buf, sizeof(buf), &n, path, sizeof(path)))
+		return -EINVAL;
+	if (n > RL_DENY_BODY_MAX) {
+		perr(p, "%s %s: over %u bytes", what, path, RL_DENY_BODY_MAX);
+		return -EINVAL;
+	}
+	if (!n) {
+		perr(p, "%s %s: empty", what, path);
+		return -EINVAL;
+	}
+	if (!utf8_text(buf, n)) {
+		perr(p, "%s %s: not UTF-8 text (a NUL, or a byte UTF-8 has not "
+		     "there)", what, path);
+		return -EINVAL;
+	}
+	if (kind == RL_BODY_JSON && rl_json_valid(buf, n)) {
+		perr(p, "deny_json %s: not one JSON value (RFC 8259)", path);
+		return -EINVAL;
+	}
+	copy = malloc(n);
+	if (!copy) {
+		perr(p, "%s %s: %s", what, path, strerror(ENOMEM));
+		return -EINVAL;
+	}
+	memcpy(copy, buf, n);
+	r->deny_body[kind] = copy;
+	r->deny_body_len[kind] = (uint16_t)n;
+	return 0;
+}
+
+int rl_cfg_parse_deny_json(struct parser *p, const char *v)
+{
+	return deny_body(p, v, RL_BODY_JSON);
+}
+
+int rl_cfg_parse_deny_html(struct parser *p, const char *v)
+{
+	return deny_body(p, v, RL_BODY_HTML);
 }
 
 /* `name:RATE` items. */

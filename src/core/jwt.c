@@ -852,3 +852,14 @@ int rl_jwt_claim_key_cached(struct rl_jwt_cache *c, uint64_t tag,
 	}
 	return 0;
 }
+
+int rl_json_valid(const uint8_t *p, size_t n)
+{
+	struct jr r = { p, n, 0 };
+
+	ws(&r);
+	if (value(&r, 1))
+		return -EINVAL;
+	ws(&r);
+	return r.i == n ? 0 : -EINVAL;
+}

@@ -161,4 +161,9 @@ int rl_jwt_b64url_decode(const char *s, size_t len, uint8_t *out, size_t cap,
 int rl_jwt_b64url_encode(const void *in, size_t len, char *out, size_t cap,
 			 size_t *outlen);
 
+/* 0 if p[0..n) is one JSON value with whitespace around it, read as a
+ * token's parts are (RFC 8259 strictly, at most RL_JWT_DEPTH_MAX deep),
+ * else -EINVAL: what a deny_json file must be. */
+int rl_json_valid(const uint8_t *p, size_t n);
+
 #endif /* RL_JWT_H */

@@ -166,6 +166,7 @@ struct rl_conn {
 	struct rl_verdict verdict;
 	uint8_t reply_http10;
 	uint8_t reply_head;
+	uint8_t reply_html; /* the denied request prefers text/html */
 	const char *reply_why;
 	uint32_t next_free;      /* pool free list */
 };

@@ -42,6 +42,7 @@ void rl_io_deny(struct rl_conn *c, int kind, const struct rl_verdict *v,
 		c->verdict = *v;
 	c->reply_http10 = req ? req->http10 : 0;
 	c->reply_head = req ? req->head : 0;
+	c->reply_html = 0;
 	c->reply_why = why;
 }
 
@@ -120,7 +121,8 @@ void rl_io_reply(struct rl_conn *c, int fd)
 	int saved = errno;
 	char buf[RL_REPLY_MAX];
 	uint64_t wall_ms = rl_time_wall_ms();
-	struct rl_reply_req rr = { c->reply_http10, c->reply_head, wall_ms };
+	struct rl_reply_req rr = { c->reply_http10, c->reply_head, wall_ms,
+				   c->reply_html, NULL, 0 };
 	int n = 0;
 
 	if (c->reply == RL_REPLY_429 && c->verdict.banned) {
@@ -131,7 +133,10 @@ void rl_io_reply(struct rl_conn *c, int fd)
 	} else if (c->reply == RL_REPLY_429) {
 		const struct rl_config *cfg = c->verdict.cfg;
 		const struct rl_rule_cfg *rule = &cfg->rules[c->verdict.rule];
+		unsigned kind = c->reply_html ? RL_BODY_HTML : RL_BODY_JSON;
 
+		rr.body = rule->deny_body[kind];
+		rr.body_len = rule->deny_body_len[kind];
 		n = rl_reply_429(buf, sizeof(buf), &rr, rule->name,
 				 &c->verdict.res, &rule->rate, cfg->headers,
 				 wall_ms, c->verdict.store_down);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "io_int.h"
+#include "reply.h"
 #include "shim.h"
 #include "clock.h"
 
@@ -61,8 +62,10 @@ static void owe(struct rl_conn *c, const struct rl_http_req *req,
 		o->charge[i] = v->charge[i];
 }
 
-/* Decide a parsed request. Returns 1 if allowed. */
+/* Decide a parsed request, its head head[0..hlen). Returns 1 if
+ * allowed. */
 static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
+		      const uint8_t *head, size_t hlen,
 		      const struct rl_http_req *req, uint64_t now)
 {
 	struct rl_verdict v;
@@ -88,6 +91,8 @@ static int decide_req(struct rl_conn *c, const struct rl_policy *pol,
 	}
 	if (!v.allowed) {
 		rl_io_deny(c, RL_REPLY_429, &v, req, NULL);
+		/* the body a browser can read, for this denial only */
+		c->reply_html = (uint8_t)rl_reply_prefers_html(head, hlen);
 		return 0;
 	}
 	rl_http_begin_body(&c->http, req);
@@ -157,7 +162,7 @@ int rl_frame_decide(struct rl_conn *c, const struct rl_region *rg, size_t hs,
 		rl_io_deny(c, RL_REPLY_400, NULL, &req, req.error);
 		return 0;
 	}
-	ok = decide_req(c, pol, &req, now);
+	ok = decide_req(c, pol, head, he - hs, &req, now);
 	if (ok && req.h2c_at) {
 		c->mask_at = (int32_t)(hs + req.h2c_at);
 		rl_iov_put(rg->iov, rg->cnt, hs + req.h2c_at, rl_frame_no_h2c, 3);
@@ -197,7 +202,7 @@ enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	if (rc)
 		return rc == -EAGAIN ? RL_WHOLE_MORE : RL_WHOLE_NOT;
 	rl_http_took_head(&c->http);
-	*allowed = decide_req(c, pol, &req, now);
+	*allowed = decide_req(c, pol, p, *used, &req, now);
 	c->mask_at = -1;
 	if (*allowed && req.h2c_at) {
 		memcpy(p + req.h2c_at, rl_frame_no_h2c, 3);

@@ -180,12 +180,17 @@ static void put_date(struct out *o, uint64_t wall_ms)
 	put_str(o, " GMT\r\n");
 }
 
-/* The headers both replies share: a JSON body of `body_len` bytes on a
- * connection that is about to close, which no cache may keep. */
+static const char type_json[] = "application/json";
+static const char type_html[] = "text/html; charset=utf-8";
+
+/* The headers both replies share: a body of `body_len` bytes of `type`
+ * on a connection that is about to close, which no cache may keep. */
 static void put_fixed_fields(struct out *o, const struct rl_reply_req *req,
-			     size_t body_len)
+			     const char *type, size_t body_len)
 {
-	put_str(o, "Content-Type: application/json\r\n");
+	put_str(o, "Content-Type: ");
+	put_str(o, type);
+	put(o, "\r\n", 2);
 	put_field_u64(o, "Content-Length", body_len);
 	put_str(o, "Connection: close\r\n");
 	if (req && req->wall_ms)
@@ -279,6 +284,35 @@ static void put_fields(struct out *o, const char *rule_name,
 	}
 }
 
+/* The page a browser gets: what happened and when to try again. */
+static const char html_head[] =
+	"<!DOCTYPE html>\n"
+	"<html lang=\"en\">\n"
+	"<head><meta charset=\"utf-8\"><title>429 Too Many Requests</title></head>\n"
+	"<body>\n"
+	"<h1>Too Many Requests</h1>\n";
+static const char html_over[] =
+	"<p>More requests came from you than this site allows.</p>\n";
+static const char html_down[] =
+	"<p>This site cannot check its request limits right now.</p>\n";
+static const char html_tail[] = "</body>\n</html>\n";
+
+static size_t html_429(char *page, size_t cap, uint64_t retry, int store_down)
+{
+	struct out o = { .buf = page, .len = cap };
+
+	put(&o, html_head, sizeof(html_head) - 1);
+	if (store_down)
+		put(&o, html_down, sizeof(html_down) - 1);
+	else
+		put(&o, html_over, sizeof(html_over) - 1);
+	put_str(&o, "<p>Please try again in ");
+	put_u64(&o, retry);
+	put_str(&o, retry == 1 ? " second.</p>\n" : " seconds.</p>\n");
+	put(&o, html_tail, sizeof(html_tail) - 1);
+	return o.full ? 0 : o.pos;
+}
+
 int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 		 const char *rule_name, const struct rl_result *res,
 		 const struct rl_rate *rate, enum rl_headers style,
@@ -289,7 +323,12 @@ int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 	static const struct rl_result no_res;
 	static const struct rl_rate no_rate;
 	struct out o = { .buf = buf, .len = buf ? len : 0, .full = !buf };
+	const char *body = body_429;
+	size_t body_len = sizeof(body_429) - 1;
+	char page[sizeof(html_head) + sizeof(html_over) + sizeof(html_down) +
+		  sizeof(html_tail) + 40];
 	uint64_t retry;
+	int html;
 
 	if (!res)
 		res = &no_res;
@@ -298,16 +337,24 @@ int rl_reply_429(char *buf, size_t len, const struct rl_reply_req *req,
 	if (!rule_name)
 		rule_name = "";
 	retry = retry_after_sec(res, store_down);
+	html = req && req->html;
+	if (req && req->body) {
+		body = req->body;
+		body_len = req->body_len;
+	} else if (html) {
+		body_len = html_429(page, sizeof(page), retry, store_down);
+		body = page;
+	}
 
 	put_status(&o, req, "429 Too Many Requests");
-	put_fixed_fields(&o, req, sizeof(body_429) - 1);
+	put_fixed_fields(&o, req, html ? type_html : type_json, body_len);
 	put_field_u64(&o, "Retry-After", retry);
 
 	put_fields(&o, rule_name, res, rate, style, wall_ms, retry);
 
 	put(&o, "\r\n", 2);
 	if (!(req && req->head))
-		put(&o, body_429, sizeof(body_429) - 1);
+		put(&o, body, body_len);
 	return finish(&o);
 }
 
@@ -366,7 +413,7 @@ int rl_reply_400(char *buf, size_t len, const struct rl_reply_req *req,
 			  sizeof(body_400_tail) - 1;
 
 	put_status(&o, req, "400 Bad Request");
-	put_fixed_fields(&o, req, body_len);
+	put_fixed_fields(&o, req, type_json, body_len);
 	put(&o, "\r\n", 2);
 	if (!(req && req->head)) {
 		put(&o, body_400_head, sizeof(body_400_head) - 1);
@@ -374,4 +421,151 @@ int rl_reply_400(char *buf, size_t len, const struct rl_reply_req *req,
 		put(&o, body_400_tail, sizeof(body_400_tail) - 1);
 	}
 	return finish(&o);
+}
+
+/* ---- Accept ---- */
+
+static int lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+static int ows(uint8_t c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* p[0..n) is `word` in any case. */
+static int same(const uint8_t *p, size_t n, const char *word)
+{
+	size_t k = strlen(word);
+
+	if (n != k)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (lower(p[i]) != (uint8_t)word[i])
+			return 0;
+	return 1;
+}
+
+/* A qvalue (RFC 9110 12.4.2) in thousandths, or -1. */
+static int qvalue(const uint8_t *p, size_t n)
+{
+	int q, scale = 100;
+
+	if (!n || (p[0] != '0' && p[0] != '1'))
+		return -1;
+	q = (p[0] - '0') * 1000;
+	if (n == 1)
+		return q;
+	if (p[1] != '.' || n > 5)
+		return -1;
+	for (size_t i = 2; i < n; i++, scale /= 10) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		q += (p[i] - '0') * scale;
+	}
+	return q > 1000 ? -1 : q;
+}
+
+/* How well media range p[0..n) ("type/sub;params") names type/sub: 3
+ * exactly, 2 as type/x, 1 as x/x, 0 not; its q in *q. */
+static int range_match(const uint8_t *p, size_t n, const char *type,
+		       const char *sub, int *q)
+{
+	size_t e = 0, slash, tl, sl;
+	int how;
+
+	while (e < n && p[e] != ';')
+		e++;
+	tl = e;
+	while (tl && ows(p[tl - 1]))
+		tl--;
+	for (slash = 0; slash < tl && p[slash] != '/'; slash++)
+		;
+	if (slash == tl)
+		return 0;
+	sl = tl - slash - 1;
+	if (same(p, slash, "*") && sl == 1 && p[slash + 1] == '*')
+		how = 1;
+	else if (!same(p, slash, type))
+		return 0;
+	else if (sl == 1 && p[slash + 1] == '*')
+		how = 2;
+	else if (same(p + slash + 1, sl, sub))
+		how = 3;
+	else
+		return 0;
+	*q = 1000;
+	while (e < n) { /* ";" params: q, the others ignored */
+		size_t s = ++e, v;
+
+		while (e < n && p[e] != ';')
+			e++;
+		while (s < e && ows(p[s]))
+			s++;
+		v = e;
+		while (v > s && ows(p[v - 1]))
+			v--;
+		if (v - s >= 2 && lower(p[s]) == 'q' && p[s + 1] == '=') {
+			*q = qvalue(p + s + 2, v - s - 2);
+			if (*q < 0)
+				return 0;
+		}
+	}
+	return how;
+}
+
+struct pref {
+	int how, q;
+};
+
+/* One Accept value's ranges, each list member against html and json. */
+static void accept_value(const uint8_t *p, size_t n, struct pref *html,
+			 struct pref *json)
+{
+	size_t s = 0;
+
+	while (s < n) {
+		size_t e = s;
+		int how, q;
+
+		while (e < n && p[e] != ',')
+			e++;
+		while (s < e && ows(p[s]))
+			s++;
+		if ((how = range_match(p + s, e - s, "text", "html", &q)) &&
+		    how > html->how)
+			html->how = how, html->q = q;
+		if ((how = range_match(p + s, e - s, "application", "json", &q)) &&
+		    how > json->how)
+			json->how = how, json->q = q;
+		s = e + 1;
+	}
+}
+
+int rl_reply_prefers_html(const uint8_t *head, size_t len)
+{
+	struct pref html = { 0, 0 }, json = { 0, 0 };
+	size_t i = 0;
+
+	/* past the request line: each field line "Name: value" */
+	while (i < len && head[i] != '\n')
+		i++;
+	while (++i < len) {
+		size_t s = i, colon;
+
+		while (i < len && head[i] != '\n')
+			i++;
+		for (colon = s; colon < i && head[colon] != ':'; colon++)
+			;
+		if (colon < i && same(head + s, colon - s, "accept")) {
+			size_t v = colon + 1, e = i;
+
+			if (e > v && head[e - 1] == '\r')
+				e--;
+			accept_value(head + v, e - v, &html, &json);
+		}
+	}
+	return html.how && html.q > 0 && html.q > (json.how ? json.q : 0);
 }

@@ -493,12 +493,84 @@ def unframable_head_in_pieces():
             pass
 
 
+# ---- a 429 a person can read ------------------------------------------------------
+
+FIREFOX_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8'
+
+
+def browser_429():
+    """A browser's Accept gets the 429 as a short HTML page saying when to
+    retry, with the same fields; curl's */*, an API client's JSON Accept
+    and no Accept get today's JSON; a rule's deny_html and deny_json
+    files replace the bodies byte for byte; HEAD gets the page's length
+    and no body."""
+    page = os.path.join(TMP, 'busy.html')
+    doc = os.path.join(TMP, 'busy.json')
+    with open(page, 'w') as f:
+        f.write('<!doctype html><title>Busy</title><p>Caf\u00e9 full, come back soon.</p>\n')
+    with open(doc, 'w') as f:
+        f.write('{"error": "slow down", "docs": "https://example.com/limits"}\n')
+    s = Legacy('[limit:books]\nmatch = GET /books\nrate = 1/m\n'
+               '[limit:api]\nmatch = GET /api*\nrate = 1/m\n'
+               f'deny_html = {page}\ndeny_json = {doc}\n')
+    try:
+        assert s.get('/books').status != 429
+        r = s.get('/books', headers={'Accept': FIREFOX_ACCEPT})
+        assert r.status == 429, r
+        assert r.headers['content-type'] == 'text/html; charset=utf-8', r.headers
+        assert int(r.headers['content-length']) == len(r.body), r.headers
+        body = r.body.decode()
+        assert body.startswith('<!DOCTYPE html>'), body
+        retry = int(r.headers['retry-after'])
+        want = f'Please try again in {retry} second{"s" if retry != 1 else ""}.'
+        assert want in body, (want, body)
+        assert r.headers['ratelimit-remaining'] == '0', r.headers
+        assert r.headers['cache-control'] == 'no-store', r.headers
+        for accept in (None, '*/*', 'application/json', 'application/json, text/html'):
+            r = s.get('/books', headers={'Accept': accept} if accept else None)
+            assert r.status == 429, (accept, r)
+            assert r.headers['content-type'] == 'application/json', (accept, r.headers)
+            assert r.body == (b'{"error":{"code":"rate_limited","message":'
+                              b'"too many requests"}}'), (accept, r.body)
+        r = s.get('/books', 'HEAD', headers={'Accept': FIREFOX_ACCEPT})
+        assert r.status == 429 and r.body == b'', r
+        assert r.headers['content-type'] == 'text/html; charset=utf-8', r.headers
+        assert int(r.headers['content-length']) == len(body.encode()), r.headers
+        # the rule's own bodies, as the files have them
+        assert s.get('/api/x').status != 429
+        r = s.get('/api/x', headers={'Accept': FIREFOX_ACCEPT})
+        assert r.status == 429, r
+        assert r.headers['content-type'] == 'text/html; charset=utf-8', r.headers
+        assert r.body == open(page, 'rb').read(), r.body
+        r = s.get('/api/x', headers={'Accept': 'application/json'})
+        assert r.status == 429, r
+        assert r.headers['content-type'] == 'application/json', r.headers
+        assert r.body == open(doc, 'rb').read(), r.body
+        assert 'retry-after' in r.headers
+        # the application saw one of each, none of the refused
+        assert len(served(s, '/books')) == 1 and len(served(s, '/api')) == 1
+    finally:
+        s.stop()
+    # a body file that is not what its key says is refused at load, file:line
+    bad = os.path.join(TMP, 'bad.json')
+    with open(bad, 'w') as f:
+        f.write('{"error": "unterminated"')
+    conf = os.path.join(TMP, 'badbody.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[limit:a]\nmatch = *\nrate = 1/m\ndeny_json = {bad}\n')
+    out = subprocess.run([os.path.join(os.path.dirname(SHIM), 'rlshimctl'), '-c', conf,
+                          'check'], capture_output=True, text=True)
+    assert out.returncode == 1, out
+    assert f'{conf}:4: deny_json {bad}: not one JSON value (RFC 8259)' in out.stderr + out.stdout, out
+
+
 TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
          client_gone_mid_head, smuggling, upgrade]
 TESTS.append(declined_upgrade_fields)
 TESTS.append(unframable_head_in_pieces)
+TESTS.append(browser_429)
 
 
 def main():

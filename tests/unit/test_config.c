@@ -1834,6 +1834,74 @@ static void test_key_of_text(void **state)
 	rl_config_free(c);
 }
 
+/* deny_json = FILE, deny_html = FILE: read at load, relative to the
+ * configuration's directory, kept as they are (a newline too); refused
+ * (file:line) when missing, empty, over RL_DENY_BODY_MAX, not UTF-8 text,
+ * not a regular file, or (deny_json) not one JSON value. */
+static void test_deny_bodies(void **state)
+{
+	char dir[] = "/tmp/rl-deny-XXXXXX", conf[600], text[1024], want[1200];
+	static char big[RL_DENY_BODY_MAX + 1];
+	struct rl_err err = { "" };
+	struct rl_config *c = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/rlshim.conf", dir);
+	secret_file(dir, "page.html", "<p>wait</p>\n", 12, 0644);
+	secret_file(dir, "e.json", " {\"e\":[1,2.5,\"\\u00e9\"]}\n", 24, 0644);
+	secret_file(dir, "empty", "", 0, 0644);
+	secret_file(dir, "nul", "a\0b", 3, 0644);
+	secret_file(dir, "latin1", "caf\xe9", 4, 0644);
+	secret_file(dir, "bad.json", "{\"e\":1,}", 8, 0644);
+	secret_file(dir, "two.json", "{} {}", 5, 0644);
+	memset(big, '<', sizeof(big));
+	secret_file(dir, "big", big, RL_DENY_BODY_MAX + 1, 0644);
+	secret_file(dir, "max", big, RL_DENY_BODY_MAX, 0644);
+
+	snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\ndeny_html = page.html\n"
+		 "deny_json = %s/e.json\n[limit:b]\nrate = 1/s\ndeny_html = max\n"
+		 "[limit:c]\nrate = 1/s\n", dir);
+	assert_int_equal(rl_config_parse(text, conf, &c, &err), 0);
+	assert_int_equal(c->rules[0].deny_body_len[RL_BODY_HTML], 12);
+	assert_memory_equal(c->rules[0].deny_body[RL_BODY_HTML], "<p>wait</p>\n", 12);
+	assert_int_equal(c->rules[0].deny_body_len[RL_BODY_JSON], 24);
+	assert_int_equal(c->rules[1].deny_body_len[RL_BODY_HTML], RL_DENY_BODY_MAX);
+	assert_null(c->rules[1].deny_body[RL_BODY_JSON]);
+	assert_null(c->rules[2].deny_body[RL_BODY_HTML]);
+	rl_config_free(c);
+
+	static const struct {
+		const char *key, *file, *why;
+	} bad[] = {
+		{ "deny_html", "none", "No such file or directory" },
+		{ "deny_html", "empty", "empty" },
+		{ "deny_json", "big", "over 4096 bytes" },
+		{ "deny_html", ".", "not a regular file" },
+		{ "deny_html", "nul", "not UTF-8 text (a NUL, or a byte UTF-8 has not there)" },
+		{ "deny_json", "latin1", "not UTF-8 text (a NUL, or a byte UTF-8 has not there)" },
+		{ "deny_json", "bad.json", "not one JSON value (RFC 8259)" },
+		{ "deny_json", "two.json", "not one JSON value (RFC 8259)" },
+		{ "deny_json", "page.html", "not one JSON value (RFC 8259)" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\nkey = ip\n"
+			 "%s = %s\n", bad[i].key, bad[i].file);
+		c = (struct rl_config *)&err;
+		assert_int_equal(rl_config_parse(text, conf, &c, &err), -EINVAL);
+		assert_null(c);
+		snprintf(want, sizeof(want), "%s:4: %s %s/%s: %s", conf, bad[i].key,
+			 dir, bad[i].file, bad[i].why);
+		assert_string_equal(err.msg, want);
+	}
+	/* a body read, then an error further on: nothing leaks (ASan) */
+	snprintf(text, sizeof(text), "[limit:a]\nrate = 1/s\ndeny_html = page.html\n"
+		 "[limit:b]\nrate = nonsense\n");
+	assert_int_equal(rl_config_parse(text, conf, &c, &err), -EINVAL);
+	snprintf(text, sizeof(text), "rm -rf '%s'", dir);
+	assert_int_equal(system(text), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1877,6 +1945,7 @@ int main(void)
 		cmocka_unit_test(test_cluster_url),
 		cmocka_unit_test(test_user_keys),
 		cmocka_unit_test(test_jwt_secret),
+		cmocka_unit_test(test_deny_bodies),
 		cmocka_unit_test(test_error_proxy_protocol),
 		cmocka_unit_test(test_error_first_wins),
 		cmocka_unit_test(test_error_null_err),

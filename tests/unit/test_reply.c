@@ -508,6 +508,143 @@ static void test_date(void **state)
 	}
 }
 
+/* ---- a browser's 429, and a rule's own bodies ---- */
+
+#define HTML_PAGE(p, retry)                                                  \
+	"<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">"  \
+	"<title>429 Too Many Requests</title></head>\n<body>\n"              \
+	"<h1>Too Many Requests</h1>\n" p "<p>Please try again in " retry     \
+	".</p>\n</body>\n</html>\n"
+
+/* Content-Length is the body's, the body is `body` (HEAD: none). */
+static void assert_body(const char *buf, int n, const char *type,
+			const char *body, int head)
+{
+	char want[64];
+	const char *b;
+
+	assert_true(n > 0);
+	snprintf(want, sizeof(want), "Content-Type: %s\r\n", type);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "Content-Length: %zu\r\n", strlen(body));
+	assert_non_null(strstr(buf, want));
+	b = strstr(buf, "\r\n\r\n");
+	assert_non_null(b);
+	assert_string_equal(b + 4, head ? "" : body);
+}
+
+static void test_html(void **state)
+{
+	struct rl_reply_req html = { .html = 1 }, html_head = { .html = 1, .head = 1 };
+	struct rl_result one = sms_res;
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = build_429(buf, sizeof(buf), &html, &sms_res, RL_HEADERS_RATELIMIT, 0);
+	assert_body(buf, n, "text/html; charset=utf-8",
+		    HTML_PAGE("<p>More requests came from you than this site allows.</p>\n",
+			      "20 seconds"), 0);
+	/* the same fields as the JSON answer */
+	assert_non_null(strstr(buf, "Retry-After: 20\r\nRateLimit-Limit: 3\r\n"
+				    "RateLimit-Remaining: 0\r\nRateLimit-Reset: 60\r\n"));
+	one.retry_after_ns = 1;
+	n = build_429(buf, sizeof(buf), &html, &one, RL_HEADERS_NONE, 0);
+	assert_body(buf, n, "text/html; charset=utf-8",
+		    HTML_PAGE("<p>More requests came from you than this site allows.</p>\n",
+			      "1 second"), 0);
+	n = build_429(buf, sizeof(buf), &html, &sms_res, RL_HEADERS_NONE, 1);
+	assert_body(buf, n, "text/html; charset=utf-8",
+		    HTML_PAGE("<p>This site cannot check its request limits right now.</p>\n",
+			      "1 second"), 0);
+	n = build_429(buf, sizeof(buf), &html_head, &sms_res, RL_HEADERS_NONE, 0);
+	assert_body(buf, n, "text/html; charset=utf-8",
+		    HTML_PAGE("<p>More requests came from you than this site allows.</p>\n",
+			      "20 seconds"), 1);
+}
+
+static void test_own_body(void **state)
+{
+	static char big[RL_DENY_BODY_MAX + 1];
+	struct rl_reply_req r = { .body = "{\"busy\":true}", .body_len = 13 };
+	struct rl_result worst = { .limit = UINT32_MAX, .remaining = UINT32_MAX,
+				   .retry_after_ns = UINT64_MAX - 1,
+				   .reset_after_ns = UINT64_MAX };
+	struct rl_rate rate = { .period_ns = UINT64_MAX, .count = UINT32_MAX,
+				.burst = UINT32_MAX };
+	char name[RL_RULE_NAME_MAX];
+	char buf[RL_REPLY_MAX];
+	int n;
+
+	(void)state;
+	n = build_429(buf, sizeof(buf), &r, &sms_res, RL_HEADERS_RATELIMIT, 0);
+	assert_body(buf, n, "application/json", "{\"busy\":true}", 0);
+	r.html = 1;
+	r.body = "<p>slow down</p>";
+	r.body_len = 16;
+	n = build_429(buf, sizeof(buf), &r, &sms_res, RL_HEADERS_RATELIMIT, 0);
+	assert_body(buf, n, "text/html; charset=utf-8", "<p>slow down</p>", 0);
+	/* the longest body a file may hold fits beside the longest fields */
+	memset(big, 'x', RL_DENY_BODY_MAX);
+	r.body = big;
+	r.body_len = RL_DENY_BODY_MAX;
+	memset(name, '"', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	for (int style = 0; style <= 3; style++) {
+		n = rl_reply_429(buf, sizeof(buf), &r, name, &worst, &rate,
+				 (enum rl_headers)style, UINT64_MAX, 0);
+		assert_true(n > RL_DENY_BODY_MAX);
+		assert_true(n < RL_REPLY_MAX);
+	}
+}
+
+static int prefers(const char *fields)
+{
+	char head[2048];
+
+	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\nHost: h\r\n%s\r\n", fields);
+	return rl_reply_prefers_html((const uint8_t *)head, strlen(head));
+}
+
+static void test_prefers_html(void **state)
+{
+	(void)state;
+	/* browsers */
+	assert_int_equal(prefers("Accept: text/html,application/xhtml+xml,"
+				 "application/xml;q=0.9,*/*;q=0.8\r\n"), 1);
+	assert_int_equal(prefers("Accept: text/html,application/xhtml+xml,"
+				 "application/xml;q=0.9,image/avif,image/webp,"
+				 "image/apng,*/*;q=0.8,application/signed-exchange;"
+				 "v=b3;q=0.7\r\n"), 1);
+	assert_int_equal(prefers("aCCEPT:TEXT/HTML\r\n"), 1);
+	assert_int_equal(prefers("Accept: text/*\r\n"), 1);
+	assert_int_equal(prefers("Accept: application/json;q=0.5, text/html\r\n"), 1);
+	/* API clients, curl, no Accept, ties */
+	assert_int_equal(prefers(""), 0);
+	assert_int_equal(prefers("Accept: */*\r\n"), 0);
+	assert_int_equal(prefers("Accept: application/json\r\n"), 0);
+	assert_int_equal(prefers("Accept: application/json, text/html\r\n"), 0);
+	assert_int_equal(prefers("Accept: text/html;q=0.9, */*\r\n"), 0);
+	assert_int_equal(prefers("Accept: text/html;q=0\r\n"), 0);
+	assert_int_equal(prefers("Accept: text/html;level=1;q=0.5, application/*;q=0.4\r\n"), 1);
+	assert_int_equal(prefers("Accept: text/html;q=0.4, application/*;q=0.5\r\n"), 0);
+	/* the most specific range decides, not the largest q */
+	assert_int_equal(prefers("Accept: */*;q=1, text/html;q=0.1\r\n"), 0);
+	/* two fields are one list */
+	assert_int_equal(prefers("Accept: application/json;q=0.2\r\nAccept: text/html\r\n"), 1);
+	/* not Accept: Accept-Language, X-Accept, a value that only says it */
+	assert_int_equal(prefers("Accept-Language: text/html\r\n"), 0);
+	assert_int_equal(prefers("X-Accept: text/html\r\n"), 0);
+	assert_int_equal(prefers("Referer: http://x/?Accept: text/html\r\n"), 0);
+	/* malformed: no answer of its own */
+	assert_int_equal(prefers("Accept: text/html;q=2\r\n"), 0);
+	assert_int_equal(prefers("Accept: text/html;q=0.12345\r\n"), 0);
+	assert_int_equal(prefers("Accept: texthtml\r\n"), 0);
+	assert_int_equal(prefers("Accept: ,,, ; ;q=\r\n"), 0);
+	assert_int_equal(rl_reply_prefers_html(NULL, 0), 0);
+	assert_int_equal(rl_reply_prefers_html((const uint8_t *)"Accept: text/html", 17), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +660,9 @@ int main(void)
 		cmocka_unit_test(test_400_escaping),
 		cmocka_unit_test(test_short_buffers),
 		cmocka_unit_test(test_worst_case_fits),
+		cmocka_unit_test(test_html),
+		cmocka_unit_test(test_own_body),
+		cmocka_unit_test(test_prefers_html),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
