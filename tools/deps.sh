@@ -28,12 +28,14 @@ redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 cu
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
 groff-base man-db prometheus python3-yaml
 openssl lighttpd-mod-openssl php-cli php-fpm libapache2-mod-php
-webfs h2o gunicorn nodejs"
+webfs h2o gunicorn nodejs chromium"
 
 # webfs, h2o and nodejs are servers the integration tests run under the shim
 # (tests/integration/servers.py; test_tls.py shows that Node.js's HTTPS
 # keeps accept-level limits, said once: NodeSource's nodejs, where it is
 # installed, serves as well as Debian's).
+# chromium: test_features.py loads a 429 in headless Chromium, as a person's
+# browser would (it must show the HTML page, not the JSON).
 # prometheus is there for its promtool (test_examples.py checks the alert
 # rules with it, and reads them with python3-yaml): 19 MB to download, 96 MB
 # installed, its service kept from starting like the others' (below).

@@ -564,6 +564,32 @@ def browser_429():
     assert f'{conf}:4: deny_json {bad}: not one JSON value (RFC 8259)' in out.stderr + out.stdout, out
 
 
+def chromium_429():
+    """Headless Chromium, a real browser's Accept and all, shows the 429 as
+    the page (its DOM has the heading and when to retry), not raw JSON."""
+    exe = shutil.which('chromium')
+    if not exe:
+        if os.environ.get('CI'):
+            raise AssertionError('chromium missing in CI (tools/deps.sh installs it)')
+        print('skipped: chromium not installed')
+        return
+    s = Legacy('[limit:books]\nmatch = GET /books\nrate = 1/m\n')
+    prof = tempfile.mkdtemp(prefix='chromium-', dir=TMP)
+    try:
+        assert s.get('/books').status != 429
+        out = subprocess.run([exe, '--headless=new', '--no-sandbox', '--disable-gpu',
+                              '--no-first-run', f'--user-data-dir={prof}',
+                              '--dump-dom', f'http://127.0.0.1:{s.port}/books'],
+                             capture_output=True, text=True, timeout=120)
+        dom = out.stdout
+        assert '<h1>Too Many Requests</h1>' in dom, (out.returncode, dom, out.stderr[-2000:])
+        assert 'Please try again in ' in dom, dom
+        assert 'rate_limited' not in dom, dom
+        assert len(served(s, '/books')) == 1
+    finally:
+        s.stop()
+
+
 TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
@@ -571,6 +597,7 @@ TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy
 TESTS.append(declined_upgrade_fields)
 TESTS.append(unframable_head_in_pieces)
 TESTS.append(browser_429)
+TESTS.append(chromium_429)
 
 
 def main():
