@@ -45,6 +45,7 @@ RULES = [
     ('miss', '2/m', None),
     ('hdr', '3/m', None),
     ('bigp', '1000/d', None),
+    ('chromium', '1/m', None),
 ]
 # count_status: only the answers with these statuses are charged.
 COUNT_STATUS = {'miss': '404'}
@@ -140,9 +141,14 @@ class Env:
         self.docroot = self.server.docroot
         os.makedirs(os.path.join(self.docroot, 't'), exist_ok=True)
         os.makedirs(os.path.join(self.docroot, 't', 'miss'), exist_ok=True)
+        # /t/chromium/: a page, which a browser shows (not a download)
+        os.makedirs(os.path.join(self.docroot, 't', 'chromium'), exist_ok=True)
+        os.chmod(os.path.join(self.docroot, 't', 'chromium'), 0o755)
         for name, _, _ in RULES:
             if name == 'miss':
                 name = 'miss/ok'  # a directory: /t/miss/nofile is a 404
+            if name == 'chromium':
+                name = 'chromium/index.html'
             p = os.path.join(self.docroot, 't', name)
             with open(p, 'wb') as f:
                 f.write(b'ok ' + name.encode() + b'\n')
@@ -583,9 +589,36 @@ def node_accept_level():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def chromium(env):
+    """Headless Chromium over HTTPS (it offers h2 and http/1.1 in ALPN, a
+    browser's heads): its first load of a 1/m page
+    (/t/chromium/index.html, below the rule's exact path) is served, its second
+    is the shim's 429, which it shows as the page saying when to retry.
+    Had the server spoken h2 to it, the second would pass uncounted."""
+    exe = shutil.which('chromium')
+    if not exe:
+        if os.environ.get('CI'):
+            raise AssertionError('chromium missing in CI (tools/deps.sh installs it)')
+        print('skipped: chromium not installed')
+        return
+    doms = []
+    for _ in range(2):
+        prof = tempfile.mkdtemp(prefix='chromium-', dir=env.dir)
+        out = subprocess.run([exe, '--headless=new', '--no-sandbox', '--disable-gpu',
+                              '--no-first-run', '--ignore-certificate-errors',
+                              f'--user-data-dir={prof}',
+                              f'--host-resolver-rules=MAP localhost 127.0.0.1',
+                              '--dump-dom', f'https://localhost:{env.port}/t/chromium/index.html'],
+                             capture_output=True, text=True, timeout=120)
+        doms.append(out.stdout)
+    assert 'ok chromium/index.html' in doms[0], doms[0][-500:]
+    assert '<h1>Too Many Requests</h1>' in doms[1], doms[1][-500:]
+    assert 'Please try again in ' in doms[1], doms[1][-500:]
+
+
 SCENARIOS = [exact_count, keepalive, pipelined, split_records, drip, bypass,
              bodies, curl, s_client, big_head, alpn, count_status,
-             still_serving]
+             still_serving, chromium]
 
 
 def main():
