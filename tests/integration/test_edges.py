@@ -813,11 +813,13 @@ def method_head(kind='busybox'):
 
 
 # issue 26: spellings of a protected path, and of a script's path with its
-# PATH_INFO, that some server (bare) resolves to it: each one checked with
-# RL_SHIM=none on every new kind (php -S serves a static file for its
-# PATH_INFO forms too: /secret/x is the secret). SPELLINGS are of /secret
-# ('secret' is replaced by the kind's protected path's name: books behind
-# the proxies), SCRIPT_FORMS of /secret.php, T_FORMS of /t/x.
+# PATH_INFO, each of which at least one of the new kinds, bare, answers
+# with the protected answer (RL_SHIM=none: each fails there). php -S
+# serves a static file for its PATH_INFO forms too: /secret/x is the
+# secret. SPELLINGS are of /secret ('secret' is replaced by the name of
+# the kind's protected path: books behind the proxies, where apache
+# resolves the dot segments before it proxies and nginx does not),
+# SCRIPT_FORMS of /secret.php, T_FORMS of /t/x.
 SPELLINGS = (
     '/secret', '/%73ecret', '/%73%65%63%72%65%74', '//secret', '///secret',
     '/./secret', '/x/../secret', '/x/./../secret', '/x/y/../../secret',
@@ -825,7 +827,12 @@ SPELLINGS = (
     '/x%2f..%2fsecret', '/secret/', '/secret/.', '/secret%2F', '/secret%2f',
     '/secret/x', '/secret/x/..', '/secret?x=1', '/secret#x',
     'http://t/secret', 'HTTP://t/%73ecret', 'http://t//secret',
-    '/' + 'a' * 260 + '/../secret')
+    '/' + 'a' * 260 + '/../secret',
+    # an empty segment before a dot-dot (x//.. is x/ to a file system),
+    # escaped slashes and dots, dot-dots above the root
+    '/x//../secret', '/x/y//../../secret', '/x/%2f../secret', '/%2fsecret',
+    '/.//secret', '/secret%2f.', '/sec%72et', '/x/%2e./secret',
+    '/x/../../secret', '/x/y/%2e%2e/%2e%2e/secret')
 SCRIPT_FORMS = (
     '/secret.php', '/secret.php/', '/secret.php/x', '/secret.php/x/y',
     '/secret.php/x?q=1', '/secret.php?x=1', '/secret.php#x', '/%73ecret.php/x',
@@ -834,10 +841,13 @@ SCRIPT_FORMS = (
     '/./secret.php/x', '/x/../secret.php/x', '/x/%2e%2e/secret.php/x',
     '/secret.php/../secret.php/x', '/secret.php/x/..', '/secret.php/.',
     '/secret.php//x', 'http://t/secret.php/x',
-    '/' + 'a' * 260 + '/../secret.php/x')
+    '/' + 'a' * 260 + '/../secret.php/x',
+    '/x//../secret.php/x', '/secret.php/x//..', '/secret.php/x/%2e%2e',
+    '/secret.php/%2e', '/secret.php%2f%2e%2e%2fsecret.php', '/../secret.php/x')
 T_FORMS = ('/t/x', '/t/x/y', '/t/', '/t', '/t%2f', '/%74/x', '/t%2fx',
            '/t%2Fx', '/t/./x', '//t/x', '/./t/x', '/%2e/t/x', '/x/../t/x',
-           '/x/%2e%2e/t/x', 'http://t/t/x')
+           '/x/%2e%2e/t/x', 'http://t/t/x', '/t//x', '/t%2f%2fx', '/%2ft/x',
+           '/t/%2e%2e/t/x', '/x//../t/x', '/t/index.php/x')
 
 
 def served_as(res, body):
