@@ -695,6 +695,50 @@ def pipeline_split(kind):
               'random places', gap=0.01)
 
 
+def expect_continue(kind):
+    """A POST with `Expect: 100-continue` whose client sends the body only
+    once the 100 came (as curl does, for a second): the head is not held
+    waiting for the body, so the server's 100 comes, then the echo. php -S
+    sends no 100 (bare as under the shim): its client sends the body after
+    a second, and the echo comes."""
+    s = srv(kind)
+    body = random.Random(f'expect-{kind}').randbytes(3000)
+    head = req('POST', s.echo_path, [('Content-Length', str(len(body))),
+                                     ('Expect', '100-continue')], close=True)
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.settimeout(1.0 if kind in PHP_KINDS else ANSWER_TIMEOUT)
+    data = b''
+    try:
+        c.bind((fresh_ip(), 0))
+        c.connect(('127.0.0.1', s.port))
+        c.sendall(head)
+        try:
+            while b'\r\n\r\n' not in data:
+                b = c.recv(65536)
+                if not b:
+                    break
+                data += b
+        except socket.timeout:
+            pass
+        first = data
+        c.settimeout(ANSWER_TIMEOUT)
+        c.sendall(body)
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            data += b
+    finally:
+        c.close()
+    if kind not in PHP_KINDS:
+        assert first.startswith(b'HTTP/1.1 100 '), \
+            f'no 100 before the body was sent: {first[:200]!r}'
+    res = parse_complete(data, closed=True)
+    assert [r.status for r in res] == [200] and res[0].body == body, \
+        (res, data[:300])
+
+
 # ---- bypass --------------------------------------------------------------------------
 
 def served_secret(s, src, atleast=0):
@@ -902,6 +946,42 @@ def script_forms(kind, script):
     s = srv(kind)
     forms = SCRIPT_FORMS if path == '/secret.php' else T_FORMS
     spellings(s, canonical, body, forms, f'{path} (rule `* {path}`)')
+
+
+# Request lines some new kind, bare, reads as a GET of the path in them
+# (each served after the budget was spent, on at least one kind with
+# RL_SHIM=none): runs of spaces, a tab, HTTP/1.00, 01.0, 1.9 and 2.0, no
+# version at all (php -S: HTTP/0.9), a blank line before it, a control
+# byte or NBSP after the target (gunicorn serves /t/x<0B> as /t/x), a
+# second Host.
+REQUEST_LINES = (
+    b'GET  {p} HTTP/1.0', b'GET {p}  HTTP/1.0', b'GET\t{p} HTTP/1.0',
+    b'GET {p}\tHTTP/1.0', b'GET {p} HTTP/1.0 ', b'GET {p} http/1.0',
+    b'GET {p} HTTP/1.00', b'GET {p} HTTP/01.0', b'GET {p} HTTP/1.9',
+    b'GET {p} HTTP/2.0', b'GET {p}', b' GET {p} HTTP/1.0',
+    b'\r\nGET {p} HTTP/1.0', b'GET {p}\x00 HTTP/1.0', b'GET {p}\x0b HTTP/1.0',
+    b'GET {p}\x0c HTTP/1.0', b'GET {p}\xa0 HTTP/1.0', b'GET {p}\x85 HTTP/1.0',
+    b'GET {p} \x0bHTTP/1.0', b'GET {p} HTTP/1.0\rX',
+    b'GET {p} HTTP/1.1\r\nHost: a\r\nHost: b')
+
+
+def request_lines(kind):
+    """After a GET of the protected path (and of each script) has spent its
+    budget, none of REQUEST_LINES for it gets the protected answer (the
+    429, or the shim's 400)."""
+    s = srv(kind)
+    bad = []
+    for path, body in [(s.secret, s.secret_body)] + \
+            [(sc[2], sc[3]) for sc in SCRIPTS.get(kind, ())]:
+        for line in REQUEST_LINES:
+            src = fresh_ip()
+            a = talk(s.port, req('GET', path, version='HTTP/1.0'), src, n=1)
+            assert served_as(a, body), (path, a)
+            raw = line.replace(b'{p}', path.encode()) + b'\r\n\r\n'
+            res = talk(s.port, raw, src, n=1)
+            if secret_bodies(res, body):
+                bad.append(f'{raw!r}: {res.statuses}')
+    assert not bad, 'served after the budget was spent: ' + '; '.join(bad)
 
 
 def connect_then_get():
@@ -1538,6 +1618,9 @@ def tests():
             oversized_after_good, k)
         add(f'{k}: stall: a Connection field servers read differently',
             connection_close_disputed, k)
+        if echo:
+            add(f'{k}: stall: POST with Expect: 100-continue, the body after '
+                'the 100', expect_continue, k)
         add(f'{k}: bypass: /aaa(260)/../secret twice', long_dotdot, k)
         add(f'{k}: bypass: /x#/../secret', fragment_dotdot, k)
         add(f'{k}: bypass: get /pub after GET /pub', method_case, k)
@@ -1548,6 +1631,8 @@ def tests():
             absform_authority, k)
         add(f'{k}: bypass: {len(SPELLINGS)} spellings of the secret, exact '
             'rule', secret_spellings, k)
+        add(f'{k}: bypass: {len(REQUEST_LINES)} request lines servers read '
+            'as a GET', request_lines, k)
         for script in SCRIPTS.get(k, ()):
             forms = SCRIPT_FORMS if script[1] == '/secret.php' else T_FORMS
             add(f'{k}: bypass: {len(forms)} PATH_INFO forms of {script[1]}',
