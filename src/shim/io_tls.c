@@ -93,6 +93,7 @@ struct rl_conn *rl_io_tls_conn(int fd, void *ssl)
 		/* The handshake passed; the plaintext is framed from its
 		 * start. */
 		rl_http_init(&c->http);
+		c->http.in_tls = 1; /* a record byte in there is no TLS */
 		c->state = RL_CONN_HTTP;
 		c->skip = 0;
 		c->raw = 0;

@@ -44,9 +44,35 @@ static int inq(int fd)
 }
 
 /* libc's own, one by one: the place a test would put a fake. */
+/* A TLS session that is its socket (the session is the int holding the
+ * fd): its plaintext is what the client sends, its writes go out as they
+ * are, nothing is ever buffered in it. */
+static ssize_t plain_tls_read(void *ssl, void *buf, size_t len, int peek)
+{
+	return recv(*(int *)ssl, buf, len, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+}
+
+static ssize_t plain_tls_write(void *ssl, const void *buf, size_t len)
+{
+	return send(*(int *)ssl, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void plain_tls_close(void *ssl)
+{
+	(void)ssl;
+}
+
+static int plain_tls_pending(void *ssl)
+{
+	(void)ssl;
+	return 0;
+}
+
 static const struct rl_sys sys = {
 	.read = read, .write = write, .close = close, .recv = recv,
 	.send = send, .getfl = getfl, .inq = inq,
+	.tls_read = plain_tls_read, .tls_write = plain_tls_write,
+	.tls_close = plain_tls_close, .tls_pending = plain_tls_pending,
 };
 
 static const char conf[] =
@@ -1141,6 +1167,47 @@ static void test_tls_freed_not_drained(void **state)
 	close(p.client);
 }
 
+/* The application's SSL_read: through the session, framed. */
+static ssize_t do_tls_recv(void *ctx)
+{
+	struct call *c = ctx;
+
+	return plain_tls_read(&c->fd, c->buf, c->len, 0);
+}
+
+/*
+ * Plaintext that starts with a TLS record byte, read through a TLS
+ * session (SSL_read): a bad request line, the shim's 400 through the
+ * session, nothing for the application; never the connection passed
+ * unframed, as a handshake on a plain socket is (test_diff --tls found
+ * nginx answering `\x16...` 400 and logging it, uncounted).
+ */
+static void test_tls_record_byte_inside(void **state)
+{
+	static int session;
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	session = p.fd;
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+	put(&p, "\x16\x03\x01\x00\x05hello GET /sms HTTP/1.1\r\n\r\n");
+	{
+		struct call c = { p.fd, buf, sizeof(buf), 0 };
+		struct iovec v = { buf, sizeof(buf) };
+		struct rl_read r = { p.fd, &v, 1, 0, do_tls_recv, &c, NULL,
+				     &session };
+
+		assert_int_equal(rl_io_read(p.conn, &r), 0);
+	}
+	assert_int_not_equal(p.conn->state, RL_CONN_PASS);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_non_null(strstr(buf, "400 Bad Request"));
+	assert_non_null(strstr(buf, "not an HTTP request"));
+	pair_close(&p);
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -1202,6 +1269,7 @@ int main(void)
 		cmocka_unit_test(test_readv_split),
 		cmocka_unit_test(test_readv_long_second_head),
 		cmocka_unit_test(test_garbage_and_tls),
+		cmocka_unit_test(test_tls_record_byte_inside),
 		cmocka_unit_test(test_app_peek),
 		cmocka_unit_test(test_tls_freed_not_drained),
 		cmocka_unit_test(test_dup_close),
