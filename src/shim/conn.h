@@ -148,6 +148,9 @@ struct rl_conn {
 	uint8_t tls_seen;        /* a TLS record opened the connection */
 	uint8_t tls_freed;       /* DONE because its session was freed, not
 				    answered: nothing to drain at close */
+	uint8_t tls_app_bio;     /* the session reads through a BIO of the
+				    application's (apache's), which may hold
+				    records the socket no longer has */
 	/* The libssl session the application moves this connection's
 	 * bytes through (SSL*), or NULL: then its reads and writes on the
 	 * socket carry records, and only SSL_read and SSL_write are framed

@@ -1066,8 +1066,10 @@ static void tls_handshake_read(int fd, struct rl_conn *c)
 	if (!c || c->ssl || !tls.live || tls.ex_fd < 0 || tls.get_fd(ssl) >= 0)
 		return;
 	busy = 1;
-	if (rl_io_tls_conn(fd, ssl))
+	if ((c = rl_io_tls_conn(fd, ssl)) && c->ssl == ssl) {
+		c->tls_app_bio = 1; /* it buffers what the shim cannot see */
 		tls.set_ex_data(ssl, tls.ex_fd, (void *)(intptr_t)(fd + 1));
+	}
 	busy = 0;
 	errno = saved;
 }

@@ -116,7 +116,7 @@ void rl_http_feed(struct rl_http *h, const uint8_t *p, size_t len,
 			}
 			if (c == '\n')
 				return fail(h, out, i, "bare LF before request");
-			if ((h->requests == 0 || h->tunnel) && h->blank_lines == 0 &&
+			if (rl_http_tls_may_start(h) && h->blank_lines == 0 &&
 			    c == 0x16) {
 				/* A TLS handshake record: not ours to frame. */
 				h->phase = RL_HTTP_PASS;

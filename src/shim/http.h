@@ -69,7 +69,21 @@ struct rl_http {
 	uint64_t remaining;   /* BODY/CHUNK_DATA; CHUNK_SIZE: the size so far */
 	const char *error;    /* ERROR: why, a static string */
 	uint8_t in_body;      /* ERROR: it was in a body (after its head) */
+	uint8_t in_tls;       /* the plaintext of a TLS session (io_tls.c):
+				 a handshake record byte there is no TLS
+				 start to pass but bytes to frame, unless a
+				 CONNECT tunnel opened inside */
 };
+
+/* Whether a TLS handshake record may start at this request boundary, and
+ * the connection pass unframed: the first bytes of a plain connection, or
+ * the first after a CONNECT answered 2xx. Never the plaintext of a TLS
+ * session the shim reads through: a record byte there is a bad request
+ * line, or the bytes after it would reach the application uncounted. */
+static inline int rl_http_tls_may_start(const struct rl_http *h)
+{
+	return h->tunnel || (h->requests == 0 && !h->in_tls);
+}
 
 enum rl_http_event {
 	RL_HTTP_EV_NONE = 0, /* all bytes consumed, no head completed */

@@ -187,7 +187,7 @@ enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
 	int rc;
 
 	if (len == 0 || c->http.phase != RL_HTTP_IDLE || c->http.cr ||
-	    ((c->http.requests == 0 || c->http.tunnel) && p[0] == 0x16))
+	    (rl_http_tls_may_start(&c->http) && p[0] == 0x16))
 		return RL_WHOLE_NOT;
 	now = rl_read_clock();
 	rl_shim_tick(now);

@@ -23,14 +23,40 @@
 #include "io_int.h"
 #include "log.h"
 
+/* Whether the socket has nothing to read yet: no byte, and not at its
+ * end either (a peek of one byte, the cost of FIONREAD, which cannot tell
+ * an end from nothing). */
+static int socket_waits(int fd)
+{
+	uint8_t b;
+	int saved = errno;
+	ssize_t n = rl_io.sys.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 1;
+	errno = saved;
+	return 0;
+}
+
 ssize_t rl_conn_recv(struct rl_conn *c, int fd, void *buf, size_t len,
 		     int flags)
 {
 	if (!c->ssl)
 		return rl_io.sys.recv(fd, buf, len, flags | MSG_DONTWAIT);
-	/* Nothing decrypted or buffered and nothing in the socket: a
-	 * blocking socket's read would wait, and so would the session's. */
-	if (!rl_io.sys.tls_pending(c->ssl) && rl_io.sys.inq(fd) == 0) {
+	/*
+	 * Nothing decrypted or buffered and nothing in the socket: a
+	 * blocking socket's read would wait, and so would the session's.
+	 * Not when the socket is at its end (the session's read sees it at
+	 * once: an EAGAIN there would never end, the client gone), nor
+	 * through a BIO of the application's: apache's reads ahead into
+	 * its own buffers, so the records a head still needs may be there
+	 * and no longer in the socket; its read waits (or not) as the
+	 * application's own read would, and an EAGAIN here, which mod_ssl's
+	 * blocking read retries at once, would spin for as long as the
+	 * client sends nothing more.
+	 */
+	if (!c->tls_app_bio && !rl_io.sys.tls_pending(c->ssl) &&
+	    socket_waits(fd)) {
 		errno = EAGAIN;
 		return -1;
 	}
@@ -93,6 +119,7 @@ struct rl_conn *rl_io_tls_conn(int fd, void *ssl)
 		/* The handshake passed; the plaintext is framed from its
 		 * start. */
 		rl_http_init(&c->http);
+		c->http.in_tls = 1; /* a record byte in there is no TLS */
 		c->state = RL_CONN_HTTP;
 		c->skip = 0;
 		c->raw = 0;

@@ -248,3 +248,137 @@ def check_example(ctl, path, timeout=10):
     finally:
         if d:
             shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- a TLS client whose records fall where the caller cuts ---------------------
+
+class TLSConn:
+    """A TLS client over a connected TCP socket `sock`, driven through
+    memory BIOs (ssl.SSLObject), with the socket calls the tests use
+    (sendall, recv, shutdown, settimeout, setsockopt, close):
+
+      - each sendall() is one SSL_write of its own: its own records (one
+        per 16 KiB), so the server's SSL_read returns the pieces where the
+        caller cut the plaintext, as its read() does on a plain socket;
+      - shutdown(SHUT_WR) is the TLS half-close: a close_notify, then the
+        TCP half-close, and the answers are still read and decrypted after
+        it (ssl.SSLSocket.shutdown drops the session, so that a stream
+        half-closed after its last send could not read its answers);
+      - recv() returns b'' at the end (the server's close_notify, or its
+        TCP end without one: `clean` says which); a TLS alert or bytes that
+        are not TLS (a server answering in plaintext) raise
+        ConnectionResetError, which clients take for a reset, the bytes
+        decrypted before it kept.
+
+    The handshake is done in the constructor (socket.timeout, OSError and
+    ssl.SSLError as they come)."""
+
+    def __init__(self, sock, ctx, server_hostname='localhost'):
+        import ssl
+        self._ssl = ssl
+        self.sock = sock
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self._in, self._out,
+                                server_hostname=server_hostname)
+        self.eof = False     # the TCP end read
+        self.clean = None    # True: the server's close_notify came first
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                if not self._fill():
+                    raise ConnectionResetError('the server ended the '
+                                               'connection in the handshake')
+        self._flush()
+
+    def _flush(self):
+        data = self._out.read()
+        if data:
+            self.sock.sendall(data)
+
+    def _fill(self):
+        b = self.sock.recv(65536)
+        if not b:
+            self._in.write_eof()
+            self.eof = True
+            return False
+        self._in.write(b)
+        return True
+
+    def selected_alpn_protocol(self):
+        return self.obj.selected_alpn_protocol()
+
+    def version(self):
+        return self.obj.version()
+
+    def sendall(self, data):
+        ssl = self._ssl
+        view = memoryview(bytes(data))
+        try:
+            while view:
+                n = self.obj.write(view)
+                view = view[n:]
+        except ssl.SSLError as e:
+            raise ConnectionResetError(f'TLS: {e}') from None
+        self._flush()
+
+    send = sendall
+
+    def recv(self, n=65536):
+        ssl = self._ssl
+        while True:
+            try:
+                b = self.obj.read(n)
+                if not b:       # close_notify
+                    self.clean = True
+                return b
+            except ssl.SSLWantReadError:
+                if self.eof:
+                    self.clean = bool(self.clean)
+                    return b''
+                self._fill()
+            except ssl.SSLZeroReturnError:
+                self.clean = True
+                return b''
+            except ssl.SSLEOFError:     # the TCP end, no close_notify
+                self.clean = bool(self.clean)
+                return b''
+            except ssl.SSLError as e:
+                raise ConnectionResetError(f'TLS: {e}') from None
+            finally:
+                try:
+                    self._flush()   # what reading wrote (a KeyUpdate's answer)
+                except OSError:
+                    pass
+
+    def shutdown(self, how):
+        ssl = self._ssl
+        if how != socket.SHUT_RD:
+            try:
+                self.obj.unwrap()
+            except ssl.SSLError:    # SSLWantReadError: its answer to come
+                pass
+            self._flush()
+        self.sock.shutdown(how)
+
+    def settimeout(self, t):
+        self.sock.settimeout(t)
+
+    def setsockopt(self, *a):
+        self.sock.setsockopt(*a)
+
+    def close(self):
+        self.sock.close()
+
+
+def tls_context(cafile, alpn=None):
+    """A client context trusting `cafile` (the test's certificate), with
+    the ALPN protocols `alpn` offered if given."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=cafile)
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx

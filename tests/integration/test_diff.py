@@ -94,7 +94,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, SHIM, run  # noqa: E402
+from harness import REPO, SHIM, TLSConn, run, tls_context  # noqa: E402
 import servers  # noqa: E402
 
 CTL = os.path.join(REPO, 'build', 'rlshimctl')
@@ -168,6 +168,32 @@ SECRET_MARKS = {k: ((SECRET, ('secret',)),) for k in KINDS}
 for _k in PHP_KINDS:
     EXTRA_RULES[_k] = '[limit:script]\nmatch = * /secret.php\nrate = 100000/s\n'
     SECRET_MARKS[_k] = ((SECRET, ('secret',)), (SECRET_PHP, ('script',)))
+
+# issue 27: `--tls`, the same streams over TLS, to the servers that
+# terminate TLS themselves as test_tls.py starts them (test_tls.tls_server:
+# nginx `ssl http2`, apache mod_ssl + mod_http2 in both MPMs, lighttpd
+# mod_openssl, python's http.server wrapped with ssl, HTTP/1.1), bare and
+# under the shim, which then frames the plaintext through libssl. The
+# client offers no ALPN (HTTP/1.1, as the plaintext streams are) and sends
+# each piece of a stream as an SSL write of its own, so that the records,
+# and the server's SSL_reads, are cut where the plaintext streams are; its
+# half-close is a close_notify, then the TCP half-close (harness.TLSConn).
+# Judged as in cleartext, but for a stream starting with a TLS record byte:
+# inside TLS it is bytes like any, which the shim frames (and refuses).
+TLS_OF = {'nginx-tls': 'nginx', 'lighttpd-tls': 'lighttpd',
+          'python11-tls': 'python', 'apache-tls': 'apache',
+          'apache-prefork-tls': 'apache-prefork'}
+TLS_KINDS = tuple(TLS_OF)
+# the plaintext kind each stands beside (its name on the command line)
+TLS_BASE = {'nginx-tls': 'nginx', 'lighttpd-tls': 'lighttpd',
+            'python11-tls': 'python11', 'apache-tls': 'apache',
+            'apache-prefork-tls': 'apache-prefork'}
+for _k in TLS_KINDS:
+    KIND_OF[_k] = 'apache' if TLS_OF[_k].startswith('apache') else TLS_OF[_k]
+    LABEL[_k] = LABEL.get(TLS_BASE[_k], TLS_BASE[_k]) + ' over TLS'
+    EXTRA_RULES[_k] = ''
+    SECRET_MARKS[_k] = ((SECRET, ('secret',)),)
+CERT = None         # (cert, key, both) for the TLS kinds, made by main()
 
 
 # ---- the corpus -------------------------------------------------------------------
@@ -717,19 +743,33 @@ class Pair:
         self.shm = f'rlshim-diff-{os.getpid()}-{kind}'
         proto = 'HTTP/1.1' if kind == 'python11' else None
         real = KIND_OF[kind]
-        extra = LIGHTTPD_HEADS if kind == 'lighttpd' else None
-        self.bare = servers.Server(real, os.path.join(self.dir, 'bare'), None,
-                                   None, servers.free_port(), echo_port,
-                                   python_protocol=proto, lighttpd_extra=extra)
+        extra = LIGHTTPD_HEADS if real == 'lighttpd' else None
         port = servers.free_port()
         self.config = os.path.join(self.dir, 'rlshim.conf')
         os.makedirs(self.dir, exist_ok=True)
         with open(self.config, 'w') as f:
             f.write(f'[global]\nports = {port}\nshm = {self.shm}\n' + RULES
                     + EXTRA_RULES.get(kind, ''))
-        self.shim = servers.Server(real, os.path.join(self.dir, 'shim'),
-                                   str(SHIM), self.config, port, echo_port,
-                                   python_protocol=proto, lighttpd_extra=extra)
+        # the TLS kinds: the client's context, trusting the run's certificate
+        self.tls = tls_context(CERT[0]) if kind in TLS_OF else None
+        if self.tls:
+            import test_tls
+            self.bare, self.shim = (
+                test_tls.tls_server(TLS_OF[kind], os.path.join(self.dir, w),
+                                    shim, config, p, echo_port, *CERT,
+                                    lighttpd_extra=extra)
+                for w, shim, config, p in (
+                    ('bare', None, None, servers.free_port()),
+                    ('shim', str(SHIM), self.config, port)))
+        else:
+            self.bare = servers.Server(real, os.path.join(self.dir, 'bare'),
+                                       None, None, servers.free_port(),
+                                       echo_port, python_protocol=proto,
+                                       lighttpd_extra=extra)
+            self.shim = servers.Server(real, os.path.join(self.dir, 'shim'),
+                                       str(SHIM), self.config, port, echo_port,
+                                       python_protocol=proto,
+                                       lighttpd_extra=extra)
         # one document root for both (the fixture writes its files into
         # whatever docroot is, at start)
         self.bare.docroot = self.shim.docroot = servers.Path(self.docroot)
@@ -746,7 +786,7 @@ class Pair:
         # nginx-proxy, apache-proxy: what reached the backend (see KINDS)
         self.backend_log = LogTail(self.shim.backend) \
             if self.shim.backend else None
-        if kind == 'lighttpd':
+        if real == 'lighttpd':
             self.shim_heads = HeadLog(self.shim)
         self.counts = None
         # issue 26: php -S never replaces a process that died (its worker
@@ -857,9 +897,11 @@ def blank_h2c(st):
 
 # ---- the client -------------------------------------------------------------------------
 
-def exchange(port, src, st):
+def exchange(port, src, st, tls=None):
     """Send the stream from `src`, then read until the server closes.
-    Returns (bytes, how it ended)."""
+    Returns (bytes, how it ended). With `tls` (an ssl.SSLContext), over a
+    TLS session: each piece its own SSL write, the half-close a
+    close_notify and then the TCP half-close (harness.TLSConn)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     out = bytearray()
@@ -871,6 +913,12 @@ def exchange(port, src, st):
             s.connect(('127.0.0.1', port))
         except OSError as e:
             return b'', f'connect: {e}'
+        if tls is not None:
+            try:
+                s = TLSConn(s, tls)
+            except OSError as e:    # ssl.SSLError, a reset, a timeout
+                s.close()
+                return b'', f'TLS handshake: {e!r}'
         shut = False
         try:
             for i, p in enumerate(st.pieces):
@@ -1251,9 +1299,10 @@ def judge(pair, st, ip, bare, shim, before, after, nlogged):
     o.logged = logged
     delta = {r: after.get(r, 0) - before.get(r, 0)
              for r in set(after) | set(before) | {'all', 'secret'}}
-    if st.data[:1] == b'\x16':
+    if st.data[:1] == b'\x16' and pair.tls is None:
         # a TLS record: the connection passes untouched (DESIGN.md, "What
         # bad input gets"), uncounted; the server may only refuse it
+        # (inside TLS it is bytes like any, framed and judged as such)
         served = [e for e in logged if e['status'] is None or e['status'] < 400]
         if delta['all'] or served:
             o.add('count', 'TLS pass-through',
@@ -1350,7 +1399,7 @@ def run_one(pair, st):
 
     def one(which, port, stream):
         try:
-            res[which] = exchange(port, ip, stream)
+            res[which] = exchange(port, ip, stream, pair.tls)
         except Exception as e:  # noqa: BLE001
             res[which] = (b'', f'client error: {e!r}')
 
@@ -1498,8 +1547,8 @@ def run_kind(kr, pair, streams):
         # and each stream's requests by the logs as they are now (a line
         # written after its stream was judged is found here)
         def final(o):
-            if o.st.data[:1] == b'\x16':   # passed through, uncounted
-                return o.delta
+            if o.st.data[:1] == b'\x16' and pair.tls is None:
+                return o.delta      # passed through, uncounted
             n = len(requests(pair.shim_log.entries(o.ip)))
             return max(n, o.heads) if o.heads is not None else n
 
@@ -1514,7 +1563,7 @@ def run_kind(kr, pair, streams):
         kr.totals = (allowed, logged)
         for o in kr.outcomes:
             n = final(o)
-            if o.st.data[:1] == b'\x16':
+            if o.st.data[:1] == b'\x16' and pair.tls is None:
                 continue
             if n != o.nlogged and not any(c == 'count' for c, _, _ in o.problems):
                 o.add('count', 'logged late',
@@ -1584,13 +1633,28 @@ def replay_streams():
 
 
 def main():
-    global TMP
+    global TMP, CERT
     TMP = tempfile.mkdtemp(prefix='rlshim-diff-')
     words = [w.lower() for w in sys.argv[1:]]
-    # a word that names a kind is that kind only (nginx, not nginx-proxy);
-    # other words pick every kind they are part of (python: python11)
-    kinds = [k for k in KINDS if not words or
-             any(w == k or (w in k and w not in KINDS) for w in words)]
+    # --tls: the TLS kinds instead (nginx then is nginx-tls); a TLS kind
+    # may also be named (nginx-tls) beside plaintext ones
+    tls = '--tls' in words
+    words = [w for w in words if w != '--tls']
+    pool = TLS_KINDS if tls else KINDS
+    names = set(KINDS) | set(TLS_KINDS)
+
+    def picks(w, k):
+        # a word that names a kind is that kind only (nginx, not
+        # nginx-proxy); other words pick every kind they are part of
+        # (python: python11)
+        b = TLS_BASE.get(k, k)
+        return w == k or w == b or (w in b and w not in names)
+    kinds = [k for k in pool if not words or any(picks(w, k) for w in words)]
+    kinds += [k for k in TLS_KINDS if not tls and k in words]
+    if any(k in TLS_OF for k in kinds):
+        import test_tls
+        CERT = test_tls.make_cert(TMP)
+        os.chmod(TMP, 0o755)    # apache's children read the certificate
     for k in kinds:
         if not servers.available(KIND_OF[k]):
             print(f'[  FAILED  ] 1 test(s): {KIND_OF[k]} is not installed '

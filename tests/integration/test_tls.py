@@ -80,6 +80,52 @@ def make_cert(d):
     return cert, key, both
 
 
+def tls_server(kind, workdir, shim, config, port, echo_port, cert, key,
+               both, lighttpd_extra='', python_protocol='HTTP/1.1'):
+    """A servers.Server of TLS kind `kind` (KINDS) serving HTTPS on `port`
+    with the certificate `cert` (and `key`; `both` the two in one file, for
+    lighttpd), not started: nginx `ssl http2`, apache mod_ssl with
+    mod_http2 and `Protocols h2 http/1.1` (event or prefork), lighttpd
+    mod_openssl (HTTP/2 on as shipped), Python's http.server wrapped with
+    ssl (ALPN h2 and http/1.1). `shim` None: the same server bare. Shared
+    by test_diff.py --tls and test_edges.py --tls."""
+    extra = {}
+    real = kind
+    if kind == 'nginx':
+        extra = {'nginx_listen': 'ssl http2',
+                 'nginx_extra': f'        ssl_certificate {cert};\n'
+                                f'        ssl_certificate_key {key};\n'}
+    elif kind.startswith('apache'):
+        real = 'apache'
+        extra = {'apache_mpm': 'prefork' if kind == 'apache-prefork'
+                 else 'event',
+                 'apache_extra':
+                 f'LoadModule ssl_module {MODS}/mod_ssl.so\n'
+                 f'LoadModule socache_shmcb_module {MODS}/mod_socache_shmcb.so\n'
+                 f'LoadModule http2_module {MODS}/mod_http2.so\n'
+                 'Protocols h2 http/1.1\nSSLEngine on\n'
+                 f'SSLCertificateFile {cert}\n'
+                 f'SSLCertificateKeyFile {key}\n'}
+    elif kind == 'lighttpd':
+        extra = {'lighttpd_extra':
+                 'server.modules += ( "mod_openssl" )\n'
+                 'ssl.engine = "enable"\n'
+                 f'ssl.pemfile = "{both}"\n'
+                 '$SERVER["socket"] == "[::1]:' + str(port) + '" {\n'
+                 '  ssl.engine = "enable"\n'
+                 f'  ssl.pemfile = "{both}"\n'
+                 '}\n' + (lighttpd_extra or '')}
+    elif kind == 'python':
+        extra = {'python_protocol': python_protocol}
+    else:
+        raise ValueError(f'no TLS kind {kind!r}; one of {KINDS}')
+    srv = servers.Server(real, workdir, shim, config, port, echo_port,
+                         **extra)
+    if kind == 'python':
+        srv._env_extra['PYHTTP_TLS'] = f'{cert}:{key}'
+    return srv
+
+
 class Env:
     def __init__(self, kind, headers_all=False):
         self.kind = kind
@@ -103,41 +149,9 @@ class Env:
             self.echo = servers.Server('legacy', os.path.join(self.dir, 'echo'),
                                        None, None, echo_port)
             self.echo.start()
-        extra = {}
-        real = kind
-        if kind == 'nginx':
-            extra = {'nginx_listen': 'ssl http2',
-                     'nginx_extra': f'        ssl_certificate {self.cert};\n'
-                                    f'        ssl_certificate_key {key};\n'}
-        elif kind.startswith('apache'):
-            real = 'apache'
-            extra = {'apache_mpm': 'prefork' if kind == 'apache-prefork'
-                     else 'event',
-                     'apache_extra':
-                     f'LoadModule ssl_module {MODS}/mod_ssl.so\n'
-                     f'LoadModule socache_shmcb_module {MODS}/mod_socache_shmcb.so\n'
-                     f'LoadModule http2_module {MODS}/mod_http2.so\n'
-                     'Protocols h2 http/1.1\nSSLEngine on\n'
-                     f'SSLCertificateFile {self.cert}\n'
-                     f'SSLCertificateKeyFile {key}\n'}
-        elif kind == 'lighttpd':
-            extra = {'lighttpd_extra':
-                     'server.modules += ( "mod_openssl" )\n'
-                     'ssl.engine = "enable"\n'
-                     f'ssl.pemfile = "{both}"\n'
-                     '$SERVER["socket"] == "[::1]:' + str(self.port) + '" {\n'
-                     '  ssl.engine = "enable"\n'
-                     f'  ssl.pemfile = "{both}"\n'
-                     '}\n'}
-        elif kind == 'python':
-            extra = {'python_protocol': 'HTTP/1.1'}
-            os.environ['PYHTTP_TLS'] = f'{self.cert}:{key}'
-        self.server = servers.Server(real, wd, SHIM, self.config, self.port,
-                                     echo_port, **extra)
-        try:
-            self.server.start()
-        finally:
-            os.environ.pop('PYHTTP_TLS', None)
+        self.server = tls_server(kind, wd, SHIM, self.config, self.port,
+                                 echo_port, self.cert, key, both)
+        self.server.start()
         self.docroot = self.server.docroot
         os.makedirs(os.path.join(self.docroot, 't'), exist_ok=True)
         os.makedirs(os.path.join(self.docroot, 't', 'miss'), exist_ok=True)

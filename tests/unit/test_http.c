@@ -683,6 +683,24 @@ static void test_tls_passes(void **state)
 	assert_int_equal(f.used, 18);
 	/* TLS bytes after a request are not a new connection: an error. */
 	expect_error("GET / HTTP/1.1\r\n\r\n\x16\x03\x01", "not an HTTP request");
+
+	/* The plaintext of a TLS session (issue 27): a record byte first is
+	 * no TLS to pass but a bad request line, or what follows would reach
+	 * the application unframed (test_diff --tls: nginx logged it). */
+	rl_http_init(&h);
+	h.in_tls = 1;
+	rl_http_feed(&h, (const uint8_t *)hello, sizeof(hello) - 1, &f);
+	assert_int_equal(f.event, RL_HTTP_EV_ERROR);
+	assert_int_equal(f.used, 0);
+	assert_string_equal(h.error, "not an HTTP request");
+	/* ... but inside a CONNECT tunnel opened in the session, TLS passes
+	 * as it does in one on a plain socket. */
+	rl_http_init(&h);
+	h.in_tls = 1;
+	h.requests = 1;
+	h.tunnel = 1;
+	rl_http_feed(&h, (const uint8_t *)hello, sizeof(hello) - 1, &f);
+	assert_int_equal(f.event, RL_HTTP_EV_PASS);
 }
 
 static void test_h2_preface(void **state)

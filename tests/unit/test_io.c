@@ -44,9 +44,74 @@ static int inq(int fd)
 }
 
 /* libc's own, one by one: the place a test would put a fake. */
+/*
+ * A session reading through a BIO of the application's (apache's), which
+ * has read records ahead from the socket into its own buffers: `recs`,
+ * handed out a record a read (a peek leaves it), the socket empty, and
+ * libssl's own buffer too (SSL_has_pending 0).
+ */
+static struct {
+	const char *recs[4];
+	unsigned i;
+	size_t off;
+} app_bio;
+
+static ssize_t app_bio_read(void *buf, size_t len, int peek)
+{
+	const char *r = app_bio.recs[app_bio.i];
+	size_t n;
+
+	if (!r) {
+		errno = EAGAIN; /* its BIO's non-blocking read: nothing */
+		return -1;
+	}
+	n = strlen(r) - app_bio.off;
+	if (n > len)
+		n = len;
+	memcpy(buf, r + app_bio.off, n);
+	if (!peek) {
+		app_bio.off += n;
+		if (!r[app_bio.off]) {
+			app_bio.i++;
+			app_bio.off = 0;
+		}
+	}
+	return (ssize_t)n;
+}
+
+static int app_bio_session; /* its SSL* */
+
+/* A TLS session that is its socket (the session is the int holding the
+ * fd): its plaintext is what the client sends, its writes go out as they
+ * are, nothing is ever buffered in it. */
+static ssize_t plain_tls_read(void *ssl, void *buf, size_t len, int peek)
+{
+	if (ssl == &app_bio_session)
+		return app_bio_read(buf, len, peek);
+	return recv(*(int *)ssl, buf, len, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+}
+
+static ssize_t plain_tls_write(void *ssl, const void *buf, size_t len)
+{
+	return send(*(int *)ssl, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void plain_tls_close(void *ssl)
+{
+	(void)ssl;
+}
+
+static int plain_tls_pending(void *ssl)
+{
+	(void)ssl;
+	return 0;
+}
+
 static const struct rl_sys sys = {
 	.read = read, .write = write, .close = close, .recv = recv,
 	.send = send, .getfl = getfl, .inq = inq,
+	.tls_read = plain_tls_read, .tls_write = plain_tls_write,
+	.tls_close = plain_tls_close, .tls_pending = plain_tls_pending,
 };
 
 static const char conf[] =
@@ -1141,6 +1206,141 @@ static void test_tls_freed_not_drained(void **state)
 	close(p.client);
 }
 
+/* The application's SSL_read: through the session, framed. */
+static ssize_t do_tls_recv(void *ctx)
+{
+	struct call *c = ctx;
+
+	return plain_tls_read(&c->fd, c->buf, c->len, 0);
+}
+
+static ssize_t do_app_bio_recv(void *ctx)
+{
+	struct call *c = ctx;
+
+	return app_bio_read(c->buf, c->len, 0);
+}
+
+/*
+ * Plaintext that starts with a TLS record byte, read through a TLS
+ * session (SSL_read): a bad request line, the shim's 400 through the
+ * session, nothing for the application; never the connection passed
+ * unframed, as a handshake on a plain socket is (test_diff --tls found
+ * nginx answering `\x16...` 400 and logging it, uncounted).
+ */
+static void test_tls_record_byte_inside(void **state)
+{
+	static int session;
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	pair_open(&p);
+	session = p.fd;
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+	put(&p, "\x16\x03\x01\x00\x05hello GET /sms HTTP/1.1\r\n\r\n");
+	{
+		struct call c = { p.fd, buf, sizeof(buf), 0 };
+		struct iovec v = { buf, sizeof(buf) };
+		struct rl_read r = { p.fd, &v, 1, 0, do_tls_recv, &c, NULL,
+				     &session };
+
+		assert_int_equal(rl_io_read(p.conn, &r), 0);
+	}
+	assert_int_not_equal(p.conn->state, RL_CONN_PASS);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_non_null(strstr(buf, "400 Bad Request"));
+	assert_non_null(strstr(buf, "not an HTTP request"));
+	pair_close(&p);
+}
+
+static ssize_t tls_app_read(struct pair *p, void *session, char *buf,
+			    size_t len)
+{
+	struct call c = { p->fd, buf, len, 0 };
+	struct iovec v = { buf, len };
+	struct rl_read r = { p->fd, &v, 1, 0, do_tls_recv, &c, NULL, session };
+
+	if (session == &app_bio_session)
+		r.real = do_app_bio_recv;
+	return rl_io_read(p->conn, &r);
+}
+
+/*
+ * A head the shim holds, half come through a session over the socket
+ * itself (nginx's, lighttpd's), and then the client's end: the
+ * application's next SSL_read gets the end, not an EAGAIN (nothing in the
+ * socket, but its end), which would be its answer for ever: a connection
+ * never closed, a server's blocking read retried for ever.
+ */
+static void test_tls_held_head_then_end(void **state)
+{
+	static int session;
+	struct pair p;
+	char buf[4096];
+	ssize_t r;
+
+	(void)state;
+	pair_open(&p);
+	/* non-blocking, as every server's socket under its session is */
+	fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) | O_NONBLOCK);
+	session = p.fd;
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+	put(&p, "GET / HTTP/1.1\r\nHost: x\r\n");
+	errno = 0;
+	assert_int_equal(tls_app_read(&p, &session, buf, sizeof(buf)), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(shutdown(p.client, SHUT_WR), 0);
+	usleep(20000);
+	errno = 0;
+	r = tls_app_read(&p, &session, buf, sizeof(buf));
+	assert_false(r < 0 && errno == EAGAIN);
+	assert_true(r <= 0); /* the end (or the shim's 400 for a cut head) */
+	pair_close(&p);
+}
+
+/*
+ * Through apache's BIO: the head's records all read ahead into it at
+ * once, the socket empty. The shim, holding the first, must read on
+ * through the session (its BIO hands out the rest), not answer EAGAIN
+ * because the socket is empty: mod_ssl's blocking read retries an EAGAIN
+ * at once, and spun there (test_diff --tls, apache event and prefork:
+ * children at 40% CPU each on a connection in CLOSE-WAIT).
+ */
+static void test_tls_app_bio_read_ahead(void **state)
+{
+	static const char head[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct pair p;
+	char buf[4096];
+	size_t got = 0;
+	ssize_t r;
+	int i;
+
+	(void)state;
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) | O_NONBLOCK); /* apache's */
+	memset(&app_bio, 0, sizeof(app_bio));
+	app_bio.recs[0] = "GET / HTTP/1.1\r\nHo";
+	app_bio.recs[1] = "st: x\r\n\r\n";
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &app_bio_session), p.conn);
+	p.conn->tls_app_bio = 1; /* as hooks.c marks apache's sessions */
+	/* The head decided, its bytes are the application's: the held
+	 * ones, then its tail as the BIO gives it. Before, every read was
+	 * EAGAIN. */
+	for (i = 0; i < 6 && got < strlen(head); i++) {
+		errno = 0;
+		r = tls_app_read(&p, &app_bio_session, buf + got,
+				 sizeof(buf) - got);
+		if (r > 0)
+			got += (size_t)r;
+		else
+			assert_true(r < 0 && errno == EAGAIN);
+	}
+	assert_int_equal(got, strlen(head));
+	assert_memory_equal(buf, head, got);
+	pair_close(&p);
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -1202,6 +1402,9 @@ int main(void)
 		cmocka_unit_test(test_readv_split),
 		cmocka_unit_test(test_readv_long_second_head),
 		cmocka_unit_test(test_garbage_and_tls),
+		cmocka_unit_test(test_tls_record_byte_inside),
+		cmocka_unit_test(test_tls_held_head_then_end),
+		cmocka_unit_test(test_tls_app_bio_read_ahead),
 		cmocka_unit_test(test_app_peek),
 		cmocka_unit_test(test_tls_freed_not_drained),
 		cmocka_unit_test(test_dup_close),
