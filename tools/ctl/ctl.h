@@ -5,6 +5,8 @@
  * a few formatters.
  *
  *   rlshimctl.c   the list of commands, usage, check, opening the segment
+ *   noseg.c       why there is no segment: the processes with the shim and
+ *                 the ports they listen on
  *   cmdline.c     each command's options, read from its table; dispatch
  *   cmd_bans.c    ban, unban, bans
  *   cmd_xdp.c     the pinned maps: totals for status/metrics, xdp stats
@@ -56,6 +58,11 @@ struct ctl {
  * one-line reason.
  */
 int ctl_open(struct ctl *c, unsigned flags);
+
+/* The segment does not exist (`err` says so): the one-line reason, with
+ * what the host shows of why (the processes that have the shim loaded and
+ * the ports they listen on, against `ports`). Returns 1. */
+int ctl_no_segment(const struct ctl *c, const char *err);
 
 /* "rlshimctl: <reason>" on stderr; returns 1, the failure exit status. */
 __attribute__((format(printf, 1, 2)))

@@ -249,10 +249,10 @@ int ctl_open(struct ctl *c, unsigned flags)
 							: "cannot load the configuration");
 	}
 	rc = rl_table_open(c->shm, 0, 0, &c->table, &e);
+	if (rc == -ENOENT)
+		return ctl_no_segment(c, e.msg);
 	if (rc)
-		return ctl_fail("%s%s", e.msg,
-				rc == -ENOENT ? " (no server under the shim has "
-						"accepted a connection yet)" : "");
+		return ctl_fail("%s", e.msg);
 	return 0;
 }
 
