@@ -231,6 +231,7 @@ struct ctl_rule {
 	enum rl_algorithm algorithm;   /* of its last entry, for retired */
 	struct rl_rate rate;           /* rules */
 	uint64_t allowed, denied, bans;
+	uint64_t store_down;           /* of denied: the store was down */
 	/* the application's answers to requests it counted */
 	uint64_t answers[5];                  /* 1xx..5xx */
 	uint64_t service[RL_SERVICE_BUCKETS]; /* by service time, per bucket */
