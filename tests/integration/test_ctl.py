@@ -834,6 +834,57 @@ def agent_and_redis():
         redis.stop()
 
 
+def store_down_counted():
+    """on_store_down = closed with Redis stopped: the 429s move the rule's
+    denied count and its store-down count (status's STORE-DOWN column, its
+    JSON and rlshim_store_down_denials_total), an open rule keeps deciding
+    on its share, "N hosts alive" is marked stale, and the agent's "store
+    unreachable" line names which rules refuse and which run on a local
+    share."""
+    redis = R.Redis()
+    h = R.Host(f'redis://127.0.0.1:{redis.port}/0',
+               '[limit:pay]\nmatch = * /books\nrate = 100/s\non_store_down = closed\n'
+               '[limit:site]\nmatch = *\nrate = 100/s\n', 'ctl-down')
+    try:
+        R.started([h])
+        assert h.get('/books').status == 200
+        st = json.loads(ok(h.config, 'status', '--json'))
+        r = rules_of(st)
+        assert r['pay']['store_down'] == 0 and r['pay']['denied'] == 0, r
+        assert st['agent']['hosts_alive_stale'] is False, st['agent']
+        text = ok(h.config, 'status')
+        assert re.search(r'^\s+NAME\s.*\sDENIED\s+STORE-DOWN\s+BANS$', text, re.M), text
+        assert 'stale' not in text, text
+        redis.stop()
+        assert wait_for(lambda: json.loads(ok(h.config, 'status', '--json'))
+                        ['store']['state'] == 'down', 5), ok(h.config, 'status')
+        codes = [h.get('/books').status for _ in range(5)]
+        assert codes == [429] * 5, codes
+        assert h.get('/').status != 429  # open: on this host's share
+        st = json.loads(ok(h.config, 'status', '--json'))
+        r = rules_of(st)
+        assert r['pay']['denied'] == 5 and r['pay']['store_down'] == 5, r
+        assert r['site']['denied'] == 0 and r['site']['store_down'] == 0, r
+        assert st['agent']['hosts_alive_stale'] is True, st['agent']
+        text = ok(h.config, 'status')
+        row = re.search(r'^\s+pay\s.*\s(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$', text, re.M)
+        assert row and row.groups()[1:] == ('5', '5', '0'), text
+        assert re.search(r'^sync:.*1 host alive \(stale: as of the last round '
+                         r'before the store became unreachable\)$', text, re.M), text
+        series = check_exposition(ok(h.config, 'metrics'))
+        assert series[('rlshim_requests_total',
+                       (('decision', 'denied'), ('rule', 'pay')))] == 5
+        assert series[('rlshim_store_down_denials_total', (('rule', 'pay'),))] == 5
+        assert series[('rlshim_store_down_denials_total', (('rule', 'site'),))] == 0
+        assert wait_for(lambda: 'msg="store unreachable"' in h.agent_log(), 5)
+        line = [ln for ln in h.agent_log().splitlines()
+                if 'msg="store unreachable"' in ln]
+        assert line and line[0].endswith(' refusing="pay" local_share="site"'), line
+    finally:
+        h.stop()
+        redis.stop()
+
+
 def check_is_reload():
     """check refuses exactly what a reload refuses: an emptied file is
     refused by the reload of a running server and by check, with the same
@@ -946,7 +997,7 @@ def xdp_status():
         X.nets_down()
 
 
-TESTS = [status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
+TESTS = [store_down_counted, status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
          ban_guards, versions, options_anywhere, usage, config_changed, config_kept, check_is_reload,
          shared_segment, agent_and_redis, xdp_status]
 
