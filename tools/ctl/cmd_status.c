@@ -446,10 +446,13 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 }
 
 struct status_opts {
+	const char *rule;
 	int json;
 };
 
 static const struct ctl_option status_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct status_opts, rule, .positional = 1,
+		   .metavar = "RULE"),
 	CTL_OPTION(CTL_OPT_BOOL, struct status_opts, json, .name = "json",
 		   .help = "the same as one JSON object"),
 	CTL_END_OPTIONS,
@@ -461,8 +464,10 @@ static int run_status(struct ctl *c, const void *opts)
 	struct ctl_snapshot s;
 	int rc;
 
-	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
+	if ((rc = ctl_open(c, o->rule ? 0 : CTL_BAD_CONFIG_OK)))
 		return rc;
+	if (o->rule)
+		return ctl_status_rule(c, o->rule, o->json);
 	ctl_snapshot(c, &s);
 	if (o->json)
 		json(c, &s);
@@ -477,7 +482,10 @@ const struct ctl_command ctl_cmd_status = {
 	.more = "  The configuration is in force when the servers apply the "
 		"file as it is now;\n"
 		"  a change is picked up within a second of a server's next "
-		"request.\n",
+		"request.\n"
+		"  With RULE, that rule alone, as fail2ban's status JAIL: its "
+		"counts, the keys\n"
+		"  at their limit now and the bans its maxretry made.\n",
 	.options = status_options,
 	.opts_size = sizeof(struct status_opts),
 	.run = run_status,

@@ -13,7 +13,8 @@
  *   snapshot.c    one consistent-enough reading of the segment and the file
  *   cmd_status.c  status, for people and as JSON
  *   cmd_top.c     the keys nearest their limit
- *   cmd_show.c    one key's state, and its reset
+ *   cmd_show.c    one key's state, and its reset; who ADDR
+ *   cmd_jail.c    status RULE: one rule's counts, keys limited, bans
  *   keys.c        a key's view as top and show present it
  *   cmd_metrics.c the Prometheus text exposition
  *   json.c        the JSON writer of every --json
@@ -124,7 +125,10 @@ struct ctl_command {
 /* The commands, one or a few per file. */
 extern const struct ctl_command ctl_cmd_status, ctl_cmd_top, ctl_cmd_show,
 	ctl_cmd_reset, ctl_cmd_metrics, ctl_cmd_check, ctl_cmd_ban,
-	ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_xdp;
+	ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_who, ctl_cmd_xdp;
+
+/* status RULE: the jail view (cmd_jail.c). The exit status. */
+int ctl_status_rule(struct ctl *c, const char *rule, int json);
 
 /* ctl_parse_cmdline(): -h or --help was among the arguments. */
 #define CTL_HELP (-1)
@@ -301,7 +305,33 @@ uint64_t ctl_key_retry(struct ctl *c, const struct rl_slot_view *v, int *bound);
 int ctl_fmt_view_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
 		     size_t len);
 
+/* ---- bans (cmd_bans.c), for bans, status RULE and who ---------------------- */
+
+struct ctl_json;
+struct rl_addr;
+struct ctl_ban_filter {
+	const char *rule;            /* only the bans this rule made, or NULL */
+	const struct rl_addr *addr;  /* only those covering it, or NULL */
+};
+
+/*
+ * The live bans `f` lets through: as a table sized to its content (each
+ * line after `indent`, nothing when there are none), or into the JSON
+ * array `j` is in. *n: how many. 0, or 1 after the one-line reason.
+ */
+int ctl_bans_list(struct ctl *c, const struct ctl_ban_filter *f,
+		  struct ctl_json *j, const char *indent, unsigned *n);
+
+/* `name` is a rule the file or the segment knows: 0, else 1 after saying
+ * so. */
+int ctl_rule_known(struct ctl *c, const char *name);
+
 /* ---- formatting ---------------------------------------------------------- */
+
+/* A time left (ms) as top gives a wait, to the second, rounded up: "54s",
+ * "1m54s", "2h05m", "3d04h". */
+void ctl_fmt_left(char *buf, size_t len, uint64_t ms);
+
 
 /* A rate as the file spells it: "3/m", "100/s", else "N/<duration>". */
 void ctl_fmt_rate(char *buf, size_t len, const struct rl_rate *r);
