@@ -560,7 +560,11 @@ def systemd_examples():
     with open(os.path.join(d, 'rlshim-dummy.service'), 'w') as f:
         f.write('[Unit]\nDescription=a server\n[Service]\nExecStart=/bin/true\n')
     shutil.copy(dropin, os.path.join(d, 'rlshim-dummy.service.d', 'rlshim.conf'))
-    venv = dict(os.environ, MANPATH=inst('share/man'))  # for Documentation=
+    # No man page on the man path: Documentation= must not need one.
+    venv = dict(os.environ, MANPATH=os.path.join(TMP, 'no-man-pages'))
+    assert re.search(r'^Documentation=file:' + re.escape(inst('share/doc/rlshim/')) + '$',
+                     text, re.M), text
+    assert os.path.isdir(inst('share/doc/rlshim'))
     for name in ('rlshimd.service', 'rlshimd-xdp.service', 'rlshim-dummy.service'):
         p = sh('systemd-analyze', 'verify', os.path.join(d, name), env=venv)
         assert p.returncode == 0 and p.stdout + p.stderr == '', (name, p.stdout,
