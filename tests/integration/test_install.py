@@ -316,12 +316,18 @@ def check_examples():
 # ---- man pages ------------------------------------------------------------------------
 
 def man_pages_render():
-    """Each installed page: groff -ww finds nothing to warn about, man -l
-    shows NAME and SYNOPSIS, and man -M PREFIX/share/man finds it by name."""
+    """Each installed page: groff -ww finds nothing to warn about, nor
+    mandoc -Tlint (where mandoc is installed: tools/deps.sh installs it),
+    not even a style notice; man -l shows NAME and SYNOPSIS, and man -M
+    PREFIX/share/man finds it by name."""
     env = dict(os.environ, LC_ALL='C.UTF-8', MANPAGER='cat', PAGER='cat')
     for page, rel in MANS.items():
         p = sh('groff', '-man', '-Tutf8', '-ww', '-z', inst('share/man/' + rel))
         assert p.returncode == 0 and p.stderr == '', (page, p.stderr)
+        if shutil.which('mandoc'):
+            p = sh('mandoc', '-Tlint', '-Wstyle', inst('share/man/' + rel))
+            assert p.returncode == 0 and p.stdout + p.stderr == '', \
+                (page, p.stdout, p.stderr)
         text = render(page)
         assert re.search(r'^NAME\n\s+' + re.escape(page) + r' \\?- ', text,
                          re.M), (page, text[:300])
