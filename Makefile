@@ -390,7 +390,9 @@ demo: $(SHIM) $(B)/legacy_server
 
 # ---- make install --------------------------------------------------------------
 # make install PREFIX=/usr/local DESTDIR=   (make uninstall takes the same and
-# removes exactly those files, then the rlshim directories left empty).
+# removes exactly those files, then the rlshim directories left empty, and,
+# without DESTDIR, the directories make install created: it records them in
+# PREFIX/share/rlshim/installed-dirs, tools/installdirs.sh).
 # Nothing goes into /etc or a live systemd directory: the unit and the
 # drop-in are examples, under share/doc/rlshim/systemd.
 #
@@ -431,8 +433,11 @@ INST_DIRS := lib/rlshim libexec/rlshim share/rlshim \
 install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
 		tools/demo.sh $(addprefix docs/,$(notdir $(INST_MAN))) \
 		$(INST_SYSTEMD:%=examples/systemd/%) $(INST_DOCS) \
-		tools/ctl/rlshimctl.bash-completion $(INST_MONITORING:%=examples/%)
+		tools/ctl/rlshimctl.bash-completion $(INST_MONITORING:%=examples/%) \
+		tools/installdirs.sh
 	@$(if $(Q),echo "  INSTALL $(INST)")
+	$(Q)$(if $(DESTDIR),:,tools/installdirs.sh missing $(INST) $(INST_FILES) \
+		> $(B)/installed-dirs)
 	$(Q)install -D -m 0755 $(SHIM) $(INST)/lib/librlshim.so
 	$(Q)install -D -m 0644 $(B)/librlcore.a $(INST)/lib/librlcore.a
 	$(Q)install -D -m 0644 include/rlshim.h $(INST)/include/rlshim.h
@@ -466,13 +471,17 @@ install: $(SHIM) $(B)/librlcore.a $(PROGS) $(BPF_OBJ) docs/rlcore.pc.in \
 	for f in $(INST_DOCS); do \
 		inst_text $$f $(INST)/share/doc/rlshim/$${f##*/} || exit 1; \
 	done
+	$(Q)$(if $(DESTDIR),:,tools/installdirs.sh record $(INST) $(B)/installed-dirs)
 
 uninstall:
 	@$(if $(Q),echo "  UNINSTALL $(INST)")
-	$(Q)for f in $(INST_FILES); do rm -f $(INST)/$$f; done
-	$(Q)for d in $(INST_DIRS); do \
+	$(Q)made=$$(cat $(INST)/share/rlshim/installed-dirs 2>/dev/null || :); \
+	rm -f $(INST)/share/rlshim/installed-dirs; \
+	for f in $(INST_FILES); do rm -f $(INST)/$$f; done; \
+	for d in $(INST_DIRS); do \
 		[ ! -d $(INST)/$$d ] || rmdir --ignore-fail-on-non-empty $(INST)/$$d; \
-	done
+	done; \
+	tools/installdirs.sh remove $(INST) "$$made"
 
 # ---- make bench --------------------------------------------------------------
 bench: $(BENCH_BINS)

@@ -200,6 +200,8 @@ struct rl_rule_stats {
 	uint64_t allowed;
 	uint64_t denied;
 	uint64_t bans;      /* bans its maxretry issued */
+	uint64_t store_down; /* of `denied`, refused because the store was
+				down (on_store_down = closed) */
 	/* The application's final answers to requests the rule counted, by
 	 * status class (1xx..5xx), and their service times (request head
 	 * read to answer head written): a count per bucket (not

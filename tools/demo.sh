@@ -67,7 +67,7 @@ done
 echo "legacy_server on port $port, under LD_PRELOAD=$shown_lib with $shown_conf"
 echo
 codes=""
-for n in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
 	code=$(curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' \
 		-X POST "http://127.0.0.1:$port/sms")
 	codes="$codes $code"

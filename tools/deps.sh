@@ -26,7 +26,7 @@ clang llvm libclang-rt-14-dev bpftool
 dpkg-dev debhelper fakeroot lintian git
 redis-server redis-tools nginx lighttpd busybox apache2 apache2-utils python3 curl wrk
 iproute2 procps psmisc hping3 valgrind strace python3-prometheus-client systemd
-groff-base man-db prometheus python3-yaml
+groff-base man-db mandoc shellcheck prometheus python3-yaml
 openssl lighttpd-mod-openssl php-cli php-fpm libapache2-mod-php
 webfs h2o gunicorn nodejs chromium"
 

@@ -12,6 +12,7 @@
 #include <sys/time.h>
 
 #include "cluster.h"
+#include "config.h"
 #include "log.h"
 #include "clock.h"
 
@@ -57,6 +58,7 @@ struct node {
 struct rl_store {
 	struct rl_store_url url;
 	char url_text[512];
+	char impact[1024];        /* what an outage does (rl_store_impact) */
 	uint64_t timeout_ns;
 	redisContext *c;
 	int up;
@@ -282,6 +284,32 @@ static void mask_password(const struct rl_store *s, const char *why,
 	out[o] = '\0';
 }
 
+void rl_store_impact(struct rl_store *s, const struct rl_config *cfg)
+{
+	size_t n = 0;
+
+	for (int closed = 1; closed >= 0; closed--) {
+		int first = 1;
+
+		n += (size_t)snprintf(s->impact + n, sizeof(s->impact) - n,
+				      closed ? " refusing=\"" : " local_share=\"");
+		for (unsigned i = 0; i < cfg->nrules && n < sizeof(s->impact); i++) {
+			if ((cfg->rules[i].on_store_down == RL_STORE_DOWN_CLOSED) !=
+			    closed)
+				continue;
+			n += (size_t)snprintf(s->impact + n, sizeof(s->impact) - n,
+					      "%s%s", first ? "" : ",",
+					      cfg->rules[i].name);
+			first = 0;
+		}
+		if (n < sizeof(s->impact))
+			n += (size_t)snprintf(s->impact + n, sizeof(s->impact) - n,
+					      "%s\"", first ? "none" : "");
+	}
+	if (n >= sizeof(s->impact))
+		s->impact[0] = '\0'; /* too many names: said by neither */
+}
+
 void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 {
 	char masked[512];
@@ -307,9 +335,9 @@ void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)
 	if (!s->logged_down) {
 		char q[1024], m[320];
 
-		rl_log(RL_LOG_WARN, "msg=\"store unreachable\" store=%s%s err=\"%s\"",
+		rl_log(RL_LOG_WARN, "msg=\"store unreachable\" store=%s%s err=\"%s\"%s",
 		       s->url_text, master_text(s, m, sizeof(m)),
-		       rl_log_quote(masked, q, sizeof(q)));
+		       rl_log_quote(masked, q, sizeof(q)), s->impact);
 		s->logged_down = 1;
 	}
 	s->up = 0;

@@ -80,6 +80,14 @@ void rl_store_script(struct rl_store *s, unsigned id, const char *lua);
  */
 int rl_store_ready(struct rl_store *s, uint64_t now_ns);
 
+/*
+ * What an outage does, for the "store unreachable" line: the rules that
+ * refuse (on_store_down = closed: 429 with Retry-After: 1) and those that
+ * run on this host's share of their rate (open), by name.
+ */
+struct rl_config;
+void rl_store_impact(struct rl_store *s, const struct rl_config *cfg);
+
 /* A call failed (or returned garbage): drop the connection, go down. */
 void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns);
 

@@ -313,6 +313,7 @@ struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 		free(s);
 		return NULL;
 	}
+	rl_store_impact(s->store, a->cfg);
 	rl_store_script(s->store, SCRIPT_STRICT, strict_lua);
 	rl_store_script(s->store, SCRIPT_STRICT_WINDOW, strict_window_lua);
 	if (pthread_create(&s->thread, NULL, run, s)) {

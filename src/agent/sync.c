@@ -116,6 +116,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 		rl_err_set(err, "bad redis url");
 		return -EINVAL;
 	}
+	rl_store_impact(a->store, cfg);
 	rl_store_script(a->store, RL_SCRIPT_SYNC, rl_lua_sync);
 	rl_store_script(a->store, RL_SCRIPT_HOSTS, rl_lua_hosts);
 	rl_store_script(a->store, RL_SCRIPT_CLEAN, rl_lua_clean);

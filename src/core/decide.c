@@ -457,6 +457,17 @@ void rl_table_count_allowed(struct rl_table *t, unsigned rule)
 		count(t, rule, 1);
 }
 
+void rl_table_count_store_down(struct rl_table *t, unsigned rule,
+			       int denied_already)
+{
+	if (rule >= RL_MAX_RULES)
+		return;
+	if (!denied_already)
+		count(t, rule, 0);
+	atomic_fetch_add_explicit(&t->rules[rule].store_down, 1,
+				  memory_order_relaxed);
+}
+
 /* ---- denials towards a ban --------------------------------------------------- */
 
 /*

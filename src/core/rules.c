@@ -341,6 +341,8 @@ int rl_table_rule_stats(struct rl_table *t, unsigned rule,
 	}
 	out->bans = atomic_load_explicit(&t->rules[rule].bans,
 					 memory_order_relaxed);
+	out->store_down = atomic_load_explicit(&t->rules[rule].store_down,
+					       memory_order_relaxed);
 	return 0;
 }
 

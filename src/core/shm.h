@@ -197,7 +197,9 @@ struct rl_shm_rule {
 	_Atomic uint64_t seq_ns;      /* CLOCK_MONOTONIC when seq went odd: a
 					 writer killed mid-way is taken over
 					 after RL_MARK_TIMEOUT_NS */
-	uint8_t reserved[24];         /* to 256 */
+	_Atomic uint64_t store_down;  /* its refusals for the store being
+					 down (on_store_down = closed) */
+	uint8_t reserved[16];         /* to 256 */
 };
 
 /* One shard of counters; a process adds to the shard of its CPU. */

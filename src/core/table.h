@@ -136,6 +136,13 @@ uint32_t rl_table_capacity(const struct rl_table *t);
  * rule's. */
 void rl_table_count_ban(struct rl_table *t, unsigned rule);
 
+/* One more request refused by rule `rule` because the store is down
+ * (on_store_down = closed), no decision of the table's behind it: counted
+ * denied, and in the rule's store-down refusals. `denied_already`: the
+ * table counted the denial (a strict rule's own decision). */
+void rl_table_count_store_down(struct rl_table *t, unsigned rule,
+			       int denied_already);
+
 /* The name rule `rule` was registered with, "" if none. */
 const char *rl_table_rule_name(const struct rl_table *t, unsigned rule);
 

@@ -11,9 +11,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "io.h"
+#include "log.h"
 #include "shim.h"
 #include "clock.h"
 
@@ -51,6 +53,33 @@ static void remember_listener(uint16_t port)
 	}
 }
 
+/*
+ * The process accepts on a port `ports` leaves out: its connections pass
+ * unlimited, which is what `ports` says, but a server the shim was meant
+ * to protect (a stock nginx on 80 with `ports = 8080`) must not stay
+ * unguarded in silence. Said once per process, in the server's log, with
+ * the ports the shim guards.
+ */
+static void unguarded_port(uint16_t port)
+{
+	static int said;
+	const struct rl_config *cfg = rl_io.cfg;
+	char ports[RL_MAX_PORTS * 7 + 1], q[RL_PATH_MAX * 2];
+	size_t n = 0;
+
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	ports[0] = '\0';
+	for (unsigned i = 0; i < cfg->nports && n < sizeof(ports) - 7; i++)
+		n += (size_t)snprintf(ports + n, sizeof(ports) - n, "%s%u",
+				      i ? "," : "", cfg->ports[i]);
+	rl_log(RL_LOG_WARN, "msg=\"accepting on a port outside ports: its "
+	       "connections are not limited (said once per process)\" "
+	       "port=%u ports=%s config=\"%s\"", port, ports,
+	       rl_log_quote(cfg->source[0] ? cfg->source : "built-in default",
+			    q, sizeof(q)));
+}
+
 int rl_io_listener(int lfd)
 {
 	struct rl_fd *e = rl_fd_get(lfd);
@@ -70,6 +99,8 @@ int rl_io_listener(int lfd)
 			       rl_config_guards(rl_io.cfg, port));
 	if (e->guarded)
 		remember_listener(port);
+	else
+		unguarded_port(port);
 	return e->guarded;
 }
 

@@ -326,6 +326,8 @@ static void strict(const struct rl_policy *p, unsigned i, const void *key,
 		return;
 	if (res->allowed)
 		rl_table_give_back(p->table, p->ids[i], key, len, 1, now);
+	/* A denial of the table's own is counted already. */
+	rl_table_count_store_down(p->table, p->ids[i], !res->allowed);
 	fail_closed(r, res, v);
 }
 
@@ -341,6 +343,9 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 
 	if (r->on_store_down == RL_STORE_DOWN_CLOSED && p->cfg->redis &&
 	    store_down(p, now)) {
+		/* No decision of the table's: counted here, denied and as
+		 * the store's doing. */
+		rl_table_count_store_down(p->table, p->ids[i], 0);
 		fail_closed(r, &res, v);
 	} else if (r->sync == RL_SYNC_STRICT && p->cfg->redis) {
 		strict(p, i, key, len, now, &res, hint, v);

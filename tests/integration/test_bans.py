@@ -83,11 +83,10 @@ def hammer_until_refused(s, path, limit=50):
 
 
 def seconds(text):
-    """'3s' / '1m' / '59s' from rlshimctl's EXPIRES IN, in seconds."""
-    m = re.fullmatch(r'(\d+)(ms|s|m|h|d)', text)
-    assert m, text
-    return int(m.group(1)) * {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600,
-                              'd': 86400}[m.group(2)]
+    """'3s' / '59s' / '9m59s' / '2h05m' from rlshimctl's EXPIRES IN (as top
+    gives a wait), in seconds."""
+    assert re.fullmatch(r'\d+s|\d+m\d\ds|\d+h\d\dm|\d+d\d\dh', text), text
+    return seconds_any(text)
 
 
 def shut_out(s):

@@ -99,7 +99,10 @@ def options():
         got = set(complete(cmd, '-'))
         assert got == want, (cmd, got, want)
     assert set(complete('show', 'r', 'k', '-')) == {'--json', '--help'}
-    assert complete('reset', '--') == ['--help']
+    assert complete('reset', '--') == ['--all', '--help']
+    assert complete('unban', '--a') == ['--all']
+    assert complete('bans', '--r') == ['--rule']
+    assert set(complete('who', '-')) == {'--json', '--help'}
     # After "--", arguments only.
     assert complete('top', '--', '--') == []
     assert complete('top', '--j') == ['--json']
@@ -135,7 +138,7 @@ def xdp_stats():
 
 def rule_names():
     good = config('rules.conf', RULES)
-    for cmd in ('show', 'reset'):
+    for cmd in ('show', 'reset', 'status'):
         assert complete('-c', good, cmd, '') == ['login', 'site', 'sms-2'], cmd
         assert complete('-c', good, cmd, 's') == ['site', 'sms-2'], cmd
         # Options before the rule are not arguments.
@@ -144,6 +147,13 @@ def rule_names():
     assert complete('--config', '=', good, 'show', 'l') == ['login']
     assert complete(f'--config={good}', 'show', 'l') == ['login']
     assert complete(f'-c{good}', 'show', 'l') == ['login']
+    # bans --rule RULE, --rule=RULE
+    assert complete('-c', good, 'bans', '--rule', 's') == ['site', 'sms-2']
+    assert complete('-c', good, 'bans', '--rule', '=', 'l') == ['login']
+    assert complete('-c', good, 'bans', '--rule', 'login', '') == ['--json', '--rule']
+    # status takes one rule; who an address: nothing to offer.
+    assert complete('-c', good, 'status', 'login', '') == ['--json']
+    assert complete('-c', good, 'who', '') == []
     # The second argument is the KEY: no rule names there, nor after it.
     assert complete('-c', good, 'show', 'login', '') == []
     assert complete('-c', good, 'reset', 'login', '10.0.0.1', '') == []

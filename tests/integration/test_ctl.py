@@ -6,7 +6,9 @@ equal the 200s and 429s the client got, top shows the client's address with
 nothing remaining, the metrics parse under a strict reading of the text
 exposition format 0.0.4; ban/unban through rlshimctl as the client sees it;
 usage errors, --help, a missing segment; a configuration edited on disk and
-not yet applied; the agent, Redis up and down, and XDP (as root, in network
+not yet applied; the agent, Redis up and down (and the refusals an outage
+causes), the verbs status RULE, bans --rule, who, reset --all, unban --all,
+and XDP (as root, in network
 namespaces: see test_xdp.py) as status and metrics show them.
 """
 import json
@@ -408,7 +410,7 @@ def reset_key():
             lines = one_line_error(ctl(s.config, 'reset', *args), 1)
             assert len(lines) == 1 and word in lines[0], (args, lines)
         lines = one_line_error(ctl(s.config, 'reset', 'api'), 2)
-        assert lines[1].startswith('usage: rlshimctl [-c FILE] reset RULE KEY'), lines
+        assert lines[1].startswith('usage: rlshimctl [-c FILE] reset RULE [KEY] [--all]'), lines
     finally:
         s.stop()
 
@@ -618,10 +620,11 @@ def versions():
             (0, f'{prog} {version}\n', ''), (prog, out)
 
 
-COMMANDS = {'status': '--json', 'top': '-n N] [-d SECS] [--json',
-            'show': 'RULE KEY [--json]', 'reset': 'RULE KEY', 'metrics': '', 'check': 'FILE',
-            'ban': 'ADDR[/LEN] [--for DUR] [--force]', 'unban': 'ADDR[/LEN]', 'bans': '--json',
-            'xdp': 'stats'}
+COMMANDS = {'status': '[RULE] [--json]', 'top': '-n N] [-d SECS] [--json',
+            'show': 'RULE KEY [--json]', 'reset': 'RULE [KEY] [--all]', 'metrics': '',
+            'check': 'FILE', 'ban': 'ADDR[/LEN] [--for DUR] [--force]',
+            'unban': '[ADDR[/LEN]] [--all]', 'bans': '[--json] [--rule RULE]',
+            'who': 'ADDR [--json]', 'xdp': 'stats'}
 
 
 def one_line_error(out, code):
@@ -643,7 +646,10 @@ def usage():
         f.write(f'[global]\nshm = {shm}\n[limit:a]\nmatch = *\nrate = 1/s\n')
     for args in (['frobnicate'], ['status', '--bogus'], ['top', '-n', 'x'],
                  ['top', '-n', '0'], ['top', 'extra'], ['metrics', 'extra'],
-                 ['--bogus', 'status'], [], ['ban'], ['xdp']):
+                 ['--bogus', 'status'], [], ['ban'], ['xdp'], ['unban'],
+                 ['unban', '192.0.2.1', '--all'], ['reset', 'a'],
+                 ['reset', 'a', 'k', '--all'], ['who'], ['who', '1.2.3.4', 'x'],
+                 ['status', 'a', 'b']):
         lines = one_line_error(ctl(conf, *args), 2)
         assert len(lines) == 2 and lines[1].startswith('usage: rlshimctl '), \
             (args, lines)
@@ -658,7 +664,9 @@ def usage():
     helptext = ctl(conf, 'metrics', '--help').stdout
     assert 'textfile_collector' in helptext and 'mv ' in helptext, helptext
     for cmd in (['status'], ['status', '--json'], ['top'], ['metrics'],
-                ['bans'], ['ban', '192.0.2.1'], ['unban', '192.0.2.1']):
+                ['bans'], ['ban', '192.0.2.1'], ['unban', '192.0.2.1'],
+                ['status', 'a'], ['who', '192.0.2.1'], ['unban', '--all'],
+                ['reset', 'a', '--all'], ['bans', '--rule', 'a']):
         lines = one_line_error(ctl(conf, *cmd), 1)
         assert len(lines) == 1 and shm in lines[0], (cmd, lines)
         assert not os.path.exists(f'/dev/shm/{shm}'), 'rlshimctl created it'
@@ -821,6 +829,13 @@ def agent_and_redis():
         assert series[('rlshim_agent_up', ())] == 1
         assert series[('rlshim_store_up', ())] == 1
         assert 0 <= series[('rlshim_sync_lag_seconds', ())] < 1
+        # reset RULE --all, here and in Redis
+        assert h.get('/books').status == 200
+        out = ok(h.config, 'reset', 'api', '--all')
+        assert re.fullmatch(r'rule=api reset 1 key here: a full bucket again and in '
+                            r"Redis; every host's agent follows within 100ms \(two "
+                            r'sync rounds\)\n', out), out
+        assert redis.cli('ZCARD', 'rlshim:resets') == '1', redis.cli('ZRANGE', 'rlshim:resets', 0, -1)
         redis.kill()
         assert wait_for(lambda: json.loads(ok(h.config, 'status', '--json'))
                         ['store']['state'] == 'down', 5), ok(h.config, 'status')
@@ -829,9 +844,154 @@ def agent_and_redis():
         series = check_exposition(ok(h.config, 'metrics'))
         assert series[('rlshim_store_up', ())] == 0
         assert series[('rlshim_agent_up', ())] == 1
+        out = ctl(h.config, 'reset', 'api', '--all')
+        assert out.returncode == 1 and out.stderr == (
+            f'rlshimctl: reset on this host only: Redis at redis://127.0.0.1:'
+            f'{redis.port}/0 is unreachable, the other hosts keep the keys\' state\n'), out
     finally:
         h.stop()
         redis.stop()
+
+
+def store_down_counted():
+    """on_store_down = closed with Redis stopped: the 429s move the rule's
+    denied count and its store-down count (status's STORE-DOWN column, its
+    JSON and rlshim_store_down_denials_total), an open rule keeps deciding
+    on its share, "N hosts alive" is marked stale, and the agent's "store
+    unreachable" line names which rules refuse and which run on a local
+    share."""
+    redis = R.Redis()
+    h = R.Host(f'redis://127.0.0.1:{redis.port}/0',
+               '[limit:pay]\nmatch = * /books\nrate = 100/s\non_store_down = closed\n'
+               '[limit:site]\nmatch = *\nrate = 100/s\n', 'ctl-down')
+    try:
+        R.started([h])
+        assert h.get('/books').status == 200
+        st = json.loads(ok(h.config, 'status', '--json'))
+        r = rules_of(st)
+        assert r['pay']['store_down'] == 0 and r['pay']['denied'] == 0, r
+        assert st['agent']['hosts_alive_stale'] is False, st['agent']
+        text = ok(h.config, 'status')
+        assert re.search(r'^\s+NAME\s.*\sDENIED\s+STORE-DOWN\s+BANS$', text, re.M), text
+        assert 'stale' not in text, text
+        redis.stop()
+        assert wait_for(lambda: json.loads(ok(h.config, 'status', '--json'))
+                        ['store']['state'] == 'down', 5), ok(h.config, 'status')
+        codes = [h.get('/books').status for _ in range(5)]
+        assert codes == [429] * 5, codes
+        assert h.get('/').status != 429  # open: on this host's share
+        st = json.loads(ok(h.config, 'status', '--json'))
+        r = rules_of(st)
+        assert r['pay']['denied'] == 5 and r['pay']['store_down'] == 5, r
+        assert r['site']['denied'] == 0 and r['site']['store_down'] == 0, r
+        assert st['agent']['hosts_alive_stale'] is True, st['agent']
+        text = ok(h.config, 'status')
+        row = re.search(r'^\s+pay\s.*\s(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$', text, re.M)
+        assert row and row.groups()[1:] == ('5', '5', '0'), text
+        assert re.search(r'^sync:.*1 host alive \(stale: as of the last round '
+                         r'before the store became unreachable\)$', text, re.M), text
+        series = check_exposition(ok(h.config, 'metrics'))
+        assert series[('rlshim_requests_total',
+                       (('decision', 'denied'), ('rule', 'pay')))] == 5
+        assert series[('rlshim_store_down_denials_total', (('rule', 'pay'),))] == 5
+        assert series[('rlshim_store_down_denials_total', (('rule', 'site'),))] == 0
+        assert wait_for(lambda: 'msg="store unreachable"' in h.agent_log(), 5)
+        line = [ln for ln in h.agent_log().splitlines()
+                if 'msg="store unreachable"' in ln]
+        assert line and line[0].endswith(' refusing="pay" local_share="site"'), line
+    finally:
+        h.stop()
+        redis.stop()
+
+
+def verbs():
+    """The verbs fail2ban and HAProxy users type: status RULE (the jail
+    view: counts, keys at their limit, bans from it), bans --rule RULE,
+    who ADDR (allow list, bans, every rule's state), reset of a banned
+    client says it is still banned, reset RULE --all, unban --all; --for
+    takes bare seconds and a bad duration lists the accepted forms; bans
+    prints expiries as top does, its columns sized to their content."""
+    s = F.Legacy('[limit:login]\nmatch = GET /books\nrate = 2/m\nmaxretry = 3\n'
+                 'findtime = 1m\nbantime = 10m\n'
+                 '[limit:site]\nmatch = *\nrate = 100/m\n'
+                 '[limit:api]\nmatch = GET /sms\nrate = 5/m\nkey = header:X-Key\n')
+    try:
+        got = [(lambda r: r.status if r else None)(s.get('/books')) for _ in range(6)]
+        assert got == [200, 200, 429, 429, 429, None], got
+        text = ok(s.config, 'status', 'login')
+        for want in (r'^rule:\s+login$', r'^match:\s+GET /books$',
+                     r'^limit:\s+2/m, burst 2, key ip, token-bucket$',
+                     r'^ban:\s+3 refusals within 1m: banned for 10m$',
+                     r'^requests:\s+2 allowed, 3 denied$',
+                     r'^keys:\s+1 with a state, 1 at their limit now$',
+                     r'^  127\.0\.0\.1\s+0\s+2\s+\d+(\.\d)?s\s+\d+(\.\d)?s$',
+                     r'^bans:\s+1 issued by its maxretry on this host; active:$',
+                     r'^  127\.0\.0\.1/32\s+maxretry\s+login\s+1\s+\d+\s+(10m00s|9m5\ds)$'):
+            assert re.search(want, text, re.M), (want, text)
+        st = json.loads(ok(s.config, 'status', 'login', '--json'))
+        assert (st['rule'], st['allowed'], st['denied'], st['store_down'],
+                st['bans_issued'], st['keys']) == ('login', 2, 3, 0, 1, 1), st
+        assert [k['key'] for k in st['limited']] == ['127.0.0.1'], st
+        assert st['limited'][0]['remaining'] == 0 and st['limited'][0]['retry_after_ms'] > 0
+        assert [b['address'] for b in st['bans']] == ['127.0.0.1/32'], st
+        site = json.loads(ok(s.config, 'status', 'site', '--json'))
+        assert site['limited'] == [] and site['bans'] == [] and site['denied'] == 0, site
+        out = ctl(s.config, 'status', 'nope')
+        assert out.returncode == 1 and "no rule 'nope'" in out.stderr, out
+
+        assert ok(s.config, 'bans', '--rule', 'site') == 'no bans from rule site\n'
+        assert ok(s.config, 'bans', '--rule', 'login').splitlines()[1].startswith(
+            '127.0.0.1/32  maxretry  login ')
+        assert json.loads(ok(s.config, 'bans', '--rule', 'site', '--json')) == []
+
+        text = ok(s.config, 'who', '127.0.0.1')
+        for want in (r'^address: 127\.0\.0\.1$', r'^allow:\s+no$',
+                     r'^banned:\s+yes, refused at accept for (10m00s|9m5\ds) more$',
+                     r'^  127\.0\.0\.1/32\s+maxretry\s+login\s',
+                     r'^  RULE\s+KEY\s+STATE\s+REMAINING\s+LIMIT\s+RETRY\s+RESET$',
+                     r'^  login\s+127\.0\.0\.1\s+live\s+0\s+2\s',
+                     r'^  site\s+127\.0\.0\.1\s+live\s+\d+\s+100\s',
+                     r'^  api: key header:X-Key, not by address$'):
+            assert re.search(want, text, re.M), (want, text)
+        who = json.loads(ok(s.config, 'who', '127.0.0.1', '--json'))
+        assert who['banned'] and who['allowed_by'] is None and \
+            who['banned_for_ms'] > 590000, who
+        r = {x['rule']: x for x in who['rules']}
+        assert r['login']['remaining'] == 0 and r['login']['seen'], r
+        assert r['api']['not_shown'] == 'not by address', r
+        other = json.loads(ok(s.config, 'who', '192.0.2.9', '--json'))
+        assert not other['banned'] and other['bans'] == [] and \
+            not {x['rule']: x for x in other['rules']}['login']['seen'], other
+        out = ctl(s.config, 'who', 'nonsense')
+        assert out.returncode == 1 and "not an address: 'nonsense'" in out.stderr, out
+
+        out = ok(s.config, 'reset', 'login', '127.0.0.1')
+        assert out.splitlines()[1].startswith(
+            '127.0.0.1 is still banned (') and \
+            out.splitlines()[1].endswith('left): a reset lifts no ban; rlshimctl '
+                                         'unban 127.0.0.1 does'), out
+        assert ok(s.config, 'reset', 'site', '--all') == \
+            'rule=site reset 1 key here: a full bucket again (no [redis]: this host only)\n'
+        assert json.loads(ok(s.config, 'status', 'site', '--json'))['keys'] == 0
+
+        assert ok(s.config, 'ban', '10.1.2.3', '--for', '90') == 'banned 10.1.2.3/32 for 90s\n'
+        out = ctl(s.config, 'ban', '10.1.2.4', '--for', '9x')
+        assert out.returncode == 1 and out.stderr == (
+            "rlshimctl: ban: bad duration '9x' for --for (accepted: seconds, 90; "
+            "or a number and a unit, 500ms, 30s, 10m, 1h, 1d)\n"), out
+        rows = ok(s.config, 'bans').splitlines()
+        head = rows[0]
+        width = max(len(r.split()[0]) for r in rows[1:])
+        assert head.startswith('ADDRESS' + ' ' * (width - len('ADDRESS') + 2) + 'REASON'), rows
+        exp = {r.split()[0]: r.split()[-1] for r in rows[1:]}
+        assert re.fullmatch(r'1m(29|30)s', exp['10.1.2.3/32']), exp
+        assert re.fullmatch(r'(10m00s|9m5\ds)', exp['127.0.0.1/32']), exp
+
+        assert ok(s.config, 'unban', '--all') == 'unbanned 2 bans\n'
+        assert ok(s.config, 'bans') == 'no bans\n'
+        assert s.get('/other') is not None  # lifted: served again
+    finally:
+        s.stop()
 
 
 def check_is_reload():
@@ -946,7 +1106,7 @@ def xdp_status():
         X.nets_down()
 
 
-TESTS = [status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
+TESTS = [store_down_counted, verbs, status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
          ban_guards, versions, options_anywhere, usage, config_changed, config_kept, check_is_reload,
          shared_segment, agent_and_redis, xdp_status]
 

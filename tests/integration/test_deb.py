@@ -188,6 +188,9 @@ def files_in_packages():
     assert field(debs()['rlshim'], 'Version') == v
     assert f'librlshim (= {v})' in field(debs()['rlshim'], 'Depends'), \
         field(debs()['rlshim'], 'Depends')
+    # The completion it ships is loaded by bash-completion.
+    assert 'bash-completion' in field(debs()['rlshim'], 'Suggests').split(', '), \
+        field(debs()['rlshim'], 'Suggests')
 
 
 def unit_not_enabled():

@@ -15,7 +15,18 @@ it where a policy-rc.d already exists (make used to stop with "Error 1");
 when its server exits non-zero; every relative link of README.md
 and docs/*.md leads to a file of the repository (and an anchor to a
 heading); docs/REFERENCE.md has every configuration key, command, option and
-environment variable the code has.
+environment variable the code has; the documents speak to users (no seed,
+no issue numbers, terms defined before use); the scripts pass shellcheck.
+
+The copy-paste path of the README's install section, as a newcomer runs it
+against a real nginx on a free port: examples/rlshim.conf copied as the
+README says (its `ports` set to that port, the one edit the README names,
+and a segment of the test's own), nginx started as the README's line does;
+its clients get 429s past the rule, its log says "limiting", and `rlshimctl
+status` reads the segment. With `ports` naming another port, nginx's
+requests pass, each worker process says once that it accepts outside
+`ports` (the port and the ports guarded), and `rlshimctl status` says that
+nginx listens outside `ports`, not that nothing has been accepted.
 """
 import os
 import re
@@ -26,7 +37,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, run  # noqa: E402
+from harness import REPO, run, exchange, request, parse_responses  # noqa: E402
+import servers  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix='rlshim-firstrun-')
 DEPS = os.path.join(REPO, 'tools', 'deps.sh')
@@ -489,12 +501,168 @@ def reference_is_complete():
         assert f'`{v}`' in text, f'{v} is not in the environment table'
 
 
+# ---- the copy-paste path: examples/rlshim.conf in front of nginx ---------------------
+
+EXAMPLE = os.path.join(REPO, 'examples', 'rlshim.conf')
+CTL = os.path.join(REPO, 'build', 'rlshimctl')
+
+
+def readme_copies_the_example():
+    """The README's install section copies examples/rlshim.conf to
+    /etc/rlshim.conf and names what to edit; the example guards 80 and 443
+    with one rule and passes `rlshimctl check`."""
+    with open(os.path.join(REPO, 'README.md')) as f:
+        inst = section(f.read(), '## Installing')
+    assert re.search(r'^    cp \S+/examples/rlshim\.conf /etc/rlshim\.conf$',
+                     inst, re.M), inst
+    assert 'quickstart.conf /etc/rlshim.conf' not in inst
+    for what in ('`ports`', '`rate`', '`burst`', 'accepting on a port outside ports'):
+        assert what in inst, what
+    with open(EXAMPLE) as f:
+        text = f.read()
+    assert re.search(r'^ports = 80, 443\b', text, re.M), text
+    assert re.search(r'^shm = rlshim\b', text, re.M), text
+    p = subprocess.run([CTL, 'check', EXAMPLE], capture_output=True,
+                       text=True, timeout=10)
+    assert p.returncode == 0 and 'ok, 1 rule' in p.stdout, p
+
+
+def newcomer_config(ports, name):
+    """examples/rlshim.conf as the README has it copied, `ports` edited as
+    it says (the test's nginx cannot take 80), in a segment of its own."""
+    with open(EXAMPLE) as f:
+        text = f.read()
+    text = re.sub(r'^ports = .*$', f'ports = {ports}', text, count=1, flags=re.M)
+    shm = f'rlshim-firstrun-{name}-{os.getpid()}'
+    text = re.sub(r'^shm = \S+', f'shm = {shm}', text, count=1, flags=re.M)
+    path = os.path.join(TMP, f'{name}.conf')
+    with open(path, 'w') as f:
+        f.write(text)
+    return path, shm
+
+
+def get_statuses(port, n):
+    out = []
+    for _ in range(n):
+        r = parse_responses(exchange(port, request('GET', '/books')), first_only=True)
+        out.append(r[0].status if r else None)
+    return out
+
+
+def nginx_server(name, port, conf):
+    if not servers.available('nginx'):
+        raise AssertionError('nginx is not installed: tools/deps.sh installs it')
+    return servers.Server('nginx', os.path.join(TMP, name), str(servers.SHIM),
+                          conf, port)
+
+
+def copied_config_protects_nginx():
+    """nginx under the copied example: past the burst of 100 its clients
+    get 429, its log has the "limiting" line and no warning of a port
+    outside `ports`, and `rlshimctl status` shows the rule."""
+    port = servers.free_port()
+    conf, shm = newcomer_config(str(port), 'guarded')
+    srv = nginx_server('nginx-guarded', port, conf)
+    srv.start()
+    try:
+        got = get_statuses(port, 130)
+        assert got[:90] == [200] * 90, got
+        assert 429 in got[100:], got
+        log = srv.stderr_text()
+        assert 'msg="limiting"' in log and f'shm={shm}' in log, log
+        assert 'outside ports' not in log, log
+        p = subprocess.run([CTL, '-c', conf, 'status'], capture_output=True,
+                           text=True, timeout=10)
+        assert p.returncode == 0, p
+        assert 'site' in p.stdout, p.stdout
+    finally:
+        servers.stop_with_segment(srv, shm)
+
+
+def port_outside_ports_is_said():
+    """`ports` naming another port than nginx's: its requests pass, each
+    process that accepts says once, in nginx's log, that it accepts outside
+    `ports`, with the port and the ports guarded; `rlshimctl status` does
+    not say that no server has accepted a connection, but that nginx listens
+    outside `ports`, and what to edit."""
+    port, other = servers.free_port(), servers.free_port()
+    conf, shm = newcomer_config(f'{other}, 443', 'outside')
+    srv = nginx_server('nginx-outside', port, conf)
+    srv.start()
+    try:
+        got = get_statuses(port, 120)
+        assert got == [200] * 120, got
+        log = srv.stderr_text()
+        warns = re.findall(r'pid=(\d+) msg="accepting on a port outside '
+                           r'ports[^"]*" port=(\d+) ports=(\S+)', log)
+        assert warns, log
+        pids = [w[0] for w in warns]
+        assert len(pids) == len(set(pids)), warns   # once per process
+        assert {(w[1], w[2]) for w in warns} == {(str(port), f'{other},443')}, warns
+        assert 'msg="limiting"' not in log, log
+        p = subprocess.run([CTL, '-c', conf, 'status'], capture_output=True,
+                           text=True, timeout=10)
+        assert p.returncode == 1, p
+        assert 'accepted a connection yet' not in p.stderr, p.stderr
+        assert 'no server under the shim has accepted a connection on a ' \
+            f'guarded port (ports {other},443) yet' in p.stderr, p.stderr
+        assert re.search(r'nginx \(pid \d+[^)]*\) listening on [\d,]*\b%d\b'
+                         % port, p.stderr), p.stderr
+        assert f'add its ports to ports in {conf}' in p.stderr, p.stderr
+    finally:
+        servers.stop_with_segment(srv, shm)
+
+
+
+def docs_self_contained():
+    """README.md and REFERENCE.md speak to users: no "seed" of the design,
+    no issue numbers; strict rules are not called unimplemented; "segment"
+    and "agent" are defined before they are used; REFERENCE does not say
+    allowed answers never get the rate-limit fields (headers_on = all)."""
+    with open(os.path.join(REPO, 'README.md')) as f:
+        readme = f.read()
+    with open(REFERENCE) as f:
+        ref = f.read()
+    for text, name in ((readme, 'README.md'), (ref, 'REFERENCE.md')):
+        assert not re.search(r"the seed's|\bissues? \d", text), name
+    flat = ' '.join(readme.split())
+    assert not re.search(r'[Ss]trict rules \([^)]*\) are not implemented', flat)
+    for word in ('segment', 'agent'):
+        first = re.search(r'\b' + word + r'\b', readme, re.I)
+        assert first and readme[first.start() - 2:first.start()] == '**', \
+            (word, readme[max(0, first.start() - 200):first.end() + 50])
+    flat = ' '.join(ref.split())
+    assert 'Answers the application writes to allowed requests get none of ' \
+        'these fields: the shim' not in flat
+    assert 'fields with the default `headers_on = denied`' in flat
+
+
+def scripts_pass_shellcheck():
+    """The shell scripts we ship or run pass shellcheck at warning level
+    (demo.sh had SC2034)."""
+    if not shutil.which('shellcheck'):
+        raise AssertionError('shellcheck is missing: tools/deps.sh installs it')
+    names = ['tools/demo.sh', 'tools/deps.sh', 'tools/installdirs.sh',
+             'tools/check-selfcalls.sh']
+    p = subprocess.run(['shellcheck', '-S', 'warning',
+                        *[os.path.join(REPO, n) for n in names]],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run(['shellcheck', '-S', 'warning', '-s', 'bash',
+                        os.path.join(REPO, 'tools/ctl/rlshimctl.bash-completion')],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 TESTS = [deps_package_missing, deps_nothing_missing, deps_apt_get_fails,
          deps_apt_get_installs_nothing, deps_not_root,
          deps_policy_present_before, deps_policy_absent_before,
          make_deps_exit_status, deps_real_policy_untouched, make_demo,
          demo_cleans_up,
-         link_checker_catches, doc_links_resolve, reference_is_complete]
+         link_checker_catches, doc_links_resolve, reference_is_complete,
+         readme_copies_the_example, copied_config_protects_nginx,
+         port_outside_ports_is_said, docs_self_contained,
+         scripts_pass_shellcheck]
 
 REAL_BEFORE = real_policy_state()
 

@@ -48,8 +48,9 @@ USR_LOCAL_KEPT = {'/usr/local': {'share/doc/rlshim/README.md',
                   '/usr/local/sbin': {'share/man/man8/rlshimd.8'}}
 
 
-def expected_files():
-    """path under PREFIX -> mode, as the README's table says."""
+def expected_files(staged=False):
+    """path under PREFIX -> mode, as the README's table says (`staged`:
+    with DESTDIR, which records no installed-dirs)."""
     files = {
         'lib/librlshim.so': 0o755,
         'lib/librlcore.a': 0o644,
@@ -73,6 +74,8 @@ def expected_files():
         files[f'share/man/{m}'] = 0o644
     for n in DOCS:
         files[f'share/doc/rlshim/{n}'] = 0o644
+    if not staged:
+        files['share/rlshim/installed-dirs'] = 0o644
     return files
 
 
@@ -85,6 +88,20 @@ def make(*args):
                        capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, (args, p.stdout[-2000:], p.stderr[-2000:])
     return p
+
+
+def parents(path):
+    """'a/b/c' -> 'a/b', 'a'."""
+    out = []
+    d = os.path.dirname(path)
+    while d:
+        out.append(d)
+        d = os.path.dirname(d)
+    return out
+
+
+def dirs_under(root):
+    return sorted(os.path.relpath(d, root) for d, _, _ in os.walk(root))
 
 
 def files_under(root):
@@ -120,8 +137,13 @@ def render(page):
 def install():
     """make install PREFIX=...: every file of the README's table, with its
     mode, and no other file."""
+    assert not os.path.exists(PREFIX)
     make('install', f'PREFIX={PREFIX}')
     want = expected_files()
+    # the directories it made, PREFIX itself too, for make uninstall
+    with open(inst('share/rlshim/installed-dirs')) as f:
+        made = f.read().split()
+    assert made == sorted({'.'} | {d for p in want for d in parents(p)}), made
     have = files_under(PREFIX)
     assert set(have) == set(want), (sorted(set(have) ^ set(want)))
     for path, mode in want.items():
@@ -147,7 +169,7 @@ def destdir():
     try:
         root = dest + prefix
         have = files_under(root)
-        assert set(have) == set(expected_files()), sorted(have)
+        assert set(have) == set(expected_files(staged=True)), sorted(have)
         assert set(files_under(dest)) == {os.path.join(prefix[1:], p)
                                           for p in have}
         assert not os.path.exists(prefix), 'install wrote outside DESTDIR'
@@ -294,12 +316,18 @@ def check_examples():
 # ---- man pages ------------------------------------------------------------------------
 
 def man_pages_render():
-    """Each installed page: groff -ww finds nothing to warn about, man -l
-    shows NAME and SYNOPSIS, and man -M PREFIX/share/man finds it by name."""
+    """Each installed page: groff -ww finds nothing to warn about, nor
+    mandoc -Tlint (where mandoc is installed: tools/deps.sh installs it),
+    not even a style notice; man -l shows NAME and SYNOPSIS, and man -M
+    PREFIX/share/man finds it by name."""
     env = dict(os.environ, LC_ALL='C.UTF-8', MANPAGER='cat', PAGER='cat')
     for page, rel in MANS.items():
         p = sh('groff', '-man', '-Tutf8', '-ww', '-z', inst('share/man/' + rel))
         assert p.returncode == 0 and p.stderr == '', (page, p.stderr)
+        if shutil.which('mandoc'):
+            p = sh('mandoc', '-Tlint', '-Wstyle', inst('share/man/' + rel))
+            assert p.returncode == 0 and p.stdout + p.stderr == '', \
+                (page, p.stdout, p.stderr)
         text = render(page)
         assert re.search(r'^NAME\n\s+' + re.escape(page) + r' \\?- ', text,
                          re.M), (page, text[:300])
@@ -538,7 +566,11 @@ def systemd_examples():
     with open(os.path.join(d, 'rlshim-dummy.service'), 'w') as f:
         f.write('[Unit]\nDescription=a server\n[Service]\nExecStart=/bin/true\n')
     shutil.copy(dropin, os.path.join(d, 'rlshim-dummy.service.d', 'rlshim.conf'))
-    venv = dict(os.environ, MANPATH=inst('share/man'))  # for Documentation=
+    # No man page on the man path: Documentation= must not need one.
+    venv = dict(os.environ, MANPATH=os.path.join(TMP, 'no-man-pages'))
+    assert re.search(r'^Documentation=file:' + re.escape(inst('share/doc/rlshim/')) + '$',
+                     text, re.M), text
+    assert os.path.isdir(inst('share/doc/rlshim'))
     for name in ('rlshimd.service', 'rlshimd-xdp.service', 'rlshim-dummy.service'):
         p = sh('systemd-analyze', 'verify', os.path.join(d, name), env=venv)
         assert p.returncode == 0 and p.stdout + p.stderr == '', (name, p.stdout,
@@ -964,6 +996,10 @@ def uninstall():
     make('uninstall', f'PREFIX={PREFIX}')
     left = files_under(PREFIX)
     assert set(left) == {'lib/other.so', 'share/man/man8/other.8'}, left
+    # the directories make install created, once empty, are gone: only
+    # those holding what it did not install stay
+    assert dirs_under(PREFIX) == ['.', 'lib', 'share', 'share/man',
+                                  'share/man/man8'], dirs_under(PREFIX)
     for d in ('lib/rlshim', 'libexec/rlshim', 'share/rlshim', 'share/doc/rlshim',
               'share/doc/rlshim/examples/prometheus'):
         assert not os.path.exists(inst(d)), d

@@ -1261,6 +1261,15 @@ static void test_maxretry_dry_run_and_store(void **state)
 			assert_int_equal(v.store_down, 1);
 		}
 		assert_int_equal(ban_left_ms("198.51.100.2"), 0);
+		/* ... but they are denials, and the store's doing. */
+		{
+			struct rl_rule_stats st;
+
+			assert_int_equal(rl_table_rule_stats(fx.t, p2.ids[0], &st), 0);
+			assert_int_equal(st.denied, 5);
+			assert_int_equal(st.store_down, 5);
+			assert_int_equal(st.allowed, 0);
+		}
 	}
 }
 

@@ -5,6 +5,7 @@
  * other hosts and into XDP).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -24,6 +25,7 @@ struct ban_opts {
 	const char *target;  /* ADDR[/LEN] */
 	uint64_t for_ns;
 	int force;
+	int all;             /* unban --all */
 };
 
 static const struct ctl_option ban_options[] = {
@@ -31,7 +33,7 @@ static const struct ctl_option ban_options[] = {
 		   .required = 1, .metavar = "ADDR[/LEN]"),
 	CTL_OPTION(CTL_OPT_DURATION, struct ban_opts, for_ns, .name = "for",
 		   .metavar = "DUR",
-		   .help = "how long: 30s, 10m, 1h (default), 1d"),
+		   .help = "how long: 90 (seconds), 30s, 10m, 1h (default), 1d"),
 	CTL_OPTION(CTL_OPT_BOOL, struct ban_opts, force, .name = "force",
 		   .help = "ban even what is refused without it (below)"),
 	CTL_END_OPTIONS,
@@ -41,7 +43,9 @@ static const struct ban_opts ban_defaults = { .for_ns = DEFAULT_BANTIME_NS };
 
 static const struct ctl_option unban_options[] = {
 	CTL_OPTION(CTL_OPT_STRING, struct ban_opts, target, .positional = 1,
-		   .required = 1, .metavar = "ADDR[/LEN]"),
+		   .metavar = "ADDR[/LEN]"),
+	CTL_OPTION(CTL_OPT_BOOL, struct ban_opts, all, .name = "all",
+		   .help = "lift every ban of the host"),
 	CTL_END_OPTIONS,
 };
 
@@ -130,6 +134,46 @@ const struct ctl_command ctl_cmd_ban = {
 	.run = run_ban,
 };
 
+/* unban --all: the bans, collected first (a lift changes the table the
+ * walk reads). */
+struct all_bans {
+	struct rl_cidr *c;
+	unsigned n, max;
+};
+
+static int collect_ban(const struct rl_ban_view *v, void *arg)
+{
+	struct all_bans *a = arg;
+
+	if (a->n == a->max) {
+		unsigned max = a->max ? 2 * a->max : 64;
+		struct rl_cidr *c = realloc(a->c, max * sizeof(*c));
+
+		if (!c)
+			return 1;
+		a->c = c;
+		a->max = max;
+	}
+	a->c[a->n++] = v->cidr;
+	return 0;
+}
+
+static int unban_all(struct ctl *c)
+{
+	struct all_bans a = { NULL, 0, 0 };
+	unsigned lifted = 0;
+
+	if (rl_ban_foreach(c->table, rl_time_wall_ms(), collect_ban, &a)) {
+		free(a.c);
+		return ctl_fail("out of memory");
+	}
+	for (unsigned i = 0; i < a.n; i++)
+		lifted += rl_ban_unban(c->table, &a.c[i]) == 0;
+	free(a.c);
+	printf("unbanned %u ban%s\n", lifted, lifted == 1 ? "" : "s");
+	return ctl_flush();
+}
+
 static int run_unban(struct ctl *c, const void *opts)
 {
 	const struct ban_opts *o = opts;
@@ -137,10 +181,16 @@ static int run_unban(struct ctl *c, const void *opts)
 	char text[RL_CIDR_STRLEN];
 	int rc;
 
-	if (parse_target(o->target, &cidr))
+	if (o->all && o->target)
+		return ctl_usage("unban: ADDR[/LEN] or --all, not both");
+	if (!o->all && !o->target)
+		return ctl_usage("unban: expected ADDR[/LEN] or --all");
+	if (o->target && parse_target(o->target, &cidr))
 		return ctl_fail("not an address or prefix: '%s'", o->target);
 	if ((rc = ctl_open(c, 0)))
 		return rc;
+	if (o->all)
+		return unban_all(c);
 	rl_cidr_format(&cidr, text, sizeof(text));
 	if (rl_ban_unban(c->table, &cidr))
 		return ctl_fail("%s is not banned", text);
@@ -150,18 +200,24 @@ static int run_unban(struct ctl *c, const void *opts)
 
 const struct ctl_command ctl_cmd_unban = {
 	.name = "unban",
-	.help = "lift a ban",
+	.help = "lift a ban, or every ban (--all)",
+	.more = "  With an agent and [redis], the lift spreads to the other "
+		"hosts as a ban does.\n",
 	.options = unban_options,
 	.opts_size = sizeof(struct ban_opts),
 	.run = run_unban,
 };
 
-struct list {
-	struct ctl *c;
-	uint64_t now;
-	unsigned n;
-	struct ctl_json *j;  /* --json: the array the bans go in */
-};
+/* A ban's time left as top gives a wait: "54s", "1m54s", "2h05m". */
+void ctl_fmt_left(char *buf, size_t len, uint64_t ms)
+{
+	uint64_t sec = (ms + 999) / 1000;
+
+	if (sec < 60)
+		snprintf(buf, len, "%llus", (unsigned long long)sec);
+	else
+		ctl_fmt_dur(buf, len, sec * RL_NS_PER_SEC);
+}
 
 static const char *origin_name(uint8_t o)
 {
@@ -173,37 +229,53 @@ static const char *origin_name(uint8_t o)
 	return "?";
 }
 
-static int print_ban(const struct rl_ban_view *v, void *arg)
+struct list {
+	struct ctl *c;
+	const struct ctl_ban_filter *f;
+	uint64_t now;
+	unsigned n;
+	struct ctl_json *j;  /* --json: the array the bans go in */
+	struct ctl_grid g;   /* else the rows, sized to their content */
+};
+
+/* The name of the rule a ban came from, bounded (the segment's), or
+ * NULL. */
+static const char *ban_rule(struct ctl *c, const struct rl_ban_view *v,
+			    char *buf, size_t len)
+{
+	const char *rule;
+
+	if (v->rule == RL_BAN_NO_RULE || v->rule >= RL_MAX_RULES)
+		return NULL;
+	rule = rl_table_rule_name(c->table, v->rule);
+	if (!rule[0])
+		return NULL;
+	snprintf(buf, len, "%.*s", (int)strnlen(rule, RL_RULE_NAME_MAX), rule);
+	return buf;
+}
+
+static int list_ban(const struct rl_ban_view *v, void *arg)
 {
 	struct list *l = arg;
-	char text[RL_CIDR_STRLEN], left[32], offences[16] = "-";
-	const char *rule = "-";
-	int rule_len = 1;
+	char text[RL_CIDR_STRLEN], left[32], offences[16] = "-",
+		name[RL_RULE_NAME_MAX + 1];
+	const char *rule = ban_rule(l->c, v, name, sizeof(name));
 
+	if (l->f && l->f->rule && (!rule || strcmp(rule, l->f->rule) != 0))
+		return 0;
+	if (l->f && l->f->addr && !rl_cidr_contains(&v->cidr, l->f->addr))
+		return 0;
 	rl_cidr_format(&v->cidr, text, sizeof(text));
-	rl_time_format_duration(left, sizeof(left),
-				(v->expires_ms - l->now) / 1000 * RL_NS_PER_SEC);
-	if (v->rule != RL_BAN_NO_RULE && v->rule < RL_MAX_RULES &&
-	    rl_table_rule_name(l->c->table, v->rule)[0])
-		rule = rl_table_rule_name(l->c->table, v->rule);
-	if (rule[0] != '-') /* the segment's: bounded, whatever it holds */
-		rule_len = (int)strnlen(rule, RL_RULE_NAME_MAX);
+	ctl_fmt_left(left, sizeof(left), v->expires_ms - l->now);
 	if (v->offences)
 		snprintf(offences, sizeof(offences), "%u", v->offences);
+	l->n++;
 	if (l->j) {
-		l->n++;
 		ctl_jopen(l->j, NULL, '{');
 		ctl_jtext(l->j, "address", text);
 		ctl_jnum(l->j, "prefix", v->cidr.prefix);
 		ctl_jtext(l->j, "reason", origin_name(v->origin));
-		if (rule[0] == '-') {
-			ctl_jnull(l->j, "rule");
-		} else {
-			char name[RL_RULE_NAME_MAX + 1];
-
-			snprintf(name, sizeof(name), "%.*s", rule_len, rule);
-			ctl_jtext(l->j, "rule", name);
-		}
+		ctl_jtext(l->j, "rule", rule);
 		ctl_jnum(l->j, "offences", v->offences);
 		ctl_jnum(l->j, "refused", v->hits);
 		ctl_jnum(l->j, "expires_ms", v->expires_ms);
@@ -211,36 +283,93 @@ static int print_ban(const struct rl_ban_view *v, void *arg)
 		ctl_jclose(l->j, '}');
 		return 0;
 	}
-	if (!l->n++)
-		printf("%-43s %-9s %-16s %-8s %-10s %s\n", "ADDRESS", "REASON",
-		       "RULE", "OFFENCE", "REFUSED", "EXPIRES IN");
-	printf("%-43s %-9s %-16.*s %-8s %-10u %s\n", text,
-	       origin_name(v->origin), rule_len, rule, offences, v->hits, left);
+	ctl_grid_add(&l->g, "%s", text);
+	ctl_grid_add(&l->g, "%s", origin_name(v->origin));
+	ctl_grid_add(&l->g, "%s", rule ? rule : "-");
+	ctl_grid_add(&l->g, "%s", offences);
+	ctl_grid_add(&l->g, "%u", v->hits);
+	ctl_grid_add(&l->g, "%s", left);
+	return 0;
+}
+
+static int count_live(const struct rl_ban_view *v, void *arg)
+{
+	(void)v;
+	++*(unsigned *)arg;
+	return 0;
+}
+
+int ctl_bans_list(struct ctl *c, const struct ctl_ban_filter *f,
+		  struct ctl_json *j, const char *indent, unsigned *n)
+{
+	struct list l = { c, f, rl_time_wall_ms(), 0, j, { 0 } };
+	unsigned live = 0;
+
+	*n = 0;
+	if (!j) {
+		rl_ban_foreach(c->table, l.now, count_live, &live);
+		if (ctl_grid_init(&l.g, 6, live + 1))
+			return ctl_fail("out of memory");
+		ctl_grid_add(&l.g, "ADDRESS");
+		ctl_grid_add(&l.g, "REASON");
+		ctl_grid_add(&l.g, "RULE");
+		ctl_grid_add(&l.g, "OFFENCE");
+		ctl_grid_add(&l.g, "REFUSED");
+		ctl_grid_add(&l.g, "EXPIRES IN");
+		l.g.right[3] = l.g.right[4] = l.g.right[5] = 1;
+	}
+	rl_ban_foreach(c->table, l.now, list_ban, &l);
+	if (!j) {
+		if (l.n)
+			ctl_grid_print(&l.g, stdout, indent);
+		ctl_grid_free(&l.g);
+	}
+	*n = l.n;
 	return 0;
 }
 
 struct bans_opts {
 	int json;
+	const char *rule;
 };
+
+/* A name the file or the segment knows: 0, else 1 after saying so. */
+int ctl_rule_known(struct ctl *c, const char *name)
+{
+	if (ctl_rule_cfg(c, name))
+		return 0;
+	for (unsigned id = 0; id < RL_MAX_RULES; id++)
+		if (strncmp(rl_table_rule_name(c->table, id), name,
+			    RL_RULE_NAME_MAX) == 0 && name[0])
+			return 0;
+	return ctl_fail("no rule '%s' in %s", name,
+			c->path ? c->path : "the built-in default");
+}
 
 static int run_bans(struct ctl *c, const void *opts)
 {
 	const struct bans_opts *o = opts;
 	struct ctl_json j = { 0, { 1 } };
-	struct list l = { c, 0, 0, o->json ? &j : NULL };
+	struct ctl_ban_filter f = { o->rule, NULL };
+	unsigned n;
 	int rc;
 
 	if ((rc = ctl_open(c, 0)))
 		return rc;
-	l.now = rl_time_wall_ms();
-	if (l.j)
-		ctl_jopen(l.j, NULL, '[');
-	rl_ban_foreach(c->table, l.now, print_ban, &l);
-	if (l.j) {
-		ctl_jclose(l.j, ']');
+	if (o->rule && (rc = ctl_rule_known(c, o->rule)))
+		return rc;
+	if (o->json)
+		ctl_jopen(&j, NULL, '[');
+	if ((rc = ctl_bans_list(c, &f, o->json ? &j : NULL, "", &n)))
+		return rc;
+	if (o->json) {
+		ctl_jclose(&j, ']');
 		putchar('\n');
-	} else if (!l.n) {
-		printf("no bans\n");
+	} else if (!n) {
+		if (o->rule)
+			printf("no bans from rule %s\n", o->rule);
+		else
+			printf("no bans\n");
 	}
 	return ctl_flush();
 }
@@ -248,6 +377,9 @@ static int run_bans(struct ctl *c, const void *opts)
 static const struct ctl_option bans_options[] = {
 	CTL_OPTION(CTL_OPT_BOOL, struct bans_opts, json, .name = "json",
 		   .help = "the same as a JSON array of objects"),
+	CTL_OPTION(CTL_OPT_STRING, struct bans_opts, rule, .name = "rule",
+		   .metavar = "RULE",
+		   .help = "only the bans RULE's maxretry made"),
 	CTL_END_OPTIONS,
 };
 
@@ -255,7 +387,8 @@ const struct ctl_command ctl_cmd_bans = {
 	.name = "bans",
 	.help = "list the bans",
 	.more = "  Address, reason (maxretry, manual, remote), rule, offence, "
-		"connections\n  refused, expires in.\n",
+		"connections\n  refused, expires in (as top gives a wait: 54s, "
+		"1m54s, 2h05m).\n",
 	.options = bans_options,
 	.opts_size = sizeof(struct bans_opts),
 	.run = run_bans,

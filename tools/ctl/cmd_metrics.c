@@ -130,6 +130,16 @@ static void rules(const struct ctl_snapshot *s)
 		label("rule", s->rules[i].name, 1);
 		printf("} %llu\n", (unsigned long long)s->rules[i].bans);
 	}
+	if (s->store == CTL_STORE_LOCAL)
+		return; /* no [redis]: nothing to be down */
+	family("rlshim_store_down_denials_total", "counter",
+	       "Of the denied requests, those a rule with on_store_down = "
+	       "closed refused because the store was down.");
+	for (unsigned i = 0; i < s->nrules; i++) {
+		fputs("rlshim_store_down_denials_total{", stdout);
+		label("rule", s->rules[i].name, 1);
+		printf("} %llu\n", (unsigned long long)s->rules[i].store_down);
+	}
 }
 
 static void agent(const struct ctl_snapshot *s)
@@ -235,6 +245,7 @@ const struct ctl_command ctl_cmd_metrics = {
 	.help = "Prometheus text format, for node_exporter",
 	.more = "  Families: rlshim_requests_total{rule,decision}, "
 		"rlshim_bans_issued_total{rule},\n"
+		"  rlshim_store_down_denials_total{rule} (with [redis]), "
 		"  rlshim_responses_total{rule,class}, "
 		"rlshim_response_seconds{rule} (a histogram),\n"
 		"  rlshim_bans_active, rlshim_ban_refusals_total, "

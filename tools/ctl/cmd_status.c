@@ -108,7 +108,10 @@ static void human_config(struct ctl *c, const struct ctl_snapshot *s)
 static void human_rules(const struct ctl_snapshot *s)
 {
 	struct ctl_grid g;
-	static const unsigned numeric[] = { 3, 7, 8, 9 };
+	static const unsigned numeric[] = { 3, 7, 8, 9, 10 };
+	/* STORE-DOWN: with [redis], the denials that were the store's being
+	 * down (on_store_down = closed), not the clients'. */
+	int store = s->store != CTL_STORE_LOCAL;
 
 	if (s->config == CTL_CONFIG_IN_FORCE || s->config_kept)
 		printf("rules:\n");
@@ -119,12 +122,13 @@ static void human_rules(const struct ctl_snapshot *s)
 		printf("  (none)\n");
 		return;
 	}
-	if (ctl_grid_init(&g, 10, s->nrules + 1)) {
+	if (ctl_grid_init(&g, store ? 11 : 10, s->nrules + 1)) {
 		printf("  (out of memory)\n");
 		return;
 	}
 	for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++)
-		g.right[numeric[i]] = 1;
+		if (numeric[i] < g.ncols)
+			g.right[numeric[i]] = 1;
 	ctl_grid_add(&g, "NAME");
 	ctl_grid_add(&g, "MATCH");
 	ctl_grid_add(&g, "RATE");
@@ -134,6 +138,8 @@ static void human_rules(const struct ctl_snapshot *s)
 	ctl_grid_add(&g, "BAN");
 	ctl_grid_add(&g, "ALLOWED");
 	ctl_grid_add(&g, "DENIED");
+	if (store)
+		ctl_grid_add(&g, "STORE-DOWN");
 	ctl_grid_add(&g, "BANS");
 	for (unsigned i = 0; i < s->nrules; i++) {
 		const struct ctl_rule *r = &s->rules[i];
@@ -171,10 +177,20 @@ static void human_rules(const struct ctl_snapshot *s)
 		}
 		ctl_grid_add(&g, "%llu", (unsigned long long)r->allowed);
 		ctl_grid_add(&g, "%llu", (unsigned long long)r->denied);
+		if (store)
+			ctl_grid_add(&g, "%llu",
+				     (unsigned long long)r->store_down);
 		ctl_grid_add(&g, "%llu", (unsigned long long)r->bans);
 	}
 	ctl_grid_print(&g, stdout, "  ");
 	ctl_grid_free(&g);
+}
+
+/* The hosts alive are what the store said at the last round that reached
+ * it: while it is unreachable (or no agent asks it), nobody knows. */
+static int hosts_stale(const struct ctl_snapshot *s)
+{
+	return s->store == CTL_STORE_DOWN || s->store == CTL_STORE_NO_AGENT;
 }
 
 static void human_agent(struct ctl *c, const struct ctl_snapshot *s)
@@ -227,9 +243,11 @@ static void human_agent(struct ctl *c, const struct ctl_snapshot *s)
 		return;
 	ctl_fmt_dur(a, sizeof(a), s->sync_age_ns);
 	ctl_fmt_dur(b, sizeof(b), (uint64_t)s->sync_interval_ms * RL_NS_PER_MS);
-	printf(LABEL "last sync %s ago, %llu rounds every %s, %u host%s alive\n",
+	printf(LABEL "last sync %s ago, %llu rounds every %s, %u host%s alive%s\n",
 	       "sync:", a, (unsigned long long)s->syncs, b, s->hosts_alive,
-	       s->hosts_alive == 1 ? "" : "s");
+	       s->hosts_alive == 1 ? "" : "s",
+	       hosts_stale(s) ? " (stale: as of the last round before the "
+				"store became unreachable)" : "");
 }
 
 static void human_xdp(struct ctl *c, const struct ctl_snapshot *s)
@@ -313,6 +331,7 @@ static void json_rule(struct ctl_json *j, const struct ctl_snapshot *s,
 	ctl_jnum(j, "allowed", r->allowed);
 	ctl_jnum(j, "denied", r->denied);
 	ctl_jnum(j, "bans", r->bans);
+	ctl_jnum(j, "store_down", r->store_down);
 	ctl_jclose(j, '}');
 }
 
@@ -378,6 +397,7 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 		ctl_jnull(&j, "last_sync_age_ms");
 	ctl_jnum(&j, "syncs", s->syncs);
 	ctl_jnum(&j, "hosts_alive", s->hosts_alive);
+	ctl_jbool(&j, "hosts_alive_stale", hosts_stale(s));
 	ctl_jnum(&j, "sync_interval_ms", s->sync_interval_ms);
 	ctl_jclose(&j, '}');
 
@@ -426,10 +446,13 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 }
 
 struct status_opts {
+	const char *rule;
 	int json;
 };
 
 static const struct ctl_option status_options[] = {
+	CTL_OPTION(CTL_OPT_STRING, struct status_opts, rule, .positional = 1,
+		   .metavar = "RULE"),
 	CTL_OPTION(CTL_OPT_BOOL, struct status_opts, json, .name = "json",
 		   .help = "the same as one JSON object"),
 	CTL_END_OPTIONS,
@@ -441,8 +464,10 @@ static int run_status(struct ctl *c, const void *opts)
 	struct ctl_snapshot s;
 	int rc;
 
-	if ((rc = ctl_open(c, CTL_BAD_CONFIG_OK)))
+	if ((rc = ctl_open(c, o->rule ? 0 : CTL_BAD_CONFIG_OK)))
 		return rc;
+	if (o->rule)
+		return ctl_status_rule(c, o->rule, o->json);
 	ctl_snapshot(c, &s);
 	if (o->json)
 		json(c, &s);
@@ -457,7 +482,10 @@ const struct ctl_command ctl_cmd_status = {
 	.more = "  The configuration is in force when the servers apply the "
 		"file as it is now;\n"
 		"  a change is picked up within a second of a server's next "
-		"request.\n",
+		"request.\n"
+		"  With RULE, that rule alone, as fail2ban's status JAIL: its "
+		"counts, the keys\n"
+		"  at their limit now and the bans its maxretry made.\n",
 	.options = status_options,
 	.opts_size = sizeof(struct status_opts),
 	.run = run_status,

@@ -68,6 +68,23 @@ static int parse_count(const char *s, unsigned *out)
 	return 0;
 }
 
+/* A duration of rlshim.conf(5) (30s, 10m), or bare seconds (90), not 0. */
+static int parse_duration(const char *s, uint64_t *out)
+{
+	size_t digits = strspn(s, "0123456789");
+
+	if (digits && !s[digits]) {
+		char *end;
+		unsigned long long v = strtoull(s, &end, 10);
+
+		if (v == 0 || v > UINT64_MAX / RL_NS_PER_SEC)
+			return -1;
+		*out = v * RL_NS_PER_SEC;
+		return 0;
+	}
+	return rl_time_parse_duration(s, out) || *out == 0 ? -1 : 0;
+}
+
 /* Store `arg` as option `o` says. 0, else the exit status, said. */
 static int set_value(const struct ctl_command *cmd, const struct ctl_option *o,
 		     char *arg, void *opts)
@@ -95,8 +112,11 @@ static int set_value(const struct ctl_command *cmd, const struct ctl_option *o,
 					 CTL_COUNT_MAX, arg);
 		break;
 	case CTL_OPT_DURATION:
-		if (rl_time_parse_duration(arg, field) || *(uint64_t *)field == 0)
-			return ctl_fail("bad duration '%s'", arg);
+		if (parse_duration(arg, field))
+			return ctl_fail("%s: bad duration '%s' for %s (accepted: "
+					"seconds, 90; or a number and a unit, "
+					"500ms, 30s, 10m, 1h, 1d)", cmd->name,
+					arg, spelling(o, name, sizeof(name)));
 		break;
 	case CTL_OPT_END:
 		break;

@@ -5,13 +5,16 @@
  * a few formatters.
  *
  *   rlshimctl.c   the list of commands, usage, check, opening the segment
+ *   noseg.c       why there is no segment: the processes with the shim and
+ *                 the ports they listen on
  *   cmdline.c     each command's options, read from its table; dispatch
  *   cmd_bans.c    ban, unban, bans
  *   cmd_xdp.c     the pinned maps: totals for status/metrics, xdp stats
  *   snapshot.c    one consistent-enough reading of the segment and the file
  *   cmd_status.c  status, for people and as JSON
  *   cmd_top.c     the keys nearest their limit
- *   cmd_show.c    one key's state, and its reset
+ *   cmd_show.c    one key's state, and its reset; who ADDR
+ *   cmd_jail.c    status RULE: one rule's counts, keys limited, bans
  *   keys.c        a key's view as top and show present it
  *   cmd_metrics.c the Prometheus text exposition
  *   json.c        the JSON writer of every --json
@@ -56,6 +59,11 @@ struct ctl {
  * one-line reason.
  */
 int ctl_open(struct ctl *c, unsigned flags);
+
+/* The segment does not exist (`err` says so): the one-line reason, with
+ * what the host shows of why (the processes that have the shim loaded and
+ * the ports they listen on, against `ports`). Returns 1. */
+int ctl_no_segment(const struct ctl *c, const char *err);
 
 /* "rlshimctl: <reason>" on stderr; returns 1, the failure exit status. */
 __attribute__((format(printf, 1, 2)))
@@ -117,7 +125,10 @@ struct ctl_command {
 /* The commands, one or a few per file. */
 extern const struct ctl_command ctl_cmd_status, ctl_cmd_top, ctl_cmd_show,
 	ctl_cmd_reset, ctl_cmd_metrics, ctl_cmd_check, ctl_cmd_ban,
-	ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_xdp;
+	ctl_cmd_unban, ctl_cmd_bans, ctl_cmd_who, ctl_cmd_xdp;
+
+/* status RULE: the jail view (cmd_jail.c). The exit status. */
+int ctl_status_rule(struct ctl *c, const char *rule, int json);
 
 /* ctl_parse_cmdline(): -h or --help was among the arguments. */
 #define CTL_HELP (-1)
@@ -224,6 +235,7 @@ struct ctl_rule {
 	enum rl_algorithm algorithm;   /* of its last entry, for retired */
 	struct rl_rate rate;           /* rules */
 	uint64_t allowed, denied, bans;
+	uint64_t store_down;           /* of denied: the store was down */
 	/* the application's answers to requests it counted */
 	uint64_t answers[5];                  /* 1xx..5xx */
 	uint64_t service[RL_SERVICE_BUCKETS]; /* by service time, per bucket */
@@ -293,7 +305,33 @@ uint64_t ctl_key_retry(struct ctl *c, const struct rl_slot_view *v, int *bound);
 int ctl_fmt_view_key(struct ctl *c, const struct rl_slot_view *v, char *buf,
 		     size_t len);
 
+/* ---- bans (cmd_bans.c), for bans, status RULE and who ---------------------- */
+
+struct ctl_json;
+struct rl_addr;
+struct ctl_ban_filter {
+	const char *rule;            /* only the bans this rule made, or NULL */
+	const struct rl_addr *addr;  /* only those covering it, or NULL */
+};
+
+/*
+ * The live bans `f` lets through: as a table sized to its content (each
+ * line after `indent`, nothing when there are none), or into the JSON
+ * array `j` is in. *n: how many. 0, or 1 after the one-line reason.
+ */
+int ctl_bans_list(struct ctl *c, const struct ctl_ban_filter *f,
+		  struct ctl_json *j, const char *indent, unsigned *n);
+
+/* `name` is a rule the file or the segment knows: 0, else 1 after saying
+ * so. */
+int ctl_rule_known(struct ctl *c, const char *name);
+
 /* ---- formatting ---------------------------------------------------------- */
+
+/* A time left (ms) as top gives a wait, to the second, rounded up: "54s",
+ * "1m54s", "2h05m", "3d04h". */
+void ctl_fmt_left(char *buf, size_t len, uint64_t ms);
+
 
 /* A rate as the file spells it: "3/m", "100/s", else "N/<duration>". */
 void ctl_fmt_rate(char *buf, size_t len, const struct rl_rate *r);

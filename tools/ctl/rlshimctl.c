@@ -2,12 +2,13 @@
 /*
  * rlshimctl.c - the operator's command line over a live segment.
  *
- *   rlshimctl [-c FILE] status [--json]           rules and their counts,
+ *   rlshimctl [-c FILE] status [RULE] [--json]    rules and their counts,
  *                                                 bans, table, agent, Redis,
- *                                                 XDP
+ *                                                 XDP; or one rule's jail
+ *                                                 view
  *   rlshimctl [-c FILE] top [-n N]                keys nearest their limit
  *   rlshimctl [-c FILE] show RULE KEY [--json]    one key's state
- *   rlshimctl [-c FILE] reset RULE KEY            a full bucket for it again
+ *   rlshimctl [-c FILE] reset RULE KEY|--all      a full bucket for it again
  *                                                 (with [redis], on every
  *                                                 host)
  *   rlshimctl [-c FILE] metrics                   Prometheus text format
@@ -17,9 +18,12 @@
  *                                                 the host (and, with an
  *                                                 agent and [redis], every
  *                                                 host)
- *   rlshimctl [-c FILE] unban ADDR[/LEN]
- *   rlshimctl [-c FILE] bans                      address, reason, rule,
+ *   rlshimctl [-c FILE] unban ADDR[/LEN]|--all
+ *   rlshimctl [-c FILE] bans [--rule RULE]        address, reason, rule,
  *                                                 expires in
+ *   rlshimctl [-c FILE] who ADDR                  allow list, bans and every
+ *                                                 rule's state for one
+ *                                                 address
  *   rlshimctl [-c FILE] xdp stats                 the XDP dropper's counters
  *                                                 and drops per address
  *   rlshimctl --version                           the release
@@ -50,7 +54,7 @@
 static const struct ctl_command *const commands[] = {
 	&ctl_cmd_status, &ctl_cmd_top, &ctl_cmd_show, &ctl_cmd_reset,
 	&ctl_cmd_metrics, &ctl_cmd_check,
-	&ctl_cmd_ban, &ctl_cmd_unban, &ctl_cmd_bans, &ctl_cmd_xdp,
+	&ctl_cmd_ban, &ctl_cmd_unban, &ctl_cmd_bans, &ctl_cmd_who, &ctl_cmd_xdp,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -249,10 +253,10 @@ int ctl_open(struct ctl *c, unsigned flags)
 							: "cannot load the configuration");
 	}
 	rc = rl_table_open(c->shm, 0, 0, &c->table, &e);
+	if (rc == -ENOENT)
+		return ctl_no_segment(c, e.msg);
 	if (rc)
-		return ctl_fail("%s%s", e.msg,
-				rc == -ENOENT ? " (no server under the shim has "
-						"accepted a connection yet)" : "");
+		return ctl_fail("%s", e.msg);
 	return 0;
 }
 

@@ -103,6 +103,7 @@ static void rules(struct ctl *c, struct ctl_snapshot *s)
 		r->allowed += st.allowed;
 		r->denied += st.denied;
 		r->bans += st.bans;
+		r->store_down += st.store_down;
 		for (unsigned k = 0; k < 5; k++)
 			r->answers[k] += st.answers[k];
 		for (unsigned b = 0; b < RL_SERVICE_BUCKETS; b++)
