@@ -291,8 +291,9 @@ struct rl_shm_ask {
 	uint32_t index;               /* the key's slot ... */
 	uint32_t cost;
 	uint64_t tag;                 /* ... while it holds this key */
-	uint32_t allowed;             /* the answer */
-	uint32_t reserved0;
+	uint32_t allowed;             /* the answer (a lend: what it gave) */
+	uint32_t kind;                /* RL_ASK_DECIDE or RL_ASK_LEND (0 in
+					 segments before lends: a decision) */
 	uint64_t state;               /* the key's state after, as the store
 					 has it (the slot's, on this host's
 					 clock) */

@@ -671,6 +671,77 @@ def met_in_different_rounds():
         assert all(10 <= n <= 13 for n in got), got
 
 
+# ---- clients under their limit, spread over hosts (issue 28) ----------------------------
+
+# 2/s: a bucket refills in a second or so, 20 or more rounds of 50 ms: a
+# host's share of it runs out long before the store's view of it changes.
+UNDER = ''.join(f'[limit:b{b}]\nmatch = GET /b{b}\nrate = 2/s\nburst = {b}\n'
+                f'key = header:X-Client\n' for b in (2, 3))
+
+
+def under_limit(hosts, burst, pick, clients=4, cycles=3):
+    """`clients` clients at once, each its own key of the burst-`burst`
+    rule, each sending `burst` requests back to back, then waiting for its
+    bucket to be full again and a half more (so the exact limiter admits
+    every request, with room for the clock: 1.5 x burst / rate), `cycles`
+    times; pick(client, i) chooses the host of each request. Returns the
+    refusals, by client."""
+    refused = [0] * clients
+    bad = []
+
+    def client(c):
+        who = {'X-Client': f'u{burst}-{pick.__name__}-{c}-{os.getpid()}'}
+        i = 0
+        for _ in range(cycles):
+            for _ in range(burst):
+                r = pick(c, i).get(f'/b{burst}', who)
+                i += 1
+                if r is None:
+                    bad.append(r)
+                elif r.status == 429:
+                    refused[c] += 1
+            time.sleep(1.5 * burst / 2)
+    ts = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad, bad
+    return refused
+
+
+def under_limit_fleet(n):
+    """n hosts, burst 2 and 3 at 2/s, clients under their limit going round
+    robin over the hosts, then to a host at random each request: none is
+    refused (a host whose share is spent borrows more of what the key has
+    left in the store before it refuses; before, a host refused once its
+    share, ceil(burst / N), was spent: the seed's SMS rule over 4 hosts)."""
+    import random
+    with fleet(UNDER, n, f'ul{n}-') as (r, hosts):
+        hosts_up(hosts)
+        rng = random.Random(28)
+
+        def round_robin(c, i):
+            return hosts[(c + i) % n]
+
+        def at_random(c, i):
+            return hosts[rng.randrange(n)]
+        got = {}
+        for burst in (2, 3):
+            for pick in (round_robin, at_random):
+                got[(burst, pick.__name__)] = under_limit(hosts, burst, pick)
+        print(f'  refusals by (burst, host choice), per client: {got}')
+        assert all(sum(v) == 0 for v in got.values()), got
+
+
+def under_limit_two_hosts():
+    under_limit_fleet(2)
+
+
+def under_limit_four_hosts():
+    under_limit_fleet(4)
+
+
 # ---- sync = strict ---------------------------------------------------------------------
 
 STRICT = SMS + 'sync = strict\n'
@@ -1391,6 +1462,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          strict_after_outage, redis_restarted_keeps_debts,
          plans, urls]
+TESTS += [under_limit_two_hosts, under_limit_four_hosts]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [count_status_slow_answers, quiet_keys_bounded]
 TESTS += [reset_two_hosts, reset_redis_down]
