@@ -423,10 +423,15 @@ void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
 			      &(struct lent){ .a = a, .granted = granted,
 					      .debt_ns = debt_ns,
 					      .now_ns = now_ns }))
-			/* more may be lent while something is; nothing lent
-			 * is the store's last word until the next sync */
+			/* More may be lent while something is; nothing lent
+			 * is the store's last word until the next sync. Held
+			 * back either way: what this host spent of the key
+			 * the store has from the pushes, and the state here
+			 * is not a debt to floor the store's with (the
+			 * collect's `own`). */
 			atomic_store_explicit(&s->provisional,
-					      granted ? RL_PROVISIONAL_HELD : 0,
+					      granted ? RL_PROVISIONAL_HELD
+						      : RL_PROVISIONAL_DRY,
 					      memory_order_relaxed);
 	}
 	if (!same_use(atomic_load_explicit(&q->word, memory_order_acquire),

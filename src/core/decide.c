@@ -169,8 +169,10 @@ static void share_retry(struct rl_table *t, struct rl_result *out)
  * request of a token bucket the key's bucket could take, that this host
  * would start from a blind share (`start` is not the state: new here,
  * other hosts alive), or refuse while its state holds part of the bucket
- * back for the others (`provisional`: a grant, or a mirror before one).
- * What is refused from the store's whole state (its debt) stays here.
+ * back for the others (`provisional`: a grant, or a mirror before one;
+ * not RL_PROVISIONAL_DRY, which the store lent nothing since the last
+ * sync). What is refused from the store's whole state (its debt) stays
+ * here.
  */
 static inline int lend_wanted(const struct rl_slot *s, const struct rl_algo *a,
 			      uint64_t old, uint64_t start, uint32_t cost,
@@ -181,8 +183,16 @@ static inline int lend_wanted(const struct rl_slot *s, const struct rl_algo *a,
 		return 0;
 	if (start != old)
 		return 1;
-	return !allowed &&
-	       atomic_load_explicit(&s->provisional, memory_order_relaxed);
+	if (allowed)
+		return 0;
+	/* (DRY: the store lent nothing since the last sync) */
+	switch (atomic_load_explicit(&s->provisional, memory_order_relaxed)) {
+	case RL_PROVISIONAL_FRESH:
+	case RL_PROVISIONAL_HELD:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /*

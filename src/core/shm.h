@@ -73,9 +73,13 @@ static inline int64_t rl_sync_net(uint32_t w)
  * bucket back, and the next sync replaces it. RL_PROVISIONAL_FRESH is
  * decide.c's share of a key new to this host (or a key mirrored from the
  * others before this host's grant of it); RL_PROVISIONAL_HELD what a sync
- * left this host (a grant, a window's share). */
+ * left this host (a grant, a window's share); RL_PROVISIONAL_DRY a token
+ * bucket's state held back as HELD, for which the store has just lent
+ * nothing (ask.c): refused here without asking again until the next sync
+ * replaces it. Held back all the same: never reported as the key's debt. */
 #define RL_PROVISIONAL_FRESH 1u
 #define RL_PROVISIONAL_HELD 2u
+#define RL_PROVISIONAL_DRY 3u
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
