@@ -42,10 +42,15 @@
  * the store's state is the host's.
  *
  * Grants: of the L requests left in a key's bucket, each host's sync takes
- * ceil(F / N) of what the other hosts' grants (made at their own last
- * syncs, not yet spent or pushed) leave, F = L - their sum, and records it.
- * So the grants outstanding never add up to more than what is left, plus
- * N - 1, however the hosts' rounds fall. While a key is young, hosts with
+ * floor(F / 2N) of what the other hosts' grants (made at their own last
+ * syncs or lends, not yet spent or pushed) leave, F = L - their sum, and
+ * records it; alone (N = 1), all of F. Only a host that used the key in
+ * the round gets one (a key only in debt there gets none): grants are
+ * what a host may spend without asking, and the half of F they never
+ * take is there for the lends (strict.c's lend_lua) of whichever host a
+ * key's next request meets, so that no host holds back what a client
+ * coming to another needs. So the grants outstanding never add up to
+ * more than what is left, however the hosts' rounds fall. While a key is young, hosts with
  * no grant yet may hold the share of a fresh key they started from
  * (decide.c): those count as spent too. A host's grant is renewed at each
  * of its syncs (a key in use every round, one only in debt in its turn:
@@ -103,7 +108,11 @@ const char rl_lua_sync[] =
 	"  end\n"
 	"  local free = left - others\n"
 	"  if free < 0 then free = 0 end\n"
-	"  local mine = math.ceil(free / nh)\n"
+	"  local mine = free\n"
+	"  if nh > 1 then\n"
+	"    mine = 0\n"
+	"    if a > 0 then mine = math.floor(free / (2 * nh)) end\n"
+	"  end\n"
 	"  keep[#keep + 1] = me .. ' ' .. mine .. ' ' .. string.format('%.0f', now)\n"
 	"  gsets[#gsets + 1] = fields[i]\n"
 	"  gsets[#gsets + 1] = string.format('%.0f', born) .. ' ' .. table.concat(keep, ' ')\n"

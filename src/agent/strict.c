@@ -90,7 +90,61 @@ static const char strict_window_lua[] =
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[8]))\n"
 	"return {1, string.format('%.0f', w), cur, prev}\n";
 
-enum { SCRIPT_STRICT = 0, SCRIPT_STRICT_WINDOW = 1 };
+/*
+ * sync = async: a lend, for a host whose share of a token bucket's key is
+ * spent (or that meets a key new to it while other hosts are alive). KEYS:
+ * the rule's hash of global states (KEYS[1], sync.c's) and of grants
+ * (KEYS[2], rl_lua_sync's: "born host grant ts host grant ts ...").
+ * ARGV: key, cost, interval (us, as text: the TAT's tariff), burst, this
+ * host, the hosts alive, how long (us) a grant stands, the hashes' TTL
+ * (ms).
+ *
+ * Of what the key has left in the store, what the grants standing (every
+ * host's, this one's included: spent or not, they are not pushed yet)
+ * leave is free; this host gets floor(free / 2N) of it, at least the cost
+ * while free covers it (so a key whose burst is below 2N is lent a
+ * request at a time), and that is added to its grant, so that every
+ * other host's sync and lend counts it as taken. It takes nothing from
+ * the key's state: what the host admits of it is pushed as ever. The
+ * grants standing therefore never add up to more than what is left.
+ * Returns { what is lent, what the key owes from now (us) }.
+ */
+static const char lend_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	RL_LUA_TAT
+	"local e = tonumber(ARGV[3])\n"
+	"local tat = tat_of(redis.call('HGET', KEYS[1], ARGV[1]), e, now)\n"
+	"if tat < now then tat = now end\n"
+	"local left = math.floor((now + tonumber(ARGV[4]) * e - tat) / e)\n"
+	"local me, nh, span = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])\n"
+	"local gv = redis.call('HGET', KEYS[2], ARGV[1])\n"
+	"local born, keep, held, mine = now, {}, 0, 0\n"
+	"if gv then\n"
+	"  local w = string.gmatch(gv, '%S+')\n"
+	"  born = tonumber(w()) or now\n"
+	"  while true do\n"
+	"    local h, g, ts = w(), tonumber(w() or ''), tonumber(w() or '')\n"
+	"    if not h or not g or not ts then break end\n"
+	"    if ts >= now - span then\n"
+	"      held = held + g\n"
+	"      if h == me then mine = g\n"
+	"      else keep[#keep + 1] = h .. ' ' .. g .. ' ' .. string.format('%.0f', ts) end\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"local free, cost, g = left - held, tonumber(ARGV[2]), 0\n"
+	"if free >= cost then\n"
+	"  if nh > 1 then g = math.floor(free / (2 * nh)) else g = free end\n"
+	"  if g < cost then g = cost end\n"
+	"  keep[#keep + 1] = me .. ' ' .. (mine + g) .. ' ' .. string.format('%.0f', now)\n"
+	"  redis.call('HSET', KEYS[2], ARGV[1],\n"
+	"             string.format('%.0f', born) .. ' ' .. table.concat(keep, ' '))\n"
+	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[8]))\n"
+	"end\n"
+	"return {g, string.format('%.0f', tat - now)}\n";
+
+enum { SCRIPT_STRICT = 0, SCRIPT_STRICT_WINDOW = 1, SCRIPT_LEND = 2 };
 
 struct ask {
 	struct rl_ask_item it;
@@ -116,11 +170,29 @@ static int strict_rule(const struct rl_agent *a, unsigned id)
 	return ci >= 0 && a->cfg->rules[ci].sync == RL_SYNC_STRICT ? ci : -1;
 }
 
+/* The config rule of a lend, if it is an async one of ours with a store
+ * (its token buckets: the algorithm is checked with the key's plan). */
+static int lend_rule(const struct rl_agent *a, unsigned id)
+{
+	int ci = id < RL_MAX_RULES ? a->rule_of[id] : -1;
+
+	return ci >= 0 && a->cfg->rules[ci].sync != RL_SYNC_STRICT &&
+		       a->cfg->rules[ci].algorithm == RL_ALGO_GCRA
+		       ? ci
+		       : -1;
+}
+
+static int ask_rule(const struct rl_agent *a, const struct rl_ask_item *it)
+{
+	return it->kind == RL_ASK_LEND ? lend_rule(a, it->rule)
+				       : strict_rule(a, it->rule);
+}
+
 static int take_one(const struct rl_ask_item *it, void *arg)
 {
 	struct rl_strict *s = arg;
 
-	if (strict_rule(s->a, it->rule) < 0) {
+	if (ask_rule(s->a, it) < 0) {
 		rl_table_ask_fail(s->a->table, it);
 		return 0;
 	}
@@ -164,12 +236,45 @@ static int queue_window(struct rl_strict *s, const struct ask *q, unsigned ci,
 				     lens);
 }
 
+/* Queue the lend script for ask `q` of config rule `ci`. */
+static int queue_lend(struct rl_strict *s, const struct ask *q, unsigned ci,
+		      const char *key, size_t klen)
+{
+	const struct rl_agent *a = s->a;
+	const struct rl_algo *alg = q->alg;
+	unsigned shard = rl_store_key_shard(a->cfg, key, klen);
+	char hkey[160], gkey[170], cost[16], ei[32], burst[16], hosts[16];
+	char span[32], ttl[32];
+	const char *argv[10] = { hkey, gkey, key, cost, ei, burst,
+				 a->host_tag, hosts, span, ttl };
+	size_t lens[10];
+	uint32_t nh = __atomic_load_n(&a->hosts_alive, __ATOMIC_RELAXED);
+
+	lens[0] = rl_agent_hash_key(a, ci, shard, hkey, sizeof(hkey));
+	lens[1] = (size_t)snprintf(gkey, sizeof(gkey), "%s:grants", hkey);
+	lens[2] = klen;
+	lens[3] = (size_t)snprintf(cost, sizeof(cost), "%u", q->it.cost);
+	/* the tariff as the sync writes it (sync.c's collect) */
+	lens[4] = (size_t)snprintf(ei, sizeof(ei), "%.3f",
+				   (double)alg->interval_ns / 1000.0);
+	lens[5] = (size_t)snprintf(burst, sizeof(burst), "%u", alg->rate.burst);
+	lens[6] = strlen(a->host_tag);
+	lens[7] = (size_t)snprintf(hosts, sizeof(hosts), "%u", nh ? nh : 1);
+	/* a grant stands three rounds (sync_jobs.c's queue_sync) */
+	lens[8] = (size_t)snprintf(span, sizeof(span), "%llu",
+				   (unsigned long long)(3 * a->interval_ns / 1000));
+	lens[9] = (size_t)snprintf(ttl, sizeof(ttl), "%llu",
+				   (unsigned long long)rl_agent_ttl_ms(
+					   a, &a->cfg->rules[ci]));
+	return rl_store_queue_script(s->store, SCRIPT_LEND, 2, 10, argv, lens);
+}
+
 /* Queue the script for ask `q`. */
 static int queue(struct rl_strict *s, struct ask *q)
 {
 	struct rl_agent *a = s->a;
 	const struct rl_rule_cache *rc = rl_table_rule_get(a->table, q->it.rule);
-	int ci = strict_rule(a, q->it.rule);
+	int ci = ask_rule(a, &q->it);
 	const struct rl_rule_cfg *r = &a->cfg->rules[ci];
 	const struct rl_algo *alg;
 	char hkey[160], key[160], cost[16], ei[32], depth[32], ttl[32], cu[16];
@@ -182,6 +287,10 @@ static int queue(struct rl_strict *s, struct ask *q)
 	q->alg = alg;
 	lens[1] = rl_agent_key_text(r, q->it.key, q->it.key_len,
 				    q->it.truncated, key, sizeof(key));
+	if (q->it.kind == RL_ASK_LEND)
+		return alg->kind == RL_ALGO_GCRA
+			       ? queue_lend(s, q, (unsigned)ci, key, lens[1])
+			       : -1;
 	if (alg->kind != RL_ALGO_GCRA)
 		return queue_window(s, q, (unsigned)ci, key, lens[1]);
 	lens[0] = rl_agent_hash_key(a, (unsigned)ci,
@@ -234,6 +343,23 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	struct ask *q = &s->asks[i];
 	uint64_t state;
 
+	if (q->it.kind == RL_ASK_LEND) {
+		double us;
+
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+		    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+		    rep->element[1]->type != REDIS_REPLY_STRING)
+			return 0; /* failed below, with the unanswered */
+		us = strtod(rep->element[1]->str, NULL);
+		rl_table_ask_lent(s->a->table, &q->it,
+				  rep->element[0]->integer > 0
+					  ? (uint64_t)rep->element[0]->integer
+					  : 0,
+				  us > 0 ? (uint64_t)(us * 1000.0) : 0,
+				  rl_time_now_ns());
+		q->answered = 1;
+		return 0;
+	}
 	if (answer_state(q, rep, &state))
 		return 0; /* failed below, with the unanswered */
 	rl_table_ask_answer(s->a->table, &q->it, rep->element[0]->integer == 1,
@@ -295,14 +421,18 @@ static void *run(void *arg)
 struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 {
 	struct rl_strict *s;
-	int any = 0;
+	int any = 0, lends = 0;
 
 	/* Whatever an agent before this one said, until this one says so. */
 	rl_table_agent_flags_change(a->table, 0, RL_AGENT_STRICT);
 
-	for (unsigned i = 0; i < a->cfg->nrules; i++)
+	rl_table_agent_flags_change(a->table, 0, RL_AGENT_LEND);
+	/* Strict rules' decisions, and async token buckets' lends. */
+	for (unsigned i = 0; i < a->cfg->nrules; i++) {
 		any |= a->cfg->rules[i].sync == RL_SYNC_STRICT;
-	if (!a->cfg->redis || !any)
+		lends |= lend_rule(a, a->ids[i]) >= 0;
+	}
+	if (!a->cfg->redis || !(any || lends))
 		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -316,6 +446,7 @@ struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 	rl_store_impact(s->store, a->cfg);
 	rl_store_script(s->store, SCRIPT_STRICT, strict_lua);
 	rl_store_script(s->store, SCRIPT_STRICT_WINDOW, strict_window_lua);
+	rl_store_script(s->store, SCRIPT_LEND, lend_lua);
 	if (pthread_create(&s->thread, NULL, run, s)) {
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start the strict thread\" "
 		       "err=\"%s\"", strerror(errno));
@@ -323,7 +454,9 @@ struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 		free(s);
 		return NULL;
 	}
-	rl_table_agent_flags_change(a->table, RL_AGENT_STRICT, 0);
+	rl_table_agent_flags_change(a->table, (any ? RL_AGENT_STRICT : 0) |
+						      (lends ? RL_AGENT_LEND : 0),
+				    0);
 	return s;
 }
 
@@ -331,7 +464,8 @@ void rl_agent_strict_stop(struct rl_strict *s)
 {
 	if (!s)
 		return;
-	rl_table_agent_flags_change(s->a->table, 0, RL_AGENT_STRICT);
+	rl_table_agent_flags_change(s->a->table, 0,
+				    RL_AGENT_STRICT | RL_AGENT_LEND);
 	atomic_store(&s->stop, 1);
 	pthread_join(s->thread, NULL);
 	rl_store_free(s->store);

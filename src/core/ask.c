@@ -194,6 +194,7 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 	q = claim(t, hint->index, &word);
 	if (!q)
 		return -EAGAIN;
+	q->kind = RL_ASK_DECIDE;
 	q->rule = rule;
 	q->index = hint->index;
 	q->tag = hint->tag;
@@ -219,6 +220,67 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 	answer_result(a, allowed, state, cost, out);
 	errno = saved;
 	return 0;
+}
+
+/*
+ * sync = async: a lend. Decided here, unless the decision would start the
+ * key from a blind share or refuse it from a share (RL_TAKE_LEND); then
+ * the agent is asked, on the strict asks' channel and with the same wait,
+ * for more of what the key has left in the store. The agent puts what the
+ * store lent in the key's state here (rl_table_ask_lent) and the request is
+ * decided again from it: a lend of nothing leaves the key refused, its
+ * state the store's, and the next requests refused here without asking.
+ */
+int rl_table_take_lend(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns,
+		       uint64_t deadline_ns, struct rl_result *out,
+		       struct rl_slot_hint *hint)
+{
+	struct rl_slot_hint own = { 0 };
+	uint64_t flags = rl_table_agent_flags(t);
+	struct rl_shm_ask *q;
+	uint32_t word, w;
+	int saved = errno, rc;
+
+	if (!hint)
+		hint = &own;
+	if ((flags & (RL_AGENT_LEND | RL_AGENT_SYNC | RL_AGENT_STORE_DOWN)) !=
+	    (RL_AGENT_LEND | RL_AGENT_SYNC))
+		return rl_slot_take(t, rule, key, key_len, cost, now_ns, out,
+				    hint, 0);
+	rc = rl_slot_take(t, rule, key, key_len, cost, now_ns, out, hint,
+			  RL_TAKE_LEND);
+	if (rc != RL_TAKE_ASK)
+		return rc;
+	q = claim(t, hint->index, &word);
+	if (!q)
+		goto unlent;
+	q->kind = RL_ASK_LEND;
+	q->rule = rule;
+	q->index = hint->index;
+	q->tag = hint->tag;
+	q->cost = cost;
+	w = word;
+	if (!cas_word(&q->word, &w, with_state(word, RL_ASK_POSTED)))
+		goto unlent; /* swept meanwhile (we were stopped that long) */
+	atomic_fetch_add_explicit(&t->hdr->asks_bell, 1, memory_order_release);
+	futex_wake(&t->hdr->asks_bell);
+	w = await(q, word, deadline_ns);
+	if (w)
+		release(q, w);
+	if (!w || st_of(w) == RL_ASK_FAILED)
+		goto unlent;
+	/* What the lend left (or a sync since) in the key's state. */
+	rc = rl_slot_take(t, rule, key, key_len, cost, rl_time_now_ns(), out,
+			  hint, 0);
+	errno = saved;
+	return rc;
+unlent:
+	/* As without lends: a blind share, or the refusal from a share. */
+	rc = rl_slot_take(t, rule, key, key_len, cost, rl_time_now_ns(), out,
+			  hint, 0);
+	errno = saved;
+	return rc ? rc : -EAGAIN;
 }
 
 /* ---- the agent's side --------------------------------------------------------- */
@@ -252,6 +314,7 @@ unsigned rl_table_asks_take(struct rl_table *t,
 			continue;
 		it.id = i;
 		it.word = with_state(w, RL_ASK_TAKEN);
+		it.kind = q->kind;
 		it.rule = q->rule;
 		it.index = q->index;
 		it.tag = q->tag;
@@ -312,6 +375,70 @@ void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
 		return;
 	q->allowed = (uint32_t)(allowed != 0);
 	q->state = state;
+	finish(t, it, RL_ASK_DONE);
+}
+
+/* What a lend puts in a token bucket's state. */
+struct lent {
+	const struct rl_algo *a;
+	uint64_t granted, debt_ns, now_ns;
+};
+
+static int lent_next(uint64_t old, uint64_t *new, const void *arg)
+{
+	const struct lent *l = arg;
+	const struct rl_algo *a = l->a;
+	uint64_t now = l->now_ns, give;
+	/* A state not in use (new here, or full again long since) holds
+	 * nothing of the bucket for this host: only what is lent. */
+	uint64_t base = old && old + RL_GCRA_CATCHUP_NS > now ? old
+							      : now + a->depth_ns;
+	uint64_t floor = now + l->debt_ns;
+
+	if (base <= now)
+		return 0; /* full already: nothing more to hold */
+	give = l->granted < a->rate.burst ? l->granted : a->rate.burst;
+	give *= a->interval_ns;
+	*new = base - now > give ? base - give : now;
+	/* Lent nothing: the key owes at least what the store says. */
+	if (!l->granted && *new < floor)
+		*new = floor;
+	return *new != old;
+}
+
+void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
+		       uint64_t granted, uint64_t debt_ns, uint64_t now_ns)
+{
+	struct rl_shm_ask *q = &t->asks[it->id % RL_ASKS];
+	const struct rl_rule_cache *rc = rl_table_rule_get(t, it->rule);
+
+	if (rc && it->index < t->hdr->capacity) {
+		struct rl_slot *s = &t->slots[it->index];
+		const struct rl_algo *a = slot_algo(rc, s);
+
+		/* Whether the shim still waits or not: the store lent it
+		 * (and counts it this host's). */
+		if (a->kind == RL_ALGO_GCRA &&
+		    !slot_cas(s, it->tag, lent_next,
+			      &(struct lent){ .a = a, .granted = granted,
+					      .debt_ns = debt_ns,
+					      .now_ns = now_ns }))
+			/* More may be lent while something is; nothing lent
+			 * is the store's last word until the next sync. Held
+			 * back either way: what this host spent of the key
+			 * the store has from the pushes, and the state here
+			 * is not a debt to floor the store's with (the
+			 * collect's `own`). */
+			atomic_store_explicit(&s->provisional,
+					      granted ? RL_PROVISIONAL_HELD
+						      : RL_PROVISIONAL_DRY,
+					      memory_order_relaxed);
+	}
+	if (!same_use(atomic_load_explicit(&q->word, memory_order_acquire),
+		      it->word))
+		return;
+	q->allowed = (uint32_t)(granted > UINT32_MAX ? UINT32_MAX : granted);
+	q->state = 0;
 	finish(t, it, RL_ASK_DONE);
 }
 

@@ -165,8 +165,40 @@ static void share_retry(struct rl_table *t, struct rl_result *out)
 }
 
 /*
+ * With RL_TAKE_LEND, whether a decision is left to a lend (ask.c): a
+ * request of a token bucket the key's bucket could take, that this host
+ * would start from a blind share (`start` is not the state: new here,
+ * other hosts alive), or refuse while its state holds part of the bucket
+ * back for the others (`provisional`: a grant, or a mirror before one;
+ * not RL_PROVISIONAL_DRY, which the store lent nothing since the last
+ * sync). What is refused from the store's whole state (its debt) stays
+ * here.
+ */
+static inline int lend_wanted(const struct rl_slot *s, const struct rl_algo *a,
+			      uint64_t old, uint64_t start, uint32_t cost,
+			      int allowed, unsigned how)
+{
+	if (!(how & RL_TAKE_LEND) || a->kind != RL_ALGO_GCRA || cost == 0 ||
+	    cost > a->rate.burst)
+		return 0;
+	if (start != old)
+		return 1;
+	if (allowed)
+		return 0;
+	/* (DRY: the store lent nothing since the last sync) */
+	switch (atomic_load_explicit(&s->provisional, memory_order_relaxed)) {
+	case RL_PROVISIONAL_FRESH:
+	case RL_PROVISIONAL_HELD:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/*
  * Decide `cost` on slot `s`, which held `tag` when found. Returns 1 when
- * decided, 0 when the slot does not hold the key any more (look again).
+ * decided, 0 when the slot does not hold the key any more (look again), 2
+ * when left to a lend (lend_wanted: nothing stored, nothing counted).
  */
 static inline __attribute__((always_inline)) int
 decide_in(struct rl_table *t, const struct rl_rule_cache *rc, struct rl_slot *s,
@@ -194,8 +226,14 @@ decide_in(struct rl_table *t, const struct rl_rule_cache *rc, struct rl_slot *s,
 			return 0;
 		algo = slot_algo(rc, s);
 		start = syncs ? start_of(t, algo, old, cost, now_ns) : old;
+		if (syncs && start != old &&
+		    lend_wanted(s, algo, old, start, cost, 1, how))
+			return 2;
 		new = start;
 		rl_algo_step(algo, &new, cost, now_ns, out);
+		if (syncs && !out->allowed &&
+		    lend_wanted(s, algo, old, start, cost, 0, how))
+			return 2;
 		if (!out->allowed) {
 			/* The agent refreshes keys being refused too (a plan
 			 * upgrade must reach them): each round if refused
@@ -251,9 +289,14 @@ slot_take_slow(struct rl_table *t, unsigned rule, const void *key,
 	    hint->index < t->hdr->capacity) {
 		struct rl_slot *s = &t->slots[hint->index];
 
-		if (atomic_load_explicit(&s->key, memory_order_acquire) ==
-			    hint->tag &&
-		    decide_in(t, rc, s, hint->tag, cost, now_ns, out, how))
+		int d = atomic_load_explicit(&s->key, memory_order_acquire) ==
+				hint->tag
+			? decide_in(t, rc, s, hint->tag, cost, now_ns, out, how)
+			: 0;
+
+		if (d == 2)
+			return RL_TAKE_ASK;
+		if (d)
 			goto decided;
 	}
 	rl_slot_key(t, rule, key, key_len, &k);
@@ -266,13 +309,16 @@ slot_take_slow(struct rl_table *t, unsigned rule, const void *key,
 				goto fresh;
 			break;
 		}
-		if (decide_in(t, rc, s, k.tag, cost, now_ns, out, how)) {
-			if (hint) {
-				hint->index = (uint32_t)(s - t->slots);
-				hint->tag = k.tag;
-			}
-			goto decided;
+		int d = decide_in(t, rc, s, k.tag, cost, now_ns, out, how);
+
+		if (d && hint) {
+			hint->index = (uint32_t)(s - t->slots);
+			hint->tag = k.tag;
 		}
+		if (d == 2)
+			return RL_TAKE_ASK;
+		if (d)
+			goto decided;
 	}
 	/* No slot to give: decide as a new key, keep nothing. */
 	rl_table_count(t, RL_COUNT_OVERFLOWS);
@@ -353,6 +399,9 @@ take_fast(struct rl_table *t, unsigned rule, const void *key, size_t key_len,
 	c = &t->shards[shard_of()].rule[rule];
 	/* With an agent syncing, a key new here starts from its share. */
 	start = syncs ? start_of(t, &rc->algo, old, cost, now_ns) : old;
+	/* A blind share a lend may replace: the general path's to say. */
+	if ((how & RL_TAKE_LEND) && start != old)
+		return 0;
 	new = start;
 	rl_gcra_decide_in(&rc->algo, &new, rc->algo.interval_ns,
 			  rc->algo.depth_ns, rc->algo.rate.burst, cost, now_ns,

@@ -73,9 +73,13 @@ static inline int64_t rl_sync_net(uint32_t w)
  * bucket back, and the next sync replaces it. RL_PROVISIONAL_FRESH is
  * decide.c's share of a key new to this host (or a key mirrored from the
  * others before this host's grant of it); RL_PROVISIONAL_HELD what a sync
- * left this host (a grant, a window's share). */
+ * left this host (a grant, a window's share); RL_PROVISIONAL_DRY a token
+ * bucket's state held back as HELD, for which the store has just lent
+ * nothing (ask.c): refused here without asking again until the next sync
+ * replaces it. Held back all the same: never reported as the key's debt. */
 #define RL_PROVISIONAL_FRESH 1u
 #define RL_PROVISIONAL_HELD 2u
+#define RL_PROVISIONAL_DRY 3u
 
 enum rl_shm_init {
 	RL_SHM_INIT_BUSY = 0,  /* the creator is still writing the header */
@@ -293,8 +297,9 @@ struct rl_shm_ask {
 	uint32_t index;               /* the key's slot ... */
 	uint32_t cost;
 	uint64_t tag;                 /* ... while it holds this key */
-	uint32_t allowed;             /* the answer */
-	uint32_t reserved0;
+	uint32_t allowed;             /* the answer (a lend: what it gave) */
+	uint32_t kind;                /* RL_ASK_DECIDE or RL_ASK_LEND (0 in
+					 segments before lends: a decision) */
 	uint64_t state;               /* the key's state after, as the store
 					 has it (the slot's, on this host's
 					 clock) */

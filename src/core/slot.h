@@ -160,11 +160,20 @@ unsigned rl_slot_cpu_slow(void);
 #define RL_TAKE_COUNT 0x1u  /* count an allowed decision (else only denials) */
 #define RL_TAKE_EXACT 0x2u  /* a strict rule's mirror: no share of a fresh
 			       key, nothing counted for the agent to push */
+#define RL_TAKE_LEND 0x4u   /* a synced token bucket whose agent lends
+			       (ask.c): where the decision would start the key
+			       from a blind share (other hosts alive) or refuse
+			       it from a share, decide nothing: RL_TAKE_ASK */
+
+/* rl_slot_take's return with RL_TAKE_LEND: nothing decided, nothing
+ * counted, *hint names the key's slot; a lend is wanted. */
+#define RL_TAKE_ASK 1
 
 /*
  * Decide `cost` for `key` of `rule` (decide.c): the take behind
  * rl_table_take_hint and friends. With a hint, *hint names the slot
  * decided in afterwards (tag 0: none, the table had no slot to give).
+ * Returns 0, a negative errno, or RL_TAKE_ASK (RL_TAKE_LEND only).
  */
 int rl_slot_take(struct rl_table *t, unsigned rule, const void *key,
 		 size_t key_len, uint32_t cost, uint64_t now_ns,

@@ -34,6 +34,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 #define RL_AGENT_STORE_DOWN 0x2ull /* the agent cannot reach its store */
 #define RL_AGENT_XDP 0x4ull        /* the XDP dropper is attached */
 #define RL_AGENT_STRICT 0x8ull     /* the agent answers asks (sync = strict) */
+#define RL_AGENT_LEND 0x10ull      /* the agent answers lends (sync = async) */
 
 /*
  * The process-private handle. A rule's rates are this process's own: what
@@ -468,9 +469,32 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 			 uint64_t deadline_ns, struct rl_result *out,
 			 struct rl_slot_hint *hint);
 
+/*
+ * Take as rl_table_take_uncounted, for a sync = async token bucket whose
+ * agent lends (RL_AGENT_LEND, the store not known down): where the
+ * decision here would start the key from a blind share of its bucket (new
+ * to this host, other hosts alive) or refuse it from this host's part of
+ * what the key has left (its grant spent), the agent is asked for more of
+ * what the key has left in the store (a lend), and the answer awaited
+ * until `deadline_ns`, as a strict ask's; then decided from the state the
+ * lend left. A key within its grant is decided here at once, as ever.
+ * Returns 0 decided here (no ask, or after the lend), -EAGAIN when a lend
+ * was wanted but not had (no agent lending, every ask in flight, the
+ * deadline passed, the store failed): decided then as
+ * rl_table_take_uncounted decides, so on_store_down holds. errno is kept.
+ */
+int rl_table_take_lend(struct rl_table *t, unsigned rule, const void *key,
+		       size_t key_len, uint32_t cost, uint64_t now_ns,
+		       uint64_t deadline_ns, struct rl_result *out,
+		       struct rl_slot_hint *hint);
+
+/* rl_ask_item.kind */
+enum { RL_ASK_DECIDE = 0, RL_ASK_LEND = 1 };
+
 /* An ask, as the agent takes it. */
 struct rl_ask_item {
 	uint32_t id, word;            /* which ask, which use of it */
+	uint32_t kind;                /* RL_ASK_DECIDE (strict) or _LEND */
 	unsigned rule;                /* rule id */
 	uint32_t index;               /* the key's slot, while it holds tag */
 	uint64_t tag;
@@ -502,6 +526,18 @@ unsigned rl_table_asks_take(struct rl_table *t,
 void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
 			 int allowed, uint64_t state);
 void rl_table_ask_fail(struct rl_table *t, const struct rl_ask_item *it);
+
+/*
+ * The store's answer to lend `it`: `granted` more requests of the key's
+ * bucket for this host (taken from what the key had left in the store,
+ * and recorded there as this host's), and what the key owes in the store
+ * (`debt_ns`, from now). The key's state here gains them (a key that had
+ * no state in use here starts from none but them); granted nothing, it
+ * owes at least the store's debt and holds nothing back any more (its
+ * refusals stay here until the next sync). The shim is woken.
+ */
+void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
+		       uint64_t granted, uint64_t debt_ns, uint64_t now_ns);
 
 /* Free the asks that have not moved since the last call (`seen`, zeroed
  * at first): left by a process that died. Call it far less often than any

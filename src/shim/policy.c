@@ -349,6 +349,14 @@ static int take(const struct rl_policy *p, unsigned i, const void *key,
 		fail_closed(r, &res, v);
 	} else if (r->sync == RL_SYNC_STRICT && p->cfg->redis) {
 		strict(p, i, key, len, now, &res, hint, v);
+	} else if (p->cfg->redis && r->algorithm == RL_ALGO_GCRA &&
+		   !store_down(p, now)) {
+		/* async: a key whose share is spent (or new here, other hosts
+		 * alive) asks the store for more of what it has left, within
+		 * the store's timeout; without an answer, decided as ever
+		 * (on_store_down). A key within its share: as ever. */
+		rl_table_take_lend(p->table, p->ids[i], key, len, 1, now,
+				   now + p->cfg->redis_timeout_ns, &res, hint);
 	} else {
 		rl_table_take_uncounted(p->table, p->ids[i], key, len, 1, now,
 					&res, hint);

@@ -67,8 +67,13 @@ static int answer_one(const struct rl_ask_item *it, void *arg)
 
 	if (s->delay_ns)
 		usleep((useconds_t)(s->delay_ns / 1000));
-	rl_table_ask_answer(t, it, s->allowed[s->done],
-			    rl_time_now_ns() + s->debt[s->done]);
+	/* a lend: `allowed` is what the store lends, `debt` what it owes */
+	if (it->kind == RL_ASK_LEND)
+		rl_table_ask_lent(t, it, (uint64_t)s->allowed[s->done],
+				  s->debt[s->done], rl_time_now_ns());
+	else
+		rl_table_ask_answer(t, it, s->allowed[s->done],
+				    rl_time_now_ns() + s->debt[s->done]);
 	s->done++;
 	return 0;
 }
@@ -117,6 +122,21 @@ static int take(const char *key, uint64_t wait_ns, struct rl_result *out)
 
 	return rl_table_take_strict(t, rule, key, strlen(key), 1, now,
 				    now + wait_ns, out, NULL);
+}
+
+static int lend(const char *key, uint64_t wait_ns, struct rl_result *out)
+{
+	uint64_t now = rl_time_now_ns();
+
+	return rl_table_take_lend(t, rule, key, strlen(key), 1, now,
+				  now + wait_ns, out, NULL);
+}
+
+/* An agent syncing 4 hosts, lending. */
+static void lending(void)
+{
+	rl_table_agent_set_hosts(t, 4);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC | RL_AGENT_LEND, 0);
 }
 
 /* ---- the cases ----------------------------------------------------------------- */
@@ -242,6 +262,105 @@ static void test_errno_kept(void **state)
 	assert_int_equal(errno, EXDEV);
 }
 
+/* No agent lending (or the store known down): decided here at once as
+ * ever, a key new here from its share (ceil(10 / 4) = 3), nothing posted. */
+static void test_lend_none(void **state)
+{
+	struct rl_result r;
+	uint32_t bell = rl_table_asks_bell(t);
+
+	(void)state;
+	rl_table_agent_set_hosts(t, 4);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(lend("n", SEC, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 2);
+	rl_table_agent_flags_change(t, RL_AGENT_LEND | RL_AGENT_STORE_DOWN, 0);
+	assert_int_equal(lend("n2", SEC, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 2);
+	assert_int_equal(rl_table_asks_bell(t), bell);
+}
+
+/* A key new here, other hosts alive: lent, not a blind share. What was
+ * lent is spent here without asking; spent, the host asks again; lent
+ * nothing, the key is refused, and the next requests are refused here
+ * without asking (the store's last word until the next sync). */
+static void test_lend_fresh_then_spent(void **state)
+{
+	struct script s = { .allowed = { 2, 0 }, .debt = { 0, DEPTH }, .n = 2 };
+	struct rl_result r;
+	uint32_t bell;
+	pid_t pid;
+
+	(void)state;
+	lending();
+	pid = agent(&s);
+	bell = rl_table_asks_bell(t);
+	assert_int_equal(lend("f", 2 * SEC, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 1); /* 2 lent, 1 spent */
+	assert_int_equal(rl_table_asks_bell(t), bell + 1);
+	/* within what was lent: no ask */
+	assert_int_equal(lend("f", 2 * SEC, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 0);
+	assert_int_equal(rl_table_asks_bell(t), bell + 1);
+	/* spent: asked again, the store has nothing left */
+	assert_int_equal(lend("f", 2 * SEC, &r), 0);
+	assert_false(r.allowed);
+	assert_int_equal(rl_table_asks_bell(t), bell + 2);
+	reap(pid);
+	/* refused here now, its state the store's debt */
+	assert_int_equal(lend("f", 2 * SEC, &r), 0);
+	assert_false(r.allowed);
+	assert_true(r.retry_after_ns > EI - SEC && r.retry_after_ns <= EI);
+	assert_int_equal(rl_table_asks_bell(t), bell + 2);
+	assert_int_equal(asks_free(), RL_ASKS);
+}
+
+/* A lend never gives more than the bucket, and gives on top of what the
+ * key holds here (a key in use is not started over). */
+static void test_lend_adds(void **state)
+{
+	struct script s = { .allowed = { 1, 50 }, .debt = { 0, 0 }, .n = 2 };
+	struct rl_result r;
+	pid_t pid;
+
+	(void)state;
+	lending();
+	pid = agent(&s);
+	assert_int_equal(lend("a", 2 * SEC, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 0);
+	assert_int_equal(lend("a", 2 * SEC, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 9); /* a full bucket, less this one */
+	reap(pid);
+}
+
+/* No answer by the deadline: -EAGAIN and decided as without lends (a
+ * blind share of a key new here; a refusal from a share spent). */
+static void test_lend_deadline(void **state)
+{
+	struct rl_result r;
+	uint64_t t0;
+
+	(void)state;
+	lending();
+	t0 = rl_time_now_ns();
+	assert_int_equal(lend("d", 20 * MS, &r), -EAGAIN);
+	assert_true(rl_time_now_ns() - t0 >= 20 * MS);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 2);
+	assert_int_equal(lend("d", 0, &r), 0); /* within the share */
+	assert_int_equal(lend("d", 0, &r), 0);
+	assert_true(r.allowed);
+	assert_int_equal(lend("d", 0, &r), -EAGAIN);
+	assert_false(r.allowed);
+	assert_int_equal(asks_free(), RL_ASKS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +371,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_abandoned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errno_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lend_none, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lend_fresh_then_spent,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lend_adds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lend_deadline, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -137,6 +137,7 @@ def cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res, cpu, stored):
         'over_pct': (100.0 * (res['admitted'] - res['ideal']) / res['ideal']
                      if res['ideal'] else 0.0),
         'fallbacks': res['fallbacks'],
+        'wrong': res.get('wrong', 0),
         'commands_s': sent / s, 'asks_s': asks / s,
         'rounds_s': res['syncs'] / s / hosts,
         'memory': mem, 'stored': stored,
@@ -455,6 +456,7 @@ def table(rows, cluster=0):
         if c['achieved_s'] < 0.98 * c['offered_s']:
             ach += f' (**{100 * c["achieved_s"] / c["offered_s"]:.0f}%**)'
         fb = f', {fmt(c["fallbacks"])} not in Redis' if c['fallbacks'] else ''
+        fb += f', {fmt(c.get("wrong", 0))} refused the exact limiter admits'
         down = f' ({c["down"]} down)' if c.get('down') else ''
         if c.get('clusterdown'):
             down += f' (cluster not ok on {c["clusterdown"]} of {cluster})'
