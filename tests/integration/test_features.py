@@ -247,14 +247,19 @@ def budget_survives_restart():
 
 
 def unguarded_port():
-    """A port not in `ports` is left alone entirely: no limit, no segment,
-    no log line."""
+    """A port not in `ports` is left alone: no limit, no segment, and one
+    line in the server's log (per process) that says it accepts outside
+    `ports`, so an operator who copied the wrong ports finds out."""
     other = servers.free_port()
     s = Legacy('[limit:one]\nmatch = *\nrate = 1/m\n', ports=other)
     try:
         assert codes(s, 3) == [200] * 3
         assert not os.path.exists(f'/dev/shm/{s.shm}')
-        assert 'rlshim' not in s.server.stderr_text()
+        lines = [l for l in s.server.stderr_text().splitlines()
+                 if 'rlshim' in l]
+        assert len(lines) == 1, lines
+        assert 'accepting on a port outside ports' in lines[0], lines
+        assert f'port={s.port}' in lines[0] and f'ports={other}' in lines[0], lines
     finally:
         s.stop()
 
