@@ -68,6 +68,7 @@ struct rl_store {
 	uint64_t retry_at_ns;
 	uint64_t backoff_ns;
 	int logged_down;
+	int quiet_nodes;          /* rl_store_quiet_nodes */
 	uint64_t reconnects;
 	uint64_t commands;
 	uint64_t ask_at_ns;       /* sentinels: when to ask them again while up */
@@ -735,7 +736,7 @@ static void node_log_down(struct rl_store *s, struct node *n)
 {
 	char at[300], q[1024];
 
-	if (n->logged || !s->up)
+	if (n->logged || !s->up || s->quiet_nodes)
 		return;
 	rl_url_format_addr(n->host, n->port, at, sizeof(at));
 	rl_log(RL_LOG_WARN, "msg=\"store node unreachable\" store=%s node=%s "
@@ -792,6 +793,11 @@ static int node_find(struct rl_store *s, const char *host, int port, char *why,
 	s->node[i].port = port;
 	s->nnodes++;
 	return (int)i;
+}
+
+void rl_store_quiet_nodes(struct rl_store *s)
+{
+	s->quiet_nodes = 1;
 }
 
 /* Node i connected (opened now if need be, and if its backoff allows

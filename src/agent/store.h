@@ -71,6 +71,11 @@ int rl_store_parse_url(const char *url, struct rl_store_url *out);
 struct rl_store *rl_store_new(const char *url, uint64_t timeout_ns);
 void rl_store_free(struct rl_store *s);
 
+/* Leave the node lines to another store of this process (the sync
+ * thread's, which reports the cluster's masters): the strict thread's
+ * store would say each node's going a second time. */
+void rl_store_quiet_nodes(struct rl_store *s);
+
 /* Register script `id` (0..RL_STORE_SCRIPTS-1) by its Lua source. */
 void rl_store_script(struct rl_store *s, unsigned id, const char *lua);
 

@@ -444,6 +444,7 @@ struct rl_strict *rl_agent_strict_start(struct rl_agent *a)
 		return NULL;
 	}
 	rl_store_impact(s->store, a->cfg);
+	rl_store_quiet_nodes(s->store);
 	rl_store_script(s->store, SCRIPT_STRICT, strict_lua);
 	rl_store_script(s->store, SCRIPT_STRICT_WINDOW, strict_window_lua);
 	rl_store_script(s->store, SCRIPT_LEND, lend_lua);
