@@ -76,34 +76,11 @@ static void json_view(struct ctl *c, struct ctl_json *j,
 		      const struct ctl_rule *r, const struct jail *jl)
 {
 	struct ctl_ban_filter f = { r->name, NULL };
-	char text[RL_PATH_MAX + 32];
 	unsigned nbans;
 
 	ctl_jopen(j, NULL, '{');
 	ctl_jtext(j, "rule", r->name);
-	if (r->cfg) {
-		ctl_fmt_match(text, sizeof(text), r->cfg);
-		ctl_jtext(j, "match", text);
-	} else {
-		ctl_jnull(j, "match");
-	}
-	ctl_fmt_rate(text, sizeof(text), &r->rate);
-	ctl_jtext(j, "rate", text);
-	ctl_jnum(j, "burst", r->rate.burst);
-	if (r->cfg) {
-		ctl_fmt_key(text, sizeof(text), r->cfg);
-		ctl_jtext(j, "key", text);
-	} else {
-		ctl_jnull(j, "key");
-	}
-	ctl_jtext(j, "algorithm", rl_config_algorithm_name(r->algorithm));
-	if (r->cfg && r->cfg->maxretry) {
-		ctl_jnum(j, "maxretry", r->cfg->maxretry);
-		ctl_jnum(j, "findtime_ms", r->cfg->findtime_ns / RL_NS_PER_MS);
-		ctl_jnum(j, "bantime_ms", r->cfg->bantime_ns / RL_NS_PER_MS);
-	}
-	ctl_jnum(j, "allowed", r->allowed);
-	ctl_jnum(j, "denied", r->denied);
+	ctl_json_rule_def(j, r);
 	ctl_jnum(j, "store_down", r->store_down);
 	ctl_jnum(j, "bans_issued", r->bans);
 	ctl_jnum(j, "keys", jl->keys);

@@ -299,14 +299,10 @@ static void human(struct ctl *c, const struct ctl_snapshot *s)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_rule(struct ctl_json *j, const struct ctl_snapshot *s,
-		      const struct ctl_rule *r)
+void ctl_json_rule_def(struct ctl_json *j, const struct ctl_rule *r)
 {
 	char text[RL_PATH_MAX + 32];
 
-	ctl_jopen(j, NULL, '{');
-	ctl_jtext(j, "name", r->name);
-	ctl_jbool(j, "retired", !r->cfg && (!s->config_err || s->config_kept));
 	if (r->cfg) {
 		ctl_fmt_match(text, sizeof(text), r->cfg);
 		ctl_jtext(j, "match", text);
@@ -330,6 +326,15 @@ static void json_rule(struct ctl_json *j, const struct ctl_snapshot *s,
 	}
 	ctl_jnum(j, "allowed", r->allowed);
 	ctl_jnum(j, "denied", r->denied);
+}
+
+static void json_rule(struct ctl_json *j, const struct ctl_snapshot *s,
+		      const struct ctl_rule *r)
+{
+	ctl_jopen(j, NULL, '{');
+	ctl_jtext(j, "name", r->name);
+	ctl_jbool(j, "retired", !r->cfg && (!s->config_err || s->config_kept));
+	ctl_json_rule_def(j, r);
 	ctl_jnum(j, "bans", r->bans);
 	ctl_jnum(j, "store_down", r->store_down);
 	ctl_jclose(j, '}');

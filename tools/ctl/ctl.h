@@ -339,6 +339,12 @@ void ctl_fmt_rate(char *buf, size_t len, const struct rl_rate *r);
 /* A rule's match: "*", "POST /sms", "* /api/" with a "*" after, "accept". */
 void ctl_fmt_match(char *buf, size_t len, const struct rl_rule_cfg *r);
 
+/* A rule's definition and counts in JSON, the fields `status --json` and
+ * `status RULE --json` share: match, rate, burst, key, algorithm, the ban
+ * settings if any, allowed, denied (cmd_status.c). */
+struct ctl_json;
+void ctl_json_rule_def(struct ctl_json *j, const struct ctl_rule *r);
+
 /* A rule's key: "ip", "header:X-Api-Key", "global". */
 void ctl_fmt_key(char *buf, size_t len, const struct rl_rule_cfg *r);
 
