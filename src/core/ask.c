@@ -157,6 +157,31 @@ static uint32_t await(struct rl_shm_ask *q, uint32_t word,
 	}
 }
 
+/* Claim the hint's ask, fill it in and ring the agent: the ask, its word
+ * (for await) in *word; NULL if none is free or it was swept meanwhile
+ * (we were stopped that long). */
+static struct rl_shm_ask *post(struct rl_table *t,
+			       const struct rl_slot_hint *hint, unsigned kind,
+			       unsigned rule, uint32_t cost, uint32_t *word)
+{
+	struct rl_shm_ask *q = claim(t, hint->index, word);
+	uint32_t w;
+
+	if (!q)
+		return NULL;
+	q->kind = kind;
+	q->rule = rule;
+	q->index = hint->index;
+	q->tag = hint->tag;
+	q->cost = cost;
+	w = *word;
+	if (!cas_word(&q->word, &w, with_state(*word, RL_ASK_POSTED)))
+		return NULL;
+	atomic_fetch_add_explicit(&t->hdr->asks_bell, 1, memory_order_release);
+	futex_wake(&t->hdr->asks_bell);
+	return q;
+}
+
 /* An answer read: the ask is free again, if it is still this use (else
  * it was swept while this process stood still, and what was read may be
  * another use's: 0, not to be believed). */
@@ -191,19 +216,9 @@ int rl_table_take_strict(struct rl_table *t, unsigned rule, const void *key,
 		return -EAGAIN;
 	rc = rl_table_rule_get(t, rule);
 	a = slot_algo(rc, &t->slots[hint->index]);
-	q = claim(t, hint->index, &word);
+	q = post(t, hint, RL_ASK_DECIDE, rule, cost, &word);
 	if (!q)
 		return -EAGAIN;
-	q->kind = RL_ASK_DECIDE;
-	q->rule = rule;
-	q->index = hint->index;
-	q->tag = hint->tag;
-	q->cost = cost;
-	w = word;
-	if (!cas_word(&q->word, &w, with_state(word, RL_ASK_POSTED)))
-		return -EAGAIN; /* swept meanwhile (we were stopped that long) */
-	atomic_fetch_add_explicit(&t->hdr->asks_bell, 1, memory_order_release);
-	futex_wake(&t->hdr->asks_bell);
 	w = await(q, word, deadline_ns);
 	if (!w || st_of(w) == RL_ASK_FAILED) {
 		if (w)
@@ -252,19 +267,9 @@ int rl_table_take_lend(struct rl_table *t, unsigned rule, const void *key,
 			  RL_TAKE_LEND);
 	if (rc != RL_TAKE_ASK)
 		return rc;
-	q = claim(t, hint->index, &word);
+	q = post(t, hint, RL_ASK_LEND, rule, cost, &word);
 	if (!q)
 		goto unlent;
-	q->kind = RL_ASK_LEND;
-	q->rule = rule;
-	q->index = hint->index;
-	q->tag = hint->tag;
-	q->cost = cost;
-	w = word;
-	if (!cas_word(&q->word, &w, with_state(word, RL_ASK_POSTED)))
-		goto unlent; /* swept meanwhile (we were stopped that long) */
-	atomic_fetch_add_explicit(&t->hdr->asks_bell, 1, memory_order_release);
-	futex_wake(&t->hdr->asks_bell);
 	w = await(q, word, deadline_ns);
 	if (w)
 		release(q, w);
