@@ -190,6 +190,24 @@ class Srv:
     def echo_path(self):
         return self.server.echo_path
 
+    def dial(self, src, timeout=ANSWER_TIMEOUT, rcvbuf=0):
+        """The connection factory every client here goes through: a TCP
+        connection from `src` to the server, TCP_NODELAY, `timeout` seconds
+        per read (`rcvbuf`: the client's receive buffer, set before it
+        connects, so that the window stays that small)."""
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            if rcvbuf:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.settimeout(timeout)
+            c.bind((src, 0))
+            c.connect(('127.0.0.1', self.port))
+            return c
+        except BaseException:
+            c.close()
+            raise
+
     @property
     def upstream(self):
         """The server behind the proxy (no shim) whose log shows what was
@@ -382,55 +400,57 @@ class Result:
                 f'{self.how}, {len(self.raw)} bytes>')
 
 
-def talk(port, pieces, src, n=None, methods=(), gap=0.0,
+def talk(s, pieces, src, n=None, methods=(), gap=0.0,
          timeout=ANSWER_TIMEOUT, shut=False):
-    """Connect from `src`, send `pieces` (bytes, or a list sent one by one
-    with `gap` seconds between them), half-close if `shut`, then read until
-    `n` complete answers (when given), the server closes, or `timeout`
-    seconds pass without a byte. A server that closes while we still send
-    ends the sending."""
+    """Connect to the server `s` from `src` (s.dial), send `pieces` (bytes,
+    or a list sent one by one with `gap` seconds between them), half-close
+    if `shut`, then read until `n` complete answers (when given), the
+    server closes, or `timeout` seconds pass without a byte. A server that
+    closes while we still send ends the sending."""
     if isinstance(pieces, (bytes, bytearray)):
         pieces = [pieces]
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.settimeout(timeout)
-    data = bytearray()
-    how = 'closed'
     try:
-        s.bind((src, 0))
-        try:
-            s.connect(('127.0.0.1', port))
-        except (ConnectionResetError, ConnectionRefusedError):
-            return Result([], b'', 'closed')
+        c = s.dial(src, timeout)
+    except (ConnectionResetError, ConnectionRefusedError):
+        return Result([], b'', 'closed')
+    try:
         try:
             for i, p in enumerate(pieces):
                 if i and gap:
                     time.sleep(gap)
-                s.sendall(p)
+                c.sendall(p)
             if shut:
-                s.shutdown(socket.SHUT_WR)
+                c.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
             pass
         except OSError as e:    # ENOTCONN: reset before the half-close
             if e.errno != errno.ENOTCONN:
                 raise
-        while True:
-            if n is not None and len(parse_complete(bytes(data), methods)) >= n:
-                how = 'complete'
-                break
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                how = 'timeout'
-                break
-            except ConnectionResetError:
-                how = 'reset'
-                break
-            if not b:
-                break
-            data += b
+        return read_answers(c, n, methods)
     finally:
-        s.close()
+        c.close()
+
+
+def read_answers(c, n=None, methods=()):
+    """Read from the connection `c` until `n` complete answers (when
+    given), the server closes, or a read times out; the Result."""
+    data = bytearray()
+    how = 'closed'
+    while True:
+        if n is not None and len(parse_complete(bytes(data), methods)) >= n:
+            how = 'complete'
+            break
+        try:
+            b = c.recv(65536)
+        except socket.timeout:
+            how = 'timeout'
+            break
+        except ConnectionResetError:
+            how = 'reset'
+            break
+        if not b:
+            break
+        data += b
     data = bytes(data)
     return Result(parse_complete(data, methods,
                                  closed=how in ('closed', 'reset')),
@@ -458,7 +478,7 @@ def pipelined(s, pieces, src, expected, what, methods=(), gap=0.0,
     gives (`least`, by default PIPELINE_LEAST's), and the end of the
     connection, never a wait."""
     nope = s.kind in NO_PIPELINE
-    res = talk(s.port, pieces, src, n=None if nope else len(expected),
+    res = talk(s, pieces, src, n=None if nope else len(expected),
                methods=methods, gap=gap, shut=nope)
     if not nope:
         answered(res, len(expected), what)
@@ -568,7 +588,7 @@ def nginx_cookie_head():
     (nginx reads the first KiB, then the rest into a large buffer)."""
     s = srv('nginx')
     raw = req('GET', '/books', [('Cookie', 'a=' + 'x' * 1500)], close=True)
-    res = talk(s.port, raw, fresh_ip(), n=1)
+    res = talk(s, raw, fresh_ip(), n=1)
     answered(res, 1, 'GET with a 1,500-byte Cookie')
     assert res.statuses == [200], res
 
@@ -582,7 +602,7 @@ def long_bad_prefix(kind):
     for bad in (b'Bad Line\r\n', b' folded\r\n', b'X: a\x01b\r\n'):
         head = (b'GET /pub HTTP/1.1\r\nHost: x\r\n' + bad +
                 b'X-Pad: ' + b'a' * 1500 + b'\r\n')
-        res = talk(s.port, head, fresh_ip(), n=1)
+        res = talk(s, head, fresh_ip(), n=1)
         answered(res, 1, f'{kind}: a long bad head with no end ({bad!r})')
         assert res.statuses == [400], (bad, res)
 
@@ -614,7 +634,7 @@ def post_echo(kind, head_size=1536, body_len=3000):
     bad = []
     for label, pieces in (('in one send', [raw]),
                           ('sent separately', [head, body])):
-        res = talk(s.port, pieces, fresh_ip(), n=1, gap=0.05)
+        res = talk(s, pieces, fresh_ip(), n=1, gap=0.05)
         try:
             answered(res, 1, f'POST {s.echo_path}, body {label}')
             r = res.responses[0]
@@ -640,7 +660,7 @@ def big_heads(kind):
     s = srv(kind)
     bad = []
     for size in HEAD_SIZES:
-        res = talk(s.port, padded('GET', s.get, size), fresh_ip(), n=1)
+        res = talk(s, padded('GET', s.get, size), fresh_ip(), n=1)
         try:
             check_head(res, kind, size, f'a {size}-byte head')
         except AssertionError as e:
@@ -657,7 +677,7 @@ def split_heads(kind):
     for size in HEAD_SIZES:
         raw = padded('GET', s.get, size)
         pieces = random_pieces(raw, rng)
-        res = talk(s.port, pieces, fresh_ip(), n=1, gap=0.01)
+        res = talk(s, pieces, fresh_ip(), n=1, gap=0.01)
         try:
             check_head(res, kind, size, f'a {size}-byte head cut at '
                        f'{[len(p) for p in pieces]}')
@@ -667,7 +687,7 @@ def split_heads(kind):
         body = rng.randbytes(3000)
         raw = padded('POST', s.echo_path, 1536, body=body)
         pieces = random_pieces(raw, rng, cuts=8)
-        res = talk(s.port, pieces, fresh_ip(), n=1, gap=0.01)
+        res = talk(s, pieces, fresh_ip(), n=1, gap=0.01)
         try:
             answered(res, 1, f'POST with a body cut at '
                      f'{[len(p) for p in pieces]}')
@@ -707,13 +727,9 @@ def expect_continue(kind):
     body = random.Random(f'expect-{kind}').randbytes(3000)
     head = req('POST', s.echo_path, [('Content-Length', str(len(body))),
                                      ('Expect', '100-continue')], close=True)
-    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    c.settimeout(1.0 if kind in PHP_KINDS else ANSWER_TIMEOUT)
+    c = s.dial(fresh_ip(), 1.0 if kind in PHP_KINDS else ANSWER_TIMEOUT)
     data = b''
     try:
-        c.bind((fresh_ip(), 0))
-        c.connect(('127.0.0.1', s.port))
         c.sendall(head)
         try:
             while b'\r\n\r\n' not in data:
@@ -759,7 +775,7 @@ def long_dotdot(kind):
     target = '/' + 'a' * 260 + '/..' + s.secret
     got = []
     for _ in range(2):
-        got.append(talk(s.port, req('GET', target, version='HTTP/1.0'),
+        got.append(talk(s, req('GET', target, version='HTTP/1.0'),
                         src, n=1))
     answered(got[1], 1, 'the second request')
     second = got[1].responses[0]
@@ -778,11 +794,11 @@ def fragment_dotdot(kind='busybox'):
     under the shim it is the shim's 400 either way."""
     s = srv(kind)
     src = fresh_ip()
-    first = talk(s.port, req('GET', s.secret, version='HTTP/1.0'), src, n=1)
+    first = talk(s, req('GET', s.secret, version='HTTP/1.0'), src, n=1)
     answered(first, 1, f'GET {s.secret}')
     assert first.statuses == [200] and \
         s.secret_body in first.responses[0].body, first
-    res = talk(s.port, req('GET', '/x#/..' + s.secret, version='HTTP/1.0'),
+    res = talk(s, req('GET', '/x#/..' + s.secret, version='HTTP/1.0'),
                src, n=1)
     answered(res, 1, f'GET /x#/..{s.secret}')
     assert secret_bodies(res, s.secret_body) == 0, f'served uncounted: {res}'
@@ -808,20 +824,20 @@ def exact_spellings():
             'unicode_escape').decode()
         # /secret, then the spelling
         src = fresh_ip()
-        a = talk(s.port, req('GET', '/secret', close=True), src, n=1)
+        a = talk(s, req('GET', '/secret', close=True), src, n=1)
         answered(a, 1, 'GET /secret')
         assert a.statuses == [200] and SECRET in a.responses[0].body, a
-        b = talk(s.port, req('GET', sp, close=True), src, n=1)
+        b = talk(s, req('GET', sp, close=True), src, n=1)
         answered(b, 1, f'GET {show}')
         if b.statuses[0] not in (429, 400) or secret_bodies(b):
             bad.append(f'{show} after /secret: {b.statuses[0]}'
                        f'{" with the secret" if secret_bodies(b) else ""}')
         # the spelling, then /secret
         src = fresh_ip()
-        a = talk(s.port, req('GET', sp, close=True), src, n=1)
+        a = talk(s, req('GET', sp, close=True), src, n=1)
         answered(a, 1, f'GET {show}')
         if a.statuses[0] != 400:   # refused by the shim: nothing counted
-            b = talk(s.port, req('GET', '/secret', close=True), src, n=1)
+            b = talk(s, req('GET', '/secret', close=True), src, n=1)
             answered(b, 1, 'GET /secret')
             if b.statuses[0] != 429:
                 bad.append(f'/secret after {show} ({a.statuses[0]}): '
@@ -836,10 +852,10 @@ def method_case(kind='busybox'):
     same, and denies it before apache sees it.)"""
     s = srv(kind)
     src = fresh_ip()
-    a = talk(s.port, req('GET', s.pub, version='HTTP/1.0'), src, n=1)
+    a = talk(s, req('GET', s.pub, version='HTTP/1.0'), src, n=1)
     answered(a, 1, f'GET {s.pub}')
     assert a.statuses == [200], a
-    b = talk(s.port, req('get', s.pub, version='HTTP/1.0'), src, n=1)
+    b = talk(s, req('get', s.pub, version='HTTP/1.0'), src, n=1)
     answered(b, 1, f'get {s.pub}')
     assert b.statuses == [429], b
 
@@ -849,10 +865,10 @@ def method_head(kind='busybox'):
     matches HEAD): 429."""
     s = srv(kind)
     src = fresh_ip()
-    a = talk(s.port, req('GET', s.pub, version='HTTP/1.0'), src, n=1)
+    a = talk(s, req('GET', s.pub, version='HTTP/1.0'), src, n=1)
     answered(a, 1, f'GET {s.pub}')
     assert a.statuses == [200], a
-    b = talk(s.port, req('HEAD', s.pub, version='HTTP/1.0'), src, n=1,
+    b = talk(s, req('HEAD', s.pub, version='HTTP/1.0'), src, n=1,
              methods=['HEAD'])
     answered(b, 1, f'HEAD {s.pub}')
     assert b.statuses == [429], b
@@ -911,18 +927,18 @@ def spellings(s, path, body, forms, what):
     bad = []
     for form in forms:
         src = fresh_ip()
-        a = talk(s.port, req('GET', path, version='HTTP/1.0'), src, n=1)
+        a = talk(s, req('GET', path, version='HTTP/1.0'), src, n=1)
         answered(a, 1, f'GET {path}')
         assert served_as(a, body), (path, a)
-        b = talk(s.port, req('GET', form, version='HTTP/1.0'), src, n=1)
+        b = talk(s, req('GET', form, version='HTTP/1.0'), src, n=1)
         answered(b, 1, f'GET {form[:40]}')
         if served_as(b, body):
             bad.append(f'{form[:40]} after {path}: served')
         src = fresh_ip()
-        a = talk(s.port, req('GET', form, version='HTTP/1.0'), src, n=1)
+        a = talk(s, req('GET', form, version='HTTP/1.0'), src, n=1)
         answered(a, 1, f'GET {form[:40]}')
         if served_as(a, body):
-            b = talk(s.port, req('GET', path, version='HTTP/1.0'), src, n=1)
+            b = talk(s, req('GET', path, version='HTTP/1.0'), src, n=1)
             answered(b, 1, f'GET {path}')
             if b.statuses[0] != 429:
                 bad.append(f'{path} after {form[:40]} (served): '
@@ -977,10 +993,10 @@ def request_lines(kind):
             [(sc[2], sc[3]) for sc in SCRIPTS.get(kind, ())]:
         for line in REQUEST_LINES:
             src = fresh_ip()
-            a = talk(s.port, req('GET', path, version='HTTP/1.0'), src, n=1)
+            a = talk(s, req('GET', path, version='HTTP/1.0'), src, n=1)
             assert served_as(a, body), (path, a)
             raw = line.replace(b'{p}', path.encode()) + b'\r\n\r\n'
-            res = talk(s.port, raw, src, n=1)
+            res = talk(s, raw, src, n=1)
             if secret_bodies(res, body):
                 bad.append(f'{raw!r}: {res.statuses}')
     assert not bad, 'served after the budget was spent: ' + '; '.join(bad)
@@ -992,10 +1008,7 @@ def connect_then_get():
     GET /books on that connection: at most one 200 for /books."""
     s = srv('legacy')
     src = fresh_ip()
-    sock = socket.socket()
-    sock.settimeout(ANSWER_TIMEOUT)
-    sock.bind((src, 0))
-    sock.connect(('127.0.0.1', s.port))
+    sock = s.dial(src)
     data = bytearray()
 
     def read_until(k):
@@ -1072,14 +1085,12 @@ def h2_get(path, authority):
     return b'\x82\x86' + lit(4, path) + lit(1, authority)
 
 
-def h2_streams(port, src, paths):
-    """One connection: the HTTP/2 preface, SETTINGS and one GET stream per
-    path, all in one send. Returns ({stream: DATA bytes}, what ended it)."""
-    sock = socket.socket()
-    sock.settimeout(ANSWER_TIMEOUT)
-    sock.bind((src, 0))
-    sock.connect(('127.0.0.1', port))
-    auth = f'127.0.0.1:{port}'
+def h2_streams(s, src, paths):
+    """One connection to `s`: the HTTP/2 preface, SETTINGS and one GET
+    stream per path, all in one send. Returns ({stream: DATA bytes}, what
+    ended it)."""
+    sock = s.dial(src)
+    auth = f'127.0.0.1:{s.port}'
     out = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + h2_frame(4, 0, 0)
     ids = [1 + 2 * i for i in range(len(paths))]
     for sid, path in zip(ids, paths):
@@ -1137,7 +1148,7 @@ def h2_prior_knowledge_streams(kind='lighttpd'):
     gets the secret."""
     s = srv(kind)
     src = fresh_ip()
-    data, how = h2_streams(s.port, src, ['/secret'] * 4)
+    data, how = h2_streams(s, src, ['/secret'] * 4)
     n = sum(SECRET in d for d in data.values())
     assert n <= 1, (f'the secret served on {n} of 4 streams ({how}): '
                     f'{ {k: len(v) for k, v in data.items()} }')
@@ -1165,7 +1176,7 @@ def h2_preface_shapes(kind):
                           ('cut after 17', [pre[:17], pre[17:] + streams]),
                           ('after a GET', [get, pre + streams]),
                           ('after a GET, one send', [get + pre + streams])):
-        res = talk(s.port, pieces, src, gap=0.2, timeout=2.0)
+        res = talk(s, pieces, src, gap=0.2, timeout=2.0)
         n = res.raw.count(s.secret_body)
         if n:
             bad.append(f'{label}: the secret {n} times ({res.how})')
@@ -1181,11 +1192,11 @@ def get_body_smuggle(kind='python11'):
     answers the GET /pub 200 and nothing else; under the shim, the 400.)"""
     s = srv(kind)
     src = fresh_ip()
-    a = talk(s.port, req('GET', s.secret, close=True), src, n=1)
+    a = talk(s, req('GET', s.secret, close=True), src, n=1)
     answered(a, 1, f'GET {s.secret}')
     assert a.statuses == [200] and s.secret_body in a.responses[0].body, a
     inner = f'GET {s.secret} HTTP/1.1\r\n\r\n'.encode() * 2
-    res = talk(s.port, req('GET', s.pub, body=inner), src, n=3,
+    res = talk(s, req('GET', s.pub, body=inner), src, n=3,
                shut=kind in NO_PIPELINE)
     assert secret_bodies(res, s.secret_body) == 0, \
         f'smuggled {s.secret} served: {res}'
@@ -1219,7 +1230,7 @@ def bad_chunk_lines(kind):
         raw = req('POST', s.echo_path, [('Transfer-Encoding', 'chunked')],
                   body=body, close=True)
         before = len(upstream.access_log()) if upstream else 0
-        res = talk(s.port, raw, src, n=1)
+        res = talk(s, raw, src, n=1)
         time.sleep(0.1)
         log = s.log(src, lambda e: (e.get('target') or '').startswith(s.echo_path)
                     and (e['status'] is None or e['status'] < 400))
@@ -1251,7 +1262,7 @@ def pipelined_after_last(kind, close_style):
     else:
         first = req('GET', two, close=True)
         second = req('GET', two)
-    a = talk(s.port, first + second, src)
+    a = talk(s, first + second, src)
     # php -S closes a read of two requests unanswered (NO_PIPELINE), bare
     # or not: then neither was served, and at most the first charged.
     assert a.responses or kind in PHP_KINDS, f'no answer to the first: {a}'
@@ -1261,7 +1272,7 @@ def pipelined_after_last(kind, close_style):
                 atleast=len(a.responses[:1]))
     pipelined_served = len(a.responses) >= 2 and a.statuses[1] != 429
     assert len(log) == len(a.responses[:1]) + pipelined_served, (a, log)
-    b = talk(s.port, req('GET', two, version='HTTP/1.0'), src, n=1)
+    b = talk(s, req('GET', two, version='HTTP/1.0'), src, n=1)
     answered(b, 1, f'GET {two} on a fresh connection')
     fresh_served = b.statuses[0] != 429
     assert fresh_served == (not pipelined_served), (
@@ -1283,7 +1294,7 @@ def post_then_denied(kind='lighttpd'):
         body = random.Random(size).randbytes(size)
         for _ in range(3):
             src = fresh_ip()
-            a = talk(s.port, req('GET', s.secret, close=True), src, n=1)
+            a = talk(s, req('GET', s.secret, close=True), src, n=1)
             answered(a, 1, f'GET {s.secret}')
             assert a.statuses == [200], a
             raw = req('POST', s.echo_path, body=body) + req('GET', s.secret)
@@ -1315,15 +1326,10 @@ def bad_head_while_sending(kind):
     get = req('GET', s.get)
     bad = (f'GET {s.get} HTTP/1.1\r\nHost: x\r\nGET {s.get} '
            'HTTP/1.1\r\n\r\n').encode()
-    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    c.settimeout(ANSWER_TIMEOUT)
+    c = s.dial(fresh_ip(), rcvbuf=4096)
     data = bytearray()
     how, sent = 'closed', 'all sent'
     try:
-        c.bind((fresh_ip(), 0))
-        c.connect(('127.0.0.1', s.port))
         try:
             c.sendall(get * 40 + bad + get * 3)
             for _ in range(2):
@@ -1368,8 +1374,8 @@ def spend_secret(s, src):
     """The secret's 1/m budget of `src` spent: one 200, then a 429. (With
     RL_SHIM=none there is no budget: both are 200, and the test goes on to
     show what the bare server makes of the bytes that follow.)"""
-    a = talk(s.port, req('GET', s.secret, close=True), src, n=1)
-    b = talk(s.port, req('GET', s.secret, close=True), src, n=1)
+    a = talk(s, req('GET', s.secret, close=True), src, n=1)
+    b = talk(s, req('GET', s.secret, close=True), src, n=1)
     want = [[200], [200]] if BARE else [[200], [429]]
     assert [a.statuses, b.statuses] == want, (a, b)
 
@@ -1384,7 +1390,7 @@ def absform_authority(kind='python'):
     for t in ('x://..%2fsecret', 'http://..%2fsecret',
               'http://a%2f..%2f..%2fsecret', 'http://%2e%2e%2fsecret'):
         t = t.replace('secret', word)
-        res = talk(s.port, f'GET {t} HTTP/1.0\r\n\r\n'.encode(), src, n=1)
+        res = talk(s, f'GET {t} HTTP/1.0\r\n\r\n'.encode(), src, n=1)
         answered(res, 1, t)
         assert secret_bodies(res, s.secret_body) == 0, (t, res)
 
@@ -1398,11 +1404,7 @@ def cgi_body_then_requests():
     src = fresh_ip()
     spend_secret(s, src)
     smuggled = req('GET', '/secret') * 5
-    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    c.settimeout(ANSWER_TIMEOUT)
-    c.bind((src, 0))
-    c.connect(('127.0.0.1', s.port))
+    c = s.dial(src)
     try:
         c.sendall(b'POST /cgi-bin/echo HTTP/1.1\r\nHost: x\r\n'
                   b'Content-Length: %d\r\n\r\n' % len(smuggled))
@@ -1435,14 +1437,14 @@ def h2c_with_parameters(kind='lighttpd'):
     src = fresh_ip()
     spend_secret(s, src)
     for up in ('h2c;q=1', 'h2c/1.0', 'H2C ;x=y'):
-        res = talk(s.port, (f'GET /secret HTTP/1.1\r\nHost: x\r\n'
+        res = talk(s, (f'GET /secret HTTP/1.1\r\nHost: x\r\n'
                             f'Connection: Upgrade, HTTP2-Settings\r\n'
                             f'Upgrade: {up}\r\nHTTP2-Settings: '
                             f'AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n').encode(),
                    src, n=1)
         answered(res, 1, up)
         assert res.statuses == [429], (up, res)
-    res = talk(s.port, b'GET /books HTTP/1.1\r\nHost: x\r\nUpgrade: h2c, h2c\r\n'
+    res = talk(s, b'GET /books HTTP/1.1\r\nHost: x\r\nUpgrade: h2c, h2c\r\n'
                b'Connection: Upgrade\r\n\r\n', src, n=1)
     assert res.statuses == [400], res
 
@@ -1471,7 +1473,7 @@ def connection_close_disputed(kind):
                       [200, 200], f'{first!r} and a GET',
                       least=PIPELINE_LEAST[kind](1))
             continue
-        res = talk(s.port, first + req('GET', s.get, close=True),
+        res = talk(s, first + req('GET', s.get, close=True),
                    fresh_ip(), n=2)
         if res.how == 'timeout':
             raise AssertionError(f'{first!r}: no second answer ({res!r})')
