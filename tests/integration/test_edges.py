@@ -757,6 +757,76 @@ def expect_continue(kind):
         (res, data[:300])
 
 
+# A browser's head: what Firefox sends for a page, Cookie and all.
+BROWSER = (('User-Agent', 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) '
+            'Gecko/20100101 Firefox/120.0'),
+           ('Accept', 'text/html,application/xhtml+xml,application/xml;'
+            'q=0.9,image/avif,image/webp,*/*;q=0.8'),
+           ('Accept-Language', 'en-US,en;q=0.5'),
+           ('Accept-Encoding', 'gzip, deflate, br'),
+           ('Cookie', 'session=8f14e45fceea167a5a36dedd4bea2543; theme=dark'),
+           ('Upgrade-Insecure-Requests', '1'), ('Sec-Fetch-Dest', 'document'),
+           ('Sec-Fetch-Mode', 'navigate'), ('Sec-Fetch-Site', 'none'))
+
+
+# apache prefork (MaxRequestWorkers 2) serves a connection a child, and
+# the kernel spreads connections over the two children's listening
+# sockets (SO_REUSEPORT, servers.py): a second client may land on the one
+# a slow client holds, and wait for it, bare as under the shim.
+ONE_AT_A_CHILD = ('apache-prefork',)
+
+
+def drip(kind):
+    """A slow client, byte by byte: a browser's GET sent a byte a send
+    (over TLS, a record a byte), 1 ms apart; and, with an echo route, a
+    POST whose head and 200-byte body go the same way. Halfway through the
+    head another client's GET is answered, the slow one still unfinished
+    (its second half goes only once that answer came: a server or a shim
+    waiting on the slow client stalls the other one, and the test says
+    so; not on ONE_AT_A_CHILD's kinds); then the slow one is answered (the
+    POST's body echoed whole)."""
+    s = srv(kind)
+    meanwhile = kind not in ONE_AT_A_CHILD
+    cases = [('GET', req('GET', s.get, BROWSER, close=True), s.get_body)]
+    if s.echo_path:
+        body = random.Random(f'drip-{kind}').randbytes(200)
+        cases.append(('POST', req('POST', s.echo_path, BROWSER, body=body,
+                                  close=True), body))
+    bad = []
+    for what, raw, want in cases:
+        half = (raw.index(b'\r\n\r\n') + 4) // 2
+        other = None
+        c = s.dial(fresh_ip())
+        try:
+            try:
+                for i in range(len(raw)):
+                    if i == half and meanwhile:
+                        other = talk(s, req('GET', s.get, close=True),
+                                     fresh_ip(), n=1)
+                    c.sendall(raw[i:i + 1])
+                    time.sleep(0.001)
+            except (BrokenPipeError, ConnectionResetError) as e:
+                bad.append(f'{what}: ended at byte {i} of {len(raw)} ({e})')
+                continue
+            res = read_answers(c, 1, [what])
+        finally:
+            c.close()
+        try:
+            if meanwhile:
+                answered(other, 1, f'another client, a {what} half dripped')
+                assert other.statuses == [200] and \
+                    other.responses[0].body == s.get_body, other
+        except AssertionError as e:
+            bad.append(str(e))
+        try:
+            answered(res, 1, f'a {what} dripped byte by byte')
+            assert res.statuses == [200] and res.responses[0].body == want, \
+                (what, res)
+        except AssertionError as e:
+            bad.append(str(e))
+    assert not bad, '; '.join(bad)
+
+
 # ---- bypass --------------------------------------------------------------------------
 
 def served_secret(s, src, atleast=0):
@@ -1088,7 +1158,7 @@ def h2_get(path, authority):
 def h2_streams(s, src, paths):
     """One connection to `s`: the HTTP/2 preface, SETTINGS and one GET
     stream per path, all in one send. Returns ({stream: DATA bytes}, what
-    ended it)."""
+    ended it, the first bytes that came back)."""
     sock = s.dial(src)
     auth = f'127.0.0.1:{s.port}'
     out = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + h2_frame(4, 0, 0)
@@ -1097,7 +1167,7 @@ def h2_streams(s, src, paths):
         out += h2_frame(1, 0x5, sid, h2_get(path, auth))   # END_STREAM|END_HEADERS
     data = {sid: b'' for sid in ids}
     done = set()
-    buf = b''
+    buf = first = b''
     how = 'closed'
     try:
         sock.sendall(out)
@@ -1133,11 +1203,12 @@ def h2_streams(s, src, paths):
             if not b:
                 break
             buf += b
+            first = first or b[:80]
     except (ConnectionResetError, BrokenPipeError):
         how = 'reset'
     finally:
         sock.close()
-    return data, how
+    return data, how, first
 
 
 def h2_prior_knowledge_streams(kind='lighttpd'):
@@ -1145,13 +1216,17 @@ def h2_prior_knowledge_streams(kind='lighttpd'):
     /secret streams (what curl --http2-prior-knowledge URL URL URL URL
     would send, were Debian's curl 7.88.1 able to reuse a prior-knowledge
     connection: it stops after the first, exit 16): at most one stream
-    gets the secret."""
+    gets the secret, and the answer is HTTP/2's (the streams', counted, or
+    the shim's SETTINGS and GOAWAY), never an HTTP/1.x answer of the
+    server's to a preface it was given as a request line, uncounted."""
     s = srv(kind)
     src = fresh_ip()
-    data, how = h2_streams(s, src, ['/secret'] * 4)
+    data, how, first = h2_streams(s, src, ['/secret'] * 4)
     n = sum(SECRET in d for d in data.values())
     assert n <= 1, (f'the secret served on {n} of 4 streams ({how}): '
                     f'{ {k: len(v) for k, v in data.items()} }')
+    assert how in ('goaway', 'all streams ended'), \
+        f'the preface not answered in HTTP/2 ({how}): {first!r}'
     time.sleep(0.2)
     log = served_secret(s, src)
     assert len(log) <= 1, f'served {len(log)} times: {log}'
@@ -1515,6 +1590,9 @@ def tests():
             split_heads, k)
         add(f'{k}: a long head wrong already, no end: 400 at once',
             long_bad_prefix, k)
+        if k != 'legacy':   # one connection at a time, bare
+            add(f'{k}: stall: a GET (and a POST) sent byte by byte, another '
+                'client answered meanwhile', drip, k)
         if k != 'nginx':
             add(f'{k}: stall: POST 1.5 KiB head + 3,000-byte body echoed',
                 post_echo, k)
@@ -1608,6 +1686,9 @@ def tests():
             split_heads, k)
         add(f'{n}: stall: POST 1.5 KiB head + 3,000-byte body echoed',
             post_echo, k)
+        add(f'{n}: stall: a GET and a POST sent byte by byte'
+            + ('' if k in ONE_AT_A_CHILD else
+               ', another client answered meanwhile'), drip, k)
         add(f'{n}: stall: 100 pipelined GETs in one send', pipeline_n, k,
             100)
         add(f'{n}: stall: 100 pipelined GETs cut at random places',
