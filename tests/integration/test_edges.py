@@ -1907,6 +1907,8 @@ def tls_tests():
         if echo:
             add(f'{n}: stall: POST 1.5 KiB head + 3,000-byte body echoed',
                 post_echo, k)
+            add(f'{n}: stall: POST with Expect: 100-continue, the body after '
+                'the 100', expect_continue, k)
         add(f'{n}: stall: 100 pipelined GETs in one send', pipeline_n, k, 100)
         add(f'{n}: stall: 100 pipelined GETs cut at random places',
             pipeline_split, k)
