@@ -349,6 +349,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_scripts.py" \
 	"python3 tests/integration/test_tls.py" \
 	"python3 tests/integration/test_edges.py" \
+	"python3 tests/integration/test_edges.py --tls" \
 	"python3 tests/integration/test_answers.py" \
 	"python3 tests/integration/test_diff.py" \
 	"python3 tests/integration/test_redis.py" \

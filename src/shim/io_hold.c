@@ -115,6 +115,24 @@ static enum rl_held held_decided(struct rl_conn *c, int fd, size_t tail)
 	return RL_HELD_DECIDED;
 }
 
+/* A long head held unparsed (no blank line in it) that is wrong already:
+ * refused now (1), not once more comes (it may never). errno is kept
+ * otherwise. */
+static int held_bad(struct rl_conn *c)
+{
+	struct rl_hold *h = c->hold;
+	const char *why = NULL;
+	size_t used;
+	int ok, saved = errno;
+
+	if (rl_frame_whole(c, h->data, h->len, &used, &ok, &why) == RL_WHOLE_BAD) {
+		rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
+		return 1;
+	}
+	errno = saved;
+	return 0;
+}
+
 /*
  * The hold buffer has the start of a head that the application's read
  * took from the socket (undecided, so not given to it). Look at what has
@@ -129,28 +147,26 @@ static enum rl_held held_decided(struct rl_conn *c, int fd, size_t tail)
 enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
 {
 	struct rl_hold *h = c->hold;
-	ssize_t n = rl_conn_recv(c, fd, h->data + h->len, RL_HOLD_SIZE - h->len,
-				 MSG_PEEK);
 	struct rl_http_feed f;
+	ssize_t n;
 
+	/* Through a BIO of the application's, the look for more may wait
+	 * for the client (apache's read blocks until it sends, or for its
+	 * Timeout): a long head wrong already is refused before it, or the
+	 * client that sends no more waits for its 400 as long. */
+	if (c->raw && c->tls_app_bio && held_bad(c))
+		return RL_HELD_DENIED;
+	n = rl_conn_recv(c, fd, h->data + h->len, RL_HOLD_SIZE - h->len,
+			 MSG_PEEK);
 	if (n == 0)
 		return RL_HELD_EOF;
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 		return RL_HELD_ERR;
 	if (n < 0) {
-		/* Nothing more yet. A long head held unparsed (no blank line
-		 * in it) that is wrong already is refused now, not once more
-		 * comes (it may never). */
-		const char *why = NULL;
-		size_t used;
-		int ok, saved = errno;
-
-		if (c->raw && rl_frame_whole(c, h->data, h->len, &used, &ok,
-					     &why) == RL_WHOLE_BAD) {
-			rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
+		/* Nothing more yet: a long head wrong already is refused now
+		 * (through an application's BIO it was just looked at). */
+		if (c->raw && !c->tls_app_bio && held_bad(c))
 			return RL_HELD_DENIED;
-		}
-		errno = saved;
 		return RL_HELD_WAIT;
 	}
 	if (c->raw) {

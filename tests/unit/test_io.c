@@ -48,12 +48,17 @@ static int inq(int fd)
  * A session reading through a BIO of the application's (apache's), which
  * has read records ahead from the socket into its own buffers: `recs`,
  * handed out a record a read (a peek leaves it), the socket empty, and
- * libssl's own buffer too (SSL_has_pending 0).
+ * libssl's own buffer too (SSL_has_pending 0). With `blocks`, a read
+ * with no record left is one that waits for the client (mod_ssl's
+ * blocking read): counted in `waited`, then EAGAIN, as when apache's
+ * Timeout ends the wait.
  */
 static struct {
 	const char *recs[4];
 	unsigned i;
 	size_t off;
+	int blocks;
+	unsigned waited;
 } app_bio;
 
 static ssize_t app_bio_read(void *buf, size_t len, int peek)
@@ -62,6 +67,7 @@ static ssize_t app_bio_read(void *buf, size_t len, int peek)
 	size_t n;
 
 	if (!r) {
+		app_bio.waited += app_bio.blocks;
 		errno = EAGAIN; /* its BIO's non-blocking read: nothing */
 		return -1;
 	}
@@ -1341,6 +1347,39 @@ static void test_tls_app_bio_read_ahead(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Through apache's BIO, whose read blocks (mod_ssl reads a request head
+ * as the core does: until the client sends, or apache's Timeout): a long
+ * head (held unparsed, past RL_WHOLE_LOOK) that is wrong already, and the
+ * client sends no more of it. The 400 goes at once, without a look for
+ * more through the session: that look waited in apache's read for bytes
+ * the client never sent, and the client had no answer (test_edges --tls,
+ * apache event and prefork: long_bad_prefix timed out).
+ */
+static void test_tls_app_bio_long_bad_head(void **state)
+{
+	static char head[2048];
+	struct pair p;
+	char buf[4096];
+
+	(void)state;
+	snprintf(head, sizeof(head), "GET /a HTTP/1.1\r\nBad Line\r\nX-Pad: ");
+	memset(head + strlen(head), 'a', 1500);
+	pair_open(&p);
+	memset(&app_bio, 0, sizeof(app_bio));
+	app_bio.recs[0] = head;
+	app_bio.blocks = 1;
+	app_bio_session = p.fd; /* its writes go out on the socket */
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &app_bio_session), p.conn);
+	p.conn->tls_app_bio = 1; /* as hooks.c marks apache's sessions */
+	assert_int_equal(tls_app_read(&p, &app_bio_session, buf, sizeof(buf)), 0);
+	assert_int_equal(app_bio.waited, 0);
+	client_got(&p, buf, sizeof(buf), 200);
+	assert_memory_equal(buf, "HTTP/1.1 400", 12);
+	pair_close(&p);
+	app_bio_session = 0;
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -1405,6 +1444,7 @@ int main(void)
 		cmocka_unit_test(test_tls_record_byte_inside),
 		cmocka_unit_test(test_tls_held_head_then_end),
 		cmocka_unit_test(test_tls_app_bio_read_ahead),
+		cmocka_unit_test(test_tls_app_bio_long_bad_head),
 		cmocka_unit_test(test_app_peek),
 		cmocka_unit_test(test_tls_freed_not_drained),
 		cmocka_unit_test(test_dup_close),
