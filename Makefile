@@ -352,6 +352,7 @@ INTEGRATION := $(foreach k,$(SERVERS),"python3 tests/integration/test_servers.py
 	"python3 tests/integration/test_edges.py --tls" \
 	"python3 tests/integration/test_answers.py" \
 	"python3 tests/integration/test_diff.py" \
+	"python3 tests/integration/test_diff.py --tls" \
 	"python3 tests/integration/test_redis.py" \
 	"python3 tests/integration/test_sentinel.py" \
 	"python3 tests/integration/test_cluster.py" \
