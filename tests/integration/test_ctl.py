@@ -286,6 +286,65 @@ def top_keys():
         s.stop()
 
 
+def live_header(frames, names=('sms', 'api')):
+    """Each text frame of top -d: a line with the time, the table's fill
+    and the store's state; a row per rule with its requests/s and
+    denied/s since the last frame ('-' at the first) and a sparkline of
+    its last minute; then the keys as top prints them."""
+    for n, f in enumerate(frames):
+        lines = f.splitlines()
+        assert re.match(r'rlshimctl top \d\d:\d\d:\d\d, every 0\.2s: table '
+                        r'\d+ of \d+ keys \(\d+\.\d%\), store local only$',
+                        lines[0]), lines
+        assert re.split(r'\s{2,}', lines[1].strip()) == \
+            ['RULE', 'REQ/S', 'DENIED/S', 'LAST MINUTE'], lines
+        rows = {ln.split()[0]: ln.split()[1:] for ln in lines[2:4]}
+        assert set(rows) == set(names), lines
+        assert lines[4].split() == ['RULE', 'KEY', 'REMAINING', 'LIMIT',
+                                    'RETRY', 'RESET'], lines
+        for rule, cells in rows.items():
+            if n == 0:
+                assert cells[:2] == ['-', '-'], lines
+            else:
+                assert float(cells[0]) >= float(cells[1]) >= 0, lines
+    return frames
+
+
+def top_live_rates():
+    """top -d 0.2 while a client sends to sms (2 a frame, its limit of 3
+    spent, so denied) and nothing to api: sms's requests/s and denied/s
+    are above 0 in the frames after the first and its sparkline has bars;
+    idle's (another path) are 0.0 and its line has no bars."""
+    s = F.Legacy('[limit:sms]\nmatch = POST /sms\nrate = 3/m\n'
+                 '[limit:idle]\nmatch = GET /idle\nrate = 10/m\n')
+    try:
+        assert s.get('/sms', 'POST').status != 429  # the segment made
+        p = subprocess.Popen([CTL, '-c', s.config, 'top', '-d', '0.2'],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        t_end = time.monotonic() + 1.5
+        while time.monotonic() < t_end:
+            s.get('/sms', 'POST')
+            time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=5)
+        assert p.returncode == 0 and err == '', (p.returncode, err)
+        frames = live_header(out.split('\n\n'), ('sms', 'idle'))
+        assert len(frames) >= 3, out
+        bars = set('\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588')
+        for f in frames[2:-1]:
+            lines = f.splitlines()
+            sms = [ln for ln in lines[2:4] if ln.startswith('sms')][0]
+            idle = [ln for ln in lines[2:4] if ln.startswith('idle')][0]
+            req, den = (float(x) for x in sms.split()[1:3])
+            assert req > 0 and den > 0, f
+            assert set(sms.split()[3]) <= bars and sms.split()[3], f
+            assert idle.split()[1:3] == ['0.0', '0.0'], f
+            assert not set(idle) & bars, f
+    finally:
+        s.stop()
+
+
 def top_live():
     """top -d 0.2, run for about a second, prints a frame per refresh (at
     least 2) and exits 0 at SIGINT; with --json one array per line."""
@@ -305,7 +364,8 @@ def top_live():
                 assert all(f and f[0]['rule'] == 'sms' for f in frames), out
             else:
                 frames = out.split('\n\n')
-                assert all(f.startswith('RULE ') for f in frames), out
+                assert all(f.startswith('rlshimctl top ') for f in frames), out
+                live_header(frames)
             assert 2 <= len(frames) <= 8, (len(frames), out)
         for bad in ('0', '-1', 'x', '1s'):
             lines = one_line_error(ctl(s.config, 'top', '-d', bad), 2)
@@ -1106,7 +1166,7 @@ def xdp_status():
         X.nets_down()
 
 
-TESTS = [store_down_counted, verbs, status_counts, top_keys, top_live, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
+TESTS = [store_down_counted, verbs, status_counts, top_keys, top_live, top_live_rates, show_key, reset_key, metrics, checker_is_strict, ban_round_trip,
          ban_guards, versions, options_anywhere, usage, config_changed, config_kept, check_is_reload,
          shared_segment, agent_and_redis, xdp_status]
 

@@ -193,9 +193,38 @@ static int hosts_stale(const struct ctl_snapshot *s)
 	return s->store == CTL_STORE_DOWN || s->store == CTL_STORE_NO_AGENT;
 }
 
+void ctl_fmt_store_state(char *buf, size_t len, const struct ctl_snapshot *s)
+{
+	char a[32];
+
+	switch (s->store) {
+	case CTL_STORE_LOCAL:
+		snprintf(buf, len, "local only");
+		break;
+	case CTL_STORE_UP:
+		if (s->masters_down)
+			snprintf(buf, len, "degraded, %u of %u masters "
+				 "unreachable", s->masters_down, s->masters);
+		else
+			snprintf(buf, len, "up");
+		break;
+	case CTL_STORE_DOWN:
+		ctl_fmt_dur(a, sizeof(a), s->store_down_ms * RL_NS_PER_MS);
+		snprintf(buf, len, "down for %s", a);
+		break;
+	case CTL_STORE_NO_AGENT:
+		snprintf(buf, len, "not synced: no agent (rules with "
+			 "on_store_down = closed deny)");
+		break;
+	default:
+		snprintf(buf, len, "not synced yet: no agent has run");
+		break;
+	}
+}
+
 static void human_agent(struct ctl *c, const struct ctl_snapshot *s)
 {
-	char a[32], b[32], url[RL_URL_MAX];
+	char a[32], b[32], url[RL_URL_MAX], state[160];
 
 	printf(LABEL, "agent:");
 	if (s->agent_alive) {
@@ -216,29 +245,12 @@ static void human_agent(struct ctl *c, const struct ctl_snapshot *s)
 	url[0] = '\0';
 	if (c->cfg && c->cfg->redis)
 		ctl_fmt_url(url, sizeof(url), c->cfg->redis_url);
-	switch (s->store) {
-	case CTL_STORE_LOCAL:
-		printf("local only\n");
+	ctl_fmt_store_state(state, sizeof(state), s);
+	if (s->store == CTL_STORE_LOCAL) {
+		printf("%s\n", state);
 		return;
-	case CTL_STORE_UP:
-		if (s->masters_down)
-			printf("degraded, %u of %u masters unreachable, %s\n",
-			       s->masters_down, s->masters, url);
-		else
-			printf("up, %s\n", url);
-		break;
-	case CTL_STORE_DOWN:
-		ctl_fmt_dur(a, sizeof(a), s->store_down_ms * RL_NS_PER_MS);
-		printf("down for %s, %s\n", a, url);
-		break;
-	case CTL_STORE_NO_AGENT:
-		printf("not synced: no agent (rules with on_store_down = "
-		       "closed deny), %s\n", url);
-		break;
-	case CTL_STORE_UNKNOWN:
-		printf("not synced yet: no agent has run, %s\n", url);
-		break;
 	}
+	printf("%s, %s\n", state, url);
 	if (!s->synced)
 		return;
 	ctl_fmt_dur(a, sizeof(a), s->sync_age_ns);

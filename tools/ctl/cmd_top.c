@@ -198,8 +198,139 @@ static void print_grid(struct ctl *c, const struct top *t, struct ctl_grid *g)
 		printf("no key holds any state: nothing is near its limit\n");
 }
 
+/* ---- -d's header: the rules' rates and their last minute ------------------ */
+
+#define SPARK_MAX 60  /* columns: a minute at one a second, at most */
+
+/* What -d keeps from frame to frame: each rule's counts at the last
+ * frame, and a ring of its requests/s over the last minute. */
+struct live {
+	struct ctl_snapshot snap[2];  /* this frame's and the last one's */
+	unsigned cur;                 /* snap[cur] is this frame's */
+	int have_last;
+	unsigned cols;                /* samples in a minute, 1-SPARK_MAX */
+	unsigned nsamples, head;      /* the ring: how many, the next slot */
+	char names[2 * RL_MAX_RULES][RL_RULE_NAME_MAX];
+	double rate[2 * RL_MAX_RULES][SPARK_MAX];
+};
+
+static const struct ctl_rule *rule_named(const struct ctl_snapshot *s,
+					 const char *name)
+{
+	for (unsigned i = 0; i < s->nrules; i++)
+		if (strcmp(s->rules[i].name, name) == 0)
+			return &s->rules[i];
+	return NULL;
+}
+
+/* The bar of `v` out of `max`: one of eight heights, a space for none. */
+static const char *bar(double v, double max)
+{
+	static const char *const bars[] = {
+		"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+		"\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88",
+	};
+	unsigned i;
+
+	if (v <= 0 || max <= 0)
+		return " ";
+	i = (unsigned)(v / max * 8.0);
+	return bars[i > 7 ? 7 : i];
+}
+
+/*
+ * The header of a -d frame: the time, the table's fill and the store's
+ * state, then a row per rule of the file with its requests/s and
+ * denied/s since the last frame ("-" at the first) and a sparkline of its
+ * requests/s over the last minute, each bar scaled to the minute's most.
+ */
+static void print_header(struct ctl *c, struct live *l, double secs)
+{
+	struct ctl_snapshot *now = &l->snap[l->cur];
+	const struct ctl_snapshot *was = &l->snap[l->cur ^ 1];
+	char when[32], store[160], fill[32];
+	struct ctl_grid g;
+	time_t t = (time_t)(now->wall_ms / 1000);
+	struct tm tm;
+	double dt = l->have_last && now->now_ns > was->now_ns
+			    ? (double)(now->now_ns - was->now_ns) / 1e9 : 0;
+	unsigned slot = l->head;
+
+	localtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	ctl_fmt_store_state(store, sizeof(store), now);
+	snprintf(fill, sizeof(fill), "%.1f%%",
+		 now->table.capacity ? 100.0 * (double)now->table.keys /
+					       (double)now->table.capacity
+				     : 0.0);
+	printf("rlshimctl top %s, every %gs: table %llu of %llu keys (%s), "
+	       "store %s\n", when, secs, (unsigned long long)now->table.keys,
+	       (unsigned long long)now->table.capacity, fill, store);
+	if (dt > 0) {
+		l->head = (l->head + 1) % l->cols;
+		if (l->nsamples < l->cols)
+			l->nsamples++;
+	}
+	if (ctl_grid_init(&g, 4, 2 * RL_MAX_RULES + 1))
+		return;
+	g.right[1] = g.right[2] = 1;
+	ctl_grid_add(&g, "RULE");
+	ctl_grid_add(&g, "REQ/S");
+	ctl_grid_add(&g, "DENIED/S");
+	ctl_grid_add(&g, "LAST MINUTE");
+	for (unsigned i = 0; i < now->nrules; i++) {
+		const struct ctl_rule *r = &now->rules[i], *p;
+		char spark[SPARK_MAX * 3 + 1];
+		double req = 0, den = 0, max = 0;
+		size_t at = 0;
+
+		if (!r->cfg || i >= 2 * RL_MAX_RULES)
+			continue;
+		/* a rule's ring follows its name (a reload reorders) */
+		if (strcmp(l->names[i], r->name) != 0) {
+			snprintf(l->names[i], sizeof(l->names[i]), "%s", r->name);
+			memset(l->rate[i], 0, sizeof(l->rate[i]));
+		}
+		p = dt > 0 ? rule_named(was, r->name) : NULL;
+		if (p && r->allowed + r->denied >= p->allowed + p->denied) {
+			req = (double)(r->allowed + r->denied - p->allowed -
+				       p->denied) / dt;
+			den = r->denied >= p->denied
+				      ? (double)(r->denied - p->denied) / dt
+				      : 0;
+		}
+		if (dt > 0)
+			l->rate[i][slot] = req;
+		for (unsigned k = 0; k < l->nsamples; k++)
+			if (l->rate[i][k] > max)
+				max = l->rate[i][k];
+		/* oldest first: the ring from its next slot on */
+		for (unsigned k = l->cols - l->nsamples; k < l->cols; k++) {
+			const char *b = bar(l->rate[i][(l->head + k) % l->cols],
+					    max);
+
+			memcpy(spark + at, b, strlen(b));
+			at += strlen(b);
+		}
+		spark[at] = '\0';
+		ctl_grid_add(&g, "%s", r->name);
+		if (dt > 0) {
+			ctl_grid_add(&g, "%.1f", req);
+			ctl_grid_add(&g, "%.1f", den);
+		} else {
+			ctl_grid_add(&g, "-");
+			ctl_grid_add(&g, "-");
+		}
+		ctl_grid_add(&g, "%s", spark);
+	}
+	ctl_grid_print(&g, stdout, "");
+	ctl_grid_free(&g);
+	(void)c;
+}
+
 /* One reading of the table, printed. */
-static int show_once(struct ctl *c, const struct top_opts *o, unsigned n)
+static int show_once(struct ctl *c, const struct top_opts *o, unsigned n,
+		     struct live *l, double secs)
 {
 	struct top t;
 	struct ctl_grid g;
@@ -214,6 +345,12 @@ static int show_once(struct ctl *c, const struct top_opts *o, unsigned n)
 	}
 	rl_table_foreach(c->table, rl_time_now_ns(), consider, &t);
 	qsort(t.e, t.n, sizeof(*t.e), by_urgency);
+	if (l && !o->json) {
+		l->cur ^= 1;
+		ctl_snapshot(c, &l->snap[l->cur]);
+		print_header(c, l, secs);
+		l->have_last = 1;
+	}
 	if (o->json)
 		print_json(c, &t);
 	else
@@ -253,6 +390,8 @@ static int run_top(struct ctl *c, const void *opts)
 	const struct top_opts *o = opts;
 	struct timespec delay;
 	struct sigaction sa;
+	struct live *l = NULL;
+	double secs;
 	unsigned n = o->n;
 	int rc, tty = isatty(STDOUT_FILENO);
 
@@ -266,7 +405,7 @@ static int run_top(struct ctl *c, const void *opts)
 	if (n > rl_table_capacity(c->table))
 		n = rl_table_capacity(c->table);
 	if (!o->delay)
-		return show_once(c, o, n);
+		return show_once(c, o, n, NULL, 0);
 
 	/* Until Ctrl-C (or a TERM): exit 0, as top and watch do. No
 	 * SA_RESTART, so the sleep ends at the signal. */
@@ -275,6 +414,17 @@ static int run_top(struct ctl *c, const void *opts)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	secs = (double)delay.tv_sec + (double)delay.tv_nsec / 1e9;
+	if (!o->json) {
+		l = calloc(1, sizeof(*l));
+		if (!l)
+			return ctl_fail("out of memory");
+		l->cols = secs >= 1 ? (unsigned)ceil(60 / secs) : SPARK_MAX;
+		if (l->cols > SPARK_MAX)
+			l->cols = SPARK_MAX;
+		if (!l->cols)
+			l->cols = 1;
+	}
 	for (unsigned frame = 0; !interrupted; frame++) {
 		struct timespec left = delay;
 
@@ -284,11 +434,14 @@ static int run_top(struct ctl *c, const void *opts)
 			fputs("\033[H\033[2J", stdout);
 		else if (frame && !o->json)
 			putchar('\n');
-		if ((rc = show_once(c, o, n)))
+		if ((rc = show_once(c, o, n, l, secs))) {
+			free(l);
 			return rc;
+		}
 		while (!interrupted && nanosleep(&left, &left) && errno == EINTR)
 			;
 	}
+	free(l);
 	return 0;
 }
 
@@ -302,7 +455,12 @@ const struct ctl_command ctl_cmd_top = {
 		"  bound (marked ≤). RESET is the time until the key's "
 		"budget is full again.\n"
 		"  -d redraws a terminal in place; to a pipe, frames a blank "
-		"line apart.\n",
+		"line apart.\n"
+		"  Each -d frame starts with the time, the table's fill, the "
+		"store's state,\n"
+		"  and per rule its requests/s and denied/s since the last "
+		"frame, with a\n"
+		"  sparkline of its requests/s over the last minute.\n",
 	.options = top_options,
 	.opts_size = sizeof(struct top_opts),
 	.defaults = &top_defaults,

@@ -283,6 +283,10 @@ struct ctl_snapshot {
 	struct rl_table_xdp xdp_rec;  /* the agent's ids and modes */
 };
 
+/* The store's state as status says it: "up", "degraded, 1 of 3 masters
+ * unreachable", "down for 12s", "local only", ... (cmd_status.c). */
+void ctl_fmt_store_state(char *buf, size_t len, const struct ctl_snapshot *s);
+
 /* Read everything status and metrics show. Allocates nothing. */
 void ctl_snapshot(struct ctl *c, struct ctl_snapshot *s);
 
