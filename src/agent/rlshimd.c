@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,6 +231,25 @@ static int detach(const char *logfile, enum rl_log_target target,
 	return 0;
 }
 
+/* Where the log goes, for status (rl_table_agent_set_log): syslog, the
+ * --log file when stderr is that file (detached onto it, or started again
+ * in the foreground with it), else stderr (the journal's, under systemd). */
+static void say_where(struct rl_table *table, const struct rl_config *cfg,
+		      const char *logfile)
+{
+	struct stat a, b;
+
+	if (to_syslog || cfg->log == RL_LOG_SYSLOG)
+		rl_table_agent_set_log(table, "syslog");
+	else if (logfile && fstat(2, &a) == 0 && stat(logfile, &b) == 0 &&
+		 a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		rl_table_agent_set_log(table, logfile);
+	else if (getenv("JOURNAL_STREAM"))
+		rl_table_agent_set_log(table, "the journal (its stderr)");
+	else
+		rl_table_agent_set_log(table, "stderr");
+}
+
 /*
  * Start again on the changed configuration: the same program, in the
  * foreground now (it is detached already: same session, same log), with
@@ -237,14 +257,19 @@ static int detach(const char *logfile, enum rl_log_target target,
  * only milliseconds old when the new image takes it over, so no shim
  * starts another agent meanwhile.
  */
-static void reexec(char **argv, const char *path, int idle_exit)
+static void reexec(char **argv, const char *path, const char *logfile,
+		   int idle_exit)
 {
-	char *args[7] = { argv[0], (char *)"--foreground", (char *)"-c",
+	char *args[9] = { argv[0], (char *)"--foreground", (char *)"-c",
 			  (char *)path };
 	size_t n = 4;
 
 	if (to_syslog)
 		args[n++] = (char *)"--syslog";
+	else if (logfile) { /* stderr is that file still: for status */
+		args[n++] = (char *)"--log";
+		args[n++] = (char *)logfile;
+	}
 	if (idle_exit)
 		args[n++] = (char *)"--idle-exit";
 	args[n] = NULL;
@@ -353,6 +378,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	say_where(table, cfg, logfile);
 	rl_table_agent_set_pid(table, (uint64_t)getpid());
 	rl_log(RL_LOG_INFO, "msg=\"agent started\" config=\"%s\" shm=%s redis=%s "
 	       "xdp=%s sync_interval=%llums",
@@ -423,6 +449,6 @@ int main(int argc, char **argv)
 	rl_config_free(cfg);
 	close(lock);
 	if (restart && !stopping)
-		reexec(argv, path, idle_exit);
+		reexec(argv, path, logfile, idle_exit);
 	return 0;
 }

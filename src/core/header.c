@@ -8,6 +8,7 @@
 #include "shm.h"
 
 #include <stdatomic.h>
+#include <string.h>
 
 #include "clock.h"
 
@@ -194,4 +195,64 @@ int rl_table_config_refuse(struct rl_table *t, uint64_t stamp)
 {
 	return stamp_first(&t->hdr->config_bad_stamp,
 			   &t->hdr->config_bad_since_ms, stamp);
+}
+
+/* ---- what status shows of the host: restarts due, the agent's log ---------- */
+
+void rl_table_restart_needed(struct rl_table *t, uint64_t what)
+{
+	struct rl_shm_header *h = t->hdr;
+
+	if (!what)
+		return;
+	if (!(atomic_fetch_or(&h->restart_needed, what)))
+		atomic_store(&h->restart_since_ms, rl_time_wall_ms());
+}
+
+void rl_table_restart_done(struct rl_table *t)
+{
+	if (atomic_load(&t->hdr->restart_needed))
+		atomic_store(&t->hdr->restart_needed, 0);
+}
+
+uint64_t rl_table_restart_read(const struct rl_table *t, uint64_t *since_ms)
+{
+	uint64_t what = atomic_load(&t->hdr->restart_needed);
+
+	*since_ms = what ? atomic_load(&t->hdr->restart_since_ms) : 0;
+	return what;
+}
+
+void rl_table_agent_set_log(struct rl_table *t, const char *where)
+{
+	char *d = t->hdr->agent_log;
+	size_t n = strlen(where);
+
+	if (n >= sizeof(t->hdr->agent_log))
+		n = sizeof(t->hdr->agent_log) - 1;
+	memcpy(d, where, n);
+	memset(d + n, 0, sizeof(t->hdr->agent_log) - n);
+}
+
+void rl_table_agent_log(const struct rl_table *t, char *buf, size_t len)
+{
+	size_t n = strnlen(t->hdr->agent_log, sizeof(t->hdr->agent_log) - 1);
+
+	if (!len)
+		return;
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, t->hdr->agent_log, n);
+	buf[n] = '\0';
+}
+
+int rl_table_store_news(struct rl_table *t, uint64_t *since_ms)
+{
+	struct rl_shm_header *h = t->hdr;
+	uint64_t now = atomic_load(&h->store_down_since_ms);
+	uint64_t said = atomic_load(&h->store_said);
+
+	*since_ms = now;
+	return now != said &&
+	       atomic_compare_exchange_strong(&h->store_said, &said, now);
 }

@@ -172,7 +172,20 @@ struct rl_shm_header {
 	 * of them it cannot reach (0 and 0 otherwise); from reserved2 too. */
 	_Atomic uint32_t store_masters;
 	_Atomic uint32_t store_masters_down;
-	uint8_t reserved2[RL_SHM_HEADER_SIZE - 496];
+	/* Where the agent logs ("/run/rlshim/rlshimd-NAME.log", "syslog",
+	 * "stderr", "the journal"), written as it starts, for status; from
+	 * reserved2 too ("" from an older agent: not known). */
+	char agent_log[256];
+	/* What a reload changed that only a restart applies (RL_RESTART_*),
+	 * and since when (Unix ms); 0 again when a server process starts
+	 * with the file. From reserved2. */
+	_Atomic uint64_t restart_needed;
+	_Atomic uint64_t restart_since_ms;
+	/* The store's state the servers' logs last said: the agent's
+	 * store_down_since_ms they said it down at, 0 for up (the servers'
+	 * process that moves it says the change). From reserved2. */
+	_Atomic uint64_t store_said;
+	uint8_t reserved2[RL_SHM_HEADER_SIZE - 776];
 };
 
 /* A rule registered in the segment (RL_MAX_RULES of them). */

@@ -246,6 +246,25 @@ void rl_table_config_read(const struct rl_table *t,
 int rl_table_config_apply(struct rl_table *t, uint64_t stamp);
 int rl_table_config_refuse(struct rl_table *t, uint64_t stamp);
 
+/* What a reload changed that the processes running cannot apply: set by
+ * the reload (bits are added, the time is the first's), cleared when a
+ * server process starts with the file. */
+#define RL_RESTART_PORTS 1u
+#define RL_RESTART_SHM 2u
+#define RL_RESTART_CAPACITY 4u
+void rl_table_restart_needed(struct rl_table *t, uint64_t what);
+void rl_table_restart_done(struct rl_table *t);
+uint64_t rl_table_restart_read(const struct rl_table *t, uint64_t *since_ms);
+
+/* Where the agent logs (it says at its start), into buf (NUL-terminated,
+ * "" if not known). */
+void rl_table_agent_set_log(struct rl_table *t, const char *where);
+void rl_table_agent_log(const struct rl_table *t, char *buf, size_t len);
+
+/* The agent's store_down_since_ms (0: up) is news to the servers' logs:
+ * 1 if this process is the one to say it (*since_ms: it), else 0. */
+int rl_table_store_news(struct rl_table *t, uint64_t *since_ms);
+
 /* ---- the agent's side (rlshimd) --------------------------------------------- */
 
 /* A key with admissions (or refusals) since the last sync. */

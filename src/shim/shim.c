@@ -184,6 +184,10 @@ enum rl_shim_phase rl_shim_activate(void)
 	       config->nrules, config->shm, n ? ports : "all",
 	       config->mode == RL_MODE_DRY_RUN ? "dry-run" : "enforce");
 	table_ = table;
+	/* a server (re)started with the file: a restart a reload asked for
+	 * is done */
+	if (!config_kept)
+		rl_table_restart_done(table);
 	keep_hold();
 	pthread_atfork(NULL, NULL, reload_forked);
 	if (config_kept) {
@@ -219,27 +223,35 @@ void rl_shim_watch(void)
  * What a reload cannot change in a running process: the segment (its name
  * and size are the shared state itself) and the guarded ports (listeners
  * are classified once). `next` keeps the values in force; `note` names
- * what changed, for the log.
+ * what changed, for the log; returned as RL_RESTART_* bits, for status.
  */
-static void keep_fixed(struct rl_config *next, const struct rl_config *cur,
-		       char *note, size_t len)
+static uint64_t keep_fixed(struct rl_config *next, const struct rl_config *cur,
+			   char *note, size_t len)
 {
 	size_t n = 0;
+	uint64_t what = 0;
 
 	note[0] = '\0';
-	if (strcmp(next->shm, cur->shm) != 0)
+	if (strcmp(next->shm, cur->shm) != 0) {
 		n += (size_t)snprintf(note + n, len - n, "%sshm", n ? "," : "");
-	if (next->capacity != cur->capacity && n < len)
+		what |= RL_RESTART_SHM;
+	}
+	if (next->capacity != cur->capacity && n < len) {
 		n += (size_t)snprintf(note + n, len - n, "%scapacity",
 				      n ? "," : "");
+		what |= RL_RESTART_CAPACITY;
+	}
 	if ((next->nports != cur->nports ||
 	     memcmp(next->ports, cur->ports, sizeof(cur->ports[0]) *
-		    cur->nports) != 0) && n < len)
+		    cur->nports) != 0) && n < len) {
 		snprintf(note + n, len - n, "%sports", n ? "," : "");
+		what |= RL_RESTART_PORTS;
+	}
 	memcpy(next->shm, cur->shm, sizeof(next->shm));
 	next->capacity = cur->capacity;
 	next->nports = cur->nports;
 	memcpy(next->ports, cur->ports, sizeof(next->ports));
+	return what;
 }
 
 /*
@@ -306,6 +318,7 @@ static uint64_t reload(const char *path, uint64_t stamp)
 	struct rl_err err;
 	char fixed[32], *text = NULL;
 	size_t len = 0;
+	uint64_t restart;
 
 	if (rl_config_read(path, &text, &len, &err) == 0 &&
 	    rl_config_parse(text, path, &next, &err) == 0) {
@@ -315,19 +328,25 @@ static uint64_t reload(const char *path, uint64_t stamp)
 			free(text);
 			return 0;
 		}
-		keep_fixed(next, config, fixed, sizeof(fixed));
+		restart = keep_fixed(next, config, fixed, sizeof(fixed));
 		if (memcmp(next, config, sizeof(*next)) == 0) {
 			/* Touched, or rewritten the same (calloc'd, so
 			 * equal down to the padding): nothing to apply,
 			 * nothing to keep. */
 			rl_config_free(next);
 			config_kept = 0;
-			in_force(stamp, &text, len);
+			/* (or what changed only a restart applies) */
+			if (in_force(stamp, &text, len) && restart)
+				rl_log(RL_LOG_WARN, "msg=\"configuration "
+				       "changed, only a restart applies it\" "
+				       "restart_needed=\"%s\"", fixed);
+			rl_table_restart_needed(table_, restart);
 			return stamp;
 		}
 		if (rl_config_reload_ok(next, &err) == 0 &&
 		    rl_io_reload(next, &err) == 0) {
 			applied(next, stamp, &text, len, fixed);
+			rl_table_restart_needed(table_, restart);
 			return stamp;
 		}
 		rl_config_free(next);
@@ -385,6 +404,44 @@ static void keep_hold(void)
 		       rl_log_quote(strerror(-rc), q, sizeof(q)));
 }
 
+/* The agent says the store went down, or is back: the servers' logs say
+ * so once each (one process of the host), with what it does to the rules
+ * (the agent's own log has the cause). */
+static void store_news(void)
+{
+	char closed[RL_MAX_RULES * (RL_RULE_NAME_MAX + 1) + 1] = "";
+	char open[sizeof(closed)] = "", when[40];
+	size_t nc = 0, no = 0;
+	uint64_t since;
+
+	if (!rl_table_store_news(table_, &since))
+		return;
+	if (!since) {
+		rl_log(RL_LOG_INFO, "msg=\"store reachable again (rlshimd "
+		       "says): rules decide from the global state\"");
+		return;
+	}
+	for (unsigned i = 0; i < config->nrules; i++) {
+		const struct rl_rule_cfg *r = &config->rules[i];
+		int c = r->on_store_down == RL_STORE_DOWN_CLOSED;
+		char *b = c ? closed : open;
+		size_t *n = c ? &nc : &no;
+
+		*n += (size_t)snprintf(b + *n, sizeof(closed) - *n, "%s%s",
+				       *n ? "," : "", r->name);
+	}
+	{
+		uint64_t wall = rl_time_wall_ms();
+
+		rl_time_format_duration(when, sizeof(when),
+					(wall > since ? wall - since : 0) *
+						RL_NS_PER_MS);
+	}
+	rl_log(RL_LOG_WARN, "msg=\"store unreachable (rlshimd says; its log "
+	       "has why)\" down_for=%s refusing=\"%s\" local_share=\"%s\"",
+	       when, nc ? closed : "none", no ? open : "none");
+}
+
 void rl_shim_tick_slow(uint64_t now_ns)
 {
 	uint64_t at = __atomic_load_n(&rl_shim_tick_at, __ATOMIC_RELAXED);
@@ -398,6 +455,8 @@ void rl_shim_tick_slow(uint64_t now_ns)
 		return;
 	reload_check();
 	keep_hold();
+	if (config->redis)
+		store_news();
 	rl_table_summarise(table_, now_ns / RL_NS_PER_MS, SUMMARY_MS,
 			   log_denials, NULL);
 }

@@ -959,6 +959,26 @@ def store_down_counted():
         line = [ln for ln in h.agent_log().splitlines()
                 if 'msg="store unreachable"' in ln]
         assert line and line[0].endswith(' refusing="pay" local_share="site"'), line
+        # the server's own log says it too, once for the host, at a
+        # request (or accept) in the second after the agent saw it
+        said = lambda: [ln for ln in h.server.stderr_text().splitlines()
+                        if 'msg="store unreachable (rlshimd says' in ln]
+        assert wait_for(lambda: h.get('/') and said(), 5), h.server.stderr_text()
+        assert len(said()) == 1 and said()[0].endswith(
+            ' refusing="pay" local_share="site"'), said()
+        redis.start()
+        back = lambda: [ln for ln in h.server.stderr_text().splitlines()
+                        if 'msg="store reachable again (rlshimd says' in ln]
+        assert wait_for(lambda: h.get('/books').status == 200 and back(), 10), \
+            h.server.stderr_text()
+        time.sleep(1.5)  # a tick or more of every process: said once
+        assert len(back()) == 1 and len(said()) == 1, h.server.stderr_text()
+        # status: where the agent logs
+        st = json.loads(ok(h.config, 'status', '--json'))
+        assert st['agent']['log'] and st['agent']['log'].endswith('.log') and \
+            os.path.exists(st['agent']['log']), st['agent']
+        assert 'msg="store unreachable"' in open(st['agent']['log']).read()
+        assert f', logs to {st["agent"]["log"]}' in ok(h.config, 'status')
     finally:
         h.stop()
         redis.stop()

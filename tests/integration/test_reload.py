@@ -14,6 +14,7 @@ what the operator reads in the log, as a client and an operator see them:
 - log = syslog reaches a syslog socket.
 """
 import os
+import json
 import re
 import signal
 import socket
@@ -348,6 +349,49 @@ def restart_needed():
         s.stop()
 
 
+def restart_needed_status():
+    """A reload that changes the ports: status says a restart is needed
+    (what, since when; --json restart_needed), until the server is
+    started again with the file."""
+    s = F.Legacy('[limit:books]\nmatch = GET /books\nrate = 10/m\n')
+    port, shm = s.port, s.shm
+    try:
+        assert F.codes(s, 1) == [200]
+        st = json.loads(ctl_ok(s.config, 'status', '--json'))
+        assert st['restart_needed'] == [] and \
+            st['restart_needed_since_ms'] is None, st
+        text = open(s.config).read()
+        rewrite(s.config, text.replace(f'ports = {port}', f'ports = {port} 1'))
+        time.sleep(RELOAD_S)
+        assert s.get().status == 200
+        assert 'restart_needed="ports"' in s.server.stderr_text()
+        st = json.loads(ctl_ok(s.config, 'status', '--json'))
+        assert st['restart_needed'] == ['ports'], st
+        assert abs(st['restart_needed_since_ms'] - time.time() * 1000) < 30000, st
+        out = ctl_ok(s.config, 'status')
+        assert re.search(r'^restart:\s+a reload \S+ ago changed ports: the '
+                         r'servers keep the old value until they are '
+                         r'restarted$', out, re.M), out
+    finally:
+        s.stop(unlink=False)
+    s = F.Legacy('[limit:books]\nmatch = GET /books\nrate = 10/m\n', port=port,
+                 shm=shm)
+    try:
+        assert F.codes(s, 1) == [200]
+        st = json.loads(ctl_ok(s.config, 'status', '--json'))
+        assert st['restart_needed'] == [], st
+        assert 'restart:' not in ctl_ok(s.config, 'status')
+    finally:
+        s.stop()
+
+
+def ctl_ok(config, *args):
+    p = subprocess.run([os.path.join(REPO, "build", "rlshimctl"), '-c', config, *args], capture_output=True,
+                       text=True, timeout=10)
+    assert p.returncode == 0, p
+    return p.stdout
+
+
 def stop_with_agent(s, redis, log):
     """Stop a server, its Redis and the agent its shim started."""
     s.stop()
@@ -514,7 +558,8 @@ def syslog():
 
 TESTS = [reload_under_load, invalid_file_kept, unchanged_rules_keep_state,
          touched_file_is_no_reload, new_process_keeps_rules,
-         emptied_file_refused, restart_needed, agent_restarts,
+         emptied_file_refused, restart_needed, restart_needed_status,
+         agent_restarts,
          definitions_exhausted, denials_summarised, syslog]
 
 if __name__ == '__main__':

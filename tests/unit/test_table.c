@@ -147,7 +147,7 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct rl_shm_header, xdp_attached), 456);
 	assert_int_equal(offsetof(struct rl_shm_header, store_masters), 488);
 	assert_int_equal(offsetof(struct rl_shm_header, store_masters_down), 492);
-	assert_int_equal(offsetof(struct rl_shm_header, reserved2), 496);
+	assert_int_equal(offsetof(struct rl_shm_header, reserved2), 776);
 
 	assert_int_equal(sizeof(struct rl_shm_rule), 256);
 	assert_int_equal(offsetof(struct rl_shm_rule, ident), 0);
@@ -273,6 +273,61 @@ static void test_xdp_record(void **state)
 	rl_table_xdp_read(b, &r);
 	memset(&w, 0, sizeof(w));
 	assert_memory_equal(&r, &w, sizeof(r));
+	rl_table_close(a);
+	rl_table_close(b);
+}
+
+/* What status shows of the host: a restart a reload asked for (bits
+ * added, the first one's time kept, cleared by a start), where the agent
+ * logs (cut to fit, NUL-terminated), and the store's changes said once. */
+static void test_host_notes(void **state)
+{
+	struct rl_table *a = open_new(64), *b = NULL;
+	char buf[300], longer[400];
+	uint64_t since, first;
+
+	(void)state;
+	assert_int_equal(rl_table_open(seg, 0, 0, &b, NULL), 0);
+	assert_int_equal(rl_table_restart_read(b, &since), 0);
+	assert_int_equal(since, 0);
+	rl_table_restart_needed(a, 0);
+	assert_int_equal(rl_table_restart_read(b, &since), 0);
+	rl_table_restart_needed(a, RL_RESTART_PORTS);
+	assert_int_equal(rl_table_restart_read(b, &first), RL_RESTART_PORTS);
+	assert_true(first > 0);
+	rl_table_restart_needed(a, RL_RESTART_SHM);
+	assert_int_equal(rl_table_restart_read(b, &since),
+			 RL_RESTART_PORTS | RL_RESTART_SHM);
+	assert_int_equal(since, first);
+	rl_table_restart_done(b);
+	assert_int_equal(rl_table_restart_read(a, &since), 0);
+
+	rl_table_agent_log(b, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	rl_table_agent_set_log(a, "/run/rlshim/rlshimd-x.log");
+	rl_table_agent_log(b, buf, sizeof(buf));
+	assert_string_equal(buf, "/run/rlshim/rlshimd-x.log");
+	rl_table_agent_log(b, buf, 5);
+	assert_string_equal(buf, "/run");
+	memset(longer, 'a', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	rl_table_agent_set_log(a, longer);
+	rl_table_agent_log(b, buf, sizeof(buf));
+	assert_int_equal(strlen(buf), 255);
+	rl_table_agent_set_log(a, "syslog");
+	rl_table_agent_log(b, buf, sizeof(buf));
+	assert_string_equal(buf, "syslog");
+
+	/* up from the start: nothing to say */
+	assert_int_equal(rl_table_store_news(a, &since), 0);
+	rl_table_agent_store_down(a, 1234);
+	assert_int_equal(rl_table_store_news(b, &since), 1);
+	assert_int_equal(since, 1234);
+	assert_int_equal(rl_table_store_news(a, &since), 0);
+	rl_table_agent_synced(a, 1);
+	assert_int_equal(rl_table_store_news(a, &since), 1);
+	assert_int_equal(since, 0);
+	assert_int_equal(rl_table_store_news(b, &since), 0);
 	rl_table_close(a);
 	rl_table_close(b);
 }
@@ -1997,6 +2052,7 @@ int main(void)
 		cmocka_unit_test(test_create_then_attach),
 		cmocka_unit_test(test_attach_missing),
 		cmocka_unit_test(test_xdp_record),
+		cmocka_unit_test(test_host_notes),
 		cmocka_unit_test(test_bad_names),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_wrong_magic),

@@ -229,11 +229,13 @@ static void human_agent(struct ctl *c, const struct ctl_snapshot *s)
 	printf(LABEL, "agent:");
 	if (s->agent_alive) {
 		ctl_fmt_dur(a, sizeof(a), s->agent_beat_age_ns);
-		printf("rlshimd pid %llu, alive (heartbeat %s ago)\n",
-		       (unsigned long long)s->agent_pid, a);
+		printf("rlshimd pid %llu, alive (heartbeat %s ago)%s%s\n",
+		       (unsigned long long)s->agent_pid, a,
+		       s->agent_log[0] ? ", logs to " : "", s->agent_log);
 	} else if (s->agent_seen) {
 		ctl_fmt_dur(a, sizeof(a), s->agent_beat_age_ns);
-		printf("not running (last heartbeat %s ago)\n", a);
+		printf("not running (last heartbeat %s ago)%s%s\n", a,
+		       s->agent_log[0] ? ", its log: " : "", s->agent_log);
 	} else if (s->agent_expected) {
 		printf("not started yet (a server starts it at its next "
 		       "accept)\n");
@@ -287,11 +289,39 @@ static void human_xdp(struct ctl *c, const struct ctl_snapshot *s)
 		printf("maps not readable (no agent, or not root)\n");
 }
 
+/* RL_RESTART_* bits, by bit: RL_RESTART_PORTS is 1 << 0 */
+static const char *const restart_names[] = { "ports", "shm", "capacity" };
+
+/* RL_RESTART_* bits as "ports, capacity". */
+static void fmt_restart(char *buf, size_t len, uint64_t what)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 3; i++)
+		if (what & (1u << i) && n < len)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s",
+					      n ? ", " : "", restart_names[i]);
+}
+
 static void human(struct ctl *c, const struct ctl_snapshot *s)
 {
 	char size[32];
 
 	human_config(c, s);
+	if (s->restart_needed) {
+		char what[64], since[32];
+
+		fmt_restart(what, sizeof(what), s->restart_needed);
+		ctl_fmt_dur(since, sizeof(since),
+			    s->wall_ms > s->restart_since_ms
+				    ? (s->wall_ms - s->restart_since_ms) *
+					      RL_NS_PER_MS
+				    : 0);
+		printf(LABEL "a reload %s ago changed %s: the servers keep the "
+		       "old value until they are restarted\n", "restart:",
+		       since, what);
+	}
 	printf(LABEL "%s\n", "mode:", c->cfg ? mode_name(c->cfg) : "unknown");
 	ctl_fmt_bytes(size, sizeof(size), s->table.size);
 	printf(LABEL "/dev/shm/%s, %s\n", "segment:", c->shm, size);
@@ -416,7 +446,22 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 	ctl_jnum(&j, "hosts_alive", s->hosts_alive);
 	ctl_jbool(&j, "hosts_alive_stale", hosts_stale(s));
 	ctl_jnum(&j, "sync_interval_ms", s->sync_interval_ms);
+	if (s->agent_log[0])
+		ctl_jtext(&j, "log", s->agent_log);
+	else
+		ctl_jnull(&j, "log");
 	ctl_jclose(&j, '}');
+
+	/* what a reload changed that only a restart applies */
+	ctl_jopen(&j, "restart_needed", '[');
+	for (unsigned i = 0; i < 3; i++)
+		if (s->restart_needed & (1u << i))
+			ctl_jtext(&j, NULL, restart_names[i]);
+	ctl_jclose(&j, ']');
+	if (s->restart_needed)
+		ctl_jnum(&j, "restart_needed_since_ms", s->restart_since_ms);
+	else
+		ctl_jnull(&j, "restart_needed_since_ms");
 
 	ctl_jopen(&j, "store", '{');
 	ctl_jtext(&j, "state", store_states[s->store]);

@@ -270,6 +270,10 @@ struct ctl_snapshot {
 	uint64_t syncs;
 	uint32_t hosts_alive;
 	uint32_t sync_interval_ms;
+	char agent_log[256];          /* where it logs, "" if not known */
+
+	uint64_t restart_needed;      /* RL_RESTART_*: a reload's, pending */
+	uint64_t restart_since_ms;    /* Unix ms */
 
 	enum ctl_store_state store;
 	uint64_t store_down_ms;       /* for CTL_STORE_DOWN: how long */

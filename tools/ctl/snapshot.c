@@ -157,6 +157,8 @@ static void agent(struct ctl *c, struct ctl_snapshot *s)
 	s->masters = h.masters;
 	s->masters_down = h.masters_down;
 	s->sync_interval_ms = h.sync_interval_ms;
+	rl_table_agent_log(c->table, s->agent_log, sizeof(s->agent_log));
+	s->restart_needed = rl_table_restart_read(c->table, &s->restart_since_ms);
 
 	/* Without the file, the agent's own flag says whether it syncs. */
 	if (c->cfg ? !c->cfg->redis : !(s->agent_flags & RL_AGENT_SYNC)) {
