@@ -212,8 +212,21 @@ rl_gcra_decide_in(const struct rl_algo *a, uint64_t *tat_ns,
 	out->remaining = rl_gcra_left(a, horizon - new_tat, interval_ns, burst);
 	out->retry_after_ns = 0;
 	out->reset_after_ns = new_tat > now_ns ? new_tat - now_ns : 0;
-	if (cost > 0)
+	if (cost > 0) {
+		/* What the client has left after this request, as it would
+		 * from a full bucket at the most: a TAT caught up from the
+		 * past (tat < now) would say the whole burst is left and
+		 * the bucket full at once (1,000,000/s: Remaining equal to
+		 * the limit, Reset 0, on every answer after the first). */
+		uint64_t spent = cost == 1 ? interval_ns
+					   : rl_sat_mul(interval_ns, cost);
+
+		if (out->remaining > burst - (cost < burst ? cost : burst))
+			out->remaining = burst - (cost < burst ? cost : burst);
+		if (out->reset_after_ns < spent)
+			out->reset_after_ns = spent;
 		*tat_ns = new_tat;
+	}
 }
 
 /* Decide `cost` at `now_ns`; *state changes only if allowed. */

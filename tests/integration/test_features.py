@@ -595,6 +595,24 @@ def chromium_429():
         s.stop()
 
 
+def remaining_after_request():
+    """headers_on = all on a 1,000,000/s rule: every allowed answer says
+    what the client has left after its request (limit - 1) and a Reset of
+    at least 1 s, not the whole limit and 0 (the bucket refills in a
+    microsecond, and a key used a moment ago counted from its past)."""
+    s = Legacy('headers_on = all\n[limit:fast]\nmatch = *\nrate = 1000000/s\n')
+    try:
+        for _ in range(5):
+            r = s.get('/books')
+            assert r.status == 200, r
+            h = {k.lower(): v for k, v in r.headers.items()}
+            assert h['ratelimit-limit'] == '1000000', h
+            assert h['ratelimit-remaining'] == '999999', h
+            assert int(h['ratelimit-reset']) >= 1, h
+    finally:
+        s.stop()
+
+
 TESTS = [examples, accept_rule, signal_after_refusal, allow_list, dry_run, proxy_protocol, refund,
          header_styles, windows_and_retry, budget_survives_restart,
          unguarded_port, inert_without_accept, bad_config, oversized_head,
@@ -603,6 +621,7 @@ TESTS.append(declined_upgrade_fields)
 TESTS.append(unframable_head_in_pieces)
 TESTS.append(browser_429)
 TESTS.append(chromium_429)
+TESTS.append(remaining_after_request)
 
 
 def main():

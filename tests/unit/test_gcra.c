@@ -111,6 +111,34 @@ static void test_denial_reports_remaining(void **state)
 	check_steps(__func__, &ten_per_sec, &tat, s, ARRAY_SIZE(s));
 }
 
+/* An allowed request says what is left after it, however fast the rate:
+ * at 1,000,000/s a key used 1 ms ago has its TAT in the past (within the
+ * catch-up), and Remaining was the whole limit, Reset 0. */
+static void test_allowed_reports_after_it(void **state)
+{
+	const struct rl_rate fast = { .count = 1000000, .period_ns = 1000 * MS,
+				      .burst = 1000000 };
+	uint64_t tat = 0, iv = rl_gcra_interval(&fast);
+	uint64_t depth = iv * fast.burst;
+	struct rl_result r;
+
+	(void)state;
+	rl_gcra_decide(&tat, iv, depth, fast.burst, 1, T0, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, fast.burst - 1);
+	assert_int_equal(r.reset_after_ns, iv);
+	rl_gcra_decide(&tat, iv, depth, fast.burst, 1, T0 + MS, &r);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, fast.burst - 1);
+	assert_true(r.reset_after_ns >= iv);
+	rl_gcra_decide(&tat, iv, depth, fast.burst, 3, T0 + 2 * MS, &r);
+	assert_int_equal(r.remaining, fast.burst - 3);
+	assert_true(r.reset_after_ns >= 3 * iv);
+	/* a peek still says the bucket is full */
+	rl_gcra_decide(&tat, iv, depth, fast.burst, 0, T0 + 3 * MS, &r);
+	assert_int_equal(r.remaining, fast.burst);
+}
+
 /* Burst 1: strict spacing, nginx's limit_req without burst. */
 static void test_strict_spacing(void **state)
 {
@@ -635,6 +663,7 @@ int main(void)
 		cmocka_unit_test(test_redis_rate_vectors),
 		cmocka_unit_test(test_cost_zero_new_key),
 		cmocka_unit_test(test_denial_reports_remaining),
+		cmocka_unit_test(test_allowed_reports_after_it),
 		cmocka_unit_test(test_strict_spacing),
 		cmocka_unit_test(test_steady_overload),
 		cmocka_unit_test(test_strict_spacing_keeps_the_rate),
