@@ -504,6 +504,27 @@ static size_t quick_head(struct walk *w, const struct iovec *iov, size_t n)
 	if (a->h.phase != RL_HTTP_IDLE || a->ahead_len || a->ins ||
 	    c->upgrade_wait || k > c->delivered || len < 14)
 		return 0;
+	if (c->http.phase == RL_HTTP_DONE && k == c->delivered &&
+	    c->state == RL_CONN_HTTP && !c->owed_more) {
+		/* The answer to the last request the connection frames
+		 * (Connection: close, HTTP/1.0): nothing comes after it
+		 * whose place depends on where it ends, so only its status
+		 * is read, from its first bytes, as for a head written in
+		 * pieces (status_out), unless fields go into it. Its bytes
+		 * and whatever the application writes after them pass as
+		 * written. */
+		int st = rl_http_status_of(iov[0].iov_base, len);
+
+		o = rl_owed_find(c, k);
+		if (st >= 200 && st <= 599 && (!o || o->near < 0)) {
+			answer_ended(a);
+			if (o)
+				answered(c, o, (unsigned)st);
+			a->heads = k;
+			fail(w);
+			return n;
+		}
+	}
 	if (len > RL_ANSWER_HEAD_MAX)
 		len = RL_ANSWER_HEAD_MAX;
 	if (rl_http_answer_prefix(iov[0].iov_base, len, &ans, &used) ||
