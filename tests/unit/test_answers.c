@@ -1213,6 +1213,56 @@ static void test_last_request(void **state)
 	assert_ptr_not_equal(plain_pol, all);
 }
 
+/* Without fields, an answer whose head is whole in a write is read ahead
+ * of the walk (quick_head): a client that pipelines later, its next
+ * request read while the body is still going out, still has each answer
+ * settled as its own (count_status, the metrics), the first answer's rest
+ * told from the second's head by the first one's length. */
+static void test_pipelines_later(void **state)
+{
+	static const char h1[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
+	static const char r1[] = "world";
+	static const char a2[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
+	static const struct rl_policy *all, *plain_pol;
+	struct rl_rule_stats before = stats_of(RULE_LOGIN), after;
+	struct rl_config *plain;
+	struct rl_err err;
+	char tail[128], want[256];
+	struct pair p;
+
+	(void)state;
+	all = rl_io_policy();
+	assert_int_equal(rl_config_parse(strstr(conf, "[limit:page]"), "plain.conf",
+					 &plain, &err), 0);
+	assert_int_equal(rl_io_reload(plain, &err), 0);
+	plain_pol = rl_io_policy();
+	pair_open_from(&p, 9);
+	wire_reset();
+	ask(&p, login);
+	assert_int_equal(login_left(&p), 2);
+	/* the head and half the body: a 200, given back */
+	app_write_all(&p, h1, strlen(h1));
+	assert_int_equal(login_left(&p), 3);
+	assert_int_equal(p.conn->ans.h.phase, RL_HTTP_BODY);
+	/* the next request, read while the body is still going out */
+	ask(&p, login);
+	assert_int_equal(login_left(&p), 2);
+	/* the body's rest and the next answer in one write: a 401, kept */
+	snprintf(tail, sizeof(tail), "%s%s", r1, a2);
+	app_write_all(&p, tail, strlen(tail));
+	assert_int_equal(login_left(&p), 2);
+	assert_int_equal(p.conn->ans.answered, 2);
+	assert_false(p.conn->ans.broken);
+	snprintf(want, sizeof(want), "%s%s", h1, tail);
+	wire_is(want, strlen(want));
+	after = stats_of(RULE_LOGIN);
+	assert_int_equal(after.answers[1] - before.answers[1], 1);
+	assert_int_equal(after.answers[3] - before.answers[3], 1);
+	pair_close(&p);
+	__atomic_store_n(&rl_io.pol, all, __ATOMIC_RELEASE);
+	assert_ptr_not_equal(plain_pol, all);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1232,6 +1282,7 @@ int main(void)
 		cmocka_unit_test(test_count_status_short),
 		cmocka_unit_test(test_two_heads_in_pieces),
 		cmocka_unit_test(test_last_request),
+		cmocka_unit_test(test_pipelines_later),
 	};
 
 	return cmocka_run_group_tests_name("answers", tests, setup_all, teardown_all);
