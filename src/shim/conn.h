@@ -228,6 +228,17 @@ static inline unsigned rl_fd_high(void)
 	return atomic_load_explicit(&rl_fd_high_, memory_order_relaxed);
 }
 
+/* The entry of `fd` if it may be known (looked up before: at most the
+ * highest fd number ever looked up), else NULL: an fd above that is
+ * unknown, and looking does not raise the bound. For the hooks that never
+ * adopt an fd (writes, close). */
+static inline struct rl_fd *rl_fd_peek(int fd)
+{
+	if (!rl_fd_table || fd < 0 || (unsigned)fd > rl_fd_high())
+		return NULL;
+	return &rl_fd_table[fd];
+}
+
 /* The connection of an entry of kind RL_FD_CONN. */
 static inline struct rl_conn *rl_conn_of(const struct rl_fd *e)
 {

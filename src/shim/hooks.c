@@ -229,28 +229,32 @@ static void tls_handshake_read(int fd, struct rl_conn *c);
 /* The connection an fd's reads and writes go through, or NULL to pass:
  * shim not active, the guard set, or an fd that is not framed. Adopts an
  * fd it has never seen. */
-static struct rl_conn *tracked(int fd)
+static __attribute__((noinline)) void adopt(int fd, struct rl_fd *e)
+{
+	int saved = errno;
+
+	busy = 1;
+	rl_io_adopt(fd, e);
+	busy = 0;
+	errno = saved;
+}
+
+static inline struct rl_conn *tracked(int fd)
 {
 	struct rl_fd *e;
+	struct rl_conn *conn;
 
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
 		return NULL;
 	e = rl_fd_get(fd);
 	if (!e)
 		return NULL;
-	if (e->kind == RL_FD_UNKNOWN) {
-		int saved = errno;
-
-		busy = 1;
-		rl_io_adopt(fd, e);
-		busy = 0;
-		errno = saved;
-	}
-	if (e->kind != RL_FD_CONN)
-		return NULL;
-	if (__builtin_expect(hs_ssl != NULL, 0))
-		tls_handshake_read(fd, rl_conn_of(e));
-	return rl_conn_of(e);
+	if (__builtin_expect(e->kind == RL_FD_UNKNOWN, 0))
+		adopt(fd, e);
+	conn = rl_conn_of(e);
+	if (conn && __builtin_expect(hs_ssl != NULL, 0))
+		tls_handshake_read(fd, conn);
+	return conn;
 }
 
 /* ---- accept ------------------------------------------------------------------------ */
@@ -335,6 +339,42 @@ static ssize_t real_call(void *ctx)
 	}
 }
 
+/* A read into one buffer (read, recv): what the real call needs, and
+ * nothing else to set up. */
+struct call1 {
+	int fd;
+	int flags;
+	void *buf;
+	size_t len;
+};
+
+static ssize_t real_read1(void *ctx)
+{
+	struct call1 *c = ctx;
+
+	return rl_sys.read(c->fd, c->buf, c->len);
+}
+
+static ssize_t real_recv1(void *ctx)
+{
+	struct call1 *c = ctx;
+
+	return rl_sys.recv(c->fd, c->buf, c->len, c->flags);
+}
+
+static inline ssize_t framed_read1(struct rl_conn *conn, struct call1 *c,
+				   ssize_t (*real)(void *))
+{
+	struct iovec one = { c->buf, c->len };
+	struct rl_read r = { c->fd, &one, 1, c->flags, real, c, NULL, NULL };
+	ssize_t n;
+
+	busy = 1;
+	n = rl_io_read(conn, &r);
+	busy = 0;
+	return n;
+}
+
 static ssize_t framed_read(struct rl_conn *conn, struct call *c)
 {
 	struct iovec one = { c->buf, c->len };
@@ -371,10 +411,9 @@ static ssize_t do_read(int fd, void *buf, size_t len)
 	if (!conn)
 		return rl_sys.read(fd, buf, len);
 	{
-		struct call c = { .fd = fd, .kind = CALL_READ, .buf = buf,
-				  .len = len };
+		struct call1 c = { fd, 0, buf, len };
 
-		return framed_read(conn, &c);
+		return framed_read1(conn, &c, real_read1);
 	}
 }
 
@@ -393,12 +432,16 @@ HOOK ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 static ssize_t do_recv(int fd, void *buf, size_t len, int flags)
 {
 	struct rl_conn *conn;
-	struct call c = { .fd = fd, .kind = CALL_RECV, .buf = buf, .len = len,
-			  .flags = flags };
 
 	resolve();
 	conn = tracked(fd);
-	return conn ? framed_read(conn, &c) : rl_sys.recv(fd, buf, len, flags);
+	if (!conn)
+		return rl_sys.recv(fd, buf, len, flags);
+	{
+		struct call1 c = { fd, flags, buf, len };
+
+		return framed_read1(conn, &c, real_recv1);
+	}
 }
 
 HOOK ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -481,20 +524,26 @@ static inline int watching(void)
 	return !busy && rl_shim_phase() == RL_SHIM_ACTIVE;
 }
 
+/* close of an fd the table has classified: out of line, so that the
+ * common close (a file nginx served, say) saves no registers. */
+static __attribute__((noinline)) void close_known(int fd)
+{
+	int saved = errno;
+
+	busy = 1;
+	rl_io_close(fd);
+	busy = 0;
+	errno = saved;
+}
+
 HOOK int close(int fd)
 {
 	struct rl_fd *e;
 
 	resolve();
 	/* Never classified (a file nginx served, say): nothing to forget. */
-	if (watching() && (e = rl_fd_get(fd)) && e->kind != RL_FD_UNKNOWN) {
-		int saved = errno;
-
-		busy = 1;
-		rl_io_close(fd);
-		busy = 0;
-		errno = saved;
-	}
+	if (watching() && (e = rl_fd_peek(fd)) && e->kind != RL_FD_UNKNOWN)
+		close_known(fd);
 	return rl_sys.close(fd);
 }
 
@@ -619,7 +668,7 @@ HOOK int ioctl(int fd, unsigned long req, ...)
 /* ---- the write family: the answers ---------------------------------------------- */
 
 /* The connection a write goes to (rl_io_written), or NULL to pass. */
-static struct rl_conn *written(int fd)
+static inline struct rl_conn *written(int fd)
 {
 	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE)
 		return NULL;
@@ -627,16 +676,16 @@ static struct rl_conn *written(int fd)
 }
 
 /* After the real write: `r` bytes of `iov` went out. */
-static ssize_t wrote(int fd, struct rl_conn *conn, const struct iovec *iov,
-		     int iovcnt, ssize_t r)
+static inline ssize_t wrote(int fd, struct rl_conn *conn,
+			    const struct iovec *iov, int iovcnt, ssize_t r)
 {
 	if (conn && r > 0) {
-		int saved = errno;
+		int *err = &errno, saved = *err;
 
 		busy = 1;
 		rl_io_wrote(conn, fd, iov, iovcnt, (size_t)r);
 		busy = 0;
-		errno = saved;
+		*err = saved;
 	}
 	return r;
 }
@@ -668,8 +717,8 @@ static ssize_t iov_len(const struct iovec *iov, int n)
 /* Before the real write of `iov`: the connection it answers on (NULL to
  * pass), and *swallow set when the shim takes the bytes itself (the
  * connection is done: the application sees them all written). */
-static struct rl_conn *answering(int fd, const struct iovec *iov, int iovcnt,
-				 int *swallow)
+static inline struct rl_conn *answering(int fd, const struct iovec *iov,
+					int iovcnt, int *swallow)
 {
 	struct rl_conn *conn;
 

@@ -30,7 +30,7 @@
 
 struct rl_conn *rl_io_written(int fd)
 {
-	struct rl_fd *e = rl_fd_get(fd);
+	struct rl_fd *e = rl_fd_peek(fd);
 	struct rl_conn *conn = e ? rl_conn_of(e) : NULL;
 
 	/* Under TLS the socket carries records (SSL_write is framed): once
@@ -394,11 +394,13 @@ static size_t head_piece(struct walk *w, const uint8_t *b, size_t seg_off,
 	return n;
 }
 
-/* Walk the first `n` bytes of `iov`. */
-static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n)
+/* Walk the first `n` bytes of `iov`, from the write's byte `from` (what
+ * came before it walked already: quick_head). */
+static void walk(struct walk *w, const struct iovec *iov, int iovcnt, size_t n,
+		 size_t from)
 {
 	struct rl_ans *a = w->a;
-	size_t pos = 0, seg_off = 0;
+	size_t pos = from, seg_off = 0;
 
 	w->base = -(ssize_t)a->ahead_len;
 	for (int seg = 0; seg < iovcnt && pos < n && !a->broken; seg++) {
@@ -481,15 +483,92 @@ static void walk_init(struct walk *w, struct rl_conn *c, struct rl_ans *a,
 	w->look = look;
 }
 
+/*
+ * The common answer, ahead of the walk: at an answer boundary, its head
+ * whole in the write's first buffer with a final status (not 101), the
+ * request it answers given to the application, no Upgrade or CONNECT
+ * waiting on it. What head_done() does for it, without the walk's
+ * generality; then the body that follows, when the rest of the write is
+ * all body. Returns the write's byte the walk goes on from: 0 when it is
+ * not that answer (the walk reads it as before), n when nothing is left.
+ */
+static size_t quick_head(struct walk *w, const struct iovec *iov, size_t n)
+{
+	struct rl_conn *c = w->c;
+	struct rl_ans *a = &c->ans;
+	struct rl_http_answer ans;
+	struct rl_owed *o;
+	size_t len = iov[0].iov_len < n ? iov[0].iov_len : n, used;
+	uint32_t k = a->heads + 1;
+
+	if (a->h.phase != RL_HTTP_IDLE || a->ahead_len || a->ins ||
+	    c->upgrade_wait || k > c->delivered || len < 14)
+		return 0;
+	if (c->http.phase == RL_HTTP_DONE && k == c->delivered &&
+	    c->state == RL_CONN_HTTP && !c->owed_more) {
+		/* The answer to the last request the connection frames
+		 * (Connection: close, HTTP/1.0): nothing comes after it
+		 * whose place depends on where it ends, so only its status
+		 * is read, from its first bytes, as for a head written in
+		 * pieces (status_out), unless fields go into it. Its bytes
+		 * and whatever the application writes after them pass as
+		 * written. */
+		int st = rl_http_status_of(iov[0].iov_base, len);
+
+		o = rl_owed_find(c, k);
+		if (st >= 200 && st <= 599 && (!o || o->near < 0)) {
+			answer_ended(a);
+			if (o)
+				answered(c, o, (unsigned)st);
+			a->heads = k;
+			fail(w);
+			return n;
+		}
+	}
+	if (len > RL_ANSWER_HEAD_MAX)
+		len = RL_ANSWER_HEAD_MAX;
+	if (rl_http_answer_prefix(iov[0].iov_base, len, &ans, &used) ||
+	    ans.status < 200 || ans.status == 101)
+		return 0;
+	answer_ended(a); /* the one before, if it had no body */
+	o = rl_owed_find(c, k);
+	if (o)
+		answered(c, o, (unsigned)ans.status);
+	a->heads = k;
+	a->final = 1;
+	rl_http_begin_answer(&a->h, &ans, o && o->head);
+	switch (a->h.phase) {
+	case RL_HTTP_BODY:
+		/* The rest of the write within the body: counted off it, as
+		 * the walk would segment by segment. */
+		if (n - used <= a->h.remaining) {
+			answer_body(a, n - used);
+			return n;
+		}
+		break;
+	case RL_HTTP_CHUNK_SIZE:
+		a->h.last = 1; /* the feed stops at the body's end */
+		break;
+	case RL_HTTP_PASS:
+		fail(w); /* to the end: no answer after it */
+		return n;
+	}
+	return used;
+}
+
 void rl_io_wrote(struct rl_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		 size_t n)
 {
 	struct walk w;
+	size_t from = 0;
 
 	if (c->ans.broken || c->state == RL_CONN_PASS || c->state == RL_CONN_DONE)
 		return;
 	walk_init(&w, c, &c->ans, fd, NULL);
-	walk(&w, iov, iovcnt, n);
+	if (iovcnt > 0)
+		from = quick_head(&w, iov, n);
+	if (from < n)
+		walk(&w, iov, iovcnt, n, from);
 	if (c->ans.broken)
 		return;
 	if (c->ans.h.phase == RL_HTTP_IDLE && !c->ans.ahead_len)
@@ -641,7 +720,7 @@ ssize_t rl_io_send(struct rl_conn *c, int fd, const struct iovec *iov,
 		lk.text_len = 0;
 		walk_init(&w, c, &look, fd, &lk);
 		if (!c->ans.broken && c->state != RL_CONN_DONE)
-			walk(&w, view, vcnt, len);
+			walk(&w, view, vcnt, len, 0);
 		if (lk.stop < len)
 			len = lk.stop;
 		m.msg_iov = out;
@@ -740,7 +819,7 @@ ssize_t rl_io_tls_send(struct rl_conn *c, int fd, const void *buf, size_t len)
 		lk.text_len = 0;
 		walk_init(&w, c, &look, fd, &lk);
 		if (!c->ans.broken)
-			walk(&w, &view, 1, view.iov_len);
+			walk(&w, &view, 1, view.iov_len, 0);
 		piece = view.iov_len;
 		if (lk.stop < piece)
 			piece = lk.stop;

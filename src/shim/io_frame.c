@@ -222,13 +222,53 @@ static int decided(struct rl_outcome *out, int allowed, size_t start,
 }
 
 /*
+ * rl_frame_region(c, rg, 0, out) for the common read: one short buffer at a
+ * request boundary, without the scanner's loop. A head there is parsed
+ * where it stands (none is held unparsed: it is too short for that).
+ */
+void rl_frame_read(struct rl_conn *c, const struct rl_region *rg,
+		   struct rl_outcome *out)
+{
+	if (!c->skip && rg->cnt > 0 && rg->len < RL_WHOLE_LOOK &&
+	    rg->iov[0].iov_len >= rg->len && c->http.phase == RL_HTTP_IDLE) {
+		const char *why = NULL;
+		size_t used;
+		int ok;
+
+		out->deliver = 0;
+		out->partial = -1;
+		switch (rl_frame_whole(c, rg->iov[0].iov_base, rg->len, &used,
+				       &ok, &why)) {
+		case RL_WHOLE_TAKEN:
+			if (!decided(out, ok, 0, used) || used == rg->len)
+				return;
+			rl_frame_region(c, rg, used, out);
+			return;
+		case RL_WHOLE_BAD:
+			rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
+			return;
+		case RL_WHOLE_MORE:
+			/* valid so far, to the end: held unscanned */
+			c->raw = 1;
+			out->partial = 0;
+			return;
+		case RL_WHOLE_NOT:
+			break; /* the scanner frames it */
+		}
+	}
+	rl_frame_region(c, rg, 0, out);
+}
+
+/*
  * Frame rg[from, len): first what is left of a head decided before
  * (c->skip), then request by request. Sets c->state to DENY or PASS as
  * decided. out->deliver is how much of the region the application may
  * have; out->partial where a head that is not complete yet starts, or -1.
  */
-void rl_frame_region(struct rl_conn *c, const struct rl_region *rg, size_t from,
-		     struct rl_outcome *out)
+__attribute__((noinline)) void rl_frame_region(struct rl_conn *c,
+					       const struct rl_region *rg,
+					       size_t from,
+					       struct rl_outcome *out)
 {
 	size_t pos = from, seg_off = 0;
 	ssize_t head_start = -1;

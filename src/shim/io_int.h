@@ -141,6 +141,11 @@ enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
 void rl_frame_region(struct rl_conn *c, const struct rl_region *rg,
 		     size_t from, struct rl_outcome *out);
 
+/* rl_frame_region(c, rg, 0, out), the common read (one short buffer at a
+ * request boundary) without the scanner's loop. */
+void rl_frame_read(struct rl_conn *c, const struct rl_region *rg,
+		   struct rl_outcome *out);
+
 /* ---- io_hold.c ------------------------------------------------------------- */
 
 /* What became of a held head (rl_hold_advance). */

@@ -325,7 +325,10 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 		rg.iov = r->iov;
 		rg.cnt = r->iovcnt;
 		rg.len = filled + (size_t)n;
-		rl_frame_region(c, &rg, filled, &o);
+		if (filled)
+			rl_frame_region(c, &rg, filled, &o);
+		else
+			rl_frame_read(c, &rg, &o);
 		if (c->hold && c->hold->len == 0 && o.partial < 0)
 			rl_conn_unhold(c);
 		if (o.partial >= 0) {

@@ -181,6 +181,11 @@ static const char conf[] =
 
 static struct rl_table *table;
 static char seg[64];
+/* conf, and the same rules without headers_on = all: no fields, so the
+ * answers are framed only as far as the requests after them need
+ * (io_answers.c quick_head); an input's length picks one (its bytes keep
+ * their meaning: the corpus still says what it said). */
+static const struct rl_policy *pols[2];
 
 static void unlink_seg(void)
 {
@@ -189,6 +194,7 @@ static void unlink_seg(void)
 
 static void setup(void)
 {
+	static char plain[sizeof(conf) + 16];
 	static int done;
 	struct rl_config *cfg;
 	struct rl_err err;
@@ -198,10 +204,19 @@ static void setup(void)
 	done = 1;
 	snprintf(seg, sizeof(seg), "rlshim-fuzz-answers-%d", (int)getpid());
 	rl_table_unlink(seg);
+	snprintf(plain, sizeof(plain), "[global]\n%s", strstr(conf, "get_body"));
 	if (rl_config_parse(conf, "fuzz.conf", &cfg, &err) ||
 	    rl_table_open(seg, 256, RL_TABLE_CREATE, &table, NULL) ||
 	    rl_io_start(&sys, cfg, table, &err))
 		abort();
+	pols[0] = rl_io_policy();
+	/* Built once, over the same table (the rules keep their ids), and
+	 * put in force per input as a reload would: a policy is never
+	 * freed, so a reload per input would only pile them up. */
+	if (rl_config_parse(plain, "plain.conf", &cfg, &err) ||
+	    rl_io_reload(cfg, &err))
+		abort();
+	pols[1] = rl_io_policy();
 	atexit(unlink_seg);
 }
 
@@ -599,6 +614,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	setup();
 	in = data;
 	in_len = size;
+	__atomic_store_n(&rl_io.pol, pols[size & 1], __ATOMIC_RELEASE);
 	now_ns += 200 * RL_NS_PER_SEC;
 	peer.sin_addr.s_addr = htonl(0x0a000001u);
 	if (rl_io_accepted(-1, FD, (struct sockaddr *)&peer, sizeof(peer)) != 1)

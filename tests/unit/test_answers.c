@@ -1136,6 +1136,133 @@ static void test_two_heads_in_pieces(void **state)
 	pair_close(&p);
 }
 
+/* The answer to the last request a connection frames (Connection:
+ * close, HTTP/1.0): only its status is read, and what the application
+ * writes passes as written: its body in any shape, and bytes after it.
+ * count_status and the metrics still see each status once; an interim
+ * answer before it is not taken for it. */
+static void test_last_request(void **state)
+{
+	static const char close_login[] =
+		"POST /login HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+	static const char ok[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+				 "2\r\nok\r\n0\r\n\r\n";
+	static const char no[] = "HTTP/1.1 401 Unauthorized\r\n\r\nto the end";
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	static const char junk[] = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx";
+	static char wire_want[1024];
+	/* kept: a policy is never freed (a reload leaves the old one) */
+	static const struct rl_policy *all, *plain_pol;
+	struct rl_rule_stats before = stats_of(RULE_LOGIN), after;
+	struct rl_config *plain;
+	struct rl_err err;
+	struct pair p;
+	size_t wl;
+
+	(void)state;
+	/* The same rules without headers_on = all: no fields go into the
+	 * answers (with them the head is framed, to place them). */
+	all = rl_io_policy();
+	assert_int_equal(rl_config_parse(strstr(conf, "[limit:page]"), "plain.conf",
+					 &plain, &err), 0);
+	assert_int_equal(rl_io_reload(plain, &err), 0);
+	plain_pol = rl_io_policy();
+	for (int v = 0; v < 3; v++) {
+		pair_open_from(&p, 5 + v);
+		ask(&p, close_login);
+		assert_int_equal(p.conn->http.phase, RL_HTTP_DONE);
+		assert_int_equal(login_left(&p), 2);
+		wire_reset();
+		wl = 0;
+		if (v == 2) {
+			/* an interim answer first, whole, then the final */
+			app_write_all(&p, cont, strlen(cont));
+			assert_false(p.conn->ans.broken);
+			assert_int_equal(login_left(&p), 2);
+			memcpy(wire_want, cont, strlen(cont));
+			wl = strlen(cont);
+		}
+		{
+			const char *a = v == 1 ? no : ok;
+			size_t n = strlen(a);
+
+			/* in three pieces, the first with the status line */
+			app_write_all(&p, a, 14);
+			assert_true(p.conn->ans.broken);
+			assert_null(rl_io_written(p.fd)); /* the rest passes */
+			app_write_all(&p, a + 14, 3);
+			app_write_all(&p, a + 17, n - 17);
+			memcpy(wire_want + wl, a, n);
+			wl += n;
+		}
+		/* a 200 is given back, a 401 kept */
+		assert_int_equal(login_left(&p), v == 1 ? 2 : 3);
+		/* what the application writes after it goes as written */
+		app_write_all(&p, junk, strlen(junk));
+		memcpy(wire_want + wl, junk, strlen(junk));
+		wl += strlen(junk);
+		wire_is(wire_want, wl);
+		pair_close(&p);
+	}
+	after = stats_of(RULE_LOGIN);
+	assert_int_equal(after.answers[1] - before.answers[1], 2);
+	assert_int_equal(after.answers[3] - before.answers[3], 1);
+	assert_int_equal(after.answers[0] - before.answers[0], 0);
+	/* back to headers_on = all, the policy the other tests run with */
+	__atomic_store_n(&rl_io.pol, all, __ATOMIC_RELEASE);
+	assert_ptr_not_equal(plain_pol, all);
+}
+
+/* Without fields, an answer whose head is whole in a write is read ahead
+ * of the walk (quick_head): a client that pipelines later, its next
+ * request read while the body is still going out, still has each answer
+ * settled as its own (count_status, the metrics), the first answer's rest
+ * told from the second's head by the first one's length. */
+static void test_pipelines_later(void **state)
+{
+	static const char h1[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
+	static const char r1[] = "world";
+	static const char a2[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
+	static const struct rl_policy *all, *plain_pol;
+	struct rl_rule_stats before = stats_of(RULE_LOGIN), after;
+	struct rl_config *plain;
+	struct rl_err err;
+	char tail[128], want[256];
+	struct pair p;
+
+	(void)state;
+	all = rl_io_policy();
+	assert_int_equal(rl_config_parse(strstr(conf, "[limit:page]"), "plain.conf",
+					 &plain, &err), 0);
+	assert_int_equal(rl_io_reload(plain, &err), 0);
+	plain_pol = rl_io_policy();
+	pair_open_from(&p, 9);
+	wire_reset();
+	ask(&p, login);
+	assert_int_equal(login_left(&p), 2);
+	/* the head and half the body: a 200, given back */
+	app_write_all(&p, h1, strlen(h1));
+	assert_int_equal(login_left(&p), 3);
+	assert_int_equal(p.conn->ans.h.phase, RL_HTTP_BODY);
+	/* the next request, read while the body is still going out */
+	ask(&p, login);
+	assert_int_equal(login_left(&p), 2);
+	/* the body's rest and the next answer in one write: a 401, kept */
+	snprintf(tail, sizeof(tail), "%s%s", r1, a2);
+	app_write_all(&p, tail, strlen(tail));
+	assert_int_equal(login_left(&p), 2);
+	assert_int_equal(p.conn->ans.answered, 2);
+	assert_false(p.conn->ans.broken);
+	snprintf(want, sizeof(want), "%s%s", h1, tail);
+	wire_is(want, strlen(want));
+	after = stats_of(RULE_LOGIN);
+	assert_int_equal(after.answers[1] - before.answers[1], 1);
+	assert_int_equal(after.answers[3] - before.answers[3], 1);
+	pair_close(&p);
+	__atomic_store_n(&rl_io.pol, all, __ATOMIC_RELEASE);
+	assert_ptr_not_equal(plain_pol, all);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1154,6 +1281,8 @@ int main(void)
 		cmocka_unit_test(test_count_status),
 		cmocka_unit_test(test_count_status_short),
 		cmocka_unit_test(test_two_heads_in_pieces),
+		cmocka_unit_test(test_last_request),
+		cmocka_unit_test(test_pipelines_later),
 	};
 
 	return cmocka_run_group_tests_name("answers", tests, setup_all, teardown_all);
