@@ -730,7 +730,11 @@ def under_limit_fleet(n):
     left in the store before it refuses; before, a host refused once its
     share, ceil(burst / N), was spent: the seed's SMS rule over 4 hosts)."""
     import random
-    with fleet(UNDER, n, f'ul{n}-') as (r, hosts):
+    # A lend waits up to `timeout` (then the host decides alone, as
+    # without lends): 1 s, so that a loaded machine that leaves the agent
+    # unscheduled for more than the default 100 ms does not stand for a
+    # store that does not answer.
+    with fleet(UNDER, n, f'ul{n}-', timeout='1s') as (r, hosts):
         hosts_up(hosts)
         rng = random.Random(28)
 
@@ -747,12 +751,50 @@ def under_limit_fleet(n):
         assert all(sum(v) == 0 for v in got.values()), got
 
 
+BUSY_LUA = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
+            "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
+
+
+def under_limit_slow_store():
+    """A store slow to answer (a script keeps Redis busy 30 ms of every
+    40, so each round and each lend waits tens of ms): one host, a client
+    sending its burst of 2 at 2/s, then waiting 1.2 s (its bucket full
+    again, 0.2 s to spare), 5 times: never refused, the host's grant
+    spent and the rest lent as Redis answers, however late (within
+    `timeout`)."""
+    rules = ('[limit:b2]\nmatch = GET /b2\nrate = 2/s\nburst = 2\n'
+             'key = header:X-Client\n')
+    with fleet(rules, 1, 'slow', timeout='500ms') as (r, hosts):
+        hosts_up(hosts)
+        stop = threading.Event()
+
+        def busy():
+            while not stop.is_set():
+                r.cli('EVAL', BUSY_LUA, 0, 30000)
+                time.sleep(0.01)
+        t = threading.Thread(target=busy)
+        t.start()
+        try:
+            time.sleep(0.5)
+            got = []
+            for _ in range(5):
+                got += [hosts[0].get('/b2', {'X-Client': 'slow'}).status
+                        for _ in range(2)]
+                time.sleep(1.2)
+        finally:
+            stop.set()
+            t.join()
+        print(f'  statuses: {got}')
+        assert got == [404] * 10, got
+
+
 def under_limit_two_hosts():
     under_limit_fleet(2)
 
 
 def under_limit_four_hosts():
     under_limit_fleet(4)
+
 
 
 # ---- sync = strict ---------------------------------------------------------------------
@@ -1475,7 +1517,7 @@ TESTS = [accuracy_even, accuracy_one_host, accuracy_shifting, redis_paused,
          strict_redis_paused, strict_redis_killed, strict_redis_restarted,
          strict_after_outage, redis_restarted_keeps_debts,
          plans, urls]
-TESTS += [under_limit_two_hosts, under_limit_four_hosts]
+TESTS += [under_limit_two_hosts, under_limit_four_hosts, under_limit_slow_store]
 TESTS += [maxretry_two_hosts, maxretry_four_hosts, maxretry_below, maxretry_counted_once]
 TESTS += [count_status_slow_answers, quiet_keys_bounded]
 TESTS += [reset_two_hosts, reset_redis_down]
