@@ -1144,20 +1144,28 @@ struct tls_call {
 	void *ssl;
 	void *buf;
 	size_t len;
+	size_t got; /* bytes libssl gave before the framer was called, or 0 */
 };
 
 static ssize_t tls_real_read(void *ctx)
 {
 	struct tls_call *t = ctx;
 
+	if (t->got) {
+		ssize_t n = (ssize_t)t->got;
+
+		t->got = 0;
+		return n;
+	}
 	return sys_tls_read(t->ssl, t->buf, t->len, 0);
 }
 
-/* SSL_read's bytes framed: rl_io_read over the session. */
+/* SSL_read's bytes framed: rl_io_read over the session, whose first real
+ * read gives `got` bytes libssl has put in `buf` already, if not 0. */
 static ssize_t tls_framed_read(struct rl_conn *c, int fd, void *ssl, void *buf,
-			       size_t len)
+			       size_t len, size_t got)
 {
-	struct tls_call t = { ssl, buf, len };
+	struct tls_call t = { ssl, buf, len, got };
 	struct iovec one = { buf, len };
 	struct rl_read r = { fd, &one, 1, 0, tls_real_read, &t, NULL, ssl };
 	ssize_t n;
@@ -1168,10 +1176,21 @@ static ssize_t tls_framed_read(struct rl_conn *c, int fd, void *ssl, void *buf,
 	return n;
 }
 
+/*
+ * The common SSL_read of a framed connection between requests, and the
+ * one after a request that finds no more (libssl's WANT_READ, half of a
+ * keep-alive server's SSL_reads): when the framer's first step would be
+ * libssl's read itself (rl_io_read_first), that read is made first, the
+ * records passing the socket hooks as they are. With nothing read, what
+ * libssl returned is the application's as it is (errno, the error queue,
+ * and SSL_get_error is libssl's: tls_tracked cleared the shim's word);
+ * the framer's state was not looked at. With bytes, the framer is given
+ * them as its first read, errno as it was before (rl_io_read keeps it).
+ */
 HOOK int SSL_read(void *ssl, void *buf, int num)
 {
 	struct rl_conn *c;
-	int fd;
+	int fd, n, saved;
 
 	tls_resolve();
 	if (!tls.read) {
@@ -1180,14 +1199,25 @@ HOOK int SSL_read(void *ssl, void *buf, int num)
 	}
 	if (!(c = tls_tracked(ssl, &fd)) || num <= 0)
 		return tls.read(ssl, buf, num);
-	return tls_result(ssl, tls_framed_read(c, fd, ssl, buf, (size_t)num), NULL);
+	if (!rl_io_read_first(c))
+		return tls_result(ssl, tls_framed_read(c, fd, ssl, buf,
+						       (size_t)num, 0), NULL);
+	saved = errno;
+	busy = 1;
+	n = tls.read(ssl, buf, num);
+	busy = 0;
+	if (n <= 0)
+		return n;
+	errno = saved;
+	return tls_result(ssl, tls_framed_read(c, fd, ssl, buf, (size_t)num,
+					       (size_t)n), NULL);
 }
 
 HOOK int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
 {
 	struct rl_conn *c;
-	size_t got;
-	int fd, r;
+	size_t got = 0, *into;
+	int fd, r, saved;
 
 	tls_resolve();
 	if (!tls.read_ex) {
@@ -1196,7 +1226,20 @@ HOOK int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
 	}
 	if (!(c = tls_tracked(ssl, &fd)) || num == 0)
 		return tls.read_ex(ssl, buf, num, readbytes);
-	r = tls_result(ssl, tls_framed_read(c, fd, ssl, buf, num), &got);
+	if (rl_io_read_first(c)) {
+		/* As SSL_read: the application's readbytes is libssl's to
+		 * write when nothing is read. */
+		into = readbytes ? readbytes : &got;
+		saved = errno;
+		busy = 1;
+		r = tls.read_ex(ssl, buf, num, into);
+		busy = 0;
+		if (r <= 0 || *into == 0)
+			return r;
+		got = *into;
+		errno = saved;
+	}
+	r = tls_result(ssl, tls_framed_read(c, fd, ssl, buf, num, got), &got);
 	if (readbytes)
 		*readbytes = got;
 	return r;
