@@ -1133,10 +1133,15 @@ static inline struct rl_conn *tls_tracked(void *ssl, int *fd)
 
 	fake_ssl = NULL;
 	tls_err = 0;
-	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+	if (busy)
 		return NULL;
+	/* The thread's last session was found past the checks below, and
+	 * neither changes once passed (ACTIVE is the shim's last phase,
+	 * libssl is resolved once). */
 	if ((c = tls_last(ssl, fd)))
 		return c;
+	if (rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+		return NULL;
 	return tls_find(ssl, fd);
 }
 

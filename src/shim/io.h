@@ -96,11 +96,9 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r);
  */
 static inline int rl_io_read_first(const struct rl_conn *c)
 {
-	if (c->hold)
-		return 0;
-	if (c->state == RL_CONN_PASS)
-		return 1;
-	return c->state == RL_CONN_HTTP && !c->ended && !c->proxy;
+	if (c->state == RL_CONN_HTTP)
+		return !c->hold && !c->ended && !c->proxy;
+	return c->state == RL_CONN_PASS && !c->hold;
 }
 
 /* Bytes the shim holds that the application's reads will get first (for
