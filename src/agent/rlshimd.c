@@ -331,7 +331,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rlshimd: %s\n", err.msg);
 		return 1;
 	}
-	free(text); /* the shims keep the text in force */
+	rl_config_text_free(text); /* the shims keep the text in force */
 	if (to_syslog)
 		cfg->log = RL_LOG_SYSLOG;
 	rl_log_setup(cfg->log, cfg->log_level, "rlshimd");

@@ -20,6 +20,7 @@
 
 #include "config_impl.h"
 #include "hash.h"
+#include "mem.h"
 #include "sys.h"
 #include "table.h"
 
@@ -74,7 +75,7 @@ int rl_config_read(const char *path, char **text, size_t *len, struct rl_err *er
 				rc = -EFBIG;
 				break;
 			}
-			nb = realloc(buf, cap);
+			nb = rl_mem_realloc(buf, cap);
 			if (!nb) {
 				rc = -ENOMEM;
 				rl_err_errno(err, path, ENOMEM);
@@ -96,7 +97,7 @@ int rl_config_read(const char *path, char **text, size_t *len, struct rl_err *er
 	}
 	rl_sys.close(fd);
 	if (rc) {
-		free(buf);
+		rl_mem_free(buf);
 		return rc;
 	}
 	buf[n] = '\0';
@@ -125,7 +126,7 @@ int rl_config_default(struct rl_config **out)
 
 	if (!out)
 		return -EINVAL;
-	c = calloc(1, sizeof(*c));
+	c = rl_mem_alloc(sizeof(*c));
 	if (!c) {
 		*out = NULL;
 		return -ENOMEM;
@@ -246,7 +247,7 @@ int rl_config_check(const char *path, struct rl_config **out, struct rl_err *err
 	rc = rl_config_read(path, &text, &len, err);
 	if (rc == 0)
 		rc = rl_config_parse(text, path, out, err);
-	free(text);
+	rl_config_text_free(text);
 	if (rc == 0 && (rc = rl_config_reload_ok(*out, err)) != 0) {
 		rl_config_free(*out);
 		*out = NULL;
@@ -360,8 +361,13 @@ void rl_config_free(struct rl_config *c)
 	if (!c)
 		return;
 	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
-		free(c->rules[i].deny_body[0]);
-		free(c->rules[i].deny_body[1]);
+		rl_mem_free(c->rules[i].deny_body[0]);
+		rl_mem_free(c->rules[i].deny_body[1]);
 	}
-	free(c);
+	rl_mem_free(c);
+}
+
+void rl_config_text_free(char *text)
+{
+	rl_mem_free(text);
 }

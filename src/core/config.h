@@ -202,8 +202,8 @@ int rl_config_load(const char *path, struct rl_config **out, struct rl_err *err)
 				for: key headers and client_ip_header */
 #define RL_CONFIG_FILE_MAX (1u << 20)
 
-/* The whole file at `path` in *text (NUL-terminated, free() it), its
- * length in *len. Returns 0, or a negative errno with `path: reason` in
+/* The whole file at `path` in *text (NUL-terminated, freed by
+ * rl_config_text_free: not malloc's, mem.h), its length in *len. Returns 0, or a negative errno with `path: reason` in
  * `err`. */
 int rl_config_read(const char *path, char **text, size_t *len, struct rl_err *err);
 
@@ -292,6 +292,9 @@ int rl_config_guards(const struct rl_config *c, uint16_t port);
 uint64_t rl_config_stamp(const char *path);
 
 void rl_config_free(struct rl_config *c);
+
+/* Free the text of rl_config_read (and rl_kept_config). NULL: nothing. */
+void rl_config_text_free(char *text);
 
 /* Names for the enums, as the file spells them. */
 const char *rl_config_algorithm_name(enum rl_algorithm a);

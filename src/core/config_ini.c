@@ -27,6 +27,8 @@
 
 #include <ini.h>
 
+#include "mem.h"
+
 /* ---- the first error ---- */
 
 /* Only the first call counts: see config_impl.h. */
@@ -209,7 +211,7 @@ int rl_cfg_parse(struct parser *p, struct rl_config **out, struct rl_err *err)
 	*out = NULL;
 	if (err)
 		err->msg[0] = '\0';
-	c = calloc(1, sizeof(*c));
+	c = rl_mem_alloc(sizeof(*c));
 	if (!c) {
 		rl_err_errno(err, p->name, ENOMEM);
 		return -ENOMEM;

@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "sys.h"
 #include "jwt.h"
+#include "mem.h"
 
 #define METHOD_MAX 15                /* sizeof(rule.method) - 1 */
 #define IFACE_MAX 15                 /* IFNAMSIZ - 1 */
@@ -629,7 +630,7 @@ static int deny_body(struct parser *p, const char *v, enum rl_deny_body kind)
 		perr(p, "deny_json %s: not one JSON value (RFC 8259)", path);
 		return -EINVAL;
 	}
-	copy = malloc(n);
+	copy = rl_mem_alloc(n);
 	if (!copy) {
 		perr(p, "%s %s: %s", what, path, strerror(ENOMEM));
 		return -EINVAL;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hash.h"
+#include "mem.h"
 #include "shm.h"
 
 /* The region holds the path, a NUL, then the text: kept_len counts both. */
@@ -108,7 +109,7 @@ int rl_kept_find(const char *path, char *shm, size_t cap)
 	dir = opendir("/dev/shm");
 	if (!dir)
 		return -ENOENT;
-	buf = malloc(RL_KEPT_MAX);
+	buf = rl_mem_alloc(RL_KEPT_MAX);
 	while (buf && (d = readdir(dir))) {
 		struct rl_table_config c;
 		struct rl_table *t;
@@ -128,7 +129,7 @@ int rl_kept_find(const char *path, char *shm, size_t cap)
 		}
 		rl_table_close(t);
 	}
-	free(buf);
+	rl_mem_free(buf);
 	closedir(dir);
 	return found;
 }
@@ -200,25 +201,25 @@ int rl_kept_config(const char *path, struct rl_config **out, char **text,
 	}
 	/* The file cannot be used: the host's kept text, if any. */
 	global_value(*text ? *text : "", "shm", RL_SHM_DEFAULT, shm, sizeof(shm));
-	free(*text);
+	rl_config_text_free(*text);
 	*text = NULL;
 	/* Only our own user's segment may say what the rules are: a segment
 	 * another user made first (a root server's name in /dev/shm) is no
 	 * source of configuration. */
 	if (rl_table_open(shm, 0, RL_TABLE_OWNED, &t, NULL))
 		goto none;
-	buf = malloc(RL_KEPT_MAX);
+	buf = rl_mem_alloc(RL_KEPT_MAX);
 	n = buf ? rl_kept_load(t, path, buf, RL_KEPT_MAX, &stamp) : -ENOMEM;
 	rl_table_close(t);
 	if (n >= 0) {
 		if (rl_config_parse(buf, path, out, NULL) == 0) {
-			free(buf);
+			rl_mem_free(buf);
 			rl_config_free(mine);
 			*kept = 1;
 			return 0;
 		}
 	}
-	free(buf);
+	rl_mem_free(buf);
 none:
 	/* A file with no rule is taken as it is when nothing is kept. */
 	if (mine) {

@@ -55,7 +55,7 @@ uint64_t rl_kept_stamp(const struct rl_table *t);
  * parsed under the same name. A file with no rule is taken as it is when
  * nothing is kept. Returns 0 with *out set,
  * *text the file's text to keep once in force (NULL when the kept one is
- * used: free() it) and *kept 1 when the kept text is used, with `err` then
+ * used: rl_config_text_free() it) and *kept 1 when the kept text is used, with `err` then
  * saying what is wrong with the file; or a negative errno with `err` set.
  */
 int rl_kept_config(const char *path, struct rl_config **out, char **text,

@@ -13,6 +13,7 @@
 
 #include "algo.h"
 #include "hash.h"
+#include "mem.h"
 
 /* ---- rules ------------------------------------------------------------------ */
 
@@ -214,12 +215,12 @@ static int same_plans(const struct rl_rule_cache *c,
 static int cache_own(struct rl_table *t, unsigned id,
 		     const struct rl_rule_def *def)
 {
-	struct rl_rule_cache *c = calloc(1, sizeof(*c)), *old;
+	struct rl_rule_cache *c = rl_mem_alloc(sizeof(*c)), *old;
 
 	if (!c)
 		return -ENOMEM;
 	if (cache_fill(c, def->algorithm, &def->rate, def->nplans, def->plans)) {
-		free(c);
+		rl_mem_free(c);
 		return -EINVAL;
 	}
 	cache_clock(t, c);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "mem.h"
 #include "slot.h"
 #include "sys.h"
 
@@ -384,7 +385,7 @@ int rl_table_open(const char *name, uint32_t capacity, unsigned flags,
 		return -EINVAL;
 	}
 	shm_path(name, path, sizeof(path));
-	t = calloc(1, sizeof(*t));
+	t = rl_mem_alloc(sizeof(*t));
 	if (!t) {
 		rl_err_set(e, "out of memory");
 		return -ENOMEM;
@@ -437,7 +438,7 @@ out_close:
 		return 0;
 	}
 out_free:
-	free(t);
+	rl_mem_free(t);
 	return err;
 }
 
@@ -453,11 +454,11 @@ void rl_table_close(struct rl_table *t)
 		while (c && c != &t->from_segment[i]) {
 			struct rl_rule_cache *next = c->retired;
 
-			free(c);
+			rl_mem_free(c);
 			c = next;
 		}
 	}
-	free(t);
+	rl_mem_free(t);
 }
 
 int rl_table_unlink(const char *name)

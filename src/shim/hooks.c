@@ -397,15 +397,11 @@ static ssize_t framed_read(struct rl_conn *conn, struct call *c)
 
 /* The fortified entry points share the hooks' bodies, never call them by
  * name: inside this library that would go through the PLT. */
-static ssize_t do_read(int fd, void *buf, size_t len)
+static __attribute__((noinline)) ssize_t read_looked(int fd, void *buf,
+						     size_t len)
 {
 	struct rl_conn *conn;
 
-	/* The shim's own reads, and libssl's of its records inside an SSL
-	 * call the shim frames: straight through (busy is set only once
-	 * resolved). */
-	if (busy)
-		return rl_sys.read(fd, buf, len);
 	resolve();
 	conn = tracked(fd);
 	if (!conn)
@@ -415,6 +411,17 @@ static ssize_t do_read(int fd, void *buf, size_t len)
 
 		return framed_read1(conn, &c, real_read1);
 	}
+}
+
+/* The shim's own reads, and libssl's of its records inside an SSL call
+ * the shim frames (two a keep-alive HTTPS request: the record, then
+ * EAGAIN): straight through, a jump with no frame of its own (busy is set
+ * only once resolved). */
+static inline ssize_t do_read(int fd, void *buf, size_t len)
+{
+	if (busy)
+		return rl_sys.read(fd, buf, len);
+	return read_looked(fd, buf, len);
 }
 
 HOOK ssize_t read(int fd, void *buf, size_t len)
@@ -746,14 +753,13 @@ static ssize_t sending(int fd, struct rl_conn *conn, const struct iovec *iov,
 #define INSERTING(conn, iov, n) \
 	((conn) && rl_io_inserting(conn) && iov_len(iov, n) > 0)
 
-HOOK ssize_t write(int fd, const void *buf, size_t len)
+static __attribute__((noinline)) ssize_t write_looked(int fd, const void *buf,
+						      size_t len)
 {
 	struct iovec v = { (void *)buf, len };
 	int swallow;
 	struct rl_conn *conn;
 
-	if (busy) /* as read's (do_read) */
-		return rl_sys.write(fd, buf, len);
 	conn = answering(fd, &v, 1, &swallow);
 
 	if (swallow)
@@ -761,6 +767,13 @@ HOOK ssize_t write(int fd, const void *buf, size_t len)
 	if (INSERTING(conn, &v, 1))
 		return sending(fd, conn, &v, 1, 0, NULL);
 	return wrote(fd, conn, &v, 1, rl_sys.write(fd, buf, len));
+}
+
+HOOK ssize_t write(int fd, const void *buf, size_t len)
+{
+	if (busy) /* as read's (do_read): a jump, no frame of its own */
+		return rl_sys.write(fd, buf, len);
+	return write_looked(fd, buf, len);
 }
 
 HOOK ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -988,13 +1001,18 @@ static void tls_resolve_all(void)
 	atomic_store_explicit(&tls_resolved_all, 1, memory_order_release);
 }
 
+/* Out of line: the SSL hooks that pass keep no frame for it. */
+static __attribute__((noinline, cold)) void tls_resolve_once(void)
+{
+	resolve();
+	pthread_once(&tls_resolved, tls_resolve_all);
+}
+
 static inline void tls_resolve(void)
 {
 	if (__builtin_expect(!atomic_load_explicit(&tls_resolved_all,
-						   memory_order_acquire), 0)) {
-		resolve();
-		pthread_once(&tls_resolved, tls_resolve_all);
-	}
+						   memory_order_acquire), 0))
+		tls_resolve_once();
 }
 
 static int sys_tls_live(void)
@@ -1164,10 +1182,15 @@ static inline struct rl_conn *tls_tracked(void *ssl, int *fd)
 
 	fake_ssl = NULL;
 	tls_err = 0;
-	if (busy || rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+	if (busy)
 		return NULL;
+	/* The thread's last session was found past the checks below, and
+	 * neither changes once passed (ACTIVE is the shim's last phase,
+	 * libssl is resolved once). */
 	if ((c = tls_last(ssl, fd)))
 		return c;
+	if (rl_shim_phase() != RL_SHIM_ACTIVE || !tls.live)
+		return NULL;
 	return tls_find(ssl, fd);
 }
 
@@ -1193,20 +1216,28 @@ struct tls_call {
 	void *ssl;
 	void *buf;
 	size_t len;
+	size_t got; /* bytes libssl gave before the framer was called, or 0 */
 };
 
 static ssize_t tls_real_read(void *ctx)
 {
 	struct tls_call *t = ctx;
 
+	if (t->got) {
+		ssize_t n = (ssize_t)t->got;
+
+		t->got = 0;
+		return n;
+	}
 	return sys_tls_read(t->ssl, t->buf, t->len, 0);
 }
 
-/* SSL_read's bytes framed: rl_io_read over the session. */
+/* SSL_read's bytes framed: rl_io_read over the session, whose first real
+ * read gives `got` bytes libssl has put in `buf` already, if not 0. */
 static ssize_t tls_framed_read(struct rl_conn *c, int fd, void *ssl, void *buf,
-			       size_t len)
+			       size_t len, size_t got)
 {
-	struct tls_call t = { ssl, buf, len };
+	struct tls_call t = { ssl, buf, len, got };
 	struct iovec one = { buf, len };
 	struct rl_read r = { fd, &one, 1, 0, tls_real_read, &t, NULL, ssl };
 	ssize_t n;
@@ -1217,10 +1248,34 @@ static ssize_t tls_framed_read(struct rl_conn *c, int fd, void *ssl, void *buf,
 	return n;
 }
 
+/* The hook's return for SSL_read's bytes framed (count: the _ex form's).
+ * Out of line: the hooks' frames stay small for the read that finds
+ * nothing. */
+static __attribute__((noinline)) int tls_read_framed(struct rl_conn *c, int fd,
+						     void *ssl, void *buf,
+						     size_t len, size_t got,
+						     size_t *count)
+{
+	return tls_result(ssl, tls_framed_read(c, fd, ssl, buf, len, got),
+			  count);
+}
+
+/*
+ * The common SSL_read of a framed connection between requests, and the
+ * one after a request that finds no more (libssl's WANT_READ, half of a
+ * keep-alive server's SSL_reads): when the framer's first step would be
+ * libssl's read itself (rl_io_read_first), that read is made first, the
+ * records passing the socket hooks as they are. With nothing read, what
+ * libssl returned is the application's as it is (errno, the error queue,
+ * and SSL_get_error is libssl's: tls_tracked cleared the shim's word);
+ * the framer's state was not looked at. With bytes, the framer is given
+ * them as its first read, and errno is what libssl left (rl_io_read keeps
+ * it), as without the shim.
+ */
 HOOK int SSL_read(void *ssl, void *buf, int num)
 {
 	struct rl_conn *c;
-	int fd;
+	int fd, n;
 
 	tls_resolve();
 	if (!tls.read) {
@@ -1229,13 +1284,20 @@ HOOK int SSL_read(void *ssl, void *buf, int num)
 	}
 	if (!(c = tls_tracked(ssl, &fd)) || num <= 0)
 		return tls.read(ssl, buf, num);
-	return tls_result(ssl, tls_framed_read(c, fd, ssl, buf, (size_t)num), NULL);
+	if (!rl_io_read_first(c))
+		return tls_read_framed(c, fd, ssl, buf, (size_t)num, 0, NULL);
+	busy = 1;
+	n = tls.read(ssl, buf, num);
+	busy = 0;
+	if (n <= 0)
+		return n;
+	return tls_read_framed(c, fd, ssl, buf, (size_t)num, (size_t)n, NULL);
 }
 
 HOOK int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
 {
 	struct rl_conn *c;
-	size_t got;
+	size_t got = 0, *into;
 	int fd, r;
 
 	tls_resolve();
@@ -1245,7 +1307,18 @@ HOOK int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
 	}
 	if (!(c = tls_tracked(ssl, &fd)) || num == 0)
 		return tls.read_ex(ssl, buf, num, readbytes);
-	r = tls_result(ssl, tls_framed_read(c, fd, ssl, buf, num), &got);
+	if (rl_io_read_first(c)) {
+		/* As SSL_read: the application's readbytes is libssl's to
+		 * write when nothing is read. */
+		into = readbytes ? readbytes : &got;
+		busy = 1;
+		r = tls.read_ex(ssl, buf, num, into);
+		busy = 0;
+		if (r <= 0 || *into == 0)
+			return r;
+		got = *into;
+	}
+	r = tls_read_framed(c, fd, ssl, buf, num, got, &got);
 	if (readbytes)
 		*readbytes = got;
 	return r;
@@ -1410,10 +1483,15 @@ HOOK ssize_t SSL_sendfile(void *ssl, int in, off_t offset, size_t size,
 
 HOOK int SSL_get_error(const void *ssl, int ret)
 {
+	int (*get_error)(const void *, int);
+
 	tls_resolve();
 	if (ssl && ssl == fake_ssl && ret <= 0)
 		return fake_err;
-	return tls.get_error ? tls.get_error(ssl, ret) : TLS_ERROR_SSL;
+	get_error = tls.get_error;
+	if (!get_error)
+		return TLS_ERROR_SSL;
+	return get_error(ssl, ret); /* a jump */
 }
 
 /* The connection session `ssl` is bound to, or NULL (never binds). */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "mem.h"
 #include "io_int.h"
 
 struct rl_io rl_io;
@@ -53,7 +54,7 @@ int rl_io_owner_here(void)
 static int publish(const struct rl_config *cfg, struct rl_table *table,
 		   struct rl_err *err)
 {
-	struct rl_policy *p = malloc(sizeof(*p));
+	struct rl_policy *p = rl_mem_alloc(sizeof(*p));
 	int rc;
 
 	if (!p) {
@@ -62,7 +63,7 @@ static int publish(const struct rl_config *cfg, struct rl_table *table,
 	}
 	rc = rl_policy_init(p, cfg, table, err);
 	if (rc) {
-		free(p);
+		rl_mem_free(p);
 		return rc;
 	}
 	__atomic_store_n(&rl_io.pol, p, __ATOMIC_RELEASE);

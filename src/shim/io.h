@@ -85,6 +85,22 @@ struct rl_read {
 };
 ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r);
 
+/*
+ * 1 if rl_io_read's first step on `c`, a connection bound to a session
+ * (c->ssl: a socket's check for a fork does not apply), is the real read
+ * into the application's buffer with nothing before it (nothing held, no
+ * answer due, no PROXY header expected, not ended), and a failure of that
+ * read is returned as it came, nothing changed. SSL_read then reads first
+ * and calls the framer only with bytes, which its real() gives at its
+ * first call.
+ */
+static inline int rl_io_read_first(const struct rl_conn *c)
+{
+	if (c->state == RL_CONN_HTTP)
+		return !c->hold && !c->ended && !c->proxy;
+	return c->state == RL_CONN_PASS && !c->hold;
+}
+
 /* Bytes the shim holds that the application's reads will get first (for
  * FIONREAD). */
 static inline size_t rl_io_held(const struct rl_conn *c)

@@ -271,7 +271,7 @@ static int in_force(uint64_t stamp, char **text, size_t len)
 	    rl_kept_store(table_, config->source, *text, len, stamp))
 		rl_log(RL_LOG_WARN, "msg=\"configuration too long to keep in "
 		       "the segment\" bytes=%zu", len);
-	free(*text);
+	rl_config_text_free(*text);
 	*text = NULL;
 	return first;
 }
@@ -325,12 +325,12 @@ static uint64_t reload(const char *path, uint64_t stamp)
 		if (rl_config_stamp(path) != stamp) {
 			/* Changed while we read it: half-written, maybe. */
 			rl_config_free(next);
-			free(text);
+			rl_config_text_free(text);
 			return 0;
 		}
 		restart = keep_fixed(next, config, fixed, sizeof(fixed));
 		if (memcmp(next, config, sizeof(*next)) == 0) {
-			/* Touched, or rewritten the same (calloc'd, so
+			/* Touched, or rewritten the same (zeroed pages, so
 			 * equal down to the padding): nothing to apply,
 			 * nothing to keep. */
 			rl_config_free(next);
@@ -351,7 +351,7 @@ static uint64_t reload(const char *path, uint64_t stamp)
 		}
 		rl_config_free(next);
 	}
-	free(text);
+	rl_config_text_free(text);
 	refused(stamp, err.msg, config_kept ? "using the one in force on this host"
 					: "the rules in force stay");
 	return stamp;

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "logfile.h"
 #include "clock.h"
+#include "mem.h"
 
 #define RETRY_NS (5000 * RL_NS_PER_MS)
 
@@ -151,7 +152,7 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 	argv[n] = NULL;
 	for (char **e = environ; e && *e; e++)
 		n++;
-	env = calloc(n + 1, sizeof(*env));
+	env = rl_mem_alloc((n + 1) * sizeof(*env));
 	if (!env)
 		return;
 	for (char **e = environ; e && *e; e++)
@@ -164,7 +165,7 @@ void rl_spawn_agent(const struct rl_config *cfg, struct rl_table *t,
 	rc = posix_spawn(&pid, agent, &fa, &attr, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	free(env);
+	rl_mem_free(env);
 	if (rc) {
 		rl_log(RL_LOG_ERROR, "msg=\"cannot start rlshimd\" path=%s err=\"%s\"",
 		       agent, strerror(rc));

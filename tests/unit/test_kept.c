@@ -118,7 +118,7 @@ static void test_config_fallback(void **state)
 	assert_int_equal(len, strlen(good));
 	assert_string_equal(text, good);
 	assert_int_equal(c->rules[0].rate.count, 3);
-	free(text);
+	rl_config_text_free(text);
 	text = NULL;
 	rl_config_free(c);
 	{
@@ -157,7 +157,7 @@ static void test_config_fallback(void **state)
 	assert_int_equal(kept, 0);
 	assert_int_equal(c->nrules, 0);
 	rl_config_free(c);
-	free(text);
+	rl_config_text_free(text);
 	text = NULL;
 	/* Broken and naming a segment that keeps nothing: the error. */
 	write_file("[global]\nshm = rlshim-tkept-none\n[limit:a]\nrate = lots\n");
