@@ -420,7 +420,8 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 			redisReply *e = rep->element[2 * k];
 			redisReply *g = rep->element[2 * k + 1];
 			double us = e->type == REDIS_REPLY_STRING ? strtod(e->str, NULL)
-								  : 0;
+				    : e->type == REDIS_REPLY_INTEGER ? (double)e->integer
+								      : 0;
 
 			/* Owing nothing is news too: it replaces a grant
 			 * (rl_table_sync_grant). */
