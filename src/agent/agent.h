@@ -112,6 +112,9 @@ struct rl_agent {
 	uint64_t beat_ns;
 	int beat_again;
 	uint64_t beat_reconnects;     /* rl_store_reconnects() at that beat */
+	/* the store's clock (us) at the last round's TIME, and this host's
+	 * (monotonic ns) when it was read: a beat's score without a script */
+	uint64_t clock_us, clock_ns;
 
 	/* this round's keys, sorted by config rule and shard */
 	struct rl_agent_item *items;
@@ -199,10 +202,11 @@ void rl_agent_bans_free(struct rl_agent *a);
 /* Mirror bans between the segment and the store: after a round that
  * rl_agent_sync() had the store answer. */
 void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns);
-/* The store's live bans read on the round's own pipeline (sync.c): the
- * commands queued (returns how many: the last one's reply is the set),
- * and that reply; rl_agent_bans_sync() then reads them no more. */
-unsigned rl_agent_bans_queue(struct rl_agent *a);
+/* The store's live bans read on the round's own pipeline (sync.c), the
+ * expired ones dropped first if `prune`: the commands queued (returns how
+ * many: the last one's reply is the set), and that reply;
+ * rl_agent_bans_sync() then reads them no more. */
+unsigned rl_agent_bans_queue(struct rl_agent *a, int prune);
 struct redisReply;
 void rl_agent_bans_fetched(struct rl_agent *a, const struct redisReply *r);
 

@@ -166,9 +166,10 @@ static int on_fetch(redisReply *r, unsigned i, void *arg)
 	return 0;
 }
 
-/* Queue the drop of the expired bans and the read of the live ones. */
+/* Queue the drop of the expired bans (if `prune`) and the read of the
+ * live ones. */
 static void queue_fetch(struct rl_agent *a, struct bans_state *st,
-			uint64_t now_ms)
+			uint64_t now_ms, int prune)
 {
 	char key[160], now[32], now1[32];
 	const char *zr[4] = { "ZREMRANGEBYSCORE", key, "-inf", now };
@@ -183,7 +184,8 @@ static void queue_fetch(struct rl_agent *a, struct bans_state *st,
 	for (int i = 0; i < 5; i++)
 		l2[i] = strlen(zq[i]);
 	map_clear(&st->remote);
-	rl_store_queue(a->store, 4, zr, l1);
+	if (prune)
+		rl_store_queue(a->store, 4, zr, l1);
 	rl_store_queue(a->store, 5, zq, l2);
 }
 
@@ -192,24 +194,25 @@ static int fetch_remote(struct rl_agent *a, struct bans_state *st,
 {
 	struct fetch f = { st, 0 };
 
-	queue_fetch(a, st, now_ms);
+	queue_fetch(a, st, now_ms, 1);
 	if (rl_store_flush(a->store, on_fetch, &f, now_ns) || !f.ok)
 		return -EIO;
 	return 0;
 }
 
 /* The round's sync (sync.c) reads the set on its own pipeline, a round
- * trip fewer: two commands queued here, whose replies (the second's) go
- * to rl_agent_bans_fetched. */
-unsigned rl_agent_bans_queue(struct rl_agent *a)
+ * trip fewer, and drops the expired members only every few rounds (the
+ * read skips them anyway): the commands queued here, whose replies (the
+ * last one's) go to rl_agent_bans_fetched. */
+unsigned rl_agent_bans_queue(struct rl_agent *a, int prune)
 {
 	struct bans_state *st = a->bans;
 
 	if (!st)
 		return 0;
 	st->fetched = 0;
-	queue_fetch(a, st, rl_time_wall_ms());
-	return 2;
+	queue_fetch(a, st, rl_time_wall_ms(), prune);
+	return prune ? 2 : 1;
 }
 
 void rl_agent_bans_fetched(struct rl_agent *a, const redisReply *r)

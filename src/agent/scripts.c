@@ -9,18 +9,28 @@
 /* Lua: the keys `ks` changed at `now` (us), for the pulls: into the rule's
  * sorted set of recent changes `z`, each its own score (a pull's cursor
  * then never stops among equal ones), those older than the TTL (ms)
- * dropped. */
+ * dropped. The scores are now + 1, now + 2, ..., but never past the
+ * store's time when they are written, which the function returns: a
+ * script's scores then lie between its start and that time, apart from
+ * every other script's (a script as fast as a key a microsecond shares
+ * the last ones, a batch at most), so that a host can tell its own
+ * changes among the keys its pull finds (sync_jobs.c). */
 #define LUA_CHANGED \
 	"local function changed(z, ks, now, ttl)\n" \
-	"  if #ks == 0 then return end\n" \
+	"  local t = redis.call('TIME')\n" \
+	"  local last = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+	"  if #ks == 0 then return last end\n" \
 	"  local ch = {}\n" \
 	"  for i = 1, #ks do\n" \
-	"    ch[2 * i - 1] = now + i\n" \
+	"    local sc = now + i\n" \
+	"    if sc > last then sc = last end\n" \
+	"    ch[2 * i - 1] = sc\n" \
 	"    ch[2 * i] = ks[i]\n" \
 	"  end\n" \
 	"  redis.call('ZADD', z, unpack(ch))\n" \
 	"  redis.call('ZREMRANGEBYSCORE', z, '-inf', now - 1000 * ttl)\n" \
 	"  redis.call('PEXPIRE', z, ttl)\n" \
+	"  return last\n" \
 	"end\n"
 
 /* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
@@ -57,7 +67,9 @@
  * repush.c) and lapses after `span` without one (the host is gone, or the
  * key quiet there and its turn not come yet).
  *
- * Returns each key's debt (us, an integer) and grant, in order. Each key
+ * Returns each key's debt (us, an integer) and grant, in order, then the
+ * store's times (us) between which its changes are scored in KEYS[2]
+ * (LUA_CHANGED). Each key
  * makes a few strings at most (the store's work a key a round is mostly
  * the script's own: formatting and parsing text cost more than the
  * commands): the round's time formatted once, the grants' words kept as
@@ -141,7 +153,9 @@ const char rl_lua_sync[] =
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
 	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
-	"changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
+	"local last = changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
+	"out[2 * n + 1] = nowtext\n"
+	"out[2 * n + 2] = string.format('%.0f', last)\n"
 	"return out\n";
 
 /* KEYS[1]: a rule's hash of states, KEYS[2] its keys changed recently.

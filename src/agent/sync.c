@@ -426,6 +426,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		break;
 	case JOB_FORGET:
 	case JOB_BANS_EXPIRE:
+	case JOB_BEAT:
 		break;
 	case JOB_BANS:
 		rl_agent_bans_fetched(a, rep);
@@ -446,10 +447,19 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		break;
 	case JOB_SYNC:
 		if (rep->type != REDIS_REPLY_ARRAY ||
-		    rep->elements != 2 * (size_t)p->n) {
+		    (rep->elements != 2 * (size_t)p->n &&
+		     rep->elements != 2 * (size_t)p->n + 2)) {
 			r->failed = 1;
 			break;
 		}
+		if (rep->elements == 2 * (size_t)p->n + 2 &&
+		    rep->element[2 * p->n]->type == REDIS_REPLY_STRING &&
+		    rep->element[2 * p->n + 1]->type == REDIS_REPLY_STRING &&
+		    r->nown < sizeof(r->own) / sizeof(r->own[0]))
+			r->own[r->nown++] = (struct own_range){
+				p->rule, a->items[p->first].shard,
+				strtod(rep->element[2 * p->n]->str, NULL) + 1,
+				strtod(rep->element[2 * p->n + 1]->str, NULL) };
 		for (uint32_t k = 0; k < p->n; k++) {
 			struct rl_agent_item *x = &a->items[p->first + k];
 			redisReply *e = rep->element[2 * k];
@@ -623,6 +633,9 @@ static int shard_lost(struct rl_agent *a, unsigned ci, unsigned sh)
  * beat of any host, so it is counted at most a quarter window longer; a
  * host new beats in its first round, as before. A set found empty (the
  * store restarted or was flushed) or a store come back beats at once.
+ * Without a cluster, once a round has read the store's time, a beat is
+ * the script's commands sent plain, at the store's time the last round's
+ * TIME and this host's clock since give.
  */
 static void queue_hosts(struct round *r)
 {
@@ -645,12 +658,44 @@ static void queue_hosts(struct round *r)
 		sync_plan_add(r, JOB_HOSTS_COUNT, 0, 0, 0);
 		return;
 	}
+	r->beat = 1;
 	hv[1] = a->host_id;
 	hl[1] = strlen(a->host_id);
 	/* alive: seen within 3 rounds, or a second */
 	snprintf(win, sizeof(win), "%llu", (unsigned long long)win_ms);
 	hv[2] = win;
 	hl[2] = strlen(win);
+	if (a->clock_ns && !rl_store_cluster(a->store)) {
+		/* The script's commands, plain, at the store's clock as the
+		 * last round's TIME and this host's clock since tell it
+		 * (a little behind: the entry looks older by a round trip) */
+		uint64_t ms = (a->clock_us + (r->now_ns - a->clock_ns) / 1000) / 1000;
+		char score[32], old[32], exp[32];
+		const char *zv[4] = { "ZADD", hkey, score, a->host_id };
+		size_t zl[4] = { 4, hl[0], 0, hl[1] };
+		const char *rv[4] = { "ZREMRANGEBYSCORE", hkey, "-inf", old };
+		size_t rlen[4] = { 16, hl[0], 4, 0 };
+		const char *ev[3] = { "PEXPIRE", hkey, exp };
+		size_t el[3] = { 7, hl[0], 0 };
+		const char *cv[2] = { "ZCARD", hkey };
+		size_t cl[2] = { 5, hl[0] };
+
+		zl[2] = (size_t)snprintf(score, sizeof(score), "%llu",
+					 (unsigned long long)ms);
+		rlen[3] = (size_t)snprintf(old, sizeof(old), "%llu",
+					   (unsigned long long)(ms > win_ms ? ms - win_ms : 0));
+		el[2] = (size_t)snprintf(exp, sizeof(exp), "%llu",
+					 (unsigned long long)(win_ms * 10));
+		rl_store_queue(a->store, 4, zv, zl);
+		rl_store_queue(a->store, 4, rv, rlen);
+		rl_store_queue(a->store, 3, ev, el);
+		rl_store_queue(a->store, 2, cv, cl);
+		sync_plan_add(r, JOB_BEAT, 0, 0, 0);
+		sync_plan_add(r, JOB_BEAT, 0, 0, 0);
+		sync_plan_add(r, JOB_BEAT, 0, 0, 0);
+		sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
+		return;
+	}
 	rl_store_queue_script(a->store, RL_SCRIPT_HOSTS, 1, 3, hv, hl);
 	sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
 }
@@ -814,8 +859,11 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	if (a->rounds % CLEAN_EVERY == 0)
 		queue_clean(r);
 	/* the ban set, for ban_sync.c after the round (a round trip fewer) */
-	if (rl_agent_bans_queue(a)) {
+	switch (rl_agent_bans_queue(a, r->beat)) {
+	case 2:
 		sync_plan_add(r, JOB_BANS_EXPIRE, 0, 0, 0);
+		/* fall through */
+	case 1:
 		sync_plan_add(r, JOB_BANS, 0, 0, 0);
 	}
 	/* last: its answer undoes what the others raised of a key reset */

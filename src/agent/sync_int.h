@@ -17,7 +17,7 @@
 enum job { JOB_EPOCH, JOB_EPOCH_SET, JOB_HOSTS, JOB_HOSTS_COUNT, JOB_SYNC, JOB_PLANS, JOB_CLEAN,
 	   JOB_FLOOR, JOB_PLANS_SCAN, JOB_PULL, JOB_WINDOW, JOB_RESETS,
 	   JOB_FORGET, JOB_BANS_EXPIRE, JOB_BANS, JOB_RESETS_START, JOB_TIME,
-	   JOB_PULL_KEYS, JOB_PULL_STATES };
+	   JOB_PULL_KEYS, JOB_PULL_STATES, JOB_BEAT };
 
 struct reply_plan {
 	enum job job;
@@ -37,6 +37,11 @@ struct round {
 	int closed_failed;   /* cluster: a call of a closed rule's keys failed */
 	uint64_t store_us;   /* the store's clock, at the round's TIME */
 	int have_time;
+	int beat;            /* this host's entry among the hosts renewed */
+	/* the scores (store us) of this round's own changes, by sync call:
+	 * the pulls skip those keys (their states came with the sync) */
+	unsigned nown;
+	struct own_range { unsigned rule, shard; double lo, hi; } own[256];
 };
 
 /* sync.c */

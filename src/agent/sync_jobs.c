@@ -178,6 +178,8 @@ int on_time(struct round *r, const redisReply *rep)
 	r->store_us = strtoull(rep->element[0]->str, NULL, 10) * 1000000ull +
 		      strtoull(rep->element[1]->str, NULL, 10);
 	r->have_time = 1;
+	r->a->clock_us = r->store_us;
+	r->a->clock_ns = rl_time_now_ns();
 	return 0;
 }
 
@@ -192,8 +194,10 @@ int on_pull_keys(struct round *r, const struct reply_plan *p,
 	struct rl_agent_pulled *e;
 	size_t n, need = 0;
 	uint64_t cur;
+	uint8_t own[PULL_MAX];
 
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2 || !r->have_time)
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2 || !r->have_time ||
+	    rep->elements / 2 > PULL_MAX)
 		return -1;
 	n = rep->elements / 2;
 	cur = r->store_us;
@@ -204,6 +208,21 @@ int on_pull_keys(struct round *r, const struct reply_plan *p,
 			return -1;
 		cur = (uint64_t)strtod(sc->str, NULL);
 	}
+	/* this host's own changes of the round: their states came with its
+	 * sync (LUA_CHANGED scores them apart from any other host's) */
+	for (size_t i = 0; i < rep->elements; i += 2) {
+		const redisReply *sc = rep->element[i + 1];
+		double v = sc->type == REDIS_REPLY_STRING ? strtod(sc->str, NULL) : -1;
+
+		own[i / 2] = 0;
+		for (unsigned k = 0; k < r->nown && v >= 0; k++)
+			if (r->own[k].rule == p->rule && r->own[k].shard == p->first &&
+			    v >= r->own[k].lo && v <= r->own[k].hi) {
+				own[i / 2] = 1;
+				n--;
+				break;
+			}
+	}
 	if (!n) {
 		a->pull_cursor[p->rule][p->first] = cur;
 		return 0;
@@ -213,7 +232,8 @@ int on_pull_keys(struct round *r, const struct reply_plan *p,
 	if (a->npulled == sizeof(a->pulled) / sizeof(a->pulled[0]))
 		return 0;
 	for (size_t i = 0; i < rep->elements; i += 2)
-		need += 1 + (rep->element[i]->len < 255 ? rep->element[i]->len : 255);
+		if (!own[i / 2])
+			need += 1 + (rep->element[i]->len < 255 ? rep->element[i]->len : 255);
 	if (a->pull_len + need > a->pull_cap) {
 		size_t cap = a->pull_cap ? a->pull_cap : 65536;
 		char *b;
@@ -232,6 +252,8 @@ int on_pull_keys(struct round *r, const struct reply_plan *p,
 		const redisReply *k = rep->element[i];
 		size_t len = k->type == REDIS_REPLY_STRING && k->len < 255 ? k->len : 0;
 
+		if (own[i / 2])
+			continue;
 		a->pull_buf[a->pull_len++] = (char)len;
 		memcpy(a->pull_buf + a->pull_len, k->str, len);
 		a->pull_len += len;

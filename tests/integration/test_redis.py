@@ -1394,7 +1394,7 @@ def spent(host, keys, threads=8):
 
 def monitored(r, seconds):
     """What the agents sent Redis over `seconds` (MONITOR), per agent (its
-    host id, which its hosts call names every few rounds, whatever
+    host id, which its hosts beat names every few rounds, whatever
     connection it was on): {host: [keys of its sync script calls in each
     round]}, a round from one epoch GET to the next (the first, which
     MONITOR may have caught midway, left out)."""
@@ -1418,6 +1418,10 @@ def monitored(r, seconds):
         if args[:2] == ['GET', 'rlshim:epoch']:
             # a round begins (its epoch read, first every round)
             rounds.setdefault(conn, []).append([])
+            continue
+        if args[:2] == ['ZADD', 'rlshim:hosts'] and len(args) == 4:
+            # a beat sent plain names the connection's host (the member)
+            on[conn] = args[3]
             continue
         if len(args) < 5 or args[0].upper() != 'EVALSHA' or conn not in rounds:
             continue
