@@ -72,6 +72,20 @@ def cell(st, tmp, build, driver, hosts, keys, rate, burst, over, seconds,
             'agents_cpu': c['agents_cpu'], 'load_cpu': c['load_cpu']}
 
 
+def round_commands(st, tmp, build, driver, warmup):
+    """An idle round's top-level commands, from the slow log (every
+    command, 4 idle hosts, 2 s; a cell of its own: the slow log costs
+    Redis CPU): {name: per round}, the rounds told by the epoch GET, one a
+    round in every build."""
+    bf.AGENT = os.path.abspath(os.path.join(build, 'rlshimd'))
+    bf.DRIVER = driver
+    bf.RATE, bf.BURST, bf.OVER = 1, 2, 0.0
+    c = bf.run_cell(st, tmp, 4, 1, False, 2, warmup, check=True)
+    log = c['check'][0]
+    rounds = max(1, log.get('get', 0))
+    return {k: v / rounds for k, v in sorted(log.items())}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--build', action='append', required=True,
@@ -103,6 +117,8 @@ def main():
     res = {n: {c: [] for c in cells + ['quiet']} for n, _ in builds}
     t0 = time.monotonic()
     try:
+        shape = {name: round_commands(st, tmp, build, driver, a.warmup)
+                 for name, build in builds}
         for rep in range(a.repeat):
             for name, build in builds:
                 q = quiet_cpu(st, a.seconds)
@@ -156,6 +172,10 @@ def main():
               ratio + f' | {runs} |')
     print()
     for n in names:
+        print(f'- {n}: an idle round\'s commands (slow log, 4 hosts, 2 s): '
+              + ', '.join(f'{k.upper()} {v:.2f}' for k, v in shape[n].items())
+              + f' (in all {sum(shape[n].values()):.1f})')
+    for n in names:
         qs = statistics.median(res[n]['quiet'])
         extra = []
         for c in cells:
@@ -170,7 +190,7 @@ def main():
               '; '.join(extra))
     if a.json:
         with open(a.json, 'w') as f:
-            json.dump(res, f, indent=1)
+            json.dump({'cells': res, 'round_commands': shape}, f, indent=1)
 
 
 if __name__ == '__main__':
