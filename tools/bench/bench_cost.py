@@ -24,8 +24,9 @@ again, --repeat times; medians reported:
            used (admitting) in every round but about e^-5 of them: CPU
            per key pushed, the idle rounds' cost taken off;
   used4    the same keys over 4 hosts, each key used on a host in a round
-           with probability 1 - e^-(5/4): per key pushed, its pulls by the
-           other 3 included;
+           with probability 1 - e^-(5/4) (at 20 rounds/s; the rounds the
+           agents ran are used): per key pushed, its pulls by the other 3
+           included;
   debt     1 host, --keys keys at 1/s burst 2 offered 2/s, every key in
            debt every round (docs/BENCHMARKS.md's "1 host, 1,000 keys all
            in debt"): CPU per key the round carries (used, or quiet and in
@@ -133,7 +134,9 @@ def main():
                         x['us'] = 1e6 * cpu / x['rounds']
                         idle_us = x['us']
                     else:
-                        lam = over * rate / 20.0 / h
+                        # a key's requests a round on a host, at the
+                        # rounds the agents ran (fewer when Redis is slow)
+                        lam = over * rate / max(x['rounds_s'], 1.0) / h
                         if c == 'debt':
                             pushed = k * x['rounds']
                         else:
