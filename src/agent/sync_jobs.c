@@ -329,7 +329,21 @@ static void mirror(struct rl_agent *a, unsigned ci, const char *k, size_t klen,
 				     now_ns);
 }
 
-/* The states of pull p->first's keys (HMGET), mirrored here. */
+/* Whether key `k` of rule `ci` was reset this round (on_resets). */
+static int reset_now(const struct rl_agent *a, unsigned ci, const char *k,
+		     size_t klen)
+{
+	for (unsigned i = 0; i < a->nforget; i++)
+		if (a->forget[i].rule == ci && a->forget[i].len == klen &&
+		    !memcmp(a->forget[i].text, k, klen))
+			return 1;
+	return 0;
+}
+
+/* The states of pull p->first's keys (HMGET), mirrored here. They come
+ * after the round's resets (which the script pull's did not): a key
+ * reset this round is left as its reset made it, whatever the store still
+ * held of it before the reset reached it. */
 int on_pull_states(struct rl_agent *a, const struct reply_plan *p,
 		   const redisReply *rep, uint64_t now_us, uint64_t now_ns)
 {
@@ -342,7 +356,8 @@ int on_pull_states(struct rl_agent *a, const struct reply_plan *p,
 		const redisReply *v = rep->element[k];
 		size_t len = (uint8_t)a->pull_buf[at];
 
-		if (v->type == REDIS_REPLY_STRING)
+		if (v->type == REDIS_REPLY_STRING &&
+		    !reset_now(a, e->rule, a->pull_buf + at + 1, len))
 			mirror(a, e->rule, a->pull_buf + at + 1, len, v->str,
 			       now_us, now_ns);
 		at += 1 + len;
