@@ -17,7 +17,7 @@
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
        RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */,
        RL_SCRIPT_PULL = 5, RL_SCRIPT_WINDOW = 6, RL_SCRIPT_WINDOW_CLEAN = 7,
-       RL_SCRIPT_RESETS = 8 };
+       RL_SCRIPT_RESETS = 8 /* unused: the resets are read by ZRANGEBYSCORE */ };
 
 /*
  * A token bucket's state in the store, as the scripts share it (sync.c,
@@ -105,6 +105,16 @@ struct rl_agent {
 	int restarted;                /* this round: the master of the ban
 				       * set lost its data (ban_sync.c) */
 	uint32_t hosts_alive;         /* at the last successful sync */
+	/* this host's entry among the hosts alive, renewed (the hosts
+	 * script: a beat) at this time; a round between beats only counts
+	 * them. beat_again: at the next round, whatever the time (the set
+	 * was gone, the store lost its data or came back) */
+	uint64_t beat_ns;
+	int beat_again;
+	uint64_t beat_reconnects;     /* rl_store_reconnects() at that beat */
+	/* the store's clock (us) at the last round's TIME, and this host's
+	 * (monotonic ns) when it was read: a beat's score without a script */
+	uint64_t clock_us, clock_ns;
 
 	/* this round's keys, sorted by config rule and shard */
 	struct rl_agent_item *items;
@@ -115,6 +125,18 @@ struct rl_agent {
 	uint64_t clean_cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX];
 	/* store us: keys changed since */
 	uint64_t pull_cursor[RL_MAX_RULES][RL_STORE_SHARDS_MAX];
+	/* the keys this round's pulls found changed (standalone: read in a
+	 * second exchange, sync_jobs.c), each a length byte and its text */
+	unsigned npulled;
+	struct rl_agent_pulled {
+		unsigned rule;            /* config index */
+		unsigned shard;
+		size_t off;               /* in pull_buf */
+		uint32_t n;
+		uint64_t cursor;          /* the pull's, once mirrored */
+	} pulled[RL_MAX_RULES * RL_STORE_SHARDS_MAX];
+	char *pull_buf;
+	size_t pull_len, pull_cap;
 	uint64_t last_collect_ns;     /* the last round's collect */
 	int was_down;                 /* the store, at the last round */
 	/* cluster: a call carrying a closed rule's keys failed, and a master
@@ -180,6 +202,13 @@ void rl_agent_bans_free(struct rl_agent *a);
 /* Mirror bans between the segment and the store: after a round that
  * rl_agent_sync() had the store answer. */
 void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns);
+/* The store's live bans read on the round's own pipeline (sync.c), the
+ * expired ones dropped first if `prune`: the commands queued (returns how
+ * many: the last one's reply is the set), and that reply;
+ * rl_agent_bans_sync() then reads them no more. */
+unsigned rl_agent_bans_queue(struct rl_agent *a, int prune);
+struct redisReply;
+void rl_agent_bans_fetched(struct rl_agent *a, const struct redisReply *r);
 
 /* fail_sync.c: maxretry counted across hosts in the store */
 int rl_agent_fails_init(struct rl_agent *a);
@@ -259,9 +288,8 @@ size_t rl_store_epoch_key(const struct rl_config *c, const char *tag, char *out,
 #define RL_RESETS_KEEP_MS 60000u  /* how long an entry is kept */
 #define RL_RESETS_READ "500"      /* entries an agent reads per round */
 
-/* Lua: record a reset (rlshimctl), read those since a cursor (agents). */
+/* Lua: record a reset (rlshimctl; the agents read them with ZRANGEBYSCORE). */
 extern const char rl_lua_reset_record[];
-extern const char rl_lua_resets_read[];
 
 /* Queue the deletion of the key named `text` from rule `r`'s hashes (its
  * bucket's state and grants, its window counts). Returns the commands

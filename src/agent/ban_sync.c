@@ -52,6 +52,7 @@ struct bans_state {
 	struct map pushed;  /* what this agent put in the store */
 	struct map remote;  /* the store's live set, this round */
 	struct map local;   /* the segment's live bans, this round */
+	int fetched;        /* remote read with the round's sync already */
 };
 
 static uint32_t cidr_hash(const struct rl_cidr *c)
@@ -132,8 +133,25 @@ void rl_agent_bans_free(struct rl_agent *a)
 
 /* ---- the store's side ------------------------------------------------------------- */
 
+/* The store's live set (ZRANGEBYSCORE ... WITHSCORES) into st->remote;
+ * 0, or -EIO if the reply is not one. */
+static int remote_read(struct bans_state *st, const redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2)
+		return -EIO;
+	for (size_t k = 0; k + 1 < r->elements; k += 2) {
+		redisReply *m = r->element[k], *s = r->element[k + 1];
+		struct rl_cidr c;
+
+		if (m->type != REDIS_REPLY_STRING || s->type != REDIS_REPLY_STRING ||
+		    rl_cidr_parse(m->str, m->len, &c))
+			continue; /* not an address: somebody else's */
+		map_put(&st->remote, &c, strtoull(s->str, NULL, 10), RL_BAN_REMOTE);
+	}
+	return 0;
+}
+
 struct fetch {
-	struct rl_agent *a;
 	struct bans_state *st;
 	int ok;
 };
@@ -144,25 +162,15 @@ static int on_fetch(redisReply *r, unsigned i, void *arg)
 
 	if (i == 0)
 		return 0; /* the ZREMRANGEBYSCORE of expired members */
-	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2)
-		return 0;
-	f->ok = 1;
-	for (size_t k = 0; k + 1 < r->elements; k += 2) {
-		redisReply *m = r->element[k], *s = r->element[k + 1];
-		struct rl_cidr c;
-
-		if (m->type != REDIS_REPLY_STRING || s->type != REDIS_REPLY_STRING ||
-		    rl_cidr_parse(m->str, m->len, &c))
-			continue; /* not an address: somebody else's */
-		map_put(&f->st->remote, &c, strtoull(s->str, NULL, 10), RL_BAN_REMOTE);
-	}
+	f->ok = !remote_read(f->st, r);
 	return 0;
 }
 
-static int fetch_remote(struct rl_agent *a, struct bans_state *st,
-			uint64_t now_ms, uint64_t now_ns)
+/* Queue the drop of the expired bans (if `prune`) and the read of the
+ * live ones. */
+static void queue_fetch(struct rl_agent *a, struct bans_state *st,
+			uint64_t now_ms, int prune)
 {
-	struct fetch f = { a, st, 0 };
 	char key[160], now[32], now1[32];
 	const char *zr[4] = { "ZREMRANGEBYSCORE", key, "-inf", now };
 	const char *zq[5] = { "ZRANGEBYSCORE", key, now1, "+inf", "WITHSCORES" };
@@ -176,11 +184,43 @@ static int fetch_remote(struct rl_agent *a, struct bans_state *st,
 	for (int i = 0; i < 5; i++)
 		l2[i] = strlen(zq[i]);
 	map_clear(&st->remote);
-	rl_store_queue(a->store, 4, zr, l1);
+	if (prune)
+		rl_store_queue(a->store, 4, zr, l1);
 	rl_store_queue(a->store, 5, zq, l2);
+}
+
+static int fetch_remote(struct rl_agent *a, struct bans_state *st,
+			uint64_t now_ms, uint64_t now_ns)
+{
+	struct fetch f = { st, 0 };
+
+	queue_fetch(a, st, now_ms, 1);
 	if (rl_store_flush(a->store, on_fetch, &f, now_ns) || !f.ok)
 		return -EIO;
 	return 0;
+}
+
+/* The round's sync (sync.c) reads the set on its own pipeline, a round
+ * trip fewer, and drops the expired members only every few rounds (the
+ * read skips them anyway): the commands queued here, whose replies (the
+ * last one's) go to rl_agent_bans_fetched. */
+unsigned rl_agent_bans_queue(struct rl_agent *a, int prune)
+{
+	struct bans_state *st = a->bans;
+
+	if (!st)
+		return 0;
+	st->fetched = 0;
+	queue_fetch(a, st, rl_time_wall_ms(), prune);
+	return prune ? 2 : 1;
+}
+
+void rl_agent_bans_fetched(struct rl_agent *a, const redisReply *r)
+{
+	struct bans_state *st = a->bans;
+
+	if (st)
+		st->fetched = !remote_read(st, r);
 }
 
 /* Queue ZADD/ZREM and the announcement of one change. */
@@ -241,8 +281,11 @@ void rl_agent_bans_sync(struct rl_agent *a, uint64_t now_ns)
 	uint64_t now_ms = rl_time_wall_ms();
 	unsigned changes = 0;
 
-	if (!st || fetch_remote(a, st, now_ms, now_ns))
+	if (!st)
 		return;
+	if (!st->fetched && fetch_remote(a, st, now_ms, now_ns))
+		return;
+	st->fetched = 0;
 	map_clear(&st->local);
 	rl_ban_foreach(a->table, now_ms, gather_local, st);
 

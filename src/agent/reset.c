@@ -9,7 +9,7 @@
  * and records "RULE KEY" in the sorted set <prefix>resets, scored by the
  * store's clock in microseconds, entries older than RL_RESETS_KEEP_MS
  * dropped. Each agent reads the entries since its last read once per round
- * (rl_lua_resets_read), gives the key a full bucket in its segment, and
+ * (sync_jobs.c's queue_resets), gives the key a full bucket in its segment, and
  * then deletes the key's fields again: what its own round pushed before it
  * had heard of the reset (the key's debt there) is gone with them. So
  * within about two rounds every host and the store have forgotten the
@@ -33,22 +33,6 @@ const char rl_lua_reset_record[] =
 	"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 1000 * keep)\n"
 	"redis.call('PEXPIRE', KEYS[1], keep)\n"
 	"return string.format('%.0f', now)\n";
-
-/* KEYS[1]: <prefix>resets. ARGV[1]: the cursor, the store's time (us) of
- * the last read ("0": none yet, nothing is read), ARGV[2]: at most how
- * many. Returns the cursor to go on from, then the entries recorded since
- * the cursor (after it, up to the store's time now). */
-const char rl_lua_resets_read[] =
-	"local t = redis.call('TIME')\n"
-	"local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))\n"
-	"local out = {now}\n"
-	"if ARGV[1] == '0' then return out end\n"
-	"local max = tonumber(ARGV[2])\n"
-	"local r = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], now,\n"
-	"                     'WITHSCORES', 'LIMIT', 0, max)\n"
-	"if #r == 2 * max then out[1] = r[#r] end\n"
-	"for i = 1, #r, 2 do out[#out + 1] = r[i] end\n"
-	"return out\n";
 
 unsigned rl_store_shards(const struct rl_config *c)
 {

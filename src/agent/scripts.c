@@ -9,18 +9,28 @@
 /* Lua: the keys `ks` changed at `now` (us), for the pulls: into the rule's
  * sorted set of recent changes `z`, each its own score (a pull's cursor
  * then never stops among equal ones), those older than the TTL (ms)
- * dropped. */
+ * dropped. The scores are now + 1, now + 2, ..., but never past the
+ * store's time when they are written, which the function returns: a
+ * script's scores then lie between its start and that time, apart from
+ * every other script's (a script as fast as a key a microsecond shares
+ * the last ones, a batch at most), so that a host can tell its own
+ * changes among the keys its pull finds (sync_jobs.c). */
 #define LUA_CHANGED \
 	"local function changed(z, ks, now, ttl)\n" \
-	"  if #ks == 0 then return end\n" \
+	"  local t = redis.call('TIME')\n" \
+	"  local last = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+	"  if #ks == 0 then return last end\n" \
 	"  local ch = {}\n" \
 	"  for i = 1, #ks do\n" \
-	"    ch[2 * i - 1] = now + i\n" \
+	"    local sc = now + i\n" \
+	"    if sc > last then sc = last end\n" \
+	"    ch[2 * i - 1] = sc\n" \
 	"    ch[2 * i] = ks[i]\n" \
 	"  end\n" \
 	"  redis.call('ZADD', z, unpack(ch))\n" \
 	"  redis.call('ZREMRANGEBYSCORE', z, '-inf', now - 1000 * ttl)\n" \
 	"  redis.call('PEXPIRE', z, ttl)\n" \
+	"  return last\n" \
 	"end\n"
 
 /* KEYS[1]: the rule's hash of global states (RL_LUA_TAT), KEYS[2] its
@@ -57,49 +67,65 @@
  * repush.c) and lapses after `span` without one (the host is gone, or the
  * key quiet there and its turn not come yet).
  *
- * Returns each key's debt (us) and grant, in order. */
+ * Returns each key's debt (us, an integer) and grant, in order, then the
+ * store's times (us) between which its changes are scored in KEYS[2]
+ * (LUA_CHANGED). Each key
+ * makes a few strings at most (the store's work a key a round is mostly
+ * the script's own: formatting and parsing text cost more than the
+ * commands): the round's time formatted once, the grants' words kept as
+ * they were read. */
 const char rl_lua_sync[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local nowtext = t[1] .. string.format('%06d', tonumber(t[2]))\n"
 	RL_LUA_TAT
 	LUA_CHANGED
 	"local floor = now - tonumber(ARGV[2])\n"
 	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+	"local lapsed = now - span\n"
 	"local n = (#ARGV - 5) / 5\n"
 	"local fields = {}\n"
 	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
 	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
 	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
-	"local sets, gsets, out = {}, {}, {}\n"
+	"local sets, gsets, out, used = {}, {}, {}, {}\n"
 	"for i = 1, n do\n"
-	"  local ei = ARGV[5 * i + 3]\n"
+	"  local j = 5 * i\n"
+	"  local ei = ARGV[j + 3]\n"
 	"  local e = tonumber(ei)\n"
 	"  local tat = tat_of(vals[i], e, now)\n"
 	"  if tat < floor then tat = floor end\n"
-	"  local a = tonumber(ARGV[5 * i + 2])\n"
-	"  if a ~= 0 then tat = tat + a * e end\n"
-	"  local own = now + tonumber(ARGV[5 * i + 4])\n"
+	"  local a = tonumber(ARGV[j + 2])\n"
+	"  if a ~= 0 then\n"
+	"    tat = tat + a * e\n"
+	"    used[#used + 1] = fields[i]\n"
+	"  end\n"
+	"  local own = now + tonumber(ARGV[j + 4])\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
-	"  local v = tat_text(tat, ei)\n"
-	"  if (tat > now or a < 0) and v ~= vals[i] then\n"
-	"    sets[#sets + 1] = fields[i]\n"
-	"    sets[#sets + 1] = v\n"
+	"  if tat > now or a < 0 then\n"
+	"    local v = tat_text(tat, ei)\n"
+	"    if v ~= vals[i] then\n"
+	"      sets[#sets + 1] = fields[i]\n"
+	"      sets[#sets + 1] = v\n"
+	"    end\n"
 	"  end\n"
-	"  local burst = tonumber(ARGV[5 * i + 5])\n"
+	"  local burst = tonumber(ARGV[j + 5])\n"
 	"  local left = math.floor((now + burst * e - tat) / e)\n"
 	"  if left < 0 then left = 0 end\n"
-	"  local born, keep, others, reg = now, {}, 0, 0\n"
-	"  if gvals[i] then\n"
-	"    local w = string.gmatch(gvals[i], '%S+')\n"
-	"    born = tonumber(w()) or now\n"
-	"    while true do\n"
-	"      local h, g, ts = w(), tonumber(w() or ''), tonumber(w() or '')\n"
-	"      if not h or not g or not ts then break end\n"
-	"      if h ~= me and ts >= now - span then\n"
-	"        others = others + g\n"
+	"  local born, btext, keep, others, reg = now, nowtext, nil, 0, 0\n"
+	"  local gv = gvals[i]\n"
+	"  if gv then\n"
+	"    local b, rest = string.match(gv, '^%s*(%S*)(.*)$')\n"
+	"    if tonumber(b) then born, btext = tonumber(b), b end\n"
+	"    for h, g, ts in string.gmatch(rest, '(%S+)%s+(%S+)%s+(%S+)') do\n"
+	"      local gn, tn = tonumber(g), tonumber(ts)\n"
+	"      if not gn or not tn then break end\n"
+	"      if h ~= me and tn >= lapsed then\n"
+	"        others = others + gn\n"
 	"        reg = reg + 1\n"
-	"        keep[#keep + 1] = h .. ' ' .. g .. ' ' .. string.format('%.0f', ts)\n"
+	"        if keep then keep[#keep + 1] = h .. ' ' .. g .. ' ' .. ts\n"
+	"        else keep = { h .. ' ' .. g .. ' ' .. ts } end\n"
 	"      end\n"
 	"    end\n"
 	"  end\n"
@@ -113,37 +139,39 @@ const char rl_lua_sync[] =
 	"    mine = 0\n"
 	"    if a > 0 then mine = math.floor(free / (2 * nh)) end\n"
 	"  end\n"
-	"  keep[#keep + 1] = me .. ' ' .. mine .. ' ' .. string.format('%.0f', now)\n"
 	"  gsets[#gsets + 1] = fields[i]\n"
-	"  gsets[#gsets + 1] = string.format('%.0f', born) .. ' ' .. table.concat(keep, ' ')\n"
-	"  out[2 * i - 1] = string.format('%.0f', tat - now)\n"
+	"  if keep then\n"
+	"    gsets[#gsets + 1] = btext .. ' ' .. table.concat(keep, ' ') .. ' ' ..\n"
+	"                        me .. ' ' .. mine .. ' ' .. nowtext\n"
+	"  else\n"
+	"    gsets[#gsets + 1] = btext .. ' ' .. me .. ' ' .. mine .. ' ' .. nowtext\n"
+	"  end\n"
+	"  out[2 * i - 1] = math.floor(tat - now + 0.5)\n"
 	"  out[2 * i] = mine\n"
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
 	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
 	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
-	"local used = {}\n"
-	"for i = 1, n do\n"
-	"  if tonumber(ARGV[5 * i + 2]) ~= 0 then used[#used + 1] = fields[i] end\n"
-	"end\n"
-	"changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
+	"local last = changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
+	"out[2 * n + 1] = nowtext\n"
+	"out[2 * n + 2] = string.format('%.0f', last)\n"
 	"return out\n";
 
 /* KEYS[1]: a rule's hash of states, KEYS[2] its keys changed recently.
  * ARGV: a cursor (store us), at most how many keys. Returns the cursor to
  * go on from, the store's time, then key, state pairs of the keys changed
- * since the cursor (the cursor's own included: it may be read twice). */
+ * since the cursor (the cursor's own included: it may be read twice). The
+ * keys without their scores: only the last one's is needed, and only when
+ * the chunk is full. */
 const char rl_lua_pull[] =
 	"local t = redis.call('TIME')\n"
-	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local now = t[1] .. string.format('%06d', tonumber(t[2]))\n"
 	"local max = tonumber(ARGV[2])\n"
-	"local r = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf',\n"
-	"                     'WITHSCORES', 'LIMIT', 0, max)\n"
-	"local out = {string.format('%.0f', now), string.format('%.0f', now)}\n"
-	"if #r == 2 * max then out[1] = r[#r] end\n"
-	"local ks = {}\n"
-	"for i = 1, #r, 2 do ks[#ks + 1] = r[i] end\n"
+	"local ks = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf',\n"
+	"                      'LIMIT', 0, max)\n"
+	"local out = {now, now}\n"
+	"if #ks == max then out[1] = redis.call('ZSCORE', KEYS[2], ks[#ks]) end\n"
 	"if #ks > 0 then\n"
 	"  local vals = redis.call('HMGET', KEYS[1], unpack(ks))\n"
 	"  for i = 1, #ks do\n"

@@ -42,13 +42,20 @@
  * at most RL_REPUSH_KEYS a round over all the hosts, each its share, so
  * that a round's work grows with the keys in use, not with the keys that
  * owe: 10,000 keys in debt pushed every round outlasted `timeout`), one
- * for the hosts alive, one for the epoch (one per master in a cluster),
- * two per rule with plans (the plans of its keys in the round, and the
- * next chunk of its plans hash, mirrored into the segment so that a key's
- * plan holds from its first request), one for the resets since the last
- * round (and three per key reset, in a round that had any: reset.c), and
- * the ban set (ban_sync.c). They grow with rules, keys, planned keys,
- * hosts, masters and resets, never with requests.
+ * for the hosts alive (their count; the script that renews this host's
+ * entry every few rounds), one for the epoch (one per master in a
+ * cluster), two per rule with plans (the plans of its keys in the round,
+ * and the next chunk of its plans hash, mirrored into the segment so that
+ * a key's plan holds from its first request), the store's time and one
+ * pull per rule (a script per shard in a cluster), one for the resets
+ * since the last round (and three per key reset, in a round that had any:
+ * reset.c), and two for the ban set (ban_sync.c), all on one pipeline; a
+ * second exchange only in a round whose pulls found keys changed, to read
+ * their states. They grow with rules, keys, planned keys, hosts, masters
+ * and resets, never with requests. A round with nothing to push is plain
+ * commands, no script call but the hosts' every few rounds: in Redis a
+ * script call costs more than the few commands an idle round needs
+ * (docs/BENCHMARKS.md, "Redis cost").
  *
  * When the store is down, hosts cannot see each other: each charges its own
  * admissions as if every host alive at the last sync admitted as much, which
@@ -124,7 +131,6 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_PULL, rl_lua_pull);
 	rl_store_script(a->store, RL_SCRIPT_WINDOW, rl_lua_window);
 	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, rl_lua_window_clean);
-	rl_store_script(a->store, RL_SCRIPT_RESETS, rl_lua_resets_read);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
 	if (!a->items) {
@@ -144,6 +150,7 @@ void rl_agent_free(struct rl_agent *a)
 	rl_agent_fails_free(a);
 	rl_store_free(a->store);
 	free(a->items);
+	free(a->pull_buf);
 }
 
 /* ---- one round -------------------------------------------------------------------- */
@@ -397,30 +404,69 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		if (on_pull(a, p, rep, rl_time_now_ns()))
 			r->failed = 1;
 		break;
+	case JOB_TIME:
+		if (on_time(r, rep))
+			r->failed = 1;
+		break;
+	case JOB_PULL_KEYS:
+		if (on_pull_keys(r, p, rep))
+			r->failed = 1;
+		break;
+	case JOB_PULL_STATES:
+		if (on_pull_states(a, p, rep, r->store_us, rl_time_now_ns()))
+			r->failed = 1;
+		break;
 	case JOB_RESETS:
 		if (on_resets(a, rep, rl_time_now_ns()))
 			r->failed = 1;
 		break;
+	case JOB_RESETS_START:
+		if (on_resets_start(a, rep))
+			r->failed = 1;
+		break;
 	case JOB_FORGET:
+	case JOB_BANS_EXPIRE:
+	case JOB_BEAT:
+		break;
+	case JOB_BANS:
+		rl_agent_bans_fetched(a, rep);
 		break;
 	case JOB_HOSTS:
+	case JOB_HOSTS_COUNT:
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
 			a->hosts_alive = (uint32_t)rep->integer;
 			rl_table_agent_set_hosts(a->table, a->hosts_alive);
+		} else if (rep->type == REDIS_REPLY_INTEGER) {
+			a->beat_again = 1; /* the set is gone */
+		}
+		if (p->job == JOB_HOSTS && rep->type == REDIS_REPLY_INTEGER) {
+			a->beat_ns = r->now_ns;
+			a->beat_again = 0;
+			a->beat_reconnects = rl_store_reconnects(a->store);
 		}
 		break;
 	case JOB_SYNC:
 		if (rep->type != REDIS_REPLY_ARRAY ||
-		    rep->elements != 2 * (size_t)p->n) {
+		    (rep->elements != 2 * (size_t)p->n &&
+		     rep->elements != 2 * (size_t)p->n + 2)) {
 			r->failed = 1;
 			break;
 		}
+		if (rep->elements == 2 * (size_t)p->n + 2 &&
+		    rep->element[2 * p->n]->type == REDIS_REPLY_STRING &&
+		    rep->element[2 * p->n + 1]->type == REDIS_REPLY_STRING &&
+		    r->nown < sizeof(r->own) / sizeof(r->own[0]))
+			r->own[r->nown++] = (struct own_range){
+				p->rule, a->items[p->first].shard,
+				strtod(rep->element[2 * p->n]->str, NULL) + 1,
+				strtod(rep->element[2 * p->n + 1]->str, NULL) };
 		for (uint32_t k = 0; k < p->n; k++) {
 			struct rl_agent_item *x = &a->items[p->first + k];
 			redisReply *e = rep->element[2 * k];
 			redisReply *g = rep->element[2 * k + 1];
 			double us = e->type == REDIS_REPLY_STRING ? strtod(e->str, NULL)
-								  : 0;
+				    : e->type == REDIS_REPLY_INTEGER ? (double)e->integer
+								      : 0;
 
 			/* Owing nothing is news too: it replaces a grant
 			 * (rl_table_sync_grant). */
@@ -475,6 +521,7 @@ static void charge_shares(struct rl_agent *a, uint64_t now_ns)
 static void store_down(struct rl_agent *a, uint64_t now_ns)
 {
 	a->was_down = 1;
+	a->beat_again = 1;
 	rl_table_agent_flags_change(a->table, RL_AGENT_STORE_DOWN, 0);
 	rl_table_agent_store_down(a->table, rl_store_down_since_ms(a->store));
 	charge_shares(a, now_ns);
@@ -575,24 +622,80 @@ static int shard_lost(struct rl_agent *a, unsigned ci, unsigned sh)
 	return lost_at(a, hkey, len);
 }
 
-/* Queue this host's entry among the hosts alive, and their count. */
+/*
+ * Queue this host's entry among the hosts alive, and their count. A host
+ * counts as alive for `win` (3 rounds, or a second) after its entry was
+ * renewed, so renewing it every round (the hosts script: four commands and
+ * a script call, much of an idle round's cost in Redis) is more than
+ * needed: it is renewed at a quarter of that (about every 6 rounds at 50
+ * ms, every round from a second on), and the rounds between read the
+ * count alone (ZCARD). A host gone is pruned from the set by the next
+ * beat of any host, so it is counted at most a quarter window longer; a
+ * host new beats in its first round, as before. A set found empty (the
+ * store restarted or was flushed) or a store come back beats at once.
+ * Without a cluster, once a round has read the store's time, a beat is
+ * the script's commands sent plain, at the store's time the last round's
+ * TIME and this host's clock since give.
+ */
 static void queue_hosts(struct round *r)
 {
 	struct rl_agent *a = r->a;
 	char hkey[160], win[32];
 	const char *hv[3];
 	size_t hl[3];
+	uint64_t win_ms = 3 * a->interval_ns / RL_NS_PER_MS + 1000;
 
 	hl[0] = (size_t)snprintf(hkey, sizeof(hkey), "%shosts",
 				 a->cfg->redis_prefix);
 	hv[0] = hkey;
+	if (a->beat_ns && !a->beat_again &&
+	    r->now_ns - a->beat_ns < win_ms * RL_NS_PER_MS / 4 &&
+	    a->beat_reconnects == rl_store_reconnects(a->store)) {
+		const char *cv[2] = { "ZCARD", hkey };
+		size_t cl[2] = { 5, hl[0] };
+
+		rl_store_queue(a->store, 2, cv, cl);
+		sync_plan_add(r, JOB_HOSTS_COUNT, 0, 0, 0);
+		return;
+	}
+	r->beat = 1;
 	hv[1] = a->host_id;
 	hl[1] = strlen(a->host_id);
 	/* alive: seen within 3 rounds, or a second */
-	snprintf(win, sizeof(win), "%llu",
-		 (unsigned long long)(3 * a->interval_ns / RL_NS_PER_MS + 1000));
+	snprintf(win, sizeof(win), "%llu", (unsigned long long)win_ms);
 	hv[2] = win;
 	hl[2] = strlen(win);
+	if (a->clock_ns && !rl_store_cluster(a->store)) {
+		/* The script's commands, plain, at the store's clock as the
+		 * last round's TIME and this host's clock since tell it
+		 * (a little behind: the entry looks older by a round trip) */
+		uint64_t ms = (a->clock_us + (r->now_ns - a->clock_ns) / 1000) / 1000;
+		char score[32], old[32], exp[32];
+		const char *zv[4] = { "ZADD", hkey, score, a->host_id };
+		size_t zl[4] = { 4, hl[0], 0, hl[1] };
+		const char *rv[4] = { "ZREMRANGEBYSCORE", hkey, "-inf", old };
+		size_t rlen[4] = { 16, hl[0], 4, 0 };
+		const char *ev[3] = { "PEXPIRE", hkey, exp };
+		size_t el[3] = { 7, hl[0], 0 };
+		const char *cv[2] = { "ZCARD", hkey };
+		size_t cl[2] = { 5, hl[0] };
+
+		zl[2] = (size_t)snprintf(score, sizeof(score), "%llu",
+					 (unsigned long long)ms);
+		rlen[3] = (size_t)snprintf(old, sizeof(old), "%llu",
+					   (unsigned long long)(ms > win_ms ? ms - win_ms : 0));
+		el[2] = (size_t)snprintf(exp, sizeof(exp), "%llu",
+					 (unsigned long long)(win_ms * 10));
+		rl_store_queue(a->store, 4, zv, zl);
+		rl_store_queue(a->store, 4, rv, rlen);
+		rl_store_queue(a->store, 3, ev, el);
+		rl_store_queue(a->store, 2, cv, cl);
+		sync_plan_add(r, JOB_BEAT, 0, 0, 0);
+		sync_plan_add(r, JOB_BEAT, 0, 0, 0);
+		sync_plan_add(r, JOB_BEAT, 0, 0, 0);
+		sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
+		return;
+	}
 	rl_store_queue_script(a->store, RL_SCRIPT_HOSTS, 1, 3, hv, hl);
 	sync_plan_add(r, JOB_HOSTS, 0, 0, 0);
 }
@@ -661,8 +764,10 @@ static void queue_repairs(struct round *r)
 		size_t len = (size_t)snprintf(bans, sizeof(bans), "%sbans",
 					      a->cfg->redis_prefix);
 
-		/* the bans this host pushed, pushed again (ban_sync.c) */
+		/* the bans this host pushed, pushed again (ban_sync.c), and
+		 * its entry among the hosts at the next round */
 		a->restarted = lost_at(a, bans, len);
+		a->beat_again = 1;
 		each_batch(r, a->nitems, floor_batch);
 		for (unsigned ci = 0; ci < a->cfg->nrules; ci++)
 			for (unsigned sh = 0; sh < a->shards; sh++)
@@ -734,6 +839,11 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	queue_epoch(r);
 	queue_hosts(r);
 	each_batch(r, a->npush, keys_batch);
+	/* the clock the plain pulls' cursors go on from (queue_pull) */
+	a->npulled = 0;
+	a->pull_len = 0;
+	if (!rl_store_cluster(a->store))
+		queue_time(r);
 	for (unsigned ci = 0; ci < a->cfg->nrules; ci++) {
 		const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
 
@@ -748,6 +858,14 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 	/* now and then, drop the store's repaid keys */
 	if (a->rounds % CLEAN_EVERY == 0)
 		queue_clean(r);
+	/* the ban set, for ban_sync.c after the round (a round trip fewer) */
+	switch (rl_agent_bans_queue(a, r->beat)) {
+	case 2:
+		sync_plan_add(r, JOB_BANS_EXPIRE, 0, 0, 0);
+		/* fall through */
+	case 1:
+		sync_plan_add(r, JOB_BANS, 0, 0, 0);
+	}
 	/* last: its answer undoes what the others raised of a key reset */
 	queue_resets(r);
 	if (rl_store_flush(a->store, on_reply, r, now_ns) || r->failed) {
@@ -755,6 +873,19 @@ int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
 			rl_store_fail(a->store, "bad reply", now_ns);
 		store_down(a, now_ns);
 		return 0;
+	}
+	/* the states of the keys the pulls found changed (none: no second
+	 * exchange) */
+	if (a->npulled) {
+		r->nplan = 0;
+		r->have_time = 0;
+		if (queue_pulled(r) || rl_store_flush(a->store, on_reply, r, now_ns) ||
+		    r->failed) {
+			if (rl_store_up(a->store))
+				rl_store_fail(a->store, "bad reply", now_ns);
+			store_down(a, now_ns);
+			return 0;
+		}
 	}
 	a->epochs_read = 1;
 	r->nplan = 0;

@@ -119,11 +119,18 @@ int on_window(struct rl_agent *a, const struct reply_plan *p,
 
 #define PULL_MAX 2000 /* keys a rule's pull brings per round */
 
-/* Queue the pull of rule `ci`'s keys changed since the last round: a call
- * per shard (each its own `recent`), PULL_MAX each. */
+/*
+ * Queue the pull of rule `ci`'s keys changed since the last round, a call
+ * per shard (each its own `recent`), PULL_MAX each. In a cluster a script
+ * (its cursor the store's time on that master); else a plain
+ * ZRANGEBYSCORE after the round's TIME, and only the keys it finds are
+ * read, after the round (queue_pulled): an idle round's pull is one cheap
+ * command, not a script call, which costs Redis more than what it does.
+ */
 int queue_pull(struct round *r, unsigned ci)
 {
 	struct rl_agent *a = r->a;
+	int cluster = rl_store_cluster(a->store);
 
 	for (unsigned sh = 0; sh < a->shards; sh++) {
 		char hkey[160], rkey[170], cur[32], max[16];
@@ -135,11 +142,160 @@ int queue_pull(struct round *r, unsigned ci)
 		lens[2] = (size_t)snprintf(cur, sizeof(cur), "%llu",
 					   (unsigned long long)a->pull_cursor[ci][sh]);
 		lens[3] = (size_t)snprintf(max, sizeof(max), "%u", PULL_MAX);
+		if (!cluster) {
+			const char *zv[8] = { "ZRANGEBYSCORE", rkey, cur, "+inf",
+					      "WITHSCORES", "LIMIT", "0", max };
+			size_t zl[8] = { 13, lens[1], lens[2], 4, 10, 5, 1, lens[3] };
+
+			if (rl_store_queue(a->store, 8, zv, zl) ||
+			    sync_plan_add(r, JOB_PULL_KEYS, ci, sh, 0))
+				return -1;
+			continue;
+		}
 		if (rl_store_queue_script(a->store, RL_SCRIPT_PULL, 2, 4, argv, lens) ||
 		    sync_plan_add(r, JOB_PULL, ci, sh, 0))
 			return -1;
 	}
 	return 0;
+}
+
+int queue_time(struct round *r)
+{
+	const char *argv[1] = { "TIME" };
+	size_t lens[1] = { 4 };
+
+	if (rl_store_queue(r->a->store, 1, argv, lens))
+		return -1;
+	return sync_plan_add(r, JOB_TIME, 0, 0, 0);
+}
+
+int on_time(struct round *r, const redisReply *rep)
+{
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING ||
+	    rep->element[1]->type != REDIS_REPLY_STRING)
+		return -1;
+	r->store_us = strtoull(rep->element[0]->str, NULL, 10) * 1000000ull +
+		      strtoull(rep->element[1]->str, NULL, 10);
+	r->have_time = 1;
+	r->a->clock_us = r->store_us;
+	r->a->clock_ns = rl_time_now_ns();
+	return 0;
+}
+
+/* A plain pull's answer (key, score pairs): the cursor moves to the
+ * round's time (the last key's score if the chunk is full: the rest next
+ * round), and the keys are kept for queue_pulled. A chunk not kept (the
+ * memory for it refused) is read again next round. */
+int on_pull_keys(struct round *r, const struct reply_plan *p,
+		 const redisReply *rep)
+{
+	struct rl_agent *a = r->a;
+	struct rl_agent_pulled *e;
+	size_t n, need = 0;
+	uint64_t cur;
+	uint8_t own[PULL_MAX];
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2 || !r->have_time ||
+	    rep->elements / 2 > PULL_MAX)
+		return -1;
+	n = rep->elements / 2;
+	cur = r->store_us;
+	if (n == PULL_MAX) {
+		const redisReply *sc = rep->element[rep->elements - 1];
+
+		if (sc->type != REDIS_REPLY_STRING)
+			return -1;
+		cur = (uint64_t)strtod(sc->str, NULL);
+	}
+	/* this host's own changes of the round: their states came with its
+	 * sync (LUA_CHANGED scores them apart from any other host's) */
+	for (size_t i = 0; i < rep->elements; i += 2) {
+		const redisReply *sc = rep->element[i + 1];
+		double v = sc->type == REDIS_REPLY_STRING ? strtod(sc->str, NULL) : -1;
+
+		own[i / 2] = 0;
+		for (unsigned k = 0; k < r->nown && v >= 0; k++)
+			if (r->own[k].rule == p->rule && r->own[k].shard == p->first &&
+			    v >= r->own[k].lo && v <= r->own[k].hi) {
+				own[i / 2] = 1;
+				n--;
+				break;
+			}
+	}
+	if (!n) {
+		a->pull_cursor[p->rule][p->first] = cur;
+		return 0;
+	}
+	/* else the cursor moves once the keys are mirrored (on_pull_states):
+	 * a round that fails before reads them again */
+	if (a->npulled == sizeof(a->pulled) / sizeof(a->pulled[0]))
+		return 0;
+	for (size_t i = 0; i < rep->elements; i += 2)
+		if (!own[i / 2])
+			need += 1 + (rep->element[i]->len < 255 ? rep->element[i]->len : 255);
+	if (a->pull_len + need > a->pull_cap) {
+		size_t cap = a->pull_cap ? a->pull_cap : 65536;
+		char *b;
+
+		while (cap < a->pull_len + need)
+			cap *= 2;
+		b = realloc(a->pull_buf, cap);
+		if (!b)
+			return 0; /* not mirrored this round: a round later */
+		a->pull_buf = b;
+		a->pull_cap = cap;
+	}
+	e = &a->pulled[a->npulled++];
+	*e = (struct rl_agent_pulled){ p->rule, p->first, a->pull_len, 0, cur };
+	for (size_t i = 0; i < rep->elements; i += 2) {
+		const redisReply *k = rep->element[i];
+		size_t len = k->type == REDIS_REPLY_STRING && k->len < 255 ? k->len : 0;
+
+		if (own[i / 2])
+			continue;
+		a->pull_buf[a->pull_len++] = (char)len;
+		memcpy(a->pull_buf + a->pull_len, k->str, len);
+		a->pull_len += len;
+		e->n++;
+	}
+	return 0;
+}
+
+/* Queue the states of the keys the round's pulls found: the store's time,
+ * then an HMGET for each pull. */
+int queue_pulled(struct round *r)
+{
+	struct rl_agent *a = r->a;
+	int rc = queue_time(r);
+
+	for (unsigned i = 0; i < a->npulled && !rc; i++) {
+		const struct rl_agent_pulled *e = &a->pulled[i];
+		const char **argv = malloc((e->n + 2) * sizeof(*argv));
+		size_t *lens = malloc((e->n + 2) * sizeof(*lens));
+		char hkey[160];
+		size_t at = e->off;
+
+		if (!argv || !lens) {
+			rc = -1;
+		} else {
+			argv[0] = "HMGET";
+			lens[0] = 5;
+			argv[1] = hkey;
+			lens[1] = rl_agent_hash_key(a, e->rule, e->shard, hkey,
+						    sizeof(hkey));
+			for (uint32_t k = 0; k < e->n; k++) {
+				lens[2 + k] = (uint8_t)a->pull_buf[at];
+				argv[2 + k] = a->pull_buf + at + 1;
+				at += 1 + lens[2 + k];
+			}
+			rc = rl_store_queue(a->store, (int)e->n + 2, argv, lens) ||
+			     sync_plan_add(r, JOB_PULL_STATES, e->rule, i, e->n);
+		}
+		free(argv);
+		free(lens);
+	}
+	return rc;
 }
 
 /* A state as the store keeps it ("TAT:EI", RL_LUA_TAT): what it owes
@@ -155,11 +311,65 @@ static uint64_t store_debt(const char *v, uint64_t now_us, uint64_t *ei_ns)
 				    : 0;
 }
 
+/* Key `k` of rule `ci`, which another host changed: its state in the
+ * store `v` mirrored here. */
+static void mirror(struct rl_agent *a, unsigned ci, const char *k, size_t klen,
+		   const char *v, uint64_t now_us, uint64_t now_ns)
+{
+	const struct rl_rule_cfg *rule = &a->cfg->rules[ci];
+	uint64_t ei = rl_gcra_interval(&rule->rate), debt;
+	uint8_t buf[17];
+	const void *key;
+	size_t len;
+
+	key = rl_config_key_of_text(a->cfg, rule, k, klen, buf, &len);
+	debt = store_debt(v, now_us, &ei);
+	if (key && debt)
+		rl_table_sync_mirror(a->table, a->ids[ci], key, len, debt, ei,
+				     now_ns);
+}
+
+/* Whether key `k` of rule `ci` was reset this round (on_resets). */
+static int reset_now(const struct rl_agent *a, unsigned ci, const char *k,
+		     size_t klen)
+{
+	for (unsigned i = 0; i < a->nforget; i++)
+		if (a->forget[i].rule == ci && a->forget[i].len == klen &&
+		    !memcmp(a->forget[i].text, k, klen))
+			return 1;
+	return 0;
+}
+
+/* The states of pull p->first's keys (HMGET), mirrored here. They come
+ * after the round's resets (which the script pull's did not): a key
+ * reset this round is left as its reset made it, whatever the store still
+ * held of it before the reset reached it. */
+int on_pull_states(struct rl_agent *a, const struct reply_plan *p,
+		   const redisReply *rep, uint64_t now_us, uint64_t now_ns)
+{
+	const struct rl_agent_pulled *e = &a->pulled[p->first];
+	size_t at = e->off;
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != e->n)
+		return -1;
+	for (uint32_t k = 0; k < e->n; k++) {
+		const redisReply *v = rep->element[k];
+		size_t len = (uint8_t)a->pull_buf[at];
+
+		if (v->type == REDIS_REPLY_STRING &&
+		    !reset_now(a, e->rule, a->pull_buf + at + 1, len))
+			mirror(a, e->rule, a->pull_buf + at + 1, len, v->str,
+			       now_us, now_ns);
+		at += 1 + len;
+	}
+	a->pull_cursor[e->rule][e->shard] = e->cursor;
+	return 0;
+}
+
 /* The pull's answer: every key another host changed, mirrored here. */
 int on_pull(struct rl_agent *a, const struct reply_plan *p,
 	    const redisReply *rep, uint64_t now_ns)
 {
-	const struct rl_rule_cfg *rule = &a->cfg->rules[p->rule];
 	uint64_t now_us;
 
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
@@ -170,19 +380,10 @@ int on_pull(struct rl_agent *a, const struct reply_plan *p,
 	now_us = strtoull(rep->element[1]->str, NULL, 10);
 	for (size_t i = 2; i + 1 < rep->elements; i += 2) {
 		const redisReply *k = rep->element[i], *v = rep->element[i + 1];
-		uint64_t ei = rl_gcra_interval(&rule->rate), debt;
-		uint8_t buf[17];
-		const void *key;
-		size_t len;
 
 		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
 			continue;
-		key = rl_config_key_of_text(a->cfg, rule, k->str, k->len, buf,
-					    &len);
-		debt = store_debt(v->str, now_us, &ei);
-		if (key && debt)
-			rl_table_sync_mirror(a->table, a->ids[p->rule], key, len,
-					     debt, ei, now_ns);
+		mirror(a, p->rule, k->str, k->len, v->str, now_us, now_ns);
 	}
 	return 0;
 }
@@ -313,37 +514,95 @@ void plans_scanned(struct rl_agent *a, unsigned ci, redisReply *rep)
 
 /* ---- resets (reset.c) ------------------------------------------------------------ */
 
-/* Queue the read of the resets recorded since the last one: last in the
+/*
+ * Queue the read of the resets recorded since the last one: last in the
  * round, so that its answer comes after every other, which may have
- * raised a key it resets. */
+ * raised a key it resets. A plain ZRANGEBYSCORE from the score of the last
+ * entry read (a reset is recorded at the store's time: a later one has a
+ * later score), where a script read up to the store's time: a call that
+ * carried nothing nearly every round, and a script's cost in Redis is
+ * mostly the call's. The first read only finds where to start (the last
+ * entry recorded, or none: every entry), so that resets older than the
+ * agent are not applied again.
+ */
 int queue_resets(struct round *r)
 {
 	struct rl_agent *a = r->a;
-	char key[160];
-	const char *argv[3] = { key, a->resets_cursor[0] ? a->resets_cursor : "0",
-				RL_RESETS_READ };
-	size_t lens[3];
+	char key[160], min[32];
+	const char *argv[8];
+	size_t lens[8];
+	int c = 0, start = !a->resets_cursor[0];
 
-	lens[0] = rl_store_resets_key(a->cfg, key, sizeof(key));
-	lens[1] = strlen(argv[1]);
-	lens[2] = strlen(argv[2]);
-	if (rl_store_queue_script(a->store, RL_SCRIPT_RESETS, 1, 3, argv, lens))
+	lens[1] = rl_store_resets_key(a->cfg, key, sizeof(key));
+	argv[1] = key;
+	c = 2;
+	if (start) {
+		argv[0] = "ZREVRANGEBYSCORE";
+		sync_arg_text(argv, lens, &c, "+inf");
+		sync_arg_text(argv, lens, &c, "-inf");
+		sync_arg_text(argv, lens, &c, "WITHSCORES");
+		sync_arg_text(argv, lens, &c, "LIMIT");
+		sync_arg_text(argv, lens, &c, "0");
+		sync_arg_text(argv, lens, &c, "1");
+	} else {
+		argv[0] = "ZRANGEBYSCORE";
+		if (strcmp(a->resets_cursor, "-inf") == 0)
+			snprintf(min, sizeof(min), "-inf");
+		else
+			snprintf(min, sizeof(min), "(%s", a->resets_cursor);
+		sync_arg_text(argv, lens, &c, min);
+		sync_arg_text(argv, lens, &c, "+inf");
+		sync_arg_text(argv, lens, &c, "WITHSCORES");
+		sync_arg_text(argv, lens, &c, "LIMIT");
+		sync_arg_text(argv, lens, &c, "0");
+	}
+	lens[0] = strlen(argv[0]);
+	if (!start)
+		sync_arg_text(argv, lens, &c, RL_RESETS_READ);
+	if (rl_store_queue(a->store, c, argv, lens))
 		return -1;
-	return sync_plan_add(r, JOB_RESETS, 0, 0, 0);
+	return sync_plan_add(r, start ? JOB_RESETS_START : JOB_RESETS, 0, 0, 0);
 }
 
-/* The resets read: each key gets a full bucket here, and is noted for its
- * deletion from the store after the round. An entry naming a rule or a key
+/* The first read of the resets: the cursor at the last entry recorded,
+ * or before every entry if there is none. */
+int on_resets_start(struct rl_agent *a, const redisReply *rep)
+{
+	const redisReply *e;
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
+		return -1;
+	if (!rep->elements) {
+		snprintf(a->resets_cursor, sizeof(a->resets_cursor), "-inf");
+		return 0;
+	}
+	e = rep->element[1];
+	if (e->type != REDIS_REPLY_STRING || !e->len ||
+	    e->len >= sizeof(a->resets_cursor))
+		return -1;
+	memcpy(a->resets_cursor, e->str, e->len);
+	a->resets_cursor[e->len] = '\0';
+	return 0;
+}
+
+/* The resets read (entry, score pairs): each key gets a full bucket here,
+ * and is noted for its deletion from the store after the round; the
+ * cursor moves to the last one's score. An entry naming a rule or a key
  * this configuration does not have is skipped. */
 int on_resets(struct rl_agent *a, const redisReply *rep, uint64_t now_ns)
 {
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
-	    rep->element[0]->type != REDIS_REPLY_STRING ||
-	    rep->element[0]->len >= sizeof(a->resets_cursor))
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
 		return -1;
-	memcpy(a->resets_cursor, rep->element[0]->str, rep->element[0]->len);
-	a->resets_cursor[rep->element[0]->len] = '\0';
-	for (size_t i = 1; i < rep->elements; i++) {
+	if (rep->elements) {
+		const redisReply *sc = rep->element[rep->elements - 1];
+
+		if (sc->type != REDIS_REPLY_STRING || !sc->len ||
+		    sc->len >= sizeof(a->resets_cursor))
+			return -1;
+		memcpy(a->resets_cursor, sc->str, sc->len);
+		a->resets_cursor[sc->len] = '\0';
+	}
+	for (size_t i = 0; i < rep->elements; i += 2) {
 		const redisReply *e = rep->element[i];
 		const char *sp = e->type == REDIS_REPLY_STRING ?
 					 memchr(e->str, ' ', e->len) : NULL;

@@ -1436,8 +1436,10 @@ def spent(host, keys, threads=8):
 
 def monitored(r, seconds):
     """What the agents sent Redis over `seconds` (MONITOR), per agent (its
-    host id, which its round's hosts call names, whatever connection it
-    was on): {host: [keys of its sync script calls in each round]}."""
+    host id, which its hosts beat names every few rounds, whatever
+    connection it was on): {host: [keys of its sync script calls in each
+    round]}, a round from one epoch GET to the next (the first, which
+    MONITOR may have caught midway, left out)."""
     s = socket.create_connection(('127.0.0.1', r.port), timeout=1)
     s.sendall(b'MONITOR\r\n')
     buf = bytearray()
@@ -1448,21 +1450,33 @@ def monitored(r, seconds):
         except socket.timeout:
             pass
     s.close()
-    per, on = {}, {}
+    per, on, rounds = {}, {}, {}
     for line in buf.decode(errors='replace').split('\r\n'):
         m = re.match(r'^\+[\d.]+ \[\d+ ([\d.:]+)\] (.*)$', line)
         if not m:
             continue  # OK, or a script's own calls ([0 lua])
         args = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2))
-        if len(args) < 5 or args[0].upper() != 'EVALSHA':
+        conn = m.group(1)
+        if args[:2] == ['GET', 'rlshim:epoch']:
+            # a round begins (its epoch read, first every round)
+            rounds.setdefault(conn, []).append([])
+            continue
+        if args[:2] == ['ZADD', 'rlshim:hosts'] and len(args) == 4:
+            # a beat sent plain names the connection's host (the member)
+            on[conn] = args[3]
+            continue
+        if len(args) < 5 or args[0].upper() != 'EVALSHA' or conn not in rounds:
             continue
         if args[2] == '1' and args[3] == 'rlshim:hosts':
-            # a round: its hosts call (ARGV[1] the host), then its keys
-            on[m.group(1)] = args[4]
-            per.setdefault(args[4], []).append([])
-        elif args[2] == '3' and args[5].endswith(':grants') and m.group(1) in on:
+            # the hosts call (every few rounds) names the connection's
+            # host (ARGV[1])
+            on[conn] = args[4]
+        elif args[2] == '3' and args[5].endswith(':grants'):
             # the sync script's quintuples: key, count, ei, own, burst
-            per[on[m.group(1)]][-1] += args[11::5]
+            rounds[conn][-1] += args[11::5]
+    for conn, rs in rounds.items():
+        if conn in on:
+            per.setdefault(on[conn], []).extend(rs[1:])  # the first: cut
     return per
 
 

@@ -6,6 +6,9 @@
  *   bench_fleet -n HOSTS -k KEYS -r OFFERED/s -t SECONDS [-w WARMUP_S]
  *               [-R RATE/s] [-b BURST] [-s] [-T THREADS] SHM_PREFIX
  *
+ * OFFERED 0: no decisions at all, the agents' idle rounds alone (counted
+ * as ever: bench_cost.py's idle cells).
+ *
  * The segments are SHM_PREFIX-0 .. SHM_PREFIX-(HOSTS - 1), made by the
  * agents bench_fleet.py starts (each with the one rule `fleet`: RATE/s,
  * burst BURST, key = ip; -s: `sync = strict`). Once every agent syncs
@@ -283,15 +286,17 @@ int main(int argc, char **argv)
 	}
 	if (!nthreads)
 		nthreads = strict ? 32 : 8; /* a lend waits, as a strict ask */
+	if (!offered)
+		nthreads = 0; /* idle: the agents' rounds alone (bench_cost.py) */
 	if (optind + 1 != argc || !nhosts || nhosts > MAX_HOSTS || !nkeys ||
-	    !offered || !seconds || !rate || !burst || nthreads > nkeys ||
+	    !seconds || !rate || !burst || nthreads > nkeys ||
 	    nthreads > 256) {
 		usage();
 		return 2;
 	}
 	interval_ns = 1000000000ull / rate;
 	keys = calloc(nkeys, sizeof(*keys));
-	w = calloc(nthreads, sizeof(*w));
+	w = calloc(nthreads + 1, sizeof(*w));
 	if (!keys || !w)
 		return 1;
 	for (unsigned i = 0; i < nkeys; i++) {
