@@ -1136,6 +1136,30 @@ static void test_two_heads_in_pieces(void **state)
 	pair_close(&p);
 }
 
+/* The same rules without headers_on = all put in force: no fields go into
+ * the answers (with them the head is framed, to place them). Returns the
+ * policy in force before, for back_to(). */
+static const struct rl_policy *without_fields(void)
+{
+	const struct rl_policy *all = rl_io_policy();
+	struct rl_config *plain;
+	struct rl_err err;
+
+	assert_int_equal(rl_config_parse(strstr(conf, "[limit:page]"), "plain.conf",
+					 &plain, &err), 0);
+	assert_int_equal(rl_io_reload(plain, &err), 0);
+	return all;
+}
+
+/* Back to headers_on = all, the policy the other tests run with. */
+static void back_to(const struct rl_policy *all)
+{
+	const struct rl_policy *plain = rl_io_policy();
+
+	__atomic_store_n(&rl_io.pol, all, __ATOMIC_RELEASE);
+	assert_ptr_not_equal(plain, all);
+}
+
 /* The answer to the last request a connection frames (Connection:
  * close, HTTP/1.0): only its status is read, and what the application
  * writes passes as written: its body in any shape, and bytes after it.
@@ -1152,21 +1176,13 @@ static void test_last_request(void **state)
 	static const char junk[] = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx";
 	static char wire_want[1024];
 	/* kept: a policy is never freed (a reload leaves the old one) */
-	static const struct rl_policy *all, *plain_pol;
+	const struct rl_policy *all;
 	struct rl_rule_stats before = stats_of(RULE_LOGIN), after;
-	struct rl_config *plain;
-	struct rl_err err;
 	struct pair p;
 	size_t wl;
 
 	(void)state;
-	/* The same rules without headers_on = all: no fields go into the
-	 * answers (with them the head is framed, to place them). */
-	all = rl_io_policy();
-	assert_int_equal(rl_config_parse(strstr(conf, "[limit:page]"), "plain.conf",
-					 &plain, &err), 0);
-	assert_int_equal(rl_io_reload(plain, &err), 0);
-	plain_pol = rl_io_policy();
+	all = without_fields();
 	for (int v = 0; v < 3; v++) {
 		pair_open_from(&p, 5 + v);
 		ask(&p, close_login);
@@ -1208,9 +1224,7 @@ static void test_last_request(void **state)
 	assert_int_equal(after.answers[1] - before.answers[1], 2);
 	assert_int_equal(after.answers[3] - before.answers[3], 1);
 	assert_int_equal(after.answers[0] - before.answers[0], 0);
-	/* back to headers_on = all, the policy the other tests run with */
-	__atomic_store_n(&rl_io.pol, all, __ATOMIC_RELEASE);
-	assert_ptr_not_equal(plain_pol, all);
+	back_to(all);
 }
 
 /* Without fields, an answer whose head is whole in a write is read ahead
@@ -1223,19 +1237,13 @@ static void test_pipelines_later(void **state)
 	static const char h1[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
 	static const char r1[] = "world";
 	static const char a2[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
-	static const struct rl_policy *all, *plain_pol;
+	const struct rl_policy *all;
 	struct rl_rule_stats before = stats_of(RULE_LOGIN), after;
-	struct rl_config *plain;
-	struct rl_err err;
 	char tail[128], want[256];
 	struct pair p;
 
 	(void)state;
-	all = rl_io_policy();
-	assert_int_equal(rl_config_parse(strstr(conf, "[limit:page]"), "plain.conf",
-					 &plain, &err), 0);
-	assert_int_equal(rl_io_reload(plain, &err), 0);
-	plain_pol = rl_io_policy();
+	all = without_fields();
 	pair_open_from(&p, 9);
 	wire_reset();
 	ask(&p, login);
@@ -1259,8 +1267,7 @@ static void test_pipelines_later(void **state)
 	assert_int_equal(after.answers[1] - before.answers[1], 1);
 	assert_int_equal(after.answers[3] - before.answers[3], 1);
 	pair_close(&p);
-	__atomic_store_n(&rl_io.pol, all, __ATOMIC_RELEASE);
-	assert_ptr_not_equal(plain_pol, all);
+	back_to(all);
 }
 
 int main(void)
