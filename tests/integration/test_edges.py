@@ -1491,8 +1491,7 @@ def bad_head_while_sending(kind):
     bad = (f'GET {s.get} HTTP/1.1\r\nHost: x\r\nGET {s.get} '
            'HTTP/1.1\r\n\r\n').encode()
     c = s.dial(fresh_ip(), rcvbuf=4096)
-    data = bytearray()
-    how, sent = 'closed', 'all sent'
+    sent = 'all sent'
     try:
         try:
             c.sendall(get * 40 + bad + get * 3)
@@ -1502,21 +1501,11 @@ def bad_head_while_sending(kind):
             c.shutdown(socket.SHUT_WR)
         except OSError as e:    # EPIPE, ECONNRESET, ENOTCONN: it was reset
             sent = f'sending: {e}'
-        while True:
-            try:
-                b = c.recv(65536)
-            except socket.timeout:
-                how = 'timeout'
-                break
-            except ConnectionResetError:
-                how = 'reset'
-                break
-            if not b:
-                break
-            data += b
+        got = read_answers(c)
     finally:
         c.close()
-    res = parse_complete(bytes(data), closed=True)
+    data, how = got.raw, got.how
+    res = parse_complete(data, closed=True)
     statuses = [r.status for r in res]
     want = [200] * 40 + [400]
     if kind in NO_PIPELINE:
