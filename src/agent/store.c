@@ -287,28 +287,7 @@ static void mask_password(const struct rl_store *s, const char *why,
 
 void rl_store_impact(struct rl_store *s, const struct rl_config *cfg)
 {
-	size_t n = 0;
-
-	for (int closed = 1; closed >= 0; closed--) {
-		int first = 1;
-
-		n += (size_t)snprintf(s->impact + n, sizeof(s->impact) - n,
-				      closed ? " refusing=\"" : " local_share=\"");
-		for (unsigned i = 0; i < cfg->nrules && n < sizeof(s->impact); i++) {
-			if ((cfg->rules[i].on_store_down == RL_STORE_DOWN_CLOSED) !=
-			    closed)
-				continue;
-			n += (size_t)snprintf(s->impact + n, sizeof(s->impact) - n,
-					      "%s%s", first ? "" : ",",
-					      cfg->rules[i].name);
-			first = 0;
-		}
-		if (n < sizeof(s->impact))
-			n += (size_t)snprintf(s->impact + n, sizeof(s->impact) - n,
-					      "%s\"", first ? "none" : "");
-	}
-	if (n >= sizeof(s->impact))
-		s->impact[0] = '\0'; /* too many names: said by neither */
+	rl_config_store_impact(cfg, s->impact, sizeof(s->impact));
 }
 
 void rl_store_fail(struct rl_store *s, const char *why, uint64_t now_ns)

@@ -296,6 +296,16 @@ void rl_config_free(struct rl_config *c);
 /* Free the text of rl_config_read (and rl_kept_config). NULL: nothing. */
 void rl_config_text_free(char *text);
 
+/*
+ * What a store outage does, for the lines that say it (the agent's "store
+ * unreachable", the servers' echo of it): ` refusing="A,B"
+ * local_share="C"`, the rules with on_store_down = closed, which answer
+ * 429 meanwhile, and those that decide on this host's share ("none" for
+ * none). "" if the names do not fit in `len`: said by neither.
+ */
+void rl_config_store_impact(const struct rl_config *cfg, char *buf,
+			    size_t len);
+
 /* Names for the enums, as the file spells them. */
 const char *rl_config_algorithm_name(enum rl_algorithm a);
 const char *rl_config_headers_name(enum rl_headers h);

@@ -682,6 +682,32 @@ static const char *choice_name(const struct choices *ch, int value)
 	return "?";
 }
 
+void rl_config_store_impact(const struct rl_config *cfg, char *buf,
+			    size_t len)
+{
+	size_t n = 0;
+
+	for (int closed = 1; closed >= 0; closed--) {
+		int first = 1;
+
+		n += (size_t)snprintf(buf + n, len - n,
+				      closed ? " refusing=\"" : " local_share=\"");
+		for (unsigned i = 0; i < cfg->nrules && n < len; i++) {
+			if ((cfg->rules[i].on_store_down == RL_STORE_DOWN_CLOSED) !=
+			    closed)
+				continue;
+			n += (size_t)snprintf(buf + n, len - n, "%s%s",
+					      first ? "" : ",", cfg->rules[i].name);
+			first = 0;
+		}
+		if (n < len)
+			n += (size_t)snprintf(buf + n, len - n, "%s\"",
+					      first ? "none" : "");
+	}
+	if (n >= len)
+		buf[0] = '\0';
+}
+
 const char *rl_config_algorithm_name(enum rl_algorithm a)
 {
 	return choice_name(&algorithm_choices, (int)a);

@@ -409,10 +409,8 @@ static void keep_hold(void)
  * (the agent's own log has the cause). */
 static void store_news(void)
 {
-	char closed[RL_MAX_RULES * (RL_RULE_NAME_MAX + 1) + 1] = "";
-	char open[sizeof(closed)] = "", when[40];
-	size_t nc = 0, no = 0;
-	uint64_t since;
+	char impact[2 * RL_MAX_RULES * (RL_RULE_NAME_MAX + 1) + 64], when[40];
+	uint64_t since, wall;
 
 	if (!rl_table_store_news(table_, &since))
 		return;
@@ -421,25 +419,12 @@ static void store_news(void)
 		       "says): rules decide from the global state\"");
 		return;
 	}
-	for (unsigned i = 0; i < config->nrules; i++) {
-		const struct rl_rule_cfg *r = &config->rules[i];
-		int c = r->on_store_down == RL_STORE_DOWN_CLOSED;
-		char *b = c ? closed : open;
-		size_t *n = c ? &nc : &no;
-
-		*n += (size_t)snprintf(b + *n, sizeof(closed) - *n, "%s%s",
-				       *n ? "," : "", r->name);
-	}
-	{
-		uint64_t wall = rl_time_wall_ms();
-
-		rl_time_format_duration(when, sizeof(when),
-					(wall > since ? wall - since : 0) *
-						RL_NS_PER_MS);
-	}
+	rl_config_store_impact(config, impact, sizeof(impact));
+	wall = rl_time_wall_ms();
+	rl_time_format_duration(when, sizeof(when),
+				(wall > since ? wall - since : 0) * RL_NS_PER_MS);
 	rl_log(RL_LOG_WARN, "msg=\"store unreachable (rlshimd says; its log "
-	       "has why)\" down_for=%s refusing=\"%s\" local_share=\"%s\"",
-	       when, nc ? closed : "none", no ? open : "none");
+	       "has why)\" down_for=%s%s", when, impact);
 }
 
 void rl_shim_tick_slow(uint64_t now_ns)

@@ -265,6 +265,27 @@ static void test_design_example(void **state)
 
 /* ---- defaults ---- */
 
+/* What an outage does, as the agent's and the servers' lines say it. */
+static void test_store_impact(void **state)
+{
+	struct rl_config *c = parse_ok(
+		"[redis]\nurl = redis://127.0.0.1:6379\n"
+		"[limit:login]\nrate = 5/m\non_store_down = closed\n"
+		"[limit:site]\nrate = 5/m\n[limit:api]\nrate = 5/m\n");
+	char buf[64];
+
+	(void)state;
+	rl_config_store_impact(c, buf, sizeof(buf));
+	assert_string_equal(buf, " refusing=\"login\" local_share=\"site,api\"");
+	rl_config_store_impact(c, buf, 20);
+	assert_string_equal(buf, ""); /* too many names: said by neither */
+	rl_config_free(c);
+	c = parse_ok("[limit:site]\nrate = 5/m\n");
+	rl_config_store_impact(c, buf, sizeof(buf));
+	assert_string_equal(buf, " refusing=\"none\" local_share=\"site\"");
+	rl_config_free(c);
+}
+
 static void test_default(void **state)
 {
 	struct rl_config *c = NULL;
@@ -1907,6 +1928,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_design_example),
 		cmocka_unit_test(test_default),
+		cmocka_unit_test(test_store_impact),
 		cmocka_unit_test(test_parse_defaults),
 		cmocka_unit_test(test_minimal_rule_defaults),
 		cmocka_unit_test(test_global_values),
