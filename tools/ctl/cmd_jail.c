@@ -199,9 +199,7 @@ int ctl_status_rule(struct ctl *c, const char *rule, int json)
 		return rc;
 	}
 	ctl_snapshot(c, s);
-	for (unsigned i = 0; i < s->nrules && !r; i++)
-		if (strcmp(s->rules[i].name, rule) == 0)
-			r = &s->rules[i];
+	r = ctl_snapshot_rule(s, rule);
 	if (!r) {
 		free(s);
 		return ctl_fail("rule '%s' has counted nothing yet", rule);

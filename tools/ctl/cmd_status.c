@@ -291,6 +291,7 @@ static void human_xdp(struct ctl *c, const struct ctl_snapshot *s)
 
 /* RL_RESTART_* bits, by bit: RL_RESTART_PORTS is 1 << 0 */
 static const char *const restart_names[] = { "ports", "shm", "capacity" };
+#define NRESTART (sizeof(restart_names) / sizeof(restart_names[0]))
 
 /* RL_RESTART_* bits as "ports, capacity". */
 static void fmt_restart(char *buf, size_t len, uint64_t what)
@@ -298,7 +299,7 @@ static void fmt_restart(char *buf, size_t len, uint64_t what)
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < 3; i++)
+	for (unsigned i = 0; i < NRESTART; i++)
 		if (what & (1u << i) && n < len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s",
 					      n ? ", " : "", restart_names[i]);
@@ -454,7 +455,7 @@ static void json(struct ctl *c, const struct ctl_snapshot *s)
 
 	/* what a reload changed that only a restart applies */
 	ctl_jopen(&j, "restart_needed", '[');
-	for (unsigned i = 0; i < 3; i++)
+	for (unsigned i = 0; i < NRESTART; i++)
 		if (s->restart_needed & (1u << i))
 			ctl_jtext(&j, NULL, restart_names[i]);
 	ctl_jclose(&j, ']');

@@ -214,15 +214,6 @@ struct live {
 	double rate[2 * RL_MAX_RULES][SPARK_MAX];
 };
 
-static const struct ctl_rule *rule_named(const struct ctl_snapshot *s,
-					 const char *name)
-{
-	for (unsigned i = 0; i < s->nrules; i++)
-		if (strcmp(s->rules[i].name, name) == 0)
-			return &s->rules[i];
-	return NULL;
-}
-
 /* The bar of `v` out of `max`: one of eight heights, a space for none. */
 static const char *bar(double v, double max)
 {
@@ -244,7 +235,7 @@ static const char *bar(double v, double max)
  * denied/s since the last frame ("-" at the first) and a sparkline of its
  * requests/s over the last minute, each bar scaled to the minute's most.
  */
-static void print_header(struct ctl *c, struct live *l, double secs)
+static void print_header(struct live *l, double secs)
 {
 	struct ctl_snapshot *now = &l->snap[l->cur];
 	const struct ctl_snapshot *was = &l->snap[l->cur ^ 1];
@@ -291,7 +282,7 @@ static void print_header(struct ctl *c, struct live *l, double secs)
 			snprintf(l->names[i], sizeof(l->names[i]), "%s", r->name);
 			memset(l->rate[i], 0, sizeof(l->rate[i]));
 		}
-		p = dt > 0 ? rule_named(was, r->name) : NULL;
+		p = dt > 0 ? ctl_snapshot_rule(was, r->name) : NULL;
 		if (p && r->allowed + r->denied >= p->allowed + p->denied) {
 			req = (double)(r->allowed + r->denied - p->allowed -
 				       p->denied) / dt;
@@ -325,7 +316,6 @@ static void print_header(struct ctl *c, struct live *l, double secs)
 	}
 	ctl_grid_print(&g, stdout, "");
 	ctl_grid_free(&g);
-	(void)c;
 }
 
 /* One reading of the table, printed. */
@@ -348,7 +338,7 @@ static int show_once(struct ctl *c, const struct top_opts *o, unsigned n,
 	if (l && !o->json) {
 		l->cur ^= 1;
 		ctl_snapshot(c, &l->snap[l->cur]);
-		print_header(c, l, secs);
+		print_header(l, secs);
 		l->have_last = 1;
 	}
 	if (o->json)

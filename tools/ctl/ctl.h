@@ -291,6 +291,10 @@ struct ctl_snapshot {
  * unreachable", "down for 12s", "local only", ... (cmd_status.c). */
 void ctl_fmt_store_state(char *buf, size_t len, const struct ctl_snapshot *s);
 
+/* The rule `name` of the snapshot, or NULL. */
+const struct ctl_rule *ctl_snapshot_rule(const struct ctl_snapshot *s,
+					 const char *name);
+
 /* Read everything status and metrics show. Allocates nothing. */
 void ctl_snapshot(struct ctl *c, struct ctl_snapshot *s);
 

@@ -54,12 +54,18 @@ static void config_state(struct ctl *c, struct ctl_snapshot *s)
 
 /* ---- rules --------------------------------------------------------------- */
 
-static struct ctl_rule *rule_named(struct ctl_snapshot *s, const char *name)
+const struct ctl_rule *ctl_snapshot_rule(const struct ctl_snapshot *s,
+					 const char *name)
 {
 	for (unsigned i = 0; i < s->nrules; i++)
 		if (strcmp(s->rules[i].name, name) == 0)
 			return &s->rules[i];
 	return NULL;
+}
+
+static struct ctl_rule *rule_named(struct ctl_snapshot *s, const char *name)
+{
+	return (struct ctl_rule *)ctl_snapshot_rule(s, name);
 }
 
 /*
