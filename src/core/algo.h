@@ -186,15 +186,15 @@ rl_gcra_decide_in(const struct rl_algo *a, uint64_t *tat_ns,
 {
 	/* The latest TAT at which a request is still allowed now. */
 	uint64_t horizon = rl_sat_add(now_ns, depth_ns);
-	uint64_t tat = *tat_ns, new_tat;
+	uint64_t tat = *tat_ns, new_tat, spent;
 
 	/* Later than the catch-up (or new): from now. */
 	if (__builtin_expect(now_ns >= RL_GCRA_CATCHUP_NS, 1)
 		    ? tat <= now_ns - RL_GCRA_CATCHUP_NS
 		    : tat == 0)
 		tat = now_ns;
-	new_tat = rl_sat_add(tat, cost == 1 ? interval_ns
-					    : rl_sat_mul(interval_ns, cost));
+	spent = cost == 1 ? interval_ns : rl_sat_mul(interval_ns, cost);
+	new_tat = rl_sat_add(tat, spent);
 
 	out->limit = burst;
 	if (new_tat > horizon) {
@@ -218,11 +218,10 @@ rl_gcra_decide_in(const struct rl_algo *a, uint64_t *tat_ns,
 		 * past (tat < now) would say the whole burst is left and
 		 * the bucket full at once (1,000,000/s: Remaining equal to
 		 * the limit, Reset 0, on every answer after the first). */
-		uint64_t spent = cost == 1 ? interval_ns
-					   : rl_sat_mul(interval_ns, cost);
+		uint32_t left = cost < burst ? burst - cost : 0;
 
-		if (out->remaining > burst - (cost < burst ? cost : burst))
-			out->remaining = burst - (cost < burst ? cost : burst);
+		if (out->remaining > left)
+			out->remaining = left;
 		if (out->reset_after_ns < spent)
 			out->reset_after_ns = spent;
 		*tat_ns = new_tat;
