@@ -46,12 +46,15 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "shm.h"
 #include "table.h"
 
 #define KEY_LEN 17                     /* family + 16 bytes: bench_redis's */
 #define STRICT_TIMEOUT_NS 100000000ull /* [redis] timeout's default */
 #define READY_TIMEOUT_NS 30000000000ull
 #define MAX_HOSTS 256
+#define EDGE_NS 1000000ull /* a refusal this close to the bucket's edge:
+			      within the hosts' clocks' disagreement */
 
 enum phase { PHASE_WARMUP, PHASE_MEASURE, PHASE_DRAIN, PHASE_STOP };
 
@@ -70,7 +73,34 @@ struct worker {
 	uint64_t *tat;          /* the reference: one per key it owns */
 	uint64_t decisions, admitted, ideal, fallbacks; /* in the window */
 	uint64_t wrong;         /* refused, where the exact limiter admits */
+	uint64_t repaid;        /* ... of them after the fleet had admitted
+				   the key more than the exact limiter had:
+				   the async overshoot the contract allows
+				   (burst + N - 1), paid back */
+	uint64_t edge;          /* ... the others within EDGE_NS of the
+				   exact limiter's own refusal */
+	int32_t *ahead;         /* per key: admitted by the fleet less by the
+				   exact limiter, since the start */
+	struct trace *trace;    /* RL_FLEET_TRACE: per key, its last events */
 };
+
+/* RL_FLEET_TRACE=1: each key's last TRACE_N decisions, printed to stderr
+ * for each refusal the exact limiter admits (what the fleet's state said
+ * before and after each, beside the reference's). */
+#define TRACE_N 8
+struct trace_ev {
+	uint64_t t;             /* ns since the first decision */
+	int64_t ref_debt, before, after; /* µs past now: reference, slot */
+	uint8_t host, ok, allowed, prov_before, prov_after, rc;
+	uint32_t adm_before;
+	uint64_t retry_us;
+};
+struct trace {
+	unsigned n;
+	struct trace_ev ev[TRACE_N];
+};
+static int tracing;
+static uint64_t t_first;
 
 static uint64_t mono_ns(void)
 {
@@ -109,6 +139,25 @@ static void decide(struct worker *w, int counting)
 	const uint8_t *key = keys[w->id + j * nthreads];
 	uint64_t now = rl_time_now_ns();
 	struct rl_result res;
+	uint64_t ref_before = w->tat[j];
+	struct trace_ev ev = { 0 };
+	struct rl_slot *slot = NULL;
+
+	if (tracing) {
+		struct rl_slot_view v;
+
+		if (rl_table_key_view(tables[host], rules[host], key, KEY_LEN,
+				      now, &v) == 1 &&
+		    v.index < rl_table_capacity(tables[host])) {
+			slot = &tables[host]->slots[v.index];
+			ev.before = ((int64_t)atomic_load(&slot->state) -
+				     (int64_t)now) / 1000;
+			ev.prov_before = atomic_load(&slot->provisional);
+			ev.adm_before = atomic_load(&slot->sync_admitted);
+		} else {
+			ev.before = -999999999;
+		}
+	}
 	int ok = reference(&w->tat[j], now), rc = 0;
 
 	if (strict)
@@ -119,13 +168,62 @@ static void decide(struct worker *w, int counting)
 		rc = rl_table_take_lend(tables[host], rules[host], key,
 					KEY_LEN, 1, now,
 					now + STRICT_TIMEOUT_NS, &res, NULL);
-	if (!counting)
+	if (tracing) {
+		struct trace *tr = &w->trace[j];
+
+		if (slot) {
+			ev.after = ((int64_t)atomic_load(&slot->state) -
+				    (int64_t)now) / 1000;
+			ev.prov_after = atomic_load(&slot->provisional);
+		}
+		ev.t = now - t_first;
+		ev.ref_debt = ((int64_t)ref_before - (int64_t)now) / 1000;
+		ev.host = (uint8_t)host;
+		ev.ok = (uint8_t)ok;
+		ev.allowed = (uint8_t)res.allowed;
+		ev.rc = (uint8_t)(rc < 0 ? -rc : rc);
+		ev.retry_us = res.allowed ? 0 : res.retry_after_ns / 1000;
+		tr->ev[tr->n++ % TRACE_N] = ev;
+		if (counting && ok && !res.allowed) {
+			fprintf(stderr, "TRACE %s key %llu i=%u t0=%llu:",
+				w->ahead[j] > 0 ? "repaid" :
+				ref_before + EDGE_NS > now + (burst - 1) * interval_ns ? "edge" : "other",
+				(unsigned long long)(w->id + j * nthreads),
+				slot ? (unsigned)(slot - tables[host]->slots) : 0,
+				(unsigned long long)(t_first / 1000));
+			for (unsigned i = tr->n > TRACE_N ? tr->n - TRACE_N : 0;
+			     i < tr->n; i++) {
+				const struct trace_ev *e = &tr->ev[i % TRACE_N];
+
+				fprintf(stderr, " [t=%.3f h%u ref=%lld ok=%u "
+					"adm=%u rc=%u st=%lld/p%u->%lld/p%u "
+					"sa=%x ra=%llu]",
+					(double)e->t / 1e9, e->host,
+					(long long)e->ref_debt, e->ok,
+					e->allowed, e->rc, (long long)e->before,
+					e->prov_before, (long long)e->after,
+					e->prov_after, e->adm_before,
+					(unsigned long long)e->retry_us);
+			}
+			fprintf(stderr, "\n");
+		}
+	}
+	if (!counting) {
+		w->ahead[j] += (int32_t)res.allowed - ok;
 		return;
+	}
 	w->decisions++;
 	w->admitted += res.allowed;
 	w->ideal += (uint64_t)ok;
 	w->fallbacks += rc == -EAGAIN;
-	w->wrong += ok && !res.allowed;
+	if (ok && !res.allowed) {
+		w->wrong++;
+		if (w->ahead[j] > 0)
+			w->repaid++;
+		else if (ref_before + EDGE_NS > now + (burst - 1) * interval_ns)
+			w->edge++;
+	}
+	w->ahead[j] += (int32_t)res.allowed - ok;
 }
 
 static void *worker_main(void *arg)
@@ -243,7 +341,7 @@ int main(int argc, char **argv)
 {
 	unsigned seconds = 0, warmup = 2;
 	struct worker *w;
-	uint64_t t0, t1, s0, s1, tot[5] = { 0 };
+	uint64_t t0, t1, s0, s1, tot[7] = { 0 };
 	unsigned ndown;
 	char line[64];
 	int opt;
@@ -295,6 +393,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	interval_ns = 1000000000ull / rate;
+	tracing = getenv("RL_FLEET_TRACE") != NULL;
+	t_first = rl_time_now_ns();
 	keys = calloc(nkeys, sizeof(*keys));
 	w = calloc(nthreads + 1, sizeof(*w));
 	if (!keys || !w)
@@ -316,7 +416,11 @@ int main(int argc, char **argv)
 		w[i].rate = offered / nthreads + (i < offered % nthreads);
 		w[i].rng = 0x9E3779B97F4A7C15ull * (i + 1) ^ offered;
 		w[i].tat = calloc(nkeys / nthreads + 1, sizeof(uint64_t));
-		if (!w[i].tat ||
+		w[i].ahead = calloc(nkeys / nthreads + 1, sizeof(int32_t));
+		w[i].trace = tracing ? calloc(nkeys / nthreads + 1,
+					      sizeof(struct trace))
+				     : NULL;
+		if (!w[i].tat || !w[i].ahead || (tracing && !w[i].trace) ||
 		    pthread_create(&w[i].thread, NULL, worker_main, &w[i])) {
 			fprintf(stderr, "bench_fleet: cannot start a thread\n");
 			return 1;
@@ -347,15 +451,19 @@ int main(int argc, char **argv)
 		tot[2] += w[i].ideal;
 		tot[3] += w[i].fallbacks;
 		tot[4] += w[i].wrong;
+		tot[5] += w[i].repaid;
+		tot[6] += w[i].edge;
 	}
 	printf("RESULT {\"seconds\": %.6f, \"decisions\": %llu, \"admitted\": "
 	       "%llu, \"ideal\": %llu, \"fallbacks\": %llu, \"syncs\": %llu, "
-	       "\"threads\": %u, \"down\": %u, \"wrong\": %llu}\n",
+	       "\"threads\": %u, \"down\": %u, \"wrong\": %llu, "
+	       "\"wrong_repaid\": %llu, \"wrong_edge\": %llu}\n",
 	       (double)(t1 - t0) / 1e9,
 	       (unsigned long long)tot[0], (unsigned long long)tot[1],
 	       (unsigned long long)tot[2], (unsigned long long)tot[3],
 	       (unsigned long long)(s1 - s0), nthreads, ndown,
-	       (unsigned long long)tot[4]);
+	       (unsigned long long)tot[4], (unsigned long long)tot[5],
+	       (unsigned long long)tot[6]);
 	fflush(stdout);
 	for (unsigned i = 0; i < nhosts; i++)
 		rl_table_close(tables[i]);

@@ -138,6 +138,8 @@ def cell_numbers(hosts, keys, f0, f1, c0, c1, mem0, res, cpu, stored):
                      if res['ideal'] else 0.0),
         'fallbacks': res['fallbacks'],
         'wrong': res.get('wrong', 0),
+        'wrong_repaid': res.get('wrong_repaid', 0),
+        'wrong_edge': res.get('wrong_edge', 0),
         'commands_s': sent / s, 'asks_s': asks / s,
         'rounds_s': res['syncs'] / s / hosts,
         'memory': mem, 'stored': stored,
@@ -321,7 +323,7 @@ def run_cell(st, tmp, hosts, keys, strict, seconds, warmup, check=False):
             conf = os.path.join(tmp, f'h{i}.conf')
             with open(conf, 'w') as f:
                 f.write(config(f'{prefix}-{i}', st.url, keys, strict))
-            log = open(os.path.join(tmp, f'h{i}.log'), 'w')
+            log = open(os.environ.get('RL_FLEET_LOGDIR', tmp) + f'/h{i}.log', 'w')
             agents.append(subprocess.Popen([AGENT, '-c', conf, '--foreground'],
                                            stdout=log, stderr=subprocess.STDOUT))
             log.close()
@@ -456,7 +458,9 @@ def table(rows, cluster=0):
         if c['achieved_s'] < 0.98 * c['offered_s']:
             ach += f' (**{100 * c["achieved_s"] / c["offered_s"]:.0f}%**)'
         fb = f', {fmt(c["fallbacks"])} not in Redis' if c['fallbacks'] else ''
-        fb += f', {fmt(c.get("wrong", 0))} refused the exact limiter admits'
+        fb += (f', {fmt(c.get("wrong", 0))} refused the exact limiter admits'
+               f' ({fmt(c.get("wrong_repaid", 0))} repaying an overshoot, '
+               f'{fmt(c.get("wrong_edge", 0))} within 1 ms of the edge)')
         down = f' ({c["down"]} down)' if c.get('down') else ''
         if c.get('clusterdown'):
             down += f' (cluster not ok on {c["clusterdown"]} of {cluster})'
