@@ -237,6 +237,15 @@ $(B)/tests/test_repush: tests/unit/test_repush.c $(B)/src/agent/repush.o
 	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -iquote src/agent -o $@ $< \
 		$(B)/src/agent/repush.o $(CMOCKA_LIBS) $(LDFLAGS)
 
+# test_store_clock tests the store's clock against this host's:
+# store_clock.o alone.
+$(B)/tests/test_store_clock: tests/unit/test_store_clock.c \
+		$(B)/src/agent/store_clock.o
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) -iquote src/agent -o $@ $< \
+		$(B)/src/agent/store_clock.o $(CMOCKA_LIBS) $(LDFLAGS)
+
 # test_store parses the agent's store URLs: store.c (and the cluster logic
 # it routes by), with hiredis.
 $(B)/tests/test_store: tests/unit/test_store.c $(B)/src/agent/store.o \

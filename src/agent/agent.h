@@ -13,6 +13,8 @@
 #include "store.h"
 #include "table.h"
 
+#include <pthread.h>
+
 /* Script ids in the store. */
 enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
        RL_SCRIPT_FLOOR = 3, RL_SCRIPT_FAILS = 4 /* fail_sync.c's */,
@@ -80,6 +82,25 @@ struct rl_agent_item {
 #define RL_STORE_SHARDS_MAX 16
 #define RL_STORE_CLUSTER_SHARDS 16
 
+/* The store's clock against this host's (store_clock.c). */
+struct rl_store_clock {
+	_Atomic int64_t off_us;     /* store us - this host's monotonic us */
+	_Atomic int known;          /* off_us is */
+	int64_t lo_us, hi_us;       /* the bounds of the true offset */
+	uint64_t at_ns;             /* when they were last narrowed */
+};
+
+/* One exchange: the store's clock read `store_us` between `sent_ns` and
+ * `got_ns` here. */
+void rl_store_clock_sample(struct rl_store_clock *c, uint64_t store_us,
+			   uint64_t sent_ns, uint64_t got_ns);
+/* The store's `store_us` on this host's clock: 0, or -1 while unknown. */
+int rl_store_clock_host_ns(const struct rl_store_clock *c, uint64_t store_us,
+			   uint64_t *host_ns);
+/* This host's `host_ns` on the store's clock; 0 while unknown. */
+uint64_t rl_store_clock_store_us(const struct rl_store_clock *c,
+				 uint64_t host_ns);
+
 struct rl_agent {
 	const struct rl_config *cfg;
 	struct rl_table *table;
@@ -115,6 +136,20 @@ struct rl_agent {
 	/* the store's clock (us) at the last round's TIME, and this host's
 	 * (monotonic ns) when it was read: a beat's score without a script */
 	uint64_t clock_us, clock_ns;
+
+	/* the store's clock against this one, each shard's master's
+	 * (store_clock.c; the strict thread reads it for the lends) */
+	struct rl_store_clock clocks[RL_STORE_SHARDS_MAX];
+	/* A round collected, its answers not all applied yet: a lend of
+	 * nothing answered meanwhile is applied after them, by the sync
+	 * thread (rl_agent_dry_lend), under `dry_lock`. */
+	pthread_mutex_t dry_lock;
+	int round_open;
+	unsigned ndry;
+	struct rl_dry_lend {
+		struct rl_ask_item it;
+		uint64_t floor_ns;
+	} dry[RL_ASKS];
 
 	/* this round's keys, sorted by config rule and shard */
 	struct rl_agent_item *items;
@@ -194,6 +229,10 @@ void rl_agent_free(struct rl_agent *a);
  * Returns 1 when the store answered the round, 0 without [redis] or with
  * the store down.
  */
+/* Lend `it` answered with nothing, the key owing in the store until
+ * `floor_ns`: applied now, or after the round in flight (strict.c). */
+void rl_agent_dry_lend(struct rl_agent *a, const struct rl_ask_item *it,
+		       uint64_t floor_ns);
 int rl_agent_sync(struct rl_agent *a, uint64_t now_ns);
 
 /* ban_sync.c */

@@ -39,8 +39,9 @@
  * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
  * grant stands and a key counts as young. Then quintuples: key, admitted
  * (less what was given back since the host's last round: may be below 0),
- * interval (us), what the key owes on that host (us; 0 if its state there
- * holds a grant back), burst.
+ * interval (us), what the key owes on that host (us, from the collect; of
+ * its state there, what a grant or a lend does not hold back), burst. Last,
+ * the host's collect on the store's clock (us; 0: not known, now).
  *
  * The requests a host admitted came at times within its last round, which
  * the store does not know: counting them from now (all at the last moment)
@@ -80,10 +81,12 @@ const char rl_lua_sync[] =
 	"local nowtext = t[1] .. string.format('%06d', tonumber(t[2]))\n"
 	RL_LUA_TAT
 	LUA_CHANGED
-	"local floor = now - tonumber(ARGV[2])\n"
+	"local n = (#ARGV - 6) / 5\n"
+	"local base = tonumber(ARGV[#ARGV]) or 0\n"
+	"if base <= 0 or base > now or now - base > 1000000 then base = now end\n"
+	"local floor = base - tonumber(ARGV[2])\n"
 	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
 	"local lapsed = now - span\n"
-	"local n = (#ARGV - 5) / 5\n"
 	"local fields = {}\n"
 	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
 	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
@@ -100,7 +103,7 @@ const char rl_lua_sync[] =
 	"    tat = tat + a * e\n"
 	"    used[#used + 1] = fields[i]\n"
 	"  end\n"
-	"  local own = now + tonumber(ARGV[j + 4])\n"
+	"  local own = base + tonumber(ARGV[j + 4])\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
 	"  if tat > now or a < 0 then\n"

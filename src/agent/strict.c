@@ -107,7 +107,7 @@ static const char strict_window_lua[] =
  * other host's sync and lend counts it as taken. It takes nothing from
  * the key's state: what the host admits of it is pushed as ever. The
  * grants standing therefore never add up to more than what is left.
- * Returns { what is lent, what the key owes from now (us) }.
+ * Returns { what is lent, what the key owes from now (us), now (us) }.
  */
 static const char lend_lua[] =
 	"local t = redis.call('TIME')\n"
@@ -142,14 +142,16 @@ static const char lend_lua[] =
 	"             string.format('%.0f', born) .. ' ' .. table.concat(keep, ' '))\n"
 	"  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[8]))\n"
 	"end\n"
-	"return {g, string.format('%.0f', tat - now)}\n";
+	"return {g, string.format('%.0f', tat - now), t[1] .. string.format('%06d', tonumber(t[2]))}\n";
 
 enum { SCRIPT_STRICT = 0, SCRIPT_STRICT_WINDOW = 1, SCRIPT_LEND = 2 };
 
 struct ask {
 	struct rl_ask_item it;
 	const struct rl_algo *alg;    /* the key's tariff */
+	unsigned shard;               /* a lend's: its key's */
 	int answered;
+	uint64_t floor_ns;            /* a lend's: the store's debt, until */
 };
 
 struct rl_strict {
@@ -159,6 +161,7 @@ struct rl_strict {
 	_Atomic int stop;
 	struct ask asks[RL_ASKS];
 	unsigned n;
+	uint64_t sent_ns;             /* the asks' pipeline, sent */
 	uint32_t seen[RL_ASKS];
 };
 
@@ -237,7 +240,7 @@ static int queue_window(struct rl_strict *s, const struct ask *q, unsigned ci,
 }
 
 /* Queue the lend script for ask `q` of config rule `ci`. */
-static int queue_lend(struct rl_strict *s, const struct ask *q, unsigned ci,
+static int queue_lend(struct rl_strict *s, struct ask *q, unsigned ci,
 		      const char *key, size_t klen)
 {
 	const struct rl_agent *a = s->a;
@@ -250,6 +253,7 @@ static int queue_lend(struct rl_strict *s, const struct ask *q, unsigned ci,
 	size_t lens[10];
 	uint32_t nh = __atomic_load_n(&a->hosts_alive, __ATOMIC_RELAXED);
 
+	q->shard = shard; /* its answer is on that master's clock */
 	lens[0] = rl_agent_hash_key(a, ci, shard, hkey, sizeof(hkey));
 	lens[1] = (size_t)snprintf(gkey, sizeof(gkey), "%s:grants", hkey);
 	lens[2] = klen;
@@ -345,19 +349,32 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 
 	if (q->it.kind == RL_ASK_LEND) {
 		double us;
+		uint64_t at = s->sent_ns;
 
-		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
 		    rep->element[0]->type != REDIS_REPLY_INTEGER ||
-		    rep->element[1]->type != REDIS_REPLY_STRING)
+		    rep->element[1]->type != REDIS_REPLY_STRING ||
+		    rep->element[2]->type != REDIS_REPLY_STRING)
 			return 0; /* failed below, with the unanswered */
 		us = strtod(rep->element[1]->str, NULL);
-		rl_table_ask_lent(s->a->table, &q->it,
-				  rep->element[0]->integer > 0
-					  ? (uint64_t)rep->element[0]->integer
-					  : 0,
-				  us > 0 ? (uint64_t)(us * 1000.0) : 0,
-				  rl_time_now_ns());
+		/* owed from the script's now, on this host's clock (the
+		 * sync's estimate, store_clock.c); not known yet, from when
+		 * the lend was sent */
+		if (rl_store_clock_host_ns(
+			    &s->a->clocks[q->shard % RL_STORE_SHARDS_MAX],
+			    strtoull(rep->element[2]->str, NULL, 10), &at) ||
+		    at < s->sent_ns)
+			at = s->sent_ns;
 		q->answered = 1;
+		q->floor_ns = at + (us > 0 ? (uint64_t)(us * 1000.0) : 0);
+		if (rep->element[0]->integer <= 0) {
+			/* after the round in flight, if one is */
+			rl_agent_dry_lend(s->a, &q->it, q->floor_ns);
+			return 0;
+		}
+		rl_table_ask_lent(s->a->table, &q->it,
+				  (uint64_t)rep->element[0]->integer, q->floor_ns,
+				  rl_time_now_ns());
 		return 0;
 	}
 	if (answer_state(q, rep, &state))
@@ -374,6 +391,7 @@ static void decide(struct rl_strict *s, uint64_t now_ns)
 	unsigned queued = 0;
 
 	if (rl_store_ready(s->store, now_ns)) {
+		s->sent_ns = rl_time_now_ns();
 		for (; queued < s->n; queued++)
 			if (queue(s, &s->asks[queued]))
 				break;

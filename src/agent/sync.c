@@ -90,6 +90,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	char host[128];
 
 	memset(a, 0, sizeof(*a));
+	pthread_mutex_init(&a->dry_lock, NULL);
 	a->cfg = cfg;
 	a->table = table;
 	a->interval_ns = cfg->sync_interval_ns;
@@ -133,7 +134,7 @@ int rl_agent_init(struct rl_agent *a, const struct rl_config *cfg,
 	rl_store_script(a->store, RL_SCRIPT_WINDOW_CLEAN, rl_lua_window_clean);
 	a->cap = rl_table_capacity(table);
 	a->items = calloc(a->cap, sizeof(*a->items));
-	if (!a->items) {
+	if (!a->items || rl_table_track_held(table)) {
 		rl_err_set(err, "out of memory");
 		return -ENOMEM;
 	}
@@ -192,12 +193,26 @@ static int collect(const struct rl_sync_item *it, void *arg)
 	snprintf(x->count, sizeof(x->count), "%lld",
 		 (long long)it->admitted - (long long)it->returned);
 	snprintf(x->debt, sizeof(x->debt), "%.0f", (double)it->debt_ns / 1000.0);
-	/* What this host owes for the key floors the store's figure, unless
-	 * part of it is a share held back, or the round gives something back:
-	 * this host's state may still hold units the other hosts have given
-	 * back since it last heard (a floor would charge them again). */
-	snprintf(x->own, sizeof(x->own), "%s",
-		 it->provisional || it->returned ? "0" : x->debt);
+	/* What this host owes for the key floors the store's figure, from
+	 * the collect on (the store's clock at it: queue_sync): the state's
+	 * debt, less what a grant or a lend holds back in it, if it admitted
+	 * some of it in the round (its admissions' times, which the store
+	 * does not know: it counts them from the round's start). Not if the
+	 * round gives something back, nor for a held state it did not use
+	 * (or one it started from a blind share): that state is the
+	 * store's figure as this host last heard it, which may still hold
+	 * units the other hosts have given back since (a floor would charge
+	 * them again). */
+	if (it->returned ||
+	    (it->provisional && (!it->held_known || !x->admitted)))
+		snprintf(x->own, sizeof(x->own), "0");
+	else if (it->provisional)
+		snprintf(x->own, sizeof(x->own), "%.0f",
+			 it->debt_ns > it->held_ns
+				 ? (double)(it->debt_ns - it->held_ns) / 1000.0
+				 : 0.0);
+	else
+		snprintf(x->own, sizeof(x->own), "%s", x->debt);
 	snprintf(x->burst, sizeof(x->burst), "%u", alg->rate.burst);
 	snprintf(x->ei, sizeof(x->ei), "%.3f", (double)alg->interval_ns / 1000.0);
 	snprintf(x->win, sizeof(x->win), "%llu", (unsigned long long)it->window);
@@ -363,6 +378,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 	struct round *r = arg;
 	struct rl_agent *a = r->a;
 	struct reply_plan *p = &r->plan[i];
+	uint64_t at;
 
 	if (rep->type == REDIS_REPLY_ERROR && rl_store_cluster(a->store)) {
 		call_failed(r, p, rep);
@@ -452,14 +468,30 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 			r->failed = 1;
 			break;
 		}
+		/* The debts are counted from the script's `now`: on this
+		 * host's clock, when it ran (store_clock.c); not known yet,
+		 * the collect (before it: the least they can owe). */
+		at = r->now_ns;
 		if (rep->elements == 2 * (size_t)p->n + 2 &&
 		    rep->element[2 * p->n]->type == REDIS_REPLY_STRING &&
-		    rep->element[2 * p->n + 1]->type == REDIS_REPLY_STRING &&
-		    r->nown < sizeof(r->own) / sizeof(r->own[0]))
-			r->own[r->nown++] = (struct own_range){
-				p->rule, a->items[p->first].shard,
-				strtod(rep->element[2 * p->n]->str, NULL) + 1,
-				strtod(rep->element[2 * p->n + 1]->str, NULL) };
+		    rep->element[2 * p->n + 1]->type == REDIS_REPLY_STRING) {
+			double now_us = strtod(rep->element[2 * p->n]->str, NULL);
+			struct rl_store_clock *c =
+				&a->clocks[a->items[p->first].shard %
+					   RL_STORE_SHARDS_MAX];
+
+			rl_store_clock_sample(c, (uint64_t)now_us, r->now_ns,
+					      rl_time_now_ns());
+			if (rl_store_clock_host_ns(c, (uint64_t)now_us, &at) ||
+			    at < r->now_ns)
+				at = r->now_ns;
+			if (r->nown < sizeof(r->own) / sizeof(r->own[0]))
+				r->own[r->nown++] = (struct own_range){
+					p->rule, a->items[p->first].shard,
+					now_us + 1,
+					strtod(rep->element[2 * p->n + 1]->str,
+					       NULL) };
+		}
 		for (uint32_t k = 0; k < p->n; k++) {
 			struct rl_agent_item *x = &a->items[p->first + k];
 			redisReply *e = rep->element[2 * k];
@@ -476,7 +508,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 							    g->integer > 0
 						    ? (uint64_t)g->integer
 						    : 0,
-					    rl_time_now_ns());
+					    at);
 		}
 		break;
 	case JOB_PLANS: {
@@ -806,7 +838,46 @@ static void queue_clean(struct round *r)
 	}
 }
 
+static int sync_round(struct rl_agent *a, uint64_t now_ns);
+
 int rl_agent_sync(struct rl_agent *a, uint64_t now_ns)
+{
+	int rc;
+
+	pthread_mutex_lock(&a->dry_lock);
+	a->round_open = 1;
+	pthread_mutex_unlock(&a->dry_lock);
+	rc = sync_round(a, now_ns);
+	pthread_mutex_lock(&a->dry_lock);
+	a->round_open = 0;
+	for (unsigned i = 0; i < a->ndry; i++)
+		rl_table_ask_lent(a->table, &a->dry[i].it, 0, a->dry[i].floor_ns,
+				  rl_time_now_ns());
+	a->ndry = 0;
+	pthread_mutex_unlock(&a->dry_lock);
+	return rc;
+}
+
+/*
+ * A lend of nothing may have met this host's grant of the key, made by a
+ * sync whose answer is still on its way here: the store counts the grant
+ * taken, and the key's state here does not have it yet. Such a lend is
+ * applied once that answer is (a round's answers take a few ms), so that
+ * the request waiting on it is decided from the grant, not refused; the
+ * lends' thread goes on meanwhile.
+ */
+void rl_agent_dry_lend(struct rl_agent *a, const struct rl_ask_item *it,
+		       uint64_t floor_ns)
+{
+	pthread_mutex_lock(&a->dry_lock);
+	if (a->round_open && a->ndry < RL_ASKS)
+		a->dry[a->ndry++] = (struct rl_dry_lend){ *it, floor_ns };
+	else
+		rl_table_ask_lent(a->table, it, 0, floor_ns, rl_time_now_ns());
+	pthread_mutex_unlock(&a->dry_lock);
+}
+
+static int sync_round(struct rl_agent *a, uint64_t now_ns)
 {
 	struct round *r = &(struct round){ .a = a, .now_ns = now_ns };
 

@@ -21,10 +21,10 @@
 int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[8 + 5 * BATCH];
-	size_t lens[8 + 5 * BATCH];
+	const char *argv[9 + 5 * BATCH];
+	size_t lens[9 + 5 * BATCH];
 	char hkey[160], rkey[170], gkey[170], ttl[32], since[32], hosts[16];
-	char span[32];
+	char span[32], base[32];
 	int c = 0;
 
 	sync_ttl(a, ci, ttl, sizeof(ttl));
@@ -54,6 +54,13 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 		sync_arg_text(argv, lens, &c, x->own);
 		sync_arg_text(argv, lens, &c, x->burst);
 	}
+	/* last: the collect on the store's clock, that what the keys owe
+	 * here (`own`) is counted from (0: not known yet, the script's now) */
+	snprintf(base, sizeof(base), "%llu",
+		 (unsigned long long)rl_store_clock_store_us(
+			 &a->clocks[a->items[first].shard % RL_STORE_SHARDS_MAX],
+			 r->now_ns));
+	sync_arg_text(argv, lens, &c, base);
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 3, c, argv, lens))
 		return -1;
 	return sync_plan_add(r, JOB_SYNC, ci, first, n);

@@ -386,7 +386,10 @@ void rl_table_ask_answer(struct rl_table *t, const struct rl_ask_item *it,
 /* What a lend puts in a token bucket's state. */
 struct lent {
 	const struct rl_algo *a;
-	uint64_t granted, debt_ns, now_ns;
+	uint64_t granted, floor_ns, now_ns;
+	uint64_t held_ns;   /* what the state held back beyond the debt */
+	uint64_t *held_out; /* what it holds back after the lend */
+	unsigned prov;      /* the slot's provisional before it */
 };
 
 static int lent_next(uint64_t old, uint64_t *new, const void *arg)
@@ -396,23 +399,45 @@ static int lent_next(uint64_t old, uint64_t *new, const void *arg)
 	uint64_t now = l->now_ns, give;
 	/* A state not in use (new here, or full again long since) holds
 	 * nothing of the bucket for this host: only what is lent. */
-	uint64_t base = old && old + RL_GCRA_CATCHUP_NS > now ? old
-							      : now + a->depth_ns;
-	uint64_t floor = now + l->debt_ns;
+	int in_use = old && old + RL_GCRA_CATCHUP_NS > now;
+	uint64_t base = in_use ? old : now + a->depth_ns;
+	uint64_t floor = l->floor_ns;
+	/* a state not in use owes nothing: all of it is held */
+	uint64_t held = in_use ? l->held_ns : a->depth_ns;
 
+	/* Lent nothing, to a state a sync gave this host (the store's
+	 * figure, or a grant out of it): it stands, what it leaves this host
+	 * still its own (a lend counts this host's grant as taken, so that
+	 * a lend asked just after a sync granted it all lends nothing); it
+	 * owes at least what the store says. A stale one is decided from a
+	 * share again (decide.c's start_of), not from it. */
+	if (!l->granted && old &&
+	    (l->prov == 0 || l->prov == RL_PROVISIONAL_HELD)) {
+		*new = old > floor ? old : floor;
+		*l->held_out = l->held_ns;
+		return *new != old;
+	}
 	if (base <= now)
 		return 0; /* full already: nothing more to hold */
 	give = l->granted < a->rate.burst ? l->granted : a->rate.burst;
 	give *= a->interval_ns;
 	*new = base - now > give ? base - give : now;
+	/* what is lent comes out of what was held back */
+	held = held > base - *new ? held - (base - *new) : 0;
 	/* Lent nothing: the key owes at least what the store says. */
 	if (!l->granted && *new < floor)
 		*new = floor;
+	/* and what the state holds beyond that is all it can hold back */
+	if (floor < now)
+		floor = now;
+	if (held > (*new > floor ? *new - floor : 0))
+		held = *new > floor ? *new - floor : 0;
+	*l->held_out = held;
 	return *new != old;
 }
 
 void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
-		       uint64_t granted, uint64_t debt_ns, uint64_t now_ns)
+		       uint64_t granted, uint64_t floor_ns, uint64_t now_ns)
 {
 	struct rl_shm_ask *q = &t->asks[it->id % RL_ASKS];
 	const struct rl_rule_cache *rc = rl_table_rule_get(t, it->rule);
@@ -423,21 +448,41 @@ void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
 
 		/* Whether the shim still waits or not: the store lent it
 		 * (and counts it this host's). */
+		uint64_t held = t->held &&
+					atomic_load_explicit(&t->held[it->index].tag,
+							     memory_order_acquire) ==
+						it->tag
+				? atomic_load_explicit(&t->held[it->index].ns,
+						       memory_order_relaxed)
+				: 0;
+		uint64_t after = held;
+
 		if (a->kind == RL_ALGO_GCRA &&
 		    !slot_cas(s, it->tag, lent_next,
 			      &(struct lent){ .a = a, .granted = granted,
-					      .debt_ns = debt_ns,
-					      .now_ns = now_ns }))
+					      .floor_ns = floor_ns,
+					      .now_ns = now_ns,
+					      .held_ns = held,
+					      .held_out = &after,
+					      .prov = atomic_load_explicit(
+						      &s->provisional,
+						      memory_order_relaxed) })) {
+			rl_held_note(t, it->index, it->tag, after);
+			if (t->held && granted)
+				atomic_fetch_add_explicit(
+					&t->held[it->index].lent, granted,
+					memory_order_relaxed);
 			/* More may be lent while something is; nothing lent
 			 * is the store's last word until the next sync. Held
 			 * back either way: what this host spent of the key
-			 * the store has from the pushes, and the state here
-			 * is not a debt to floor the store's with (the
-			 * collect's `own`). */
+			 * the store has from the pushes, and of the state
+			 * here only what is not held back is a debt to
+			 * floor the store's with (the collect's `own`). */
 			atomic_store_explicit(&s->provisional,
 					      granted ? RL_PROVISIONAL_HELD
 						      : RL_PROVISIONAL_DRY,
 					      memory_order_relaxed);
+		}
 	}
 	if (!same_use(atomic_load_explicit(&q->word, memory_order_acquire),
 		      it->word))

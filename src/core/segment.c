@@ -448,6 +448,7 @@ void rl_table_close(struct rl_table *t)
 		return;
 	if (t->hdr)
 		munmap(t->hdr, t->size);
+	free(t->held);
 	for (unsigned i = 0; i < RL_MAX_RULES; i++) {
 		struct rl_rule_cache *c = t->cache[i];
 

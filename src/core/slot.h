@@ -216,6 +216,11 @@ static inline int slot_cas(struct rl_slot *s, uint64_t tag,
 	}
 }
 
+/* The agent's note of what slot `index` (key `tag`) holds back beyond its
+ * debt (struct rl_hold_note; nothing if the process keeps none). */
+void rl_held_note(struct rl_table *t, uint32_t index, uint64_t tag,
+		  uint64_t ns);
+
 /* slot_cas's `next` for a state given whole (*arg), whatever it was: the
  * store's, or 0 for a state forgotten. */
 static inline int slot_set_next(uint64_t old, uint64_t *new, const void *arg)

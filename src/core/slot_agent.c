@@ -9,6 +9,8 @@
 
 #include "clock.h"
 
+#include <stdlib.h>
+
 /* A key this host holds in debt (a window: with a count in the current
  * window): other hosts may be using it too, so the store's view must reach
  * it even while it is quiet here (the agent pushes such keys in turn, a
@@ -38,6 +40,23 @@ static uint64_t window_of(struct rl_table *t, const struct rl_slot *s,
 	const struct rl_algo *a = rc ? slot_algo(rc, s) : NULL;
 
 	return a && a->kind != RL_ALGO_GCRA ? rl_window_index(a, now_ns) : 0;
+}
+
+int rl_table_track_held(struct rl_table *t)
+{
+	if (!t->held)
+		t->held = calloc(t->hdr->capacity, sizeof(*t->held));
+	return t->held ? 0 : -ENOMEM;
+}
+
+/* Slot `index` of key `tag` holds `ns` back beyond its debt now. */
+void rl_held_note(struct rl_table *t, uint32_t index, uint64_t tag, uint64_t ns)
+{
+	if (!t->held || index >= t->hdr->capacity)
+		return;
+	atomic_store_explicit(&t->held[index].tag, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->held[index].ns, ns, memory_order_relaxed);
+	atomic_store_explicit(&t->held[index].tag, tag, memory_order_release);
 }
 
 int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
@@ -79,6 +98,20 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 				     now_ns;
 		it.provisional = atomic_load_explicit(&s->provisional,
 						      memory_order_relaxed) != 0;
+		it.held_known = 0;
+		it.held_ns = 0;
+		if (t->held)
+			atomic_store_explicit(&t->held[i].lent, 0,
+					      memory_order_relaxed);
+		if (it.provisional && t->held &&
+		    atomic_load_explicit(&t->held[i].tag,
+					 memory_order_acquire) == key) {
+			it.held_ns = atomic_load_explicit(&t->held[i].ns,
+							  memory_order_relaxed);
+			it.held_known = atomic_load_explicit(
+						&t->held[i].tag,
+						memory_order_acquire) == key;
+		}
 		r = fn(&it, arg);
 		if (r)
 			return r;
@@ -295,13 +328,17 @@ int rl_table_sync_window(struct rl_table *t, uint32_t index, uint64_t tag,
 	return err;
 }
 
-int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
-			uint64_t debt_ns, uint64_t grant, uint64_t now_ns)
+/* rl_table_sync_grant; `answer`: the sync's answer to the collect, which
+ * knows nothing of what was lent since (a mirror's state does not count
+ * them either: it is no grant of this host's) */
+static int sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
+		      uint64_t debt_ns, uint64_t grant, uint64_t now_ns,
+		      int answer)
 {
 	struct rl_slot *s;
 	const struct rl_rule_cache *rc;
 	const struct rl_algo *a;
-	uint64_t want, since, back, lim, left;
+	uint64_t want, since, back, lim, left, owed;
 	int64_t net;
 	uint8_t prov;
 	int err = agent_slot(t, index, tag, &s, &rc);
@@ -320,12 +357,20 @@ int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
 	want = now_ns + debt_ns + a->interval_ns * since;
 	want = want - now_ns > a->interval_ns * back ? want - a->interval_ns * back
 						       : now_ns;
+	/* lent since the collect (strict.c): the store's answer to it did
+	 * not count them, whether the lend came before it there or not */
+	if (t->held && answer)
+		grant += atomic_load_explicit(&t->held[index].lent,
+					      memory_order_relaxed);
 	left = grant + back > since ? grant + back - since : 0;
 	if (left > a->rate.burst)
 		left = a->rate.burst;
 	/* the state that leaves this host `left` requests now */
 	lim = now_ns + a->depth_ns - left * a->interval_ns;
-	prov = lim > want;
+	/* alone, a host holds nothing back: there is no one to hold it for
+	 * (and its own state is the exact figure) */
+	prov = lim > want && hosts_of(t) > 1;
+	owed = want;
 	if (prov)
 		want = lim;
 	/* A state that holds part of the bucket back is replaced by the
@@ -335,15 +380,28 @@ int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
 		err = slot_cas(s, tag, slot_set_next, &want);
 	else
 		err = slot_cas(s, tag, raise_next, &want);
-	if (!err)
+	if (!err) {
+		int held = prov && atomic_load_explicit(&s->state,
+							memory_order_relaxed) ==
+					   want;
+
 		atomic_store_explicit(&s->provisional,
-				      prov && atomic_load_explicit(
-						      &s->state,
-						      memory_order_relaxed) == want
-					      ? RL_PROVISIONAL_HELD
-					      : 0,
+				      held ? RL_PROVISIONAL_HELD : 0,
 				      memory_order_relaxed);
+		/* what the state holds beyond the key's debt (none if it
+		 * owes nothing: a full bucket), for the collect's `own`
+		 * (sync.c) */
+		rl_held_note(t, index, tag,
+			     !held ? 0 : owed > now_ns ? want - owed
+						       : want - now_ns);
+	}
 	return err;
+}
+
+int rl_table_sync_grant(struct rl_table *t, uint32_t index, uint64_t tag,
+			uint64_t debt_ns, uint64_t grant, uint64_t now_ns)
+{
+	return sync_grant(t, index, tag, debt_ns, grant, now_ns, 1);
 }
 
 /*
@@ -514,9 +572,9 @@ int rl_table_sync_mirror(struct rl_table *t, unsigned rule, const void *key,
 	atomic_store_explicit(&s->provisional, RL_PROVISIONAL_FRESH,
 			      memory_order_relaxed);
 	/* What is owed, in requests, at this host's tariff for the key. */
-	return rl_table_sync_grant(t, (uint32_t)(s - t->slots), k.tag,
-				   debt_at(debt_ns, ei_ns, a),
-				   hosts_of(t) > 1 ? 0 : a->rate.burst, now_ns);
+	return sync_grant(t, (uint32_t)(s - t->slots), k.tag,
+			  debt_at(debt_ns, ei_ns, a),
+			  hosts_of(t) > 1 ? 0 : a->rate.burst, now_ns, 0);
 }
 
 void rl_table_rule_forget(struct rl_table *t, unsigned rule)

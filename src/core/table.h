@@ -97,6 +97,18 @@ struct rl_table {
 	_Atomic uint64_t *count[RL_COUNTS];
 	_Atomic uint64_t *ban_gen;
 	_Atomic uint64_t *agent_flags;
+	struct rl_hold_note *held;                        /* the agent's only:
+							rl_table_track_held */
+};
+
+/* What a slot's state holds back beyond the key's debt (a grant's or a
+ * lend's hold, RL_PROVISIONAL_HELD), in this process only: the agent's,
+ * so that its collect can tell the store what the key really owes. */
+struct rl_hold_note {
+	_Atomic uint64_t tag; /* the key it is of: 0 none */
+	_Atomic uint64_t ns;
+	_Atomic uint64_t lent; /* requests lent since the last collect: the
+				  sync answering it does not know of them */
 };
 
 /* ---- the header's words ------------------------------------------------------- */
@@ -267,6 +279,11 @@ int rl_table_store_news(struct rl_table *t, uint64_t *since_ms);
 
 /* ---- the agent's side (rlshimd) --------------------------------------------- */
 
+/* From now on, this process (the agent) notes how much of each token
+ * bucket's state a grant or a lend holds back (struct rl_hold_note), for the
+ * collect's held_ns. 0, or -ENOMEM. */
+int rl_table_track_held(struct rl_table *t);
+
 /* A key with admissions (or refusals) since the last sync. */
 struct rl_sync_item {
 	uint32_t index;     /* slot */
@@ -281,6 +298,8 @@ struct rl_sync_item {
 	uint8_t key[RL_KEY_MAX];
 	uint64_t debt_ns;   /* what a token bucket owes beyond now here */
 	uint8_t provisional; /* ... part of which is a share held back */
+	uint8_t held_known; /* provisional, and how much is held is known: */
+	uint64_t held_ns;   /* debt_ns less this is what the key owes */
 	uint64_t window;    /* a window's: the index of the current one on Unix
 			       time, the store's name for it (rl_window_index) */
 };
@@ -549,14 +568,15 @@ void rl_table_ask_fail(struct rl_table *t, const struct rl_ask_item *it);
 /*
  * The store's answer to lend `it`: `granted` more requests of the key's
  * bucket for this host (taken from what the key had left in the store,
- * and recorded there as this host's), and what the key owes in the store
- * (`debt_ns`, from now). The key's state here gains them (a key that had
+ * and recorded there as this host's), and until when the key owes in the
+ * store (`floor_ns`, on this host's clock). The key's state here gains
+ * them, out of what it held back (a key that had
  * no state in use here starts from none but them); granted nothing, it
  * owes at least the store's debt and holds nothing back any more (its
  * refusals stay here until the next sync). The shim is woken.
  */
 void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
-		       uint64_t granted, uint64_t debt_ns, uint64_t now_ns);
+		       uint64_t granted, uint64_t floor_ns, uint64_t now_ns);
 
 /* Free the asks that have not moved since the last call (`seen`, zeroed
  * at first): left by a process that died. Call it far less often than any

@@ -1472,8 +1472,9 @@ def monitored(r, seconds):
             # host (ARGV[1])
             on[conn] = args[4]
         elif args[2] == '3' and args[5].endswith(':grants'):
-            # the sync script's quintuples: key, count, ei, own, burst
-            rounds[conn][-1] += args[11::5]
+            # the sync script's quintuples: key, count, ei, own, burst;
+            # then the collect on the store's clock
+            rounds[conn][-1] += args[11:-1:5]
     for conn, rs in rounds.items():
         if conn in on:
             per.setdefault(on[conn], []).extend(rs[1:])  # the first: cut

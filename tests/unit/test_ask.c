@@ -70,7 +70,8 @@ static int answer_one(const struct rl_ask_item *it, void *arg)
 	/* a lend: `allowed` is what the store lends, `debt` what it owes */
 	if (it->kind == RL_ASK_LEND)
 		rl_table_ask_lent(t, it, (uint64_t)s->allowed[s->done],
-				  s->debt[s->done], rl_time_now_ns());
+				  rl_time_now_ns() + s->debt[s->done],
+				  rl_time_now_ns());
 	else
 		rl_table_ask_answer(t, it, s->allowed[s->done],
 				    rl_time_now_ns() + s->debt[s->done]);

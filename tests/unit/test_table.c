@@ -1762,6 +1762,71 @@ static void test_sync_grant(void **state)
 	rl_table_close(t);
 }
 
+/* What a grant or a lend holds back is known to the agent (its collect
+ * tells the store the key's debt less it), what was lent since a collect
+ * is added to the grant that answers it (the store's sync knew nothing of
+ * it), and a lend of nothing leaves a state a sync gave this host as it
+ * was. */
+static void test_held_and_lent(void **state)
+{
+	const struct rl_rule_def def = { "r", RL_ALGO_GCRA,
+					 { 60 * SEC, 10, 10 }, 0, NULL };
+	const uint64_t ei = 6 * SEC;
+	struct rl_table *t = open_new(64);
+	struct rl_sync_item it;
+	struct rl_ask_item lend;
+	unsigned id;
+
+	(void)state;
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 4);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	/* not tracked: a held state's debt is not known to be a debt */
+	assert_int_equal(take_n(t, id, "u", 1, T0), 1);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, ei, 1, T0), 0);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_true(it.provisional);
+	assert_false(it.held_known);
+	rl_table_close(t);
+	rl_table_unlink(seg);
+
+	t = open_new(64);
+	assert_int_equal(rl_table_track_held(t), 0);
+	assert_int_equal(rl_table_rule(t, &def, &id), 0);
+	rl_table_agent_set_hosts(t, 4);
+	rl_table_agent_flags_change(t, RL_AGENT_SYNC, 0);
+	assert_int_equal(take_n(t, id, "k", 2, T0), 2);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	/* 2 owed, a grant of 3: the state leaves 3 (T0 + 42 s), 30 s of it
+	 * held back beyond the debt */
+	assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, 2 * ei, 3, T0), 0);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	assert_true(it.provisional);
+	assert_true(it.held_known);
+	assert_int_equal(it.debt_ns, 42 * SEC);
+	assert_int_equal(it.held_ns, 30 * SEC);
+	/* a lend of 2 after that collect: from what was held back */
+	lend = (struct rl_ask_item){ .id = 0, .word = 0xdead, .kind = RL_ASK_LEND,
+				     .rule = id, .index = it.index, .tag = it.tag,
+				     .cost = 1 };
+	rl_table_ask_lent(t, &lend, 2, T0, T0);
+	assert_int_equal(take_n(t, id, "k", 3, T0), 3);
+	/* the sync's answer to that collect: a grant of 3 knows nothing of
+	 * the 2 lent; of the 5, 3 spent since, 2 left */
+	assert_int_equal(rl_table_sync_grant(t, it.index, it.tag, 2 * ei, 3, T0), 0);
+	assert_int_equal(rl_table_sync_collect(t, T0, slot_of, &it), 1);
+	/* what the key owes: 5 requests, the 2 before and the 3 since */
+	assert_true(it.held_known);
+	assert_int_equal(it.debt_ns - it.held_ns, 5 * ei);
+	/* lent nothing now: the state the sync gave stands */
+	lend.index = it.index;
+	lend.tag = it.tag;
+	rl_table_ask_lent(t, &lend, 0, T0, T0);
+	assert_int_equal(take_n(t, id, "k", 9, T0), 2);
+	rl_table_close(t);
+}
+
 /* The planned keys may outnumber the slots: one not seen yet takes an
  * empty or idle slot, never a key's in use. One bucket of 16 in use:
  * refused, and every key keeps its state; once they are idle, taken. */
@@ -2074,6 +2139,7 @@ int main(void)
 		cmocka_unit_test(test_plan_ahead_evicts_no_key_in_use),
 		cmocka_unit_test(test_sync_mirror),
 		cmocka_unit_test(test_sync_grant),
+		cmocka_unit_test(test_held_and_lent),
 		cmocka_unit_test(test_fresh_key_share),
 		cmocka_unit_test(test_fresh_share_edges),
 		cmocka_unit_test(test_idle_reuse),
