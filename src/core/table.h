@@ -97,7 +97,7 @@ struct rl_table {
 	_Atomic uint64_t *count[RL_COUNTS];
 	_Atomic uint64_t *ban_gen;
 	_Atomic uint64_t *agent_flags;
-	struct rl_hold_note *held;                        /* the agent's only:
+	struct rl_hold_note *held;                   /* the agent's only:
 							rl_table_track_held */
 };
 
