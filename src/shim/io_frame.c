@@ -170,10 +170,6 @@ int rl_frame_decide(struct rl_conn *c, const struct rl_region *rg, size_t hs,
 	return ok;
 }
 
-/* Bytes past which a head is looked for before it is parsed: a shorter one
- * costs less to parse twice. */
-#define RL_WHOLE_LOOK 512
-
 /*
  * The common case, in one pass: at a request boundary, with the rest of
  * the read in one buffer, parse the head where it stands.
@@ -219,44 +215,6 @@ static int decided(struct rl_outcome *out, int allowed, size_t start,
 {
 	out->deliver = allowed ? end : start;
 	return allowed;
-}
-
-/*
- * rl_frame_region(c, rg, 0, out) for the common read: one short buffer at a
- * request boundary, without the scanner's loop. A head there is parsed
- * where it stands (none is held unparsed: it is too short for that).
- */
-void rl_frame_read(struct rl_conn *c, const struct rl_region *rg,
-		   struct rl_outcome *out)
-{
-	if (!c->skip && rg->cnt > 0 && rg->len < RL_WHOLE_LOOK &&
-	    rg->iov[0].iov_len >= rg->len && c->http.phase == RL_HTTP_IDLE) {
-		const char *why = NULL;
-		size_t used;
-		int ok;
-
-		out->deliver = 0;
-		out->partial = -1;
-		switch (rl_frame_whole(c, rg->iov[0].iov_base, rg->len, &used,
-				       &ok, &why)) {
-		case RL_WHOLE_TAKEN:
-			if (!decided(out, ok, 0, used) || used == rg->len)
-				return;
-			rl_frame_region(c, rg, used, out);
-			return;
-		case RL_WHOLE_BAD:
-			rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
-			return;
-		case RL_WHOLE_MORE:
-			/* valid so far, to the end: held unscanned */
-			c->raw = 1;
-			out->partial = 0;
-			return;
-		case RL_WHOLE_NOT:
-			break; /* the scanner frames it */
-		}
-	}
-	rl_frame_region(c, rg, 0, out);
 }
 
 /*

@@ -14,6 +14,7 @@
 
 #include "io.h"
 #include "clock.h"
+#include "reply.h"
 
 /*
  * The time the heads of the read being framed are decided at: the clock
@@ -141,10 +142,53 @@ enum rl_whole rl_frame_whole(struct rl_conn *c, uint8_t *p, size_t len,
 void rl_frame_region(struct rl_conn *c, const struct rl_region *rg,
 		     size_t from, struct rl_outcome *out);
 
-/* rl_frame_region(c, rg, 0, out), the common read (one short buffer at a
- * request boundary) without the scanner's loop. */
-void rl_frame_read(struct rl_conn *c, const struct rl_region *rg,
-		   struct rl_outcome *out);
+/* Bytes past which a head is looked for before it is parsed: a shorter one
+ * costs less to parse twice. */
+#define RL_WHOLE_LOOK 512
+
+/*
+ * rl_frame_region(c, rg, 0, out) for the common read: one short buffer at a
+ * request boundary, without the scanner's loop. A head there is parsed
+ * where it stands (none is held unparsed: it is too short for that).
+ * Inline: it is the read hook's common step.
+ */
+static inline void rl_frame_read(struct rl_conn *c, const struct rl_region *rg,
+				 struct rl_outcome *out)
+{
+	if (!c->skip && rg->cnt > 0 && rg->len < RL_WHOLE_LOOK &&
+	    rg->iov[0].iov_len >= rg->len && c->http.phase == RL_HTTP_IDLE) {
+		const char *why = NULL;
+		size_t used;
+		int ok;
+
+		out->deliver = 0;
+		out->partial = -1;
+		switch (rl_frame_whole(c, rg->iov[0].iov_base, rg->len, &used,
+				       &ok, &why)) {
+		case RL_WHOLE_TAKEN:
+			/* allowed: the application may have it; else only
+			 * what came before it */
+			if (!ok)
+				return;
+			out->deliver = used;
+			if (used == rg->len)
+				return;
+			rl_frame_region(c, rg, used, out);
+			return;
+		case RL_WHOLE_BAD:
+			rl_io_deny(c, RL_REPLY_400, NULL, NULL, why);
+			return;
+		case RL_WHOLE_MORE:
+			/* valid so far, to the end: held unscanned */
+			c->raw = 1;
+			out->partial = 0;
+			return;
+		case RL_WHOLE_NOT:
+			break; /* the scanner frames it */
+		}
+	}
+	rl_frame_region(c, rg, 0, out);
+}
 
 /* ---- io_hold.c ------------------------------------------------------------- */
 

@@ -205,13 +205,21 @@ static ssize_t deny_waiting(struct rl_conn *c, struct rl_read *r)
  * would block), when what follows is the start of a head that waits for
  * the client (taken into the hold buffer: the socket is empty), or before
  * a denial (the read side is shut down, so the server is woken for it).
+ * `saved` is the application's errno; `first` > 0 says that rl_io_read()
+ * made the first read already (into an empty hold, at filled 0) and
+ * framed it as `first_o`: the loop goes on from there.
  */
-ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
+static __attribute__((noinline)) ssize_t read_framed(struct rl_conn *c,
+						     struct rl_read *r,
+						     int saved, ssize_t first,
+						     const struct rl_outcome *first_o)
 {
-	int saved = errno;
 	size_t total, filled = 0;
 
-	rl_read_now = 0;
+	if (first > 0) {
+		total = r->iov[0].iov_len;
+		goto frame_on;
+	}
 	if (r->flags & (MSG_PEEK | MSG_TRUNC | MSG_OOB)) {
 		/* The application's own peeks pass untouched, except while
 		 * an answer is due: nginx peeks to see whether a client went
@@ -253,6 +261,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 	total = rl_iov_total(r->iov, r->iovcnt);
 	if (total == 0)
 		return r->real(r->ctx);
+frame_on:
 	for (;;) {
 		struct rl_hold *h = c->hold;
 		struct rl_region rg;
@@ -260,6 +269,18 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 		size_t space;
 		ssize_t n;
 
+		if (first > 0) {
+			/* rl_io_read() read and framed these already, at a
+			 * request boundary with nothing held: on from there */
+			n = first;
+			first = 0;
+			space = total;
+			rg.iov = r->iov;
+			rg.cnt = r->iovcnt;
+			rg.len = (size_t)n;
+			o = *first_o;
+			goto framed;
+		}
 		if (h && h->decided) {
 			filled += rl_hold_give(c, r, filled, total);
 			if (filled == total)
@@ -329,6 +350,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 			rl_frame_region(c, &rg, filled, &o);
 		else
 			rl_frame_read(c, &rg, &o);
+framed:
 		if (c->hold && c->hold->len == 0 && o.partial < 0)
 			rl_conn_unhold(c);
 		if (o.partial >= 0) {
@@ -414,4 +436,40 @@ denied:
 	shutdown(r->fd, SHUT_RD);
 	errno = saved;
 	return (ssize_t)filled;
+}
+
+/*
+ * The common read first, in a function small enough to save few
+ * registers: a plain connection being framed, nothing held, one buffer. The read is made and framed as read_framed()'s
+ * first step would (rl_frame_read); when all of it is the application's
+ * and the socket had no more, it is returned here, else read_framed()
+ * goes on from that very step.
+ */
+ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
+{
+	int saved = errno;
+
+	rl_read_now = 0;
+	if (__builtin_expect(!(r->flags & (MSG_PEEK | MSG_TRUNC | MSG_OOB)) &&
+			     !c->ssl && !r->ssl && c->state == RL_CONN_HTTP &&
+			     c->fork_seen == rl_io.forks && !c->ended &&
+			     !c->proxy && !c->hold && r->iovcnt == 1 &&
+			     r->iov[0].iov_len > 0, 1)) {
+		struct rl_region rg = { r->iov, 1, 0 };
+		struct rl_outcome o;
+		ssize_t n = r->real(r->ctx);
+
+		if (n <= 0)
+			return n;
+		c->taken += (uint64_t)n;
+		rg.len = (size_t)n;
+		rl_frame_read(c, &rg, &o);
+		if (o.partial < 0 && o.deliver == (size_t)n && !c->hold &&
+		    c->state == RL_CONN_HTTP && (size_t)n < r->iov[0].iov_len) {
+			errno = saved;
+			return n;
+		}
+		return read_framed(c, r, saved, n, &o);
+	}
+	return read_framed(c, r, saved, 0, NULL);
 }

@@ -857,6 +857,69 @@ static void test_value_end_blocks(void **state)
 	assert_int_equal(rl_http_value_end(buf, 0, 300), 299);
 }
 
+/* The same with an HTAB (a value byte that stops the blocks) before the
+ * changed byte, so that the runs of clean blocks the scan counts before
+ * it skips 64 bytes at a time begin anywhere; every length 0..200 of a
+ * value ending in CR; and random values of bytes near the classes'
+ * edges, at random starts and lengths. */
+static void test_value_end_runs(void **state)
+{
+	static const size_t tabs[] = { 0, 1, 15, 16, 17, 31, 47, 48, 63, 64, 65,
+				       79, 80, 127, 128, 129, 143, 191, 192 };
+	static const uint8_t pick[] = { 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a',
+					'\t', '\r', '\n', 0, 0x1f, 0x20, 0x7e,
+					0x7f, 0x80, 0xff };
+	static uint8_t buf[400];
+	uint32_t x = 2463534242u;
+
+	(void)state;
+	for (size_t t = 0; t < sizeof(tabs) / sizeof(tabs[0]); t++) {
+		for (unsigned b = 0; b < 256; b++) {
+			for (size_t at = tabs[t] + 1; at < 300; at += (at < 200 ? 1 : 5)) {
+				for (size_t start = 0; start < 3; start++) {
+					size_t len = 300 + start;
+
+					memset(buf, 'v', sizeof(buf));
+					buf[start + tabs[t]] = '\t';
+					buf[start + at] = (uint8_t)b;
+					assert_int_equal(rl_http_value_end(buf, start, len),
+							 value_end_bytes(buf, start, len));
+				}
+			}
+		}
+	}
+	for (size_t len = 0; len <= 200; len++) {
+		for (size_t start = 0; start <= len && start < 4; start++) {
+			memset(buf, 'v', sizeof(buf));
+			if (len)
+				buf[len - 1] = '\r';
+			assert_int_equal(rl_http_value_end(buf, start, len),
+					 value_end_bytes(buf, start, len));
+		}
+	}
+	for (unsigned n = 0; n < 200000; n++) {
+		size_t len, start;
+		/* one control byte in 256 to one in 16: runs of every size */
+		unsigned clean = 256 - (1 + n % 16);
+
+		for (size_t k = 0; k < sizeof(buf); k++) {
+			x ^= x << 13;
+			x ^= x >> 17;
+			x ^= x << 5;
+			/* mostly clean, a control byte now and then */
+			buf[k] = (x & 0xff) < clean ? (uint8_t)('a' + (x >> 8) % 26)
+						  : pick[(x >> 8) % sizeof(pick)];
+		}
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		len = x % sizeof(buf);
+		start = len ? (x >> 16) % (len < 70 ? len : 70) : 0;
+		assert_int_equal(rl_http_value_end(buf, start, len),
+				 value_end_bytes(buf, start, len));
+	}
+}
+
 /* rl_http_may_end() says 0 only where no CRLF CRLF is: every place of
  * one in reads of 1 to 1,100 bytes (the AVX2 blocks, their edges, the
  * tail), and near misses (LF LF, CR LF LF, CR CR LF) say 0. */
@@ -964,6 +1027,7 @@ int main(void)
 		cmocka_unit_test(test_odd_names),
 		cmocka_unit_test(test_methods),
 		cmocka_unit_test(test_value_end_blocks),
+		cmocka_unit_test(test_value_end_runs),
 		cmocka_unit_test(test_may_end),
 		cmocka_unit_test(test_lit_eq),
 		cmocka_unit_test(test_name_end_blocks),
