@@ -104,6 +104,10 @@ struct rl_ans {
 struct rl_hold {
 	uint32_t len;     /* bytes held */
 	uint32_t decided; /* of which may be delivered (a prefix) */
+	uint32_t unread;  /* of which, at the end, bytes a TLS session gave
+			     past a decided head, not framed yet: the
+			     application's next read frames them as its own
+			     (at most len - decided) */
 	uint8_t data[RL_HOLD_SIZE];
 };
 

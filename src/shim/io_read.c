@@ -270,7 +270,7 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 			h->decided = h->len;
 			continue;
 		}
-		if (h && h->len) {
+		if (h && h->len > h->unread) {
 			switch (rl_hold_advance(c, r->fd)) {
 			case RL_HELD_DECIDED:
 			case RL_HELD_MORE:
@@ -310,8 +310,12 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 		if (filled && c->ssl)
 			goto out;
 		space = total - filled;
-		n = filled ? recv_at(r->fd, r->iov, r->iovcnt, filled)
-			   : r->real(r->ctx);
+		if (filled)
+			n = recv_at(r->fd, r->iov, r->iovcnt, filled);
+		else if (c->hold) /* unread bytes only: the session's first */
+			n = (ssize_t)rl_hold_unread(c, r, total);
+		else
+			n = r->real(r->ctx);
 		if (n <= 0) {
 			if (filled)
 				goto out;
@@ -339,9 +343,13 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 				rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 				o.deliver = (size_t)o.partial;
 			} else {
-				h->len = (uint32_t)(rg.len - (size_t)o.partial);
+				size_t k = rg.len - (size_t)o.partial;
+
+				if (h->len) /* before bytes still unread (TLS) */
+					memmove(h->data + k, h->data, h->len);
+				h->len += (uint32_t)k;
 				rl_iov_gather(r->iov, r->iovcnt, (size_t)o.partial,
-					      h->data, h->len);
+					      h->data, k);
 				h->decided = 0;
 			}
 		}
