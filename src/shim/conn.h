@@ -108,7 +108,8 @@ struct rl_hold {
 			     past a decided head, not framed yet: the
 			     application's next read frames them as its own
 			     (at most len - decided) */
-	uint8_t data[RL_HOLD_SIZE];
+	/* 8-aligned: a long pipeline's records are kept in it (owed_more) */
+	_Alignas(uint64_t) uint8_t data[RL_HOLD_SIZE];
 };
 
 struct rl_conn {
