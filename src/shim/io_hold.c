@@ -93,8 +93,9 @@ size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
 	return n;
 }
 
-size_t rl_hold_unread(struct rl_conn *c, const struct rl_read *r,
-		      size_t total)
+/* Out of line, as rl_hold_before: the plaintext read never comes here. */
+__attribute__((noinline, cold)) ssize_t
+rl_hold_unread(struct rl_conn *c, const struct rl_read *r, size_t total)
 {
 	struct rl_hold *h = c->hold;
 	size_t n = h->unread < total ? h->unread : total;
@@ -105,7 +106,20 @@ size_t rl_hold_unread(struct rl_conn *c, const struct rl_read *r,
 	h->unread -= (uint32_t)n;
 	if (h->len == 0)
 		rl_conn_unhold(c);
-	return n;
+	return (ssize_t)n;
+}
+
+__attribute__((noinline, cold)) void rl_hold_before(struct rl_conn *c,
+						   const struct rl_read *r,
+						   size_t from, size_t to)
+{
+	struct rl_hold *h = c->hold;
+	size_t k = to - from;
+
+	memmove(h->data + k, h->data, h->len);
+	rl_iov_gather(r->iov, r->iovcnt, from, h->data, k);
+	h->len += (uint32_t)k;
+	h->decided = 0;
 }
 
 /*

@@ -167,8 +167,13 @@ size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
  * unread bytes (TLS: past a head decided, not framed yet): up to `total`
  * of them into its buffers, as the session's read would have given them.
  * Returns how many. */
-size_t rl_hold_unread(struct rl_conn *c, const struct rl_read *r,
-		      size_t total);
+ssize_t rl_hold_unread(struct rl_conn *c, const struct rl_read *r,
+		       size_t total);
+
+/* A head not complete yet at r's bytes [from, to), before the bytes held
+ * unread (TLS): put in front of them, held undecided. */
+void rl_hold_before(struct rl_conn *c, const struct rl_read *r, size_t from,
+		    size_t to);
 
 /* Look at what came since the head was held, and decide it if it ends
  * there. */

@@ -310,12 +310,10 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 		if (filled && c->ssl)
 			goto out;
 		space = total - filled;
-		if (filled)
-			n = recv_at(r->fd, r->iov, r->iovcnt, filled);
-		else if (c->hold) /* unread bytes only: the session's first */
-			n = (ssize_t)rl_hold_unread(c, r, total);
-		else
-			n = r->real(r->ctx);
+		n = filled ? recv_at(r->fd, r->iov, r->iovcnt, filled)
+		    : __builtin_expect(c->hold != NULL, 0)
+			    ? rl_hold_unread(c, r, total) /* TLS: held first */
+			    : r->real(r->ctx);
 		if (n <= 0) {
 			if (filled)
 				goto out;
@@ -342,14 +340,13 @@ ssize_t rl_io_read(struct rl_conn *c, struct rl_read *r)
 				 * this one rather than pass it unframed. */
 				rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 				o.deliver = (size_t)o.partial;
+			} else if (h->len) {
+				/* before bytes still unread (TLS) */
+				rl_hold_before(c, r, (size_t)o.partial, rg.len);
 			} else {
-				size_t k = rg.len - (size_t)o.partial;
-
-				if (h->len) /* before bytes still unread (TLS) */
-					memmove(h->data + k, h->data, h->len);
-				h->len += (uint32_t)k;
+				h->len = (uint32_t)(rg.len - (size_t)o.partial);
 				rl_iov_gather(r->iov, r->iovcnt, (size_t)o.partial,
-					      h->data, k);
+					      h->data, h->len);
 				h->decided = 0;
 			}
 		}
