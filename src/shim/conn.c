@@ -231,6 +231,7 @@ struct rl_hold *rl_conn_hold(struct rl_conn *c)
 	if (h) {
 		h->len = 0;
 		h->decided = 0;
+		h->unread = 0;
 	}
 	return h;
 }

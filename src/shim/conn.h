@@ -104,7 +104,12 @@ struct rl_ans {
 struct rl_hold {
 	uint32_t len;     /* bytes held */
 	uint32_t decided; /* of which may be delivered (a prefix) */
-	uint8_t data[RL_HOLD_SIZE];
+	uint32_t unread;  /* of which, at the end, bytes a TLS session gave
+			     past a decided head, not framed yet: the
+			     application's next read frames them as its own
+			     (at most len - decided) */
+	/* 8-aligned: a long pipeline's records are kept in it (owed_more) */
+	_Alignas(uint64_t) uint8_t data[RL_HOLD_SIZE];
 };
 
 struct rl_conn {

@@ -1325,15 +1325,16 @@ HOOK int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
 }
 
 /* A peek: the application's own, untouched, except while the shim
- * answers (as a socket's peek). */
-static int tls_peeked(void *ssl, int *pass, size_t *count)
+ * answers (as a socket's peek) or holds bytes its next read gets. */
+static int tls_peeked(void *ssl, void *buf, size_t len, int *pass,
+		      size_t *count)
 {
 	struct rl_conn *c;
 	ssize_t ret;
 	int fd;
 
 	*pass = 1;
-	if (!(c = tls_tracked(ssl, &fd)) || rl_io_tls_peek(c, &ret))
+	if (!(c = tls_tracked(ssl, &fd)) || rl_io_tls_peek(c, buf, len, &ret))
 		return 0;
 	*pass = 0;
 	return tls_result(ssl, ret, count);
@@ -1348,7 +1349,7 @@ HOOK int SSL_peek(void *ssl, void *buf, int num)
 		errno = ENOSYS;
 		return -1;
 	}
-	r = tls_peeked(ssl, &pass, NULL);
+	r = tls_peeked(ssl, buf, num > 0 ? (size_t)num : 0, &pass, NULL);
 	return pass ? tls.peek(ssl, buf, num) : r;
 }
 
@@ -1362,7 +1363,7 @@ HOOK int SSL_peek_ex(void *ssl, void *buf, size_t num, size_t *readbytes)
 		errno = ENOSYS;
 		return 0;
 	}
-	r = tls_peeked(ssl, &pass, &got);
+	r = tls_peeked(ssl, buf, num, &pass, &got);
 	if (pass)
 		return tls.peek_ex(ssl, buf, num, readbytes);
 	if (readbytes)

@@ -180,9 +180,11 @@ int rl_io_tls_no_h2(int fd);
 /* The application frees `ssl` (SSL_free). */
 void rl_io_tls_free(int fd, void *ssl);
 
-/* A peek through TLS (SSL_peek): 1 if it passes to libssl, else 0 with
- * what it returns in *ret (0: the end, -1: EAGAIN, an answer is due). */
-int rl_io_tls_peek(struct rl_conn *c, ssize_t *ret);
+/* A peek through TLS (SSL_peek) of up to `len` bytes into `buf`: 1 if it
+ * passes to libssl, else 0 with what it returns in *ret (0: the end, -1:
+ * EAGAIN, an answer is due; bytes the shim holds for the application's
+ * next read, copied). */
+int rl_io_tls_peek(struct rl_conn *c, void *buf, size_t len, ssize_t *ret);
 
 #define RL_ANSWER_HEAD_MAX 16384 /* an answer head longer is not framed */
 

@@ -2,7 +2,8 @@
 /*
  * io_hold.c - the hold buffer: a request head that is not complete yet,
  * advanced from what the socket has (peeked, so that the bytes after it
- * stay in the socket), decided once whole; and a PROXY header taken into
+ * stay in the socket; under TLS read from the session, whose bytes no
+ * other reader wants), decided once whole; and a PROXY header taken into
  * it and stripped.
  */
 #include "io.h"
@@ -81,6 +82,8 @@ size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
 
 	rl_iov_put(r->iov, r->iovcnt, at, h->data, n);
 	hold_shift(c, n);
+	if (h->unread > h->len - h->decided)
+		h->unread = h->len - h->decided; /* decided since (PASS) */
 	if (r->msg) {
 		r->msg->msg_controllen = 0;
 		r->msg->msg_flags = 0;
@@ -90,17 +93,55 @@ size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
 	return n;
 }
 
+/* Out of line, as rl_hold_before: the plaintext read never comes here. */
+__attribute__((noinline, cold)) ssize_t
+rl_hold_unread(struct rl_conn *c, const struct rl_read *r, size_t total)
+{
+	struct rl_hold *h = c->hold;
+	size_t n = h->unread < total ? h->unread : total;
+
+	rl_iov_put(r->iov, r->iovcnt, 0, h->data, n);
+	memmove(h->data, h->data + n, h->len - n);
+	h->len -= (uint32_t)n;
+	h->unread -= (uint32_t)n;
+	if (h->len == 0)
+		rl_conn_unhold(c);
+	return (ssize_t)n;
+}
+
+__attribute__((noinline, cold)) void rl_hold_before(struct rl_conn *c,
+						   const struct rl_read *r,
+						   size_t from, size_t to)
+{
+	struct rl_hold *h = c->hold;
+	size_t k = to - from;
+
+	memmove(h->data + k, h->data, h->len);
+	rl_iov_gather(r->iov, r->iovcnt, from, h->data, k);
+	h->len += (uint32_t)k;
+	h->decided = 0;
+}
+
 /*
  * The held head was allowed; its last `tail` bytes are still in the
  * socket (peeked). They pass when the application reads them, unless the
  * head was changed (an h2c offer blanked): then they are taken too, so
  * that the application gets the changed bytes, changed again over what
- * the socket gave.
+ * the socket gave. Under TLS (`came`: the bytes read after the held ones,
+ * into the hold buffer) they are all held already, the offer blanked in
+ * place: the head is decided, and what came past it is held unread.
  */
-static enum rl_held held_decided(struct rl_conn *c, int fd, size_t tail)
+static enum rl_held held_decided(struct rl_conn *c, int fd, size_t tail,
+				 ssize_t came)
 {
 	struct rl_hold *h = c->hold;
 
+	if (came > 0) {
+		h->decided = h->len + (uint32_t)tail;
+		h->len += (uint32_t)came;
+		h->unread = (uint32_t)((size_t)came - tail);
+		return RL_HELD_DECIDED;
+	}
 	if (c->mask_at >= 0 && (size_t)c->mask_at + sizeof(rl_frame_no_h2c) > h->len) {
 		if (take(c, fd, h->data + h->len, tail) < 0) {
 			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
@@ -143,21 +184,40 @@ static int held_bad(struct rl_conn *c)
  * reading the body from the socket it inherits finds them there). If the
  * head does not end, take what came: it is all head, it waits for the
  * client, and a level-triggered server is not woken for it again and again.
+ *
+ * Under TLS what came is read from the session into the hold buffer at
+ * once (the session's bytes are nobody else's): one read, where a peek
+ * then the application's read of the same bytes were two, through
+ * libssl's record code each time. The head's tail is held decided; bytes
+ * past it are held unread (h->unread), what the session gives first at
+ * the application's next read; they are what came, first, when a held
+ * head looks for more. The application sees the same bytes in the same
+ * reads, and SSL_pending counts held bytes as libssl's own.
  */
 enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
 {
 	struct rl_hold *h = c->hold;
 	struct rl_http_feed f;
-	ssize_t n;
+	ssize_t n, came = 0;
 
-	/* Through a BIO of the application's, the look for more may wait
-	 * for the client (apache's read blocks until it sends, or for its
-	 * Timeout): a long head wrong already is refused before it, or the
-	 * client that sends no more waits for its 400 as long. */
-	if (c->raw && c->tls_app_bio && held_bad(c))
-		return RL_HELD_DENIED;
-	n = rl_conn_recv(c, fd, h->data + h->len, RL_HOLD_SIZE - h->len,
-			 MSG_PEEK);
+	if (h->unread) {
+		/* Read from the session before: what came. */
+		n = (ssize_t)h->unread;
+		h->len -= h->unread;
+		h->unread = 0;
+	} else {
+		/* Through a BIO of the application's, the look for more may
+		 * wait for the client (apache's read blocks until it sends,
+		 * or for its Timeout): a long head wrong already is refused
+		 * before it, or the client that sends no more waits for its
+		 * 400 as long. */
+		if (c->raw && c->tls_app_bio && held_bad(c))
+			return RL_HELD_DENIED;
+		n = rl_conn_recv(c, fd, h->data + h->len, RL_HOLD_SIZE - h->len,
+				 c->ssl ? 0 : MSG_PEEK);
+	}
+	if (n > 0 && c->ssl)
+		came = n;
 	if (n == 0)
 		return RL_HELD_EOF;
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
@@ -189,10 +249,11 @@ enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
 			if (!ok)
 				return RL_HELD_DENIED;
 			if (c->state == RL_CONN_PASS) {
+				h->len += (uint32_t)came;
 				h->decided = h->len;
 				return RL_HELD_DECIDED;
 			}
-			return held_decided(c, fd, used - h->len);
+			return held_decided(c, fd, used - h->len, came);
 		}
 		/* Not whole yet (or not valid): the scanner takes it from
 		 * here, over what is held, then what came. */
@@ -210,13 +271,13 @@ enum rl_held rl_hold_advance(struct rl_conn *c, int fd)
 
 		if (!rl_frame_decide(c, &rg, 0, rg.len))
 			return RL_HELD_DENIED;
-		return held_decided(c, fd, f.used);
+		return held_decided(c, fd, f.used, came);
 	}
 	case RL_HTTP_EV_ERROR:
 		rl_io_deny(c, RL_REPLY_400, NULL, NULL, c->http.error);
 		return RL_HELD_DENIED;
 	default:
-		if (take(c, fd, h->data + h->len, (size_t)n) < 0) {
+		if (!came && take(c, fd, h->data + h->len, (size_t)n) < 0) {
 			rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 			return RL_HELD_DENIED;
 		}

@@ -207,6 +207,18 @@ enum rl_held {
 size_t rl_hold_give(struct rl_conn *c, const struct rl_read *r, size_t at,
 		    size_t total);
 
+/* The application's read of a connection whose hold buffer has only
+ * unread bytes (TLS: past a head decided, not framed yet): up to `total`
+ * of them into its buffers, as the session's read would have given them.
+ * Returns how many. */
+ssize_t rl_hold_unread(struct rl_conn *c, const struct rl_read *r,
+		       size_t total);
+
+/* A head not complete yet at r's bytes [from, to), before the bytes held
+ * unread (TLS): put in front of them, held undecided. */
+void rl_hold_before(struct rl_conn *c, const struct rl_read *r, size_t from,
+		    size_t to);
+
 /* Look at what came since the head was held, and decide it if it ends
  * there. */
 enum rl_held rl_hold_advance(struct rl_conn *c, int fd);

@@ -291,7 +291,7 @@ frame_on:
 			h->decided = h->len;
 			continue;
 		}
-		if (h && h->len) {
+		if (h && h->len > h->unread) {
 			switch (rl_hold_advance(c, r->fd)) {
 			case RL_HELD_DECIDED:
 			case RL_HELD_MORE:
@@ -332,7 +332,9 @@ frame_on:
 			goto out;
 		space = total - filled;
 		n = filled ? recv_at(r->fd, r->iov, r->iovcnt, filled)
-			   : r->real(r->ctx);
+		    : __builtin_expect(c->hold != NULL, 0)
+			    ? rl_hold_unread(c, r, total) /* TLS: held first */
+			    : r->real(r->ctx);
 		if (n <= 0) {
 			if (filled)
 				goto out;
@@ -360,6 +362,9 @@ framed:
 				 * this one rather than pass it unframed. */
 				rl_io_deny(c, RL_REPLY_NONE, NULL, NULL, NULL);
 				o.deliver = (size_t)o.partial;
+			} else if (h->len) {
+				/* before bytes still unread (TLS) */
+				rl_hold_before(c, r, (size_t)o.partial, rg.len);
 			} else {
 				h->len = (uint32_t)(rg.len - (size_t)o.partial);
 				rl_iov_gather(r->iov, r->iovcnt, (size_t)o.partial,

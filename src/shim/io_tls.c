@@ -155,8 +155,11 @@ void rl_io_tls_free(int fd, void *ssl)
 	}
 }
 
-int rl_io_tls_peek(struct rl_conn *c, ssize_t *ret)
+int rl_io_tls_peek(struct rl_conn *c, void *buf, size_t len, ssize_t *ret)
 {
+	struct rl_hold *h = c->hold;
+	size_t n;
+
 	/* As a socket's peek (io_read.c): nothing while an answer is due,
 	 * the end once answered. */
 	if (c->state == RL_CONN_DENY) {
@@ -168,7 +171,18 @@ int rl_io_tls_peek(struct rl_conn *c, ssize_t *ret)
 		*ret = 0;
 		return 0;
 	}
-	return 1;
+	/* Bytes the session gave that the shim holds come first, as the
+	 * application's next read gets them: decided ones, or those held
+	 * unread (which a peek sees as libssl's own, unframed). A head held
+	 * undecided is not the application's yet: the peek is libssl's. */
+	if (!h || len == 0 || (!h->decided && h->len > h->unread))
+		return 1;
+	n = h->decided ? h->decided : h->unread;
+	if (n > len)
+		n = len;
+	memcpy(buf, h->data, n);
+	*ret = (ssize_t)n;
+	return 0;
 }
 
 int rl_io_tls_no_h2(int fd)

@@ -1380,6 +1380,134 @@ static void test_tls_app_bio_long_bad_head(void **state)
 	app_bio_session = 0;
 }
 
+/* A browser's head, longer than nginx's first read (1 KiB). */
+static const char *long_head(const char *path)
+{
+	static char head[2048];
+
+	snprintf(head, sizeof(head), "GET %s HTTP/1.1\r\nHost: x\r\nX-Pad: ", path);
+	memset(head + strlen(head), 'a', 1500);
+	strcpy(head + strlen(head), "\r\n\r\n");
+	return head;
+}
+
+/* The application's SSL_reads of `chunk` bytes until one says EAGAIN (or
+ * the end), appended to got[*len]. Returns the last read's result. */
+static ssize_t tls_read_all(struct pair *p, void *session, char *got,
+			    size_t *len, size_t cap, size_t chunk)
+{
+	ssize_t r;
+
+	for (;;) {
+		size_t want = cap - *len < chunk ? cap - *len : chunk;
+
+		errno = 0;
+		r = tls_app_read(p, session, got + *len, want);
+		if (r <= 0)
+			return r;
+		*len += (size_t)r;
+	}
+}
+
+/*
+ * A head cut by the application's first SSL_read (nginx's 1 KiB): the
+ * rest is read from the session once, into the hold buffer (where a peek
+ * and then libssl's copy again at the application's read were two trips
+ * through libssl's record code), and given at the application's next read.
+ * Bytes that came past the head (a pipeline, a head not complete yet) are
+ * held unread: the reads after frame them as the session's own, in reads
+ * as small as the application makes them, and nothing it did not ask for
+ * stays in the socket. SSL_pending (rl_io_held) counts every held byte; a
+ * peek sees the held bytes the next read gets.
+ */
+static void test_tls_cut_head_read_once(void **state)
+{
+	static int session;
+	static char sent[4096], got[4096];
+	const char *b = "GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *c1 = "GET /c HTTP/1.1\r\nHo", *c2 = "st: x\r\n\r\n";
+	size_t len = 0, want;
+	struct pair p;
+	char peek[64];
+	ssize_t r;
+
+	(void)state;
+	for (size_t chunk = 7; chunk <= 4096; chunk *= 24) {
+		pair_open(&p);
+		fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) | O_NONBLOCK);
+		session = p.fd;
+		assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+		snprintf(sent, sizeof(sent), "%s%s%s", long_head("/a"), b, c1);
+		put(&p, sent);
+		len = 0;
+		assert_int_equal(tls_app_read(&p, &session, got, 1024), 1024);
+		assert_int_equal(inq(p.fd), 0); /* the rest is held */
+		assert_int_equal(rl_io_held(p.conn), strlen(sent) - 1024);
+		assert_int_equal(rl_io_tls_peek(p.conn, peek, sizeof(peek), &r), 0);
+		assert_int_equal(r, sizeof(peek));
+		assert_memory_equal(peek, sent + 1024, sizeof(peek));
+		len = 1024;
+		r = tls_read_all(&p, &session, got, &len, sizeof(got), chunk);
+		assert_true(r < 0 && errno == EAGAIN);
+		want = strlen(sent) - strlen(c1); /* /c's start held undecided */
+		assert_int_equal(len, want);
+		assert_memory_equal(got, sent, want);
+		assert_int_equal(p.conn->http.requests, 2);
+		assert_int_equal(rl_io_held(p.conn), strlen(c1));
+		/* A peek does not see a head not decided yet: libssl's (the
+		 * socket, empty). */
+		assert_int_equal(rl_io_tls_peek(p.conn, peek, sizeof(peek), &r), 1);
+		put(&p, c2);
+		r = tls_read_all(&p, &session, got, &len, sizeof(got), chunk);
+		assert_true(r < 0 && errno == EAGAIN);
+		strcat(sent, c2);
+		assert_int_equal(len, strlen(sent));
+		assert_memory_equal(got, sent, len);
+		assert_int_equal(p.conn->http.requests, 3);
+		assert_null(p.conn->hold);
+		pair_close(&p);
+	}
+}
+
+/*
+ * A refusal among the bytes held unread after a cut head (a bad head,
+ * pipelined): the requests before it reach the application, the bad one
+ * never does, and its 400 reaches the client, as when those bytes come
+ * from the session.
+ */
+static void test_tls_cut_head_then_refused(void **state)
+{
+	static int session;
+	static char sent[4096], got[4096], ans[4096];
+	const char *b = "GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *bad = "GET /c HTTP/1.1\r\nBad Line\r\n\r\n";
+	const char *a1 = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nA1";
+	struct pair p;
+	size_t len = 0;
+
+	(void)state;
+	pair_open(&p);
+	fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) | O_NONBLOCK);
+	session = p.fd;
+	assert_ptr_equal(rl_io_tls_conn(p.fd, &session), p.conn);
+	snprintf(sent, sizeof(sent), "%s%s%s", long_head("/a"), b, bad);
+	put(&p, sent);
+	assert_int_equal(tls_app_read(&p, &session, got, 1024), 1024);
+	len = 1024;
+	tls_read_all(&p, &session, got, &len, sizeof(got), sizeof(got));
+	assert_int_equal(len, strlen(sent) - strlen(bad));
+	assert_memory_equal(got, sent, len);
+	assert_int_equal(p.conn->state, RL_CONN_DENY);
+	/* Its answers to the two: the 400 right after them. */
+	app_write(&p, a1);
+	app_write(&p, a1);
+	client_got(&p, ans, sizeof(ans), 200);
+	assert_memory_equal(ans, a1, strlen(a1));
+	assert_memory_equal(ans + strlen(a1), a1, strlen(a1));
+	assert_memory_equal(ans + 2 * strlen(a1), "HTTP/1.1 400 Bad Request", 24);
+	pair_close(&p);
+}
+
 /* The application's own peeks pass untouched. */
 static void test_app_peek(void **state)
 {
@@ -1443,6 +1571,8 @@ int main(void)
 		cmocka_unit_test(test_garbage_and_tls),
 		cmocka_unit_test(test_tls_record_byte_inside),
 		cmocka_unit_test(test_tls_held_head_then_end),
+		cmocka_unit_test(test_tls_cut_head_read_once),
+		cmocka_unit_test(test_tls_cut_head_then_refused),
 		cmocka_unit_test(test_tls_app_bio_read_ahead),
 		cmocka_unit_test(test_tls_app_bio_long_bad_head),
 		cmocka_unit_test(test_app_peek),

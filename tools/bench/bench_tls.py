@@ -366,9 +366,34 @@ def syscalls_section(res: dict, per: str) -> tuple[list, dict]:
 
 # -- measurements (bench_http's machinery) --------------------------------
 
-def measure_ir(root):
+# What the count leaves out, so that two runs give the same figures
+# (callgrind stops collecting on entry to each function named and starts
+# again on its return):
+# - the handshake's RSA signature (libcrypto's RSA_private_encrypt, the
+#   whole private-key operation: blinding, both exponentiations), which
+#   is not the same number of instructions from one handshake to the next
+#   (RSA blinding: RSA_setup_blinding's modular inverse, the BN_* loops),
+#   by some hundred thousand: the difference of two processes, each with
+#   its own handshake, spread that over its requests (+-300 a request
+#   between runs, in functions no request calls). It runs once a
+#   handshake and for nothing else; the rest of a handshake (X25519, the
+#   key schedule, the records) is the same count every time.
+# - what runs by the clock, not by request: nginx's ngx_time_update (its
+#   cached time strings, formatted anew each second) and the shim's
+#   rl_shim_tick_slow (its once-a-second summaries and hot-reload look),
+#   whose counts follow how many seconds a run lasted, which valgrind and
+#   the machine's load decide (+-80 a request between two runs of the same
+#   plaintext nginx).
+# The per-connection figures (--only handshake) count everything.
+STEADY = ('--toggle-collect=RSA_private_encrypt',
+          '--toggle-collect=ngx_time_update',
+          '--toggle-collect=rl_shim_tick_slow', '--collect-atstart=yes')
+
+
+def measure_ir(root, tool_args=STEADY):
     def m(kw, cl, n1, n2, tag):
-        return B.instructions_per_request(root, kw, cl, n1, n2, tag)
+        return B.instructions_per_request(root, kw, cl, n1, n2, tag,
+                                          tool_args)
     return m
 
 
@@ -394,6 +419,10 @@ def main() -> int:
                     'handshake (default 50,150)')
     ap.add_argument('--top', type=int, default=15,
                     help='functions listed per head (default 15)')
+    ap.add_argument('--count-all', action='store_true',
+                    help='count everything in the keep-alive figures too (by '
+                    'default callgrind leaves out the handshake\'s RSA '
+                    'signature and what runs by the clock: STEADY)')
     ap.add_argument('--keep', default=None,
                     help='a directory to keep the callgrind outputs in')
     args = ap.parse_args()
@@ -462,7 +491,8 @@ def main() -> int:
         p()
         if 'instructions' in only:
             log('instructions per keep-alive request (callgrind)')
-            res = run_all('ir', measure_ir(root), tls, heads, ctx,
+            res = run_all('ir', measure_ir(root, () if args.count_all
+                                           else STEADY), tls, heads, ctx,
                           'keepalive', n1, n2)
             lines, totals = instructions_section(res, args.top, 'request')
             p('### User-space instructions per keep-alive request')
@@ -496,7 +526,7 @@ def main() -> int:
             sys.stdout.flush()
         if 'handshake' in only:
             log('per new connection: the handshake (callgrind, strace -c)')
-            ir = run_all('hs-ir', measure_ir(root), tls, ['small'], ctx,
+            ir = run_all('hs-ir', measure_ir(root, ()), tls, ['small'], ctx,
                          'connections', c1, c2)
             calls = run_all('hs-calls', measure_calls(root), tls, ['small'],
                             ctx, 'connections', c1, c2)
