@@ -49,7 +49,9 @@
  * than the burst. So they are counted from the start of the round at the
  * earliest (all at once, the least they can owe), and at least at what the
  * host itself says the key owes, which its own GCRA knows exactly: alone,
- * the store's state is the host's.
+ * the store's state is the host's. A state is written only when it
+ * changes, and only a key written and used goes into KEYS[2]: a pull of
+ * one whose state stayed as it was would mirror nothing new.
  *
  * Grants: of the L requests left in a key's bucket, each host's sync takes
  * floor(F / 2N) of what the other hosts' grants (made at their own last
@@ -96,10 +98,7 @@ const char rl_lua_sync[] =
 	"  local tat = tat_of(vals[i], e, now)\n"
 	"  if tat < floor then tat = floor end\n"
 	"  local a = tonumber(ARGV[j + 2])\n"
-	"  if a ~= 0 then\n"
-	"    tat = tat + a * e\n"
-	"    used[#used + 1] = fields[i]\n"
-	"  end\n"
+	"  if a ~= 0 then tat = tat + a * e end\n"
 	"  local own = now + tonumber(ARGV[j + 4])\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
@@ -108,6 +107,7 @@ const char rl_lua_sync[] =
 	"    if v ~= vals[i] then\n"
 	"      sets[#sets + 1] = fields[i]\n"
 	"      sets[#sets + 1] = v\n"
+	"      if a ~= 0 then used[#used + 1] = fields[i] end\n"
 	"    end\n"
 	"  end\n"
 	"  local burst = tonumber(ARGV[j + 5])\n"
