@@ -69,13 +69,19 @@
  * repush.c) and lapses after `span` without one (the host is gone, or the
  * key quiet there and its turn not come yet).
  *
+ * A grant's entry ("host grant ts", after the key's "born") is stamped
+ * `span` ahead of the sync that writes it, and written again only when the
+ * grant changes or its stamp has passed: a key whose grant stays the same
+ * round after round (a key under its limit) is written about one round in
+ * four, where it was every round; that rewrite, and the parse of the
+ * entries with string.gmatch (about 4 us a key alone), were most of a
+ * key's cost. Its grant stands
+ * `span` after its host's last sync of it at least, 2 x `span` at most;
+ * the format is the one every reader (the lend, older agents) parses.
+ *
  * Returns each key's debt (us, an integer) and grant, in order, then the
  * store's times (us) between which its changes are scored in KEYS[2]
- * (LUA_CHANGED). Each key
- * makes a few strings at most (the store's work a key a round is mostly
- * the script's own: formatting and parsing text cost more than the
- * commands): the round's time formatted once, the grants' words kept as
- * they were read. */
+ * (LUA_CHANGED). */
 const char rl_lua_sync[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
@@ -85,6 +91,7 @@ const char rl_lua_sync[] =
 	"local floor = now - tonumber(ARGV[2])\n"
 	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
 	"local lapsed = now - span\n"
+	"local ahead = string.format('%.0f', now + span)\n"
 	"local n = (#ARGV - 5) / 5\n"
 	"local fields = {}\n"
 	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
@@ -92,41 +99,46 @@ const char rl_lua_sync[] =
 	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
 	"local sets, gsets, out, used = {}, {}, {}, {}\n"
 	"for i = 1, n do\n"
-	"  local j = 5 * i\n"
-	"  local ei = ARGV[j + 3]\n"
-	"  local e = tonumber(ei)\n"
-	"  local tat = tat_of(vals[i], e, now)\n"
+	"  local f, j = fields[i], 5 * i\n"
+	"  local a, ei, ow = tonumber(ARGV[j + 2]), ARGV[j + 3], tonumber(ARGV[j + 4])\n"
+	"  local e, burst = tonumber(ei), tonumber(ARGV[j + 5])\n"
+	"  local tat = 0\n"
+	"  if vals[i] then tat = tat_of(vals[i], e, now) end\n"
 	"  if tat < floor then tat = floor end\n"
-	"  local a = tonumber(ARGV[j + 2])\n"
 	"  if a ~= 0 then tat = tat + a * e end\n"
-	"  local own = now + tonumber(ARGV[j + 4])\n"
+	"  local own = now + ow\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
 	"  if tat > now or a < 0 then\n"
 	"    local v = tat_text(tat, ei)\n"
 	"    if v ~= vals[i] then\n"
-	"      sets[#sets + 1] = fields[i]\n"
+	"      sets[#sets + 1] = f\n"
 	"      sets[#sets + 1] = v\n"
-	"      if a ~= 0 then used[#used + 1] = fields[i] end\n"
+	"      if a ~= 0 then used[#used + 1] = f end\n"
 	"    end\n"
 	"  end\n"
-	"  local burst = tonumber(ARGV[j + 5])\n"
 	"  local left = math.floor((now + burst * e - tat) / e)\n"
 	"  if left < 0 then left = 0 end\n"
-	"  local born, btext, keep, others, reg = now, nowtext, nil, 0, 0\n"
-	"  local gv = gvals[i]\n"
+	"  local born, btext, others, reg, mg, mts = now, nowtext, 0, 0, nil, nil\n"
+	"  local gv, keep, nk = gvals[i], nil, 0\n"
 	"  if gv then\n"
-	"    local b, rest = string.match(gv, '^%s*(%S*)(.*)$')\n"
-	"    if tonumber(b) then born, btext = tonumber(b), b end\n"
-	"    for h, g, ts in string.gmatch(rest, '(%S+)%s+(%S+)%s+(%S+)') do\n"
+	"    local p = string.find(gv, ' ', 1, true)\n"
+	"    local b = tonumber(string.sub(gv, 1, (p or 0) - 1))\n"
+	"    if b then born, btext = b, string.sub(gv, 1, p - 1) end\n"
+	"    while p do\n"
+	"      local h, g, ts, q = string.match(gv, '^ (%S+) (%S+) (%S+)()', p)\n"
 	"      local gn, tn = tonumber(g), tonumber(ts)\n"
 	"      if not gn or not tn then break end\n"
-	"      if h ~= me and tn >= lapsed then\n"
+	"      if h == me then\n"
+	"        mg, mts = gn, tn\n"
+	"      elseif tn >= lapsed then\n"
 	"        others = others + gn\n"
 	"        reg = reg + 1\n"
-	"        if keep then keep[#keep + 1] = h .. ' ' .. g .. ' ' .. ts\n"
-	"        else keep = { h .. ' ' .. g .. ' ' .. ts } end\n"
+	"        if not keep then keep = {} end\n"
+	"        keep[nk + 1], keep[nk + 2], keep[nk + 3] = h, g, ts\n"
+	"        nk = nk + 3\n"
 	"      end\n"
+	"      p = q\n"
 	"    end\n"
 	"  end\n"
 	"  if now - born < span and nh - 1 > reg then\n"
@@ -139,19 +151,21 @@ const char rl_lua_sync[] =
 	"    mine = 0\n"
 	"    if a > 0 then mine = math.floor(free / (2 * nh)) end\n"
 	"  end\n"
-	"  gsets[#gsets + 1] = fields[i]\n"
-	"  if keep then\n"
-	"    gsets[#gsets + 1] = btext .. ' ' .. table.concat(keep, ' ') .. ' ' ..\n"
-	"                        me .. ' ' .. mine .. ' ' .. nowtext\n"
-	"  else\n"
-	"    gsets[#gsets + 1] = btext .. ' ' .. me .. ' ' .. mine .. ' ' .. nowtext\n"
+	"  if mine ~= mg or mts < now then\n"
+	"    gsets[#gsets + 1] = f\n"
+	"    if keep then\n"
+	"      keep[nk + 1], keep[nk + 2], keep[nk + 3] = me, mine, ahead\n"
+	"      gsets[#gsets + 1] = btext .. ' ' .. table.concat(keep, ' ')\n"
+	"    else\n"
+	"      gsets[#gsets + 1] = btext .. ' ' .. me .. ' ' .. mine .. ' ' .. ahead\n"
+	"    end\n"
 	"  end\n"
 	"  out[2 * i - 1] = math.floor(tat - now + 0.5)\n"
 	"  out[2 * i] = mine\n"
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
-	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
+	"if #gsets > 0 then redis.call('HSET', KEYS[3], unpack(gsets)) end\n"
 	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
 	"local last = changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
 	"out[2 * n + 1] = nowtext\n"
