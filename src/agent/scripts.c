@@ -37,10 +37,15 @@
  * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
  * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
  * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
- * grant stands and a key counts as young. Then quintuples: key, admitted
- * (less what was given back since the host's last round: may be below 0),
- * interval (us), what the key owes on that host (us; 0 if its state there
- * holds a grant back), burst.
+ * grant stands and a key counts as young, ARGV[6]: the keys' numbers,
+ * RL_SYNC_NUMS bytes each (RL_SYNC_PACK: admitted, less what was given back
+ * since the host's last round, may be below 0; what the key owes on that
+ * host, us, 0 if its state there holds a grant back; its tariff), ARGV[7]:
+ * how many tariffs, then a pair for each (interval, us, as text; burst),
+ * then the keys. The numbers come packed and the tariffs once a call
+ * because the store's cost of a key is mostly the script's own: every
+ * argument is a string to make and a number to parse (docs/BENCHMARKS.md,
+ * "Redis cost").
  *
  * The requests a host admitted came at times within its last round, which
  * the store does not know: counting them from now (all at the last moment)
@@ -92,16 +97,23 @@ const char rl_lua_sync[] =
 	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
 	"local lapsed = now - span\n"
 	"local ahead = string.format('%.0f', now + span)\n"
-	"local n = (#ARGV - 5) / 5\n"
-	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
-	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
-	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
+	"local nums, nt = ARGV[6], tonumber(ARGV[7])\n"
+	"local eis, ets, bs = {}, {}, {}\n"
+	"for k = 1, nt do\n"
+	"  ets[k] = ARGV[6 + 2 * k]\n"
+	"  eis[k] = tonumber(ets[k])\n"
+	"  bs[k] = tonumber(ARGV[7 + 2 * k])\n"
+	"end\n"
+	"local k0 = 7 + 2 * nt\n"
+	"local n = #ARGV - k0\n"
+	"local vals = redis.call('HMGET', KEYS[1], unpack(ARGV, k0 + 1))\n"
+	"local gvals = redis.call('HMGET', KEYS[3], unpack(ARGV, k0 + 1))\n"
 	"local sets, gsets, out, used = {}, {}, {}, {}\n"
 	"for i = 1, n do\n"
-	"  local f, j = fields[i], 5 * i\n"
-	"  local a, ei, ow = tonumber(ARGV[j + 2]), ARGV[j + 3], tonumber(ARGV[j + 4])\n"
-	"  local e, burst = tonumber(ei), tonumber(ARGV[j + 5])\n"
+	"  local f = ARGV[k0 + i]\n"
+	"  local a, ow, ti = struct.unpack('" RL_SYNC_PACK "', nums,\n"
+	"                                  " RL_SYNC_NUMS_TEXT " * (i - 1) + 1)\n"
+	"  local e, ei, burst = eis[ti], ets[ti], bs[ti]\n"
 	"  local tat = 0\n"
 	"  if vals[i] then tat = tat_of(vals[i], e, now) end\n"
 	"  if tat < floor then tat = floor end\n"
