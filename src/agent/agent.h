@@ -46,6 +46,12 @@ enum { RL_SCRIPT_SYNC = 0, RL_SCRIPT_HOSTS = 1, RL_SCRIPT_CLEAN = 2,
 	"end\n"
 
 /* scripts.c: the store's side of sync.c's jobs */
+/* The sync script's numbers of a key (ARGV[6]), packed for Lua's
+ * struct.unpack: what it admitted (int64, may be below 0), what it owes
+ * here (us, int64), its tariff (1-based, a byte), little-endian: 17 bytes. */
+#define RL_SYNC_PACK "<i8i8B"
+#define RL_SYNC_NUMS 17
+#define RL_SYNC_NUMS_TEXT "17"
 extern const char rl_lua_sync[];
 extern const char rl_lua_pull[];
 extern const char rl_lua_window[];

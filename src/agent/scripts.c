@@ -37,11 +37,16 @@
  * keys changed recently (for the pulls), KEYS[3] its grants. ARGV[1]: idle
  * TTL (ms), ARGV[2]: the time (us) since the sending host's last round,
  * ARGV[3]: that host, ARGV[4]: the hosts alive, ARGV[5]: how long (us) a
- * grant stands and a key counts as young. Then quintuples: key, admitted
- * (less what was given back since the host's last round: may be below 0),
- * interval (us), what the key owes on that host (us, from the collect; of
- * its state there, what a grant or a lend does not hold back), burst. Last,
- * the host's collect on the store's clock (us; 0: not known, now).
+ * grant stands and a key counts as young, ARGV[6]: the keys' numbers,
+ * RL_SYNC_NUMS bytes each (RL_SYNC_PACK: admitted, less what was given back
+ * since the host's last round, may be below 0; what the key owes on that
+ * host, us, from the collect: of its state there, what a grant or a lend
+ * does not hold back; its tariff), ARGV[7]: how many tariffs, then a pair
+ * for each (interval, us, as text; burst), then the host's collect on the
+ * store's clock (us; 0: not known, now), then the keys. The numbers come packed and the tariffs once a call
+ * because the store's cost of a key is mostly the script's own: every
+ * argument is a string to make and a number to parse (docs/BENCHMARKS.md,
+ * "Redis cost").
  *
  * The requests a host admitted came at times within its last round, which
  * the store does not know: counting them from now (all at the last moment)
@@ -50,7 +55,9 @@
  * than the burst. So they are counted from the start of the round at the
  * earliest (all at once, the least they can owe), and at least at what the
  * host itself says the key owes, which its own GCRA knows exactly: alone,
- * the store's state is the host's.
+ * the store's state is the host's. A state is written only when it
+ * changes, and only a key written and used goes into KEYS[2]: a pull of
+ * one whose state stayed as it was would mirror nothing new.
  *
  * Grants: of the L requests left in a key's bucket, each host's sync takes
  * floor(F / 2N) of what the other hosts' grants (made at their own last
@@ -68,71 +75,96 @@
  * repush.c) and lapses after `span` without one (the host is gone, or the
  * key quiet there and its turn not come yet).
  *
+ * A grant's entry ("host grant ts", after the key's "born") is stamped
+ * `span` ahead of the sync that writes it, and written again only when the
+ * grant changes or its stamp has passed: a key whose grant stays the same
+ * round after round (a key under its limit) is written about one round in
+ * four, where it was every round; that rewrite, and the parse of the
+ * entries with string.gmatch (about 4 us a key alone), were most of a
+ * key's cost. Its grant stands
+ * `span` after its host's last sync of it at least, 2 x `span` at most;
+ * the format is the one every reader (the lend, older agents) parses.
+ *
  * Returns each key's debt (us, an integer) and grant, in order, then the
  * store's times (us) between which its changes are scored in KEYS[2]
- * (LUA_CHANGED). Each key
- * makes a few strings at most (the store's work a key a round is mostly
- * the script's own: formatting and parsing text cost more than the
- * commands): the round's time formatted once, the grants' words kept as
- * they were read. */
+ * (LUA_CHANGED). */
 const char rl_lua_sync[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	"local nowtext = t[1] .. string.format('%06d', tonumber(t[2]))\n"
 	RL_LUA_TAT
 	LUA_CHANGED
-	"local n = (#ARGV - 6) / 5\n"
-	"local base = tonumber(ARGV[#ARGV]) or 0\n"
-	"if base <= 0 or base > now or now - base > 1000000 then base = now end\n"
-	"local floor = base - tonumber(ARGV[2])\n"
 	"local me, nh, span = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])\n"
 	"local lapsed = now - span\n"
-	"local fields = {}\n"
-	"for i = 1, n do fields[i] = ARGV[5 * i + 1] end\n"
-	"local vals = redis.call('HMGET', KEYS[1], unpack(fields))\n"
-	"local gvals = redis.call('HMGET', KEYS[3], unpack(fields))\n"
+	"local ahead = string.format('%.0f', now + span)\n"
+	"local lapt = string.format('%.0f', lapsed)\n"
+	"local nums, nt = ARGV[6], tonumber(ARGV[7])\n"
+	"local eis, ets, cets, bs = {}, {}, {}, {}\n"
+	"for k = 1, nt do\n"
+	"  ets[k] = ARGV[6 + 2 * k]\n"
+	"  cets[k] = ':' .. ets[k]\n"
+	"  eis[k] = tonumber(ets[k])\n"
+	"  bs[k] = tonumber(ARGV[7 + 2 * k])\n"
+	"end\n"
+	"local k0 = 8 + 2 * nt\n"
+	"local base = tonumber(ARGV[k0]) or 0\n"
+	"if base <= 0 or base > now or now - base > 1000000 then base = now end\n"
+	"local floor = base - tonumber(ARGV[2])\n"
+	"local n = #ARGV - k0\n"
+	"local vals = redis.call('HMGET', KEYS[1], unpack(ARGV, k0 + 1))\n"
+	"local gvals = redis.call('HMGET', KEYS[3], unpack(ARGV, k0 + 1))\n"
 	"local sets, gsets, out, used = {}, {}, {}, {}\n"
 	"for i = 1, n do\n"
-	"  local j = 5 * i\n"
-	"  local ei = ARGV[j + 3]\n"
-	"  local e = tonumber(ei)\n"
-	"  local tat = tat_of(vals[i], e, now)\n"
-	"  if tat < floor then tat = floor end\n"
-	"  local a = tonumber(ARGV[j + 2])\n"
-	"  if a ~= 0 then\n"
-	"    tat = tat + a * e\n"
-	"    used[#used + 1] = fields[i]\n"
+	"  local f = ARGV[k0 + i]\n"
+	"  local a, ow, ti = struct.unpack('" RL_SYNC_PACK "', nums,\n"
+	"                                  " RL_SYNC_NUMS_TEXT " * (i - 1) + 1)\n"
+	"  local e, ei, cet, burst = eis[ti], ets[ti], cets[ti], bs[ti]\n"
+	"  local v, tat = vals[i], 0\n"
+	"  if v and string.sub(v, -#cet) == cet then\n"
+	"    tat = tonumber(string.sub(v, 1, -#cet - 1)) or 0\n"
+	"  elseif v then\n"
+	"    tat = tat_of(v, e, now)\n"
 	"  end\n"
-	"  local own = base + tonumber(ARGV[j + 4])\n"
+	"  if tat < floor then tat = floor end\n"
+	"  if a ~= 0 then tat = tat + a * e end\n"
+	"  local own = base + ow\n"
 	"  if tat < own then tat = own end\n"
 	"  if tat < now then tat = now end\n"
 	"  if tat > now or a < 0 then\n"
-	"    local v = tat_text(tat, ei)\n"
-	"    if v ~= vals[i] then\n"
-	"      sets[#sets + 1] = fields[i]\n"
-	"      sets[#sets + 1] = v\n"
+	"    local w = tat_text(tat, ei)\n"
+	"    if w ~= v then\n"
+	"      sets[#sets + 1] = f\n"
+	"      sets[#sets + 1] = w\n"
+	"      if a ~= 0 then used[#used + 1] = f end\n"
 	"    end\n"
 	"  end\n"
-	"  local burst = tonumber(ARGV[j + 5])\n"
 	"  local left = math.floor((now + burst * e - tat) / e)\n"
 	"  if left < 0 then left = 0 end\n"
-	"  local born, btext, keep, others, reg = now, nowtext, nil, 0, 0\n"
-	"  local gv = gvals[i]\n"
+	"  local young, btext, others, reg, mg, mts = true, nowtext, 0, 0, nil, nil\n"
+	"  local gv, keep, nk = gvals[i], nil, 0\n"
 	"  if gv then\n"
-	"    local b, rest = string.match(gv, '^%s*(%S*)(.*)$')\n"
-	"    if tonumber(b) then born, btext = tonumber(b), b end\n"
-	"    for h, g, ts in string.gmatch(rest, '(%S+)%s+(%S+)%s+(%S+)') do\n"
-	"      local gn, tn = tonumber(g), tonumber(ts)\n"
-	"      if not gn or not tn then break end\n"
-	"      if h ~= me and tn >= lapsed then\n"
+	"    local p = string.find(gv, ' ', 1, true)\n"
+	"    local b = p and string.sub(gv, 1, p - 1)\n"
+	"    if b and #b == #lapt then young, btext = b > lapt, b\n"
+	"    elseif tonumber(b) then young, btext = tonumber(b) > lapsed, b end\n"
+	"    while p do\n"
+	"      local h, g, ts, q = string.match(gv, '^ (%S+) (%S+) (%S+)()', p)\n"
+	"      local gn = tonumber(g)\n"
+	"      if not gn or not ts then break end\n"
+	"      if h == me then\n"
+	"        mg, mts = gn, ts\n"
+	"      elseif (#ts == #lapt and ts >= lapt) or\n"
+	"             (#ts ~= #lapt and (tonumber(ts) or -1) >= lapsed) then\n"
 	"        others = others + gn\n"
 	"        reg = reg + 1\n"
-	"        if keep then keep[#keep + 1] = h .. ' ' .. g .. ' ' .. ts\n"
-	"        else keep = { h .. ' ' .. g .. ' ' .. ts } end\n"
+	"        if not keep then keep = {} end\n"
+	"        keep[nk + 1], keep[nk + 2], keep[nk + 3] = h, g, ts\n"
+	"        nk = nk + 3\n"
 	"      end\n"
+	"      p = q\n"
 	"    end\n"
 	"  end\n"
-	"  if now - born < span and nh - 1 > reg then\n"
+	"  if young and nh - 1 > reg then\n"
 	"    others = others + (nh - 1 - reg) * math.ceil(burst / nh)\n"
 	"  end\n"
 	"  local free = left - others\n"
@@ -142,19 +174,22 @@ const char rl_lua_sync[] =
 	"    mine = 0\n"
 	"    if a > 0 then mine = math.floor(free / (2 * nh)) end\n"
 	"  end\n"
-	"  gsets[#gsets + 1] = fields[i]\n"
-	"  if keep then\n"
-	"    gsets[#gsets + 1] = btext .. ' ' .. table.concat(keep, ' ') .. ' ' ..\n"
-	"                        me .. ' ' .. mine .. ' ' .. nowtext\n"
-	"  else\n"
-	"    gsets[#gsets + 1] = btext .. ' ' .. me .. ' ' .. mine .. ' ' .. nowtext\n"
+	"  if mine ~= mg or (#mts == #nowtext and mts < nowtext) or\n"
+	"     (#mts ~= #nowtext and (tonumber(mts) or -1) < now) then\n"
+	"    gsets[#gsets + 1] = f\n"
+	"    if keep then\n"
+	"      keep[nk + 1], keep[nk + 2], keep[nk + 3] = me, mine, ahead\n"
+	"      gsets[#gsets + 1] = btext .. ' ' .. table.concat(keep, ' ')\n"
+	"    else\n"
+	"      gsets[#gsets + 1] = btext .. ' ' .. me .. ' ' .. mine .. ' ' .. ahead\n"
+	"    end\n"
 	"  end\n"
 	"  out[2 * i - 1] = math.floor(tat - now + 0.5)\n"
 	"  out[2 * i] = mine\n"
 	"end\n"
 	"if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end\n"
 	"redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))\n"
-	"redis.call('HSET', KEYS[3], unpack(gsets))\n"
+	"if #gsets > 0 then redis.call('HSET', KEYS[3], unpack(gsets)) end\n"
 	"redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[1]))\n"
 	"local last = changed(KEYS[2], used, now, tonumber(ARGV[1]))\n"
 	"out[2 * n + 1] = nowtext\n"

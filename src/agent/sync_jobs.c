@@ -17,16 +17,32 @@
 #include "log.h"
 #include "sha256.h"
 
-/* Queue the sync script for items [first, first + n) of rule `ci`. */
+/* `v` as RL_SYNC_PACK's little-endian int64 at `p`. */
+static void pack_i64(uint8_t *p, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+
+	for (unsigned k = 0; k < 8; k++)
+		p[k] = (uint8_t)(u >> (8 * k));
+}
+
+/* Queue the sync script for items [first, first + n) of rule `ci`: the
+ * keys, their numbers packed in one argument and their tariffs (a rule's
+ * rate and plans: RL_MAX_PLANS + 1 at most) named once (rl_lua_sync). */
 int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 {
 	struct rl_agent *a = r->a;
-	const char *argv[9 + 5 * BATCH];
-	size_t lens[9 + 5 * BATCH];
+	const char *argv[11 + 2 * (RL_MAX_PLANS + 1) + BATCH];
+	size_t lens[11 + 2 * (RL_MAX_PLANS + 1) + BATCH];
+	uint8_t nums[RL_SYNC_NUMS * BATCH];
+	const struct rl_agent_item *tariff[RL_MAX_PLANS + 1];
 	char hkey[160], rkey[170], gkey[170], ttl[32], since[32], hosts[16];
-	char span[32], base[32];
+	char span[32], nt[8], base[32];
+	unsigned ntariffs = 0;
 	int c = 0;
 
+	if (n > BATCH)
+		return -1;
 	sync_ttl(a, ci, ttl, sizeof(ttl));
 	snprintf(since, sizeof(since), "%llu",
 		 (unsigned long long)(r->since_ns / 1000));
@@ -34,6 +50,25 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	/* a grant stands, and a key is young, for three rounds */
 	snprintf(span, sizeof(span), "%llu",
 		 (unsigned long long)(3 * a->interval_ns / 1000));
+	for (uint32_t i = first; i < first + n; i++) {
+		const struct rl_agent_item *x = &a->items[i];
+		uint8_t *p = nums + RL_SYNC_NUMS * (i - first);
+		unsigned t;
+
+		for (t = 0; t < ntariffs; t++)
+			if (!strcmp(tariff[t]->ei, x->ei) &&
+			    !strcmp(tariff[t]->burst, x->burst))
+				break;
+		if (t == ntariffs) {
+			if (ntariffs == RL_MAX_PLANS + 1)
+				return -1; /* a rule has no more */
+			tariff[ntariffs++] = x;
+		}
+		pack_i64(p, strtoll(x->count, NULL, 10));
+		pack_i64(p + 8, strtoll(x->own, NULL, 10));
+		p[16] = (uint8_t)(t + 1);
+	}
+	snprintf(nt, sizeof(nt), "%u", ntariffs);
 	sync_arg(argv, lens, &c, hkey,
 		 rl_agent_hash_key(a, ci, a->items[first].shard, hkey, sizeof(hkey)));
 	sync_arg(argv, lens, &c, rkey,
@@ -45,22 +80,21 @@ int queue_sync(struct round *r, unsigned ci, uint32_t first, uint32_t n)
 	sync_arg_text(argv, lens, &c, a->host_tag);
 	sync_arg_text(argv, lens, &c, hosts);
 	sync_arg_text(argv, lens, &c, span);
-	for (uint32_t i = first; i < first + n; i++) {
-		struct rl_agent_item *x = &a->items[i];
-
-		sync_arg(argv, lens, &c, x->key, x->klen);
-		sync_arg_text(argv, lens, &c, x->count);
-		sync_arg_text(argv, lens, &c, x->ei);
-		sync_arg_text(argv, lens, &c, x->own);
-		sync_arg_text(argv, lens, &c, x->burst);
+	sync_arg(argv, lens, &c, (const char *)nums, RL_SYNC_NUMS * (size_t)n);
+	sync_arg_text(argv, lens, &c, nt);
+	for (unsigned t = 0; t < ntariffs; t++) {
+		sync_arg_text(argv, lens, &c, tariff[t]->ei);
+		sync_arg_text(argv, lens, &c, tariff[t]->burst);
 	}
-	/* last: the collect on the store's clock, that what the keys owe
-	 * here (`own`) is counted from (0: not known yet, the script's now) */
+	/* the collect on the store's clock, that what the keys owe here
+	 * (`own`) is counted from (0: not known yet, the script's now) */
 	snprintf(base, sizeof(base), "%llu",
 		 (unsigned long long)rl_store_clock_store_us(
 			 &a->clocks[a->items[first].shard % RL_STORE_SHARDS_MAX],
 			 r->now_ns));
 	sync_arg_text(argv, lens, &c, base);
+	for (uint32_t i = first; i < first + n; i++)
+		sync_arg(argv, lens, &c, a->items[i].key, a->items[i].klen);
 	if (rl_store_queue_script(a->store, RL_SCRIPT_SYNC, 3, c, argv, lens))
 		return -1;
 	return sync_plan_add(r, JOB_SYNC, ci, first, n);

@@ -1472,9 +1472,12 @@ def monitored(r, seconds):
             # host (ARGV[1])
             on[conn] = args[4]
         elif args[2] == '3' and args[5].endswith(':grants'):
-            # the sync script's quintuples: key, count, ei, own, burst;
-            # then the collect on the store's clock
-            rounds[conn][-1] += args[11:-1:5]
+            # the sync script's keys: after its five settings, the keys'
+            # numbers packed, the tariffs (a count, then pairs), the
+            # collect on the store's clock; a line the end of MONITOR cut
+            # off in them has none
+            if len(args) > 12:
+                rounds[conn][-1] += args[14 + 2 * int(args[12]):]
     for conn, rs in rounds.items():
         if conn in on:
             per.setdefault(on[conn], []).extend(rs[1:])  # the first: cut
