@@ -103,6 +103,11 @@ void rl_store_clock_sample(struct rl_store_clock *c, uint64_t store_us,
 /* The store's `store_us` on this host's clock: 0, or -1 while unknown. */
 int rl_store_clock_host_ns(const struct rl_store_clock *c, uint64_t store_us,
 			   uint64_t *host_ns);
+/* The store's `store_us` on this host's clock, but never before
+ * `not_before_ns` (what it is while the offset is unknown: an exchange's
+ * sending, the earliest the store can have read its clock). */
+uint64_t rl_store_clock_at(const struct rl_store_clock *c, uint64_t store_us,
+			   uint64_t not_before_ns);
 /* This host's `host_ns` on the store's clock; 0 while unknown. */
 uint64_t rl_store_clock_store_us(const struct rl_store_clock *c,
 				 uint64_t host_ns);

@@ -79,6 +79,16 @@ int rl_store_clock_host_ns(const struct rl_store_clock *c, uint64_t store_us,
 	return 0;
 }
 
+uint64_t rl_store_clock_at(const struct rl_store_clock *c, uint64_t store_us,
+			   uint64_t not_before_ns)
+{
+	uint64_t at;
+
+	if (rl_store_clock_host_ns(c, store_us, &at) || at < not_before_ns)
+		return not_before_ns;
+	return at;
+}
+
 uint64_t rl_store_clock_store_us(const struct rl_store_clock *c,
 				 uint64_t host_ns)
 {

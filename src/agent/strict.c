@@ -349,7 +349,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 
 	if (q->it.kind == RL_ASK_LEND) {
 		double us;
-		uint64_t at = s->sent_ns;
+		uint64_t at;
 
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
 		    rep->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -360,11 +360,9 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 		/* owed from the script's now, on this host's clock (the
 		 * sync's estimate, store_clock.c); not known yet, from when
 		 * the lend was sent */
-		if (rl_store_clock_host_ns(
-			    &s->a->clocks[q->shard % RL_STORE_SHARDS_MAX],
-			    strtoull(rep->element[2]->str, NULL, 10), &at) ||
-		    at < s->sent_ns)
-			at = s->sent_ns;
+		at = rl_store_clock_at(&s->a->clocks[q->shard % RL_STORE_SHARDS_MAX],
+				       strtoull(rep->element[2]->str, NULL, 10),
+				       s->sent_ns);
 		q->answered = 1;
 		q->floor_ns = at + (us > 0 ? (uint64_t)(us * 1000.0) : 0);
 		if (rep->element[0]->integer <= 0) {

@@ -482,9 +482,7 @@ static int on_reply(redisReply *rep, unsigned i, void *arg)
 
 			rl_store_clock_sample(c, (uint64_t)now_us, r->now_ns,
 					      rl_time_now_ns());
-			if (rl_store_clock_host_ns(c, (uint64_t)now_us, &at) ||
-			    at < r->now_ns)
-				at = r->now_ns;
+			at = rl_store_clock_at(c, (uint64_t)now_us, r->now_ns);
 			if (r->nown < sizeof(r->own) / sizeof(r->own[0]))
 				r->own[r->nown++] = (struct own_range){
 					p->rule, a->items[p->first].shard,

@@ -36,6 +36,7 @@ static void test_unknown_first(void **state)
 	assert_int_equal(rl_store_clock_host_ns(&c, 123456789, &h), -1);
 	assert_int_equal(h, 7);
 	assert_int_equal(rl_store_clock_store_us(&c, 10 * MS), 0);
+	assert_int_equal(rl_store_clock_at(&c, 123456789, 42), 42);
 }
 
 /* Within the first exchange's round trip, then within the narrowest. */
@@ -60,6 +61,11 @@ static void test_within_bounds(void **state)
 	assert_int_equal(rl_store_clock_host_ns(&c, rl_store_clock_store_us(&c, t + 3 * MS),
 						&h), 0);
 	assert_int_equal(h, t + 3 * MS);
+	/* never before the floor given */
+	assert_int_equal(rl_store_clock_at(&c, rl_store_clock_store_us(&c, t + 3 * MS),
+					   t), t + 3 * MS);
+	assert_int_equal(rl_store_clock_at(&c, rl_store_clock_store_us(&c, t + 3 * MS),
+					   t + 4 * MS), t + 4 * MS);
 }
 
 /* While every exchange's bounds allow it, the offset does not move: the
