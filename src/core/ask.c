@@ -430,9 +430,8 @@ static int lent_next(uint64_t old, uint64_t *new, const void *arg)
 	/* and what the state holds beyond that is all it can hold back */
 	if (floor < now)
 		floor = now;
-	if (held > (*new > floor ? *new - floor : 0))
-		held = *new > floor ? *new - floor : 0;
-	*l->held_out = held;
+	*l->held_out = *new <= floor ? 0 : held < *new - floor ? held
+							      : *new - floor;
 	return *new != old;
 }
 
@@ -446,17 +445,13 @@ void rl_table_ask_lent(struct rl_table *t, const struct rl_ask_item *it,
 		struct rl_slot *s = &t->slots[it->index];
 		const struct rl_algo *a = slot_algo(rc, s);
 
+		uint64_t held = 0, after;
+
+		if (!rl_held_read(t, it->index, it->tag, &held))
+			held = 0;
+		after = held;
 		/* Whether the shim still waits or not: the store lent it
 		 * (and counts it this host's). */
-		uint64_t held = t->held &&
-					atomic_load_explicit(&t->held[it->index].tag,
-							     memory_order_acquire) ==
-						it->tag
-				? atomic_load_explicit(&t->held[it->index].ns,
-						       memory_order_relaxed)
-				: 0;
-		uint64_t after = held;
-
 		if (a->kind == RL_ALGO_GCRA &&
 		    !slot_cas(s, it->tag, lent_next,
 			      &(struct lent){ .a = a, .granted = granted,

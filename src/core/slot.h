@@ -221,6 +221,10 @@ static inline int slot_cas(struct rl_slot *s, uint64_t tag,
 void rl_held_note(struct rl_table *t, uint32_t index, uint64_t tag,
 		  uint64_t ns);
 
+/* That note, if there is one of key `tag` (1; *ns set), else 0. */
+int rl_held_read(const struct rl_table *t, uint32_t index, uint64_t tag,
+		 uint64_t *ns);
+
 /* slot_cas's `next` for a state given whole (*arg), whatever it was: the
  * store's, or 0 for a state forgotten. */
 static inline int slot_set_next(uint64_t old, uint64_t *new, const void *arg)

@@ -59,6 +59,18 @@ void rl_held_note(struct rl_table *t, uint32_t index, uint64_t tag, uint64_t ns)
 	atomic_store_explicit(&t->held[index].tag, tag, memory_order_release);
 }
 
+int rl_held_read(const struct rl_table *t, uint32_t index, uint64_t tag,
+		 uint64_t *ns)
+{
+	if (!t->held || index >= t->hdr->capacity ||
+	    atomic_load_explicit(&t->held[index].tag, memory_order_acquire) != tag)
+		return 0;
+	*ns = atomic_load_explicit(&t->held[index].ns, memory_order_relaxed);
+	/* not rewritten meanwhile (rl_held_note clears the tag first) */
+	return atomic_load_explicit(&t->held[index].tag, memory_order_acquire) ==
+	       tag;
+}
+
 int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 			  int (*fn)(const struct rl_sync_item *it, void *arg),
 			  void *arg)
@@ -103,15 +115,9 @@ int rl_table_sync_collect(struct rl_table *t, uint64_t now_ns,
 		if (t->held)
 			atomic_store_explicit(&t->held[i].lent, 0,
 					      memory_order_relaxed);
-		if (it.provisional && t->held &&
-		    atomic_load_explicit(&t->held[i].tag,
-					 memory_order_acquire) == key) {
-			it.held_ns = atomic_load_explicit(&t->held[i].ns,
-							  memory_order_relaxed);
-			it.held_known = atomic_load_explicit(
-						&t->held[i].tag,
-						memory_order_acquire) == key;
-		}
+		if (it.provisional)
+			it.held_known = (uint8_t)rl_held_read(t, i, key,
+							      &it.held_ns);
 		r = fn(&it, arg);
 		if (r)
 			return r;
